@@ -1,0 +1,26 @@
+// `npm run bench -- NAME [args]`: runs bench/NAME.ts. Each benchmark module exports `run(args)`.
+const BENCHES = ['queue', 'scheduler', 'latency', 'runtime', 'vs-slurm'] as const;
+
+async function main(): Promise<number> {
+  const [name, ...args] = process.argv.slice(2);
+  if (!name || !(BENCHES as readonly string[]).includes(name)) {
+    console.error(`usage: npm run bench -- NAME [options]\nNAME is one of: ${BENCHES.join(', ')}`);
+    return 2;
+  }
+  let mod: { run(args: string[]): Promise<number | void> };
+  try {
+    mod = (await import(`./${name}.js`)) as typeof mod;
+  } catch (err) {
+    console.error(`bench ${name} is not available: ${(err as Error).message}`);
+    return 2;
+  }
+  return (await mod.run(args)) ?? 0;
+}
+
+main().then(
+  (code) => (process.exitCode = code),
+  (err) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,38 @@
+// Runs the test suite with vitest and ends with the line CI reads: "N passed, N failed, N skipped".
+// Under BERTH_REQUIRE_ALL=1 a skipped test is a failure: nothing may be silently skipped in CI.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+
+const out = '.berth-test/results.json';
+mkdirSync('.berth-test', { recursive: true });
+rmSync(out, { force: true });
+const args = [
+  'vitest',
+  'run',
+  '--reporter=default',
+  '--reporter=json',
+  `--outputFile.json=${out}`,
+  ...process.argv.slice(2),
+];
+const res = spawnSync('npx', args, { stdio: 'inherit' });
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+try {
+  const r = JSON.parse(readFileSync(out, 'utf8'));
+  passed = r.numPassedTests;
+  failed = r.numFailedTests + (r.numFailedTestSuites ?? 0);
+  skipped = r.numPendingTests + (r.numTodoTests ?? 0);
+  if (process.env.BERTH_REQUIRE_ALL === '1' && skipped > 0) {
+    console.error(`BERTH_REQUIRE_ALL=1: ${skipped} skipped test(s) count as failures`);
+    for (const file of r.testResults)
+      for (const t of file.assertionResults)
+        if (t.status === 'pending' || t.status === 'skipped') console.error(`  skipped: ${t.fullName}`);
+    failed += skipped;
+  }
+} catch (err) {
+  console.error(`could not read test results: ${err.message}`);
+  failed += 1;
+}
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
+process.exitCode = res.status === 0 && failed === 0 ? 0 : 1;

@@ -1,0 +1,94 @@
+// The scheduler's input and output: a snapshot of the world and the actions to take (DESIGN §6.4).
+// The plan function is pure: no I/O, no clock reads; `now` is part of the snapshot.
+import type { ContainerState, IdleBehavior, InstanceState, InstanceType } from '../../model/types.js';
+
+/** Scheduler configuration (the subset of the dispatcher's config that decisions depend on). */
+export interface SchedulerConfig {
+  /** Hard cap on live + booting instances; null = no cap. */
+  maxInstances: number | null;
+  /** Cap on the summed hourly price of live + booting instances; null = no cap. */
+  maxSpendPerHour: number | null;
+  /** A container may use an existing instance priced up to this factor times its cheapest type. */
+  maxPriceFactor: number;
+  /** Containers per instance; 0 = unlimited. */
+  maxContainersPerInstance: number;
+  /** Idle instances are shut down after this many ms. */
+  idleTimeoutMs: number;
+  /** Booting instances that have not registered after this many ms are shut down. */
+  bootTimeoutMs: number;
+  /** Per-type cap on instances (type name → count). */
+  maxInstancesPerType: Record<string, number>;
+  /** Warm pool: keep at least this many instances (of the cheapest type) up. */
+  minInstances: number;
+  /** RAM reserved per instance for the system and agent, in bytes, subtracted from the type's ram. */
+  ramOverhead: number;
+  /** Billing period in ms (0 = per-second billing, no window). */
+  billingPeriodMs: number;
+  /** With a billing period: idle instances are shut down only in the last shutdownWindowMs of a period. */
+  shutdownWindowMs: number;
+  /** A container locked and unlocked more than this many times is cancelled perm. */
+  maxDispatchAttempts: number;
+}
+
+export interface SnapshotInstance {
+  id: string;
+  type: string;
+  state: InstanceState;
+  idleBehavior: IdleBehavior;
+  /** Ids of the containers assigned to (locked for or running on) this instance. */
+  containers: string[];
+  /** When the instance entered its current state. */
+  stateSince: Date;
+  /** When the instance was created (for billing windows); defaults to stateSince. */
+  createdAt: Date;
+}
+
+export interface SnapshotContainer {
+  id: string;
+  state: ContainerState;
+  priority: number;
+  queuedAt: Date;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  preemptible: boolean;
+  /** Allowed instance type names; null = any. */
+  instanceTypes: string[] | null;
+  /** The instance the container is assigned to, if any. */
+  instance: string | null;
+  lockCount: number;
+}
+
+export interface CloudState {
+  /** The cloud told us this is the most instances we may have (quota error); null = unknown. */
+  quotaMaxInstances: number | null;
+  /** Types that returned capacity errors recently. */
+  unavailableTypes: string[];
+  /** No create may be attempted before this time. */
+  rateLimitedUntil: Date | null;
+}
+
+export interface Snapshot {
+  now: Date;
+  config: SchedulerConfig;
+  instanceTypes: InstanceType[];
+  instances: SnapshotInstance[];
+  containers: SnapshotContainer[];
+  cloud: CloudState;
+}
+
+export type Action =
+  | { op: 'create'; type: string; for: string[] }
+  | { op: 'lock'; container: string }
+  | { op: 'start'; container: string; instance: string }
+  | { op: 'unlock'; container: string; reason: string }
+  | { op: 'cancel'; container: string; class: 'perm' | 'temp'; reason: string }
+  | { op: 'shutdown'; instance: string; reason: string }
+  | { op: 'kill'; container: string; instance: string };
+
+export interface Plan {
+  actions: Action[];
+  /** A human-readable status for every waiting container (DESIGN §6.2 rule 7). */
+  status: Record<string, string>;
+}

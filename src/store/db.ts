@@ -1,0 +1,39 @@
+// Connection pool and transactions.
+import pg from 'pg';
+
+// bigint columns (ram, scratch) fit in a double for any real size; return them as numbers.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export type Db = pg.Pool;
+export type Tx = pg.PoolClient;
+export type Queryable = pg.Pool | pg.PoolClient;
+
+export function createPool(url: string, max = 10): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 10_000 });
+  // A dropped connection (server restart) must not crash the process: the next query reconnects.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** Runs fn in a transaction; rolls back and rethrows on error. */
+export async function withTx<T>(pool: pg.Pool, fn: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** Replaces the database name in a PostgreSQL URL. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
