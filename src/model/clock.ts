@@ -1,0 +1,41 @@
+// Time and randomness are injected everywhere decisions depend on them, so tests and the simulator
+// control both (STYLE: no sleeping, no Math.random in decisions).
+
+/** A source of the current time. */
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+
+/** A clock that only moves when told to (tests). */
+export class ManualClock implements Clock {
+  private t: number;
+  constructor(start: Date | string = '2026-01-01T00:00:00Z') {
+    this.t = new Date(start).getTime();
+  }
+  now(): Date {
+    return new Date(this.t);
+  }
+  advance(ms: number): void {
+    this.t += ms;
+  }
+  set(t: Date | string): void {
+    this.t = new Date(t).getTime();
+  }
+}
+
+/** A random number generator returning floats in [0, 1). */
+export type Rng = () => number;
+
+/** A small, fast, seedable generator (mulberry32): the same seed gives the same sequence. */
+export function seededRng(seed: number): Rng {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
