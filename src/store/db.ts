@@ -37,3 +37,16 @@ export function withDatabase(url: string, database: string): string {
   u.pathname = `/${database}`;
   return u.toString();
 }
+
+const RETRYABLE = new Set(['40P01', '40001']); // deadlock detected, serialization failure
+
+/** withTx, retried a few times when PostgreSQL aborts the transaction for a deadlock or serialization. */
+export async function withRetriedTx<T>(pool: pg.Pool, fn: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await withTx(pool, fn);
+    } catch (err) {
+      if (attempt >= 5 || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err;
+    }
+  }
+}

@@ -41,6 +41,7 @@ CREATE TABLE container_requests (
   priority integer NOT NULL CHECK (priority BETWEEN 0 AND 1000),
   container_count_max integer NOT NULL CHECK (container_count_max >= 1),
   max_temp_retries integer NOT NULL CHECK (max_temp_retries >= 0),
+  retry_on_failure boolean NOT NULL DEFAULT true,
   state text NOT NULL CHECK (state IN ('Committed', 'Final')),
   container_id text,
   -- attempts that count against container_count_max (non-zero exits and perm failures included)

@@ -1,0 +1,31 @@
+// Identifiers: a kind prefix, then a time-sortable part and randomness ("c-0k2v8q3ds1x7mh4p"), so that
+// ordering by id is ordering by creation time for pagination, and ids never collide across processes.
+import { randomBytes } from 'node:crypto';
+
+const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case
+
+export type IdKind = 'r' | 'c' | 'n' | 'd' | 'i';
+
+/** A new id of the given kind; `nowMs` is injectable so ids follow the application's clock. */
+export function newId(kind: IdKind, nowMs: number = Date.now()): string {
+  let t = Math.max(0, Math.floor(nowMs));
+  let time = '';
+  for (let i = 0; i < 9; i++) {
+    time = ALPHABET[t % 32]! + time;
+    t = Math.floor(t / 32);
+  }
+  const rnd = randomBytes(7);
+  let tail = '';
+  for (const b of rnd) tail += ALPHABET[b % 32]!;
+  return `${kind}-${time}${tail}`;
+}
+
+/** True when s looks like an id of the given kind (cheap check before touching the database). */
+export function isId(kind: IdKind, s: unknown): s is string {
+  return (
+    typeof s === 'string' &&
+    s.length === 18 &&
+    s.startsWith(`${kind}-`) &&
+    /^[0-9a-hjkmnp-tv-z]+$/.test(s.slice(2))
+  );
+}

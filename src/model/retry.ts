@@ -1,0 +1,105 @@
+// What a container request does when one of its containers ends (DESIGN §3.3). Pure: the store calls it
+// inside the transaction that ends the container and acts on the decision.
+import type { FailureClass } from './types.js';
+
+export const TEMP_BACKOFF_BASE_MS = 10_000;
+export const TEMP_BACKOFF_CAP_MS = 600_000;
+
+/** How the container ended. */
+export interface ContainerEnd {
+  state: 'Complete' | 'Cancelled';
+  exitCode: number | null;
+  failureClass: FailureClass | null;
+  reason: string | null;
+}
+
+/** The request's retry budget and policy. */
+export interface RetryState {
+  priority: number;
+  attempts: number;
+  tempFailures: number;
+  containerCountMax: number;
+  maxTempRetries: number;
+  retryOnFailure: boolean;
+}
+
+export type RetryDecision =
+  | {
+      kind: 'final';
+      outcome: 'success' | 'failed' | 'cancelled';
+      reason: string;
+      attempts: number;
+      tempFailures: number;
+    }
+  | { kind: 'retry'; delayMs: number; attempts: number; tempFailures: number; reason: string };
+
+/** Exponential backoff for the n-th temporary failure (n ≥ 1), capped, with ±20% jitter from rng. */
+export function tempBackoffMs(n: number, rng: () => number): number {
+  const raw = Math.min(TEMP_BACKOFF_CAP_MS, TEMP_BACKOFF_BASE_MS * 2 ** Math.max(0, n - 1));
+  return Math.round(Math.min(TEMP_BACKOFF_CAP_MS, raw * (0.8 + 0.4 * rng())));
+}
+
+export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => number): RetryDecision {
+  if (end.state === 'Complete' && end.exitCode === 0) {
+    return {
+      kind: 'final',
+      outcome: 'success',
+      reason: 'completed with exit code 0',
+      attempts: req.attempts + 1,
+      tempFailures: req.tempFailures,
+    };
+  }
+  if (end.state === 'Cancelled' && end.failureClass === 'user') {
+    return {
+      kind: 'final',
+      outcome: 'cancelled',
+      reason: end.reason ?? 'cancelled',
+      attempts: req.attempts,
+      tempFailures: req.tempFailures,
+    };
+  }
+  if (req.priority === 0) {
+    return {
+      kind: 'final',
+      outcome: 'cancelled',
+      reason: 'priority is 0 (withdrawn)',
+      attempts: req.attempts,
+      tempFailures: req.tempFailures,
+    };
+  }
+  if (end.state === 'Cancelled' && end.failureClass === 'temp') {
+    const temp = req.tempFailures + 1;
+    if (temp > req.maxTempRetries) {
+      return {
+        kind: 'final',
+        outcome: 'failed',
+        reason: `gave up after ${temp} infrastructure failures (max_temp_retries=${req.maxTempRetries}); last: ${end.reason ?? 'unknown'}`,
+        attempts: req.attempts,
+        tempFailures: temp,
+      };
+    }
+    return {
+      kind: 'retry',
+      delayMs: tempBackoffMs(temp, rng),
+      attempts: req.attempts,
+      tempFailures: temp,
+      reason: `infrastructure failure: ${end.reason ?? 'unknown'}`,
+    };
+  }
+  // A non-zero exit or a permanent failure: counts against container_count_max.
+  const attempts = req.attempts + 1;
+  const what = end.state === 'Complete' ? `exit code ${end.exitCode}` : `failed: ${end.reason ?? 'unknown'}`;
+  if (!req.retryOnFailure || attempts >= req.containerCountMax) {
+    const why = req.retryOnFailure
+      ? `after ${attempts} of ${req.containerCountMax} attempts`
+      : 'retries disabled';
+    return {
+      kind: 'final',
+      outcome: 'failed',
+      reason: `${what} (${why})`,
+      attempts,
+      tempFailures: req.tempFailures,
+    };
+  }
+  return { kind: 'retry', delayMs: 0, attempts, tempFailures: req.tempFailures, reason: what };
+}

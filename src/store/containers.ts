@@ -1,0 +1,276 @@
+// Container transitions (DESIGN §3.2). Each is one transaction that locks the row, checks the current
+// state (and, for lock-holder and agent operations, the holder and the per-lock token), and refuses an
+// illegal change with a ConflictError that says why, changing nothing.
+import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
+import type { StoreContext } from './context.js';
+import { withRetriedTx, type Tx } from './db.js';
+import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
+import { addEvent, finishContainer } from './finish.js';
+import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
+import { lockKey, lockToken, lockTokenValid } from './secrets.js';
+
+/** A lock granted to a dispatcher: the per-lock token goes to the agent that will run the container. */
+export interface GrantedLock {
+  id: string;
+  token: string;
+}
+
+/** Who asks for a cancel; decides what they may cancel. */
+export type Canceller =
+  | { kind: 'user'; owner: string | null /* null = admin */ }
+  | { kind: 'dispatcher'; dispatcherId: string }
+  | { kind: 'node'; nodeId: string; token: string }
+  | { kind: 'system' };
+
+export interface ExitReport {
+  exitCode: number;
+  oomKilled: boolean;
+  usage: Usage | null;
+  reason?: string | null;
+}
+
+interface Row {
+  id: string;
+  state: ContainerState;
+  locked_by: string | null;
+  lock_generation: number;
+  lock_count: number;
+  node_id: string | null;
+  instance_id: string | null;
+  owner: string;
+  priority: number;
+  run_after: Date | null;
+}
+
+export class Containers {
+  private key: Buffer | null = null;
+
+  constructor(private readonly ctx: StoreContext) {}
+
+  private async lockKey(): Promise<Buffer> {
+    this.key ??= await lockKey(this.ctx.pool);
+    return this.key;
+  }
+
+  async get(id: string): Promise<ContainerRecord> {
+    const r = await this.ctx.pool.query(`SELECT ${CONTAINER_COLUMNS} FROM containers WHERE id = $1`, [id]);
+    if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
+    return r.rows[0];
+  }
+
+  /** The per-lock token of a container that is Locked or Running (for delivery to its agent). */
+  async tokenFor(id: string): Promise<string> {
+    const row = await this.ctx.pool.query(`SELECT lock_generation, state FROM containers WHERE id = $1`, [
+      id,
+    ]);
+    const r = row.rows[0];
+    if (!r) throw new NotFoundError(`container ${id} not found`);
+    if (r.state !== 'Locked' && r.state !== 'Running')
+      throw new ConflictError(`container ${id} is ${r.state}, not Locked or Running`);
+    return lockToken(await this.lockKey(), id, r.lock_generation);
+  }
+
+  /**
+   * Queued → Locked for each of ids that is still Queued, runnable (run_after passed) and has priority > 0.
+   * Concurrent lockers of the same ids each get a disjoint subset: the row lock serialises them and the
+   * state check is re-evaluated after the wait.
+   */
+  async lock(ids: string[], dispatcherId: string): Promise<GrantedLock[]> {
+    if (ids.length === 0) return [];
+    const key = await this.lockKey();
+    return withRetriedTx(this.ctx.pool, async (tx) => {
+      const now = this.ctx.clock.now();
+      const r = await tx.query(
+        `UPDATE containers SET state = 'Locked', locked_by = $2, lock_generation = lock_generation + 1,
+           lock_count = lock_count + 1, updated_at = $3
+         WHERE id = ANY($1) AND state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $3)
+         RETURNING id, lock_generation`,
+        [ids, dispatcherId, now],
+      );
+      await this.events(
+        tx,
+        now,
+        r.rows.map((row) => row.id),
+        'state',
+        `Locked by dispatcher ${dispatcherId}`,
+      );
+      return r.rows.map((row) => ({ id: row.id, token: lockToken(key, row.id, row.lock_generation) }));
+    });
+  }
+
+  /** Locks up to `limit` runnable Queued containers in queue order, skipping rows other lockers hold. */
+  async lockNext(dispatcherId: string, limit: number): Promise<GrantedLock[]> {
+    const key = await this.lockKey();
+    return withRetriedTx(this.ctx.pool, async (tx) => {
+      const now = this.ctx.clock.now();
+      // SKIP LOCKED: concurrent lockers take different rows instead of queueing behind each other.
+      const r = await tx.query(
+        `WITH picked AS (
+           SELECT id FROM containers
+           WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $3)
+           ORDER BY priority DESC, queued_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+         UPDATE containers c SET state = 'Locked', locked_by = $1, lock_generation = lock_generation + 1,
+           lock_count = lock_count + 1, updated_at = $3
+         FROM picked WHERE c.id = picked.id RETURNING c.id, c.lock_generation`,
+        [dispatcherId, limit, now],
+      );
+      await this.events(
+        tx,
+        now,
+        r.rows.map((row) => row.id),
+        'state',
+        `Locked by dispatcher ${dispatcherId}`,
+      );
+      return r.rows.map((row) => ({ id: row.id, token: lockToken(key, row.id, row.lock_generation) }));
+    });
+  }
+
+  /**
+   * Locked → Queued, by the lock holder only; the per-lock token is revoked. A container unlocked for
+   * the max_dispatch_attempts-th time is cancelled perm instead.
+   */
+  async unlock(id: string, dispatcherId: string, reason: string): Promise<ContainerState> {
+    return withRetriedTx(this.ctx.pool, async (tx) => {
+      const row = await this.row(tx, id);
+      this.expect(row, 'Queued');
+      if (row.locked_by !== dispatcherId)
+        throw new ConflictError(`container ${id} is locked by ${row.locked_by}, not by ${dispatcherId}`);
+      const now = this.ctx.clock.now();
+      const max = this.ctx.options.maxDispatchAttempts;
+      if (row.lock_count >= max) {
+        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
+        await finishContainer(this.ctx, tx, id, {
+          state: 'Cancelled',
+          failureClass: 'perm',
+          reason: `locked and unlocked ${row.lock_count} times (max_dispatch_attempts=${max}); last: ${reason}`,
+        });
+        return 'Cancelled';
+      }
+      await tx.query(
+        `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1,
+           instance_id = NULL, node_id = NULL, updated_at = $2 WHERE id = $1`,
+        [id, now],
+      );
+      await addEvent(tx, now, id, 'state', `Queued: unlocked by ${dispatcherId}: ${reason}`);
+      return 'Queued';
+    });
+  }
+
+  /** The lock holder places a Locked container on an instance (and its node, once registered). */
+  async assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void> {
+    await withRetriedTx(this.ctx.pool, async (tx) => {
+      const row = await this.row(tx, id);
+      if (row.state !== 'Locked')
+        throw new ConflictError(`container ${id} is ${row.state}; only a Locked container can be assigned`);
+      if (row.locked_by !== dispatcherId)
+        throw new ConflictError(`container ${id} is locked by ${row.locked_by}, not by ${dispatcherId}`);
+      const now = this.ctx.clock.now();
+      await tx.query(`UPDATE containers SET instance_id = $2, node_id = $3, updated_at = $4 WHERE id = $1`, [
+        id,
+        instanceId,
+        nodeId,
+        now,
+      ]);
+      await addEvent(
+        tx,
+        now,
+        id,
+        'assign',
+        `assigned to instance ${instanceId}${nodeId ? ` (node ${nodeId})` : ''}`,
+      );
+    });
+  }
+
+  /** Locked → Running, reported by the assigned agent holding the current per-lock token. */
+  async start(id: string, nodeId: string, token: string): Promise<void> {
+    await withRetriedTx(this.ctx.pool, async (tx) => {
+      const row = await this.agentRow(tx, id, nodeId, token);
+      this.expect(row, 'Running');
+      const now = this.ctx.clock.now();
+      await tx.query(
+        `UPDATE containers SET state = 'Running', started_at = $2, updated_at = $2 WHERE id = $1`,
+        [id, now],
+      );
+      await addEvent(tx, now, id, 'state', `Running on node ${nodeId}`);
+    });
+  }
+
+  /** Running → Complete with the exit code and usage, reported by the agent; then retry or finalise. */
+  async complete(
+    id: string,
+    nodeId: string,
+    token: string,
+    exit: ExitReport,
+  ): Promise<{ retryId: string | null }> {
+    return withRetriedTx(this.ctx.pool, async (tx) => {
+      const row = await this.agentRow(tx, id, nodeId, token);
+      this.expect(row, 'Complete');
+      return finishContainer(this.ctx, tx, id, {
+        state: 'Complete',
+        exitCode: exit.exitCode,
+        oomKilled: exit.oomKilled,
+        usage: exit.usage,
+        reason: exit.reason ?? null,
+      });
+    });
+  }
+
+  /** → Cancelled with a failure class; who may cancel what is decided by `by`. */
+  async cancel(
+    id: string,
+    by: Canceller,
+    failureClass: FailureClass,
+    reason: string,
+  ): Promise<{ retryId: string | null }> {
+    return withRetriedTx(this.ctx.pool, async (tx) => {
+      const row =
+        by.kind === 'node' ? await this.agentRow(tx, id, by.nodeId, by.token) : await this.row(tx, id);
+      if (by.kind === 'user' && by.owner !== null && row.owner !== by.owner)
+        throw new NotFoundError(`container ${id} not found`);
+      if (by.kind === 'dispatcher' && row.locked_by !== by.dispatcherId) {
+        throw new ConflictError(
+          `container ${id} is ${row.locked_by ? `locked by ${row.locked_by}` : 'not locked'}, not by ${by.dispatcherId}`,
+        );
+      }
+      this.expect(row, 'Cancelled');
+      await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
+      return finishContainer(this.ctx, tx, id, { state: 'Cancelled', failureClass, reason });
+    });
+  }
+
+  private async row(tx: Tx, id: string): Promise<Row> {
+    const r = await tx.query(
+      `SELECT id, state, locked_by, lock_generation, lock_count, node_id, instance_id, owner, priority, run_after
+       FROM containers WHERE id = $1 FOR UPDATE`,
+      [id],
+    );
+    if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
+    return r.rows[0];
+  }
+
+  /** The row for an agent operation: assigned to this node, with the current per-lock token. */
+  private async agentRow(tx: Tx, id: string, nodeId: string, token: string): Promise<Row> {
+    const row = await this.row(tx, id);
+    if (row.node_id !== nodeId) throw new ForbiddenError(`container ${id} is not assigned to node ${nodeId}`);
+    if (!lockTokenValid(await this.lockKey(), id, row.lock_generation, token)) {
+      throw new ConflictError(
+        `stale lock token for container ${id}: it was unlocked, cancelled or re-locked since`,
+      );
+    }
+    return row;
+  }
+
+  private expect(row: Row, to: ContainerState): void {
+    if (!isLegalTransition(row.state, to)) {
+      throw new ConflictError(`illegal transition for container ${row.id}: ${row.state} → ${to}`);
+    }
+  }
+
+  private async events(tx: Tx, at: Date, ids: string[], kind: string, message: string): Promise<void> {
+    if (ids.length === 0) return;
+    await tx.query(
+      `INSERT INTO container_events (container_id, at, kind, message) SELECT unnest($1::text[]), $2, $3, $4`,
+      [ids, at, kind, message],
+    );
+  }
+}

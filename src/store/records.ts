@@ -1,0 +1,80 @@
+// The API's view of requests and containers: rows as stored, snake_case, internal columns left out.
+import type { ContainerState, FailureClass, RequestState } from '../model/types.js';
+
+/** A container request as the API returns it. */
+export interface RequestRecord {
+  id: string;
+  owner: string;
+  name: string;
+  image: string | null;
+  command: string[];
+  env: Record<string, string>;
+  cwd: string | null;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  preemptible: boolean;
+  max_run_time_ms: number | null;
+  run_after: Date | null;
+  instance_types: string[] | null;
+  priority: number;
+  container_count_max: number;
+  max_temp_retries: number;
+  retry_on_failure: boolean;
+  state: RequestState;
+  container_id: string | null;
+  attempts: number;
+  temp_failures: number;
+  outcome: 'success' | 'failed' | 'cancelled' | null;
+  final_reason: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** Resource usage an agent reports when a container ends. */
+export interface Usage {
+  peak_ram: number;
+  cpu_seconds: number;
+  wall_ms: number;
+  scratch_peak?: number;
+}
+
+/** A container (one attempt) as the API returns it. */
+export interface ContainerRecord {
+  id: string;
+  request_id: string;
+  owner: string;
+  attempt: number;
+  state: ContainerState;
+  priority: number;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  preemptible: boolean;
+  instance_types: string[] | null;
+  queued_at: Date;
+  run_after: Date | null;
+  locked_by: string | null;
+  lock_count: number;
+  instance_id: string | null;
+  node_id: string | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+  exit_code: number | null;
+  oom_killed: boolean | null;
+  failure_class: FailureClass | null;
+  runtime_status: string | null;
+  usage: Usage | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const REQUEST_COLUMNS = `id, owner, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible,
+  max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
+  state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at`;
+
+export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
+  preemptible, instance_types, queued_at, run_after, locked_by, lock_count, instance_id, node_id, started_at,
+  finished_at, exit_code, oom_killed, failure_class, runtime_status, usage, created_at, updated_at`;

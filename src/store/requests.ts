@@ -1,0 +1,178 @@
+// Container requests: submit (one or a batch), read, list with filters and cursor pages, cancel,
+// change priority. Submitting creates the request and its first container in one transaction.
+import { newId } from '../model/ids.js';
+import type { RequestSpec } from '../model/request.js';
+import type { RequestState } from '../model/types.js';
+import type { StoreContext } from './context.js';
+import { withRetriedTx, withTx } from './db.js';
+import { NotFoundError } from './errors.js';
+import { addEvent, finishContainer } from './finish.js';
+import { decodeCursor, encodeCursor, type Page } from './pages.js';
+import { REQUEST_COLUMNS, type RequestRecord } from './records.js';
+
+export interface RequestFilter {
+  owner?: string;
+  state?: RequestState;
+  priorityMin?: number;
+  priorityMax?: number;
+  /** Substring of the name, case-insensitive. */
+  name?: string;
+  cursor?: string;
+  limit?: number;
+}
+
+export class Requests {
+  constructor(private readonly ctx: StoreContext) {}
+
+  /** Submits requests for `owner`: each gets a Queued container. One statement per table per batch. */
+  async create(owner: string, specs: RequestSpec[]): Promise<RequestRecord[]> {
+    if (specs.length === 0) return [];
+    const now = this.ctx.clock.now();
+    const ms = now.getTime();
+    const rids = specs.map(() => newId('r', ms));
+    const cids = specs.map(() => newId('c', ms));
+    const col = <T>(fn: (s: RequestSpec, i: number) => T) => specs.map(fn);
+    return withTx(this.ctx.pool, async (tx) => {
+      const r = await tx.query(
+        `INSERT INTO container_requests (id, owner, name, image, command, env, cwd, vcpus, ram, scratch, gpus,
+           preemptible, max_run_time_ms, run_after, instance_types, priority, container_count_max,
+           max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at)
+         SELECT u.id, $2, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
+           u.preemptible, u.max_run_time_ms, u.run_after, u.instance_types::text[], u.priority, u.ccm, u.mtr, u.rof,
+           'Committed', u.cid, $1, $1
+         FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::float8[],
+           $10::int8[], $11::int8[], $12::int4[], $13::bool[], $14::int8[], $15::timestamptz[], $16::text[],
+           $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[])
+           AS u(id, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible, max_run_time_ms,
+                run_after, instance_types, priority, ccm, mtr, rof, cid)
+         RETURNING ${REQUEST_COLUMNS}`,
+        [
+          now,
+          owner,
+          rids,
+          col((s) => s.name),
+          col((s) => s.image),
+          col((s) => JSON.stringify(s.command)),
+          col((s) => JSON.stringify(s.env)),
+          col((s) => s.cwd),
+          col((s) => s.vcpus),
+          col((s) => s.ram),
+          col((s) => s.scratch),
+          col((s) => s.gpus),
+          col((s) => s.preemptible),
+          col((s) => s.maxRunTimeMs),
+          col((s) => s.runAfter),
+          // arrays of arrays must be rectangular in PostgreSQL: pass each list as its text literal
+          col((s) => (s.instanceTypes ? `{${s.instanceTypes.join(',')}}` : null)),
+          col((s) => s.priority),
+          col((s) => s.containerCountMax),
+          col((s) => s.maxTempRetries),
+          col((s) => s.retryOnFailure),
+          cids,
+        ],
+      );
+      await tx.query(
+        `INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
+           preemptible, instance_types, queued_at, run_after, created_at, updated_at)
+         SELECT container_id, id, owner, 1, 'Queued', priority, vcpus, ram, scratch, gpus, preemptible,
+           instance_types, $1, run_after, $1, $1
+         FROM container_requests WHERE id = ANY($2)`,
+        [now, rids],
+      );
+      await tx.query(
+        `INSERT INTO container_events (container_id, at, kind, message)
+         SELECT unnest($1::text[]), $2, 'state', 'Queued: submitted'`,
+        [cids, now],
+      );
+      const byId = new Map(r.rows.map((row: RequestRecord) => [row.id, row]));
+      return rids.map((id) => byId.get(id)!);
+    });
+  }
+
+  /** A request by id; a non-null owner limits it to that owner's requests (others look absent). */
+  async get(id: string, owner: string | null = null): Promise<RequestRecord> {
+    const r = await this.ctx.pool.query(`SELECT ${REQUEST_COLUMNS} FROM container_requests WHERE id = $1`, [
+      id,
+    ]);
+    const row = r.rows[0] as RequestRecord | undefined;
+    if (!row || (owner !== null && row.owner !== owner)) throw new NotFoundError(`request ${id} not found`);
+    return row;
+  }
+
+  /** A page of requests, newest first. */
+  async list(f: RequestFilter): Promise<Page<RequestRecord>> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const add = (sql: string, v: unknown) => {
+      args.push(v);
+      where.push(sql.replace('?', `$${args.length}`));
+    };
+    if (f.owner !== undefined) add('owner = ?', f.owner);
+    if (f.state !== undefined) add('state = ?', f.state);
+    if (f.priorityMin !== undefined) add('priority >= ?', f.priorityMin);
+    if (f.priorityMax !== undefined) add('priority <= ?', f.priorityMax);
+    if (f.name !== undefined) add(`name ILIKE ?`, `%${f.name.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+    if (f.cursor !== undefined) add('id < ?', decodeCursor(f.cursor));
+    const limit = f.limit ?? 100;
+    args.push(limit + 1);
+    const r = await this.ctx.pool.query(
+      `SELECT ${REQUEST_COLUMNS} FROM container_requests ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+       ORDER BY id DESC LIMIT $${args.length}`,
+      args,
+    );
+    const items = r.rows.slice(0, limit) as RequestRecord[];
+    return { items, next_cursor: r.rows.length > limit ? encodeCursor(items[items.length - 1]!.id) : null };
+  }
+
+  /** Cancels a request: its current container is cancelled (class user) and the request becomes Final. */
+  async cancel(id: string, owner: string | null, reason = 'cancelled by user'): Promise<RequestRecord> {
+    const req = await this.get(id, owner);
+    if (req.state === 'Final') return req;
+    await withRetriedTx(this.ctx.pool, async (tx) => {
+      const now = this.ctx.clock.now();
+      // Container first, then request: the same lock order as every other transition.
+      const c = await tx.query(`SELECT state FROM containers WHERE id = $1 FOR UPDATE`, [req.container_id]);
+      const state = c.rows[0]?.state;
+      if (state === 'Queued' || state === 'Locked' || state === 'Running') {
+        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [
+          req.container_id,
+        ]);
+        await finishContainer(this.ctx, tx, req.container_id!, {
+          state: 'Cancelled',
+          failureClass: 'user',
+          reason,
+        });
+      } else {
+        // Between attempts (e.g. the container just ended and no retry is queued): finalise directly.
+        await tx.query(
+          `UPDATE container_requests SET state = 'Final', outcome = 'cancelled', final_reason = $2, updated_at = $3
+           WHERE id = $1 AND state = 'Committed'`,
+          [id, reason, now],
+        );
+      }
+    });
+    return this.get(id, owner);
+  }
+
+  /** Changes a request's priority; 0 withdraws it (its container is cancelled, class user). */
+  async setPriority(id: string, owner: string | null, priority: number): Promise<RequestRecord> {
+    const req = await this.get(id, owner);
+    if (priority === 0) return this.cancel(id, owner, 'priority set to 0 (withdrawn)');
+    await withRetriedTx(this.ctx.pool, async (tx) => {
+      const now = this.ctx.clock.now();
+      await tx.query(`SELECT 1 FROM containers WHERE id = $1 FOR UPDATE`, [req.container_id]);
+      await tx.query(`UPDATE container_requests SET priority = $2, updated_at = $3 WHERE id = $1`, [
+        id,
+        priority,
+        now,
+      ]);
+      await tx.query(
+        `UPDATE containers SET priority = $2, updated_at = $3 WHERE id = $1 AND state IN ('Queued', 'Locked', 'Running')`,
+        [req.container_id, priority, now],
+      );
+      if (req.container_id)
+        await addEvent(tx, now, req.container_id, 'priority', `priority ${req.priority} → ${priority}`);
+    });
+    return this.get(id, owner);
+  }
+}

@@ -1,0 +1,41 @@
+// Secrets: API tokens (stored as sha256 hashes) and per-lock tokens (HMACs over container id and lock
+// generation, so nothing per lock is stored and unlocking revokes by bumping the generation).
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Queryable } from './db.js';
+
+export function sha256(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}
+
+/** A new random secret with a recognisable prefix ("bt_" for API tokens, "bs_" for bootstrap). */
+export function newSecret(prefix: 'bt_' | 'bs_'): string {
+  return prefix + randomBytes(24).toString('base64url');
+}
+
+/** The server-wide key for per-lock tokens, created on first use. */
+export async function lockKey(db: Queryable): Promise<Buffer> {
+  await db.query(`INSERT INTO settings (key, value) VALUES ('lock_key', $1) ON CONFLICT (key) DO NOTHING`, [
+    randomBytes(32).toString('hex'),
+  ]);
+  const r = await db.query<{ value: string }>(`SELECT value FROM settings WHERE key = 'lock_key'`);
+  return Buffer.from(r.rows[0]!.value, 'hex');
+}
+
+/** The per-lock token for a container at a lock generation: "GENERATION.HMAC". */
+export function lockToken(key: Buffer, containerId: string, generation: number): string {
+  const mac = createHmac('sha256', key).update(`${containerId}:${generation}`).digest('base64url');
+  return `${generation}.${mac}`;
+}
+
+/** Checks a per-lock token against the container's current generation. */
+export function lockTokenValid(
+  key: Buffer,
+  containerId: string,
+  generation: number,
+  token: unknown,
+): boolean {
+  if (typeof token !== 'string') return false;
+  const expected = Buffer.from(lockToken(key, containerId, generation));
+  const got = Buffer.from(token);
+  return expected.length === got.length && timingSafeEqual(expected, got);
+}

@@ -1,0 +1,35 @@
+// The store: every module over one pool, one clock, one source of randomness.
+import { systemClock, type Clock, type Rng } from '../model/clock.js';
+import { ContainerList } from './container-list.js';
+import { Containers } from './containers.js';
+import { DEFAULT_STORE_OPTIONS, type StoreContext, type StoreOptions } from './context.js';
+import type { Db } from './db.js';
+import { Logs } from './logs.js';
+import { Nodes } from './nodes.js';
+import { Requests } from './requests.js';
+import { Tokens } from './tokens.js';
+
+export class Store {
+  readonly ctx: StoreContext;
+  readonly tokens: Tokens;
+  readonly requests: Requests;
+  readonly containers: Containers;
+  readonly containerList: ContainerList;
+  readonly logs: Logs;
+  readonly nodes: Nodes;
+
+  constructor(pool: Db, opts: { clock?: Clock; rng?: Rng; options?: Partial<StoreOptions> } = {}) {
+    this.ctx = {
+      pool,
+      clock: opts.clock ?? systemClock,
+      rng: opts.rng ?? Math.random,
+      options: { ...DEFAULT_STORE_OPTIONS, ...opts.options },
+    };
+    this.tokens = new Tokens(this.ctx);
+    this.requests = new Requests(this.ctx);
+    this.containers = new Containers(this.ctx);
+    this.containerList = new ContainerList(this.ctx);
+    this.logs = new Logs(this.ctx);
+    this.nodes = new Nodes(this.ctx, this.tokens);
+  }
+}

@@ -1,0 +1,118 @@
+// API tokens: bearer secrets stored as sha256 hashes, each with a scope (DESIGN §4).
+import type { Scope } from '../model/types.js';
+import type { StoreContext } from './context.js';
+import { NotFoundError, UnauthorizedError } from './errors.js';
+import { newSecret, sha256 } from './secrets.js';
+
+/** Who is calling: the result of authenticating a bearer token. */
+export interface Principal {
+  tokenId: number;
+  scope: Scope;
+  owner: string;
+  nodeId: string | null;
+  dispatcherId: string | null;
+}
+
+export interface TokenInfo {
+  id: number;
+  prefix: string;
+  scope: Scope;
+  owner: string;
+  nodeId: string | null;
+  description: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export interface NewToken {
+  scope: Scope;
+  owner: string;
+  nodeId?: string | null;
+  dispatcherId?: string | null;
+  description?: string;
+}
+
+export class Tokens {
+  constructor(private readonly ctx: StoreContext) {}
+
+  /** Creates a token; the secret is returned here and never again. */
+  async create(t: NewToken): Promise<{ secret: string; info: TokenInfo }> {
+    const secret = newSecret('bt_');
+    const r = await this.ctx.pool.query(
+      `INSERT INTO tokens (hash, prefix, scope, owner, node_id, dispatcher_id, description, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+      [
+        sha256(secret),
+        secret.slice(0, 7),
+        t.scope,
+        t.owner,
+        t.nodeId ?? null,
+        t.dispatcherId ?? null,
+        t.description ?? '',
+        this.ctx.clock.now(),
+      ],
+    );
+    return { secret, info: toInfo(r.rows[0]) };
+  }
+
+  /** Resolves a bearer secret to its principal; unknown or revoked → UnauthorizedError. */
+  async authenticate(secret: string): Promise<Principal> {
+    const r = await this.ctx.pool.query(
+      `SELECT id, scope, owner, node_id, dispatcher_id FROM tokens WHERE hash = $1 AND revoked_at IS NULL`,
+      [sha256(secret)],
+    );
+    const row = r.rows[0];
+    if (!row) throw new UnauthorizedError('unknown or revoked token');
+    return {
+      tokenId: Number(row.id),
+      scope: row.scope,
+      owner: row.owner,
+      nodeId: row.node_id,
+      dispatcherId: row.dispatcher_id,
+    };
+  }
+
+  async list(): Promise<TokenInfo[]> {
+    const r = await this.ctx.pool.query(`SELECT * FROM tokens ORDER BY id`);
+    return r.rows.map(toInfo);
+  }
+
+  async revoke(id: number): Promise<void> {
+    const r = await this.ctx.pool.query(
+      `UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`,
+      [id, this.ctx.clock.now()],
+    );
+    if (r.rowCount === 0) throw new NotFoundError(`token ${id} not found or already revoked`);
+  }
+
+  /** Revokes every token of a node (a failed node's agent must not report any more). */
+  async revokeNode(nodeId: string): Promise<void> {
+    await this.ctx.pool.query(`UPDATE tokens SET revoked_at = $2 WHERE node_id = $1 AND revoked_at IS NULL`, [
+      nodeId,
+      this.ctx.clock.now(),
+    ]);
+  }
+
+  async count(scope: Scope): Promise<number> {
+    const r = await this.ctx.pool.query(
+      `SELECT count(*)::int AS n FROM tokens WHERE scope = $1 AND revoked_at IS NULL`,
+      [scope],
+    );
+    return r.rows[0].n;
+  }
+}
+
+function toInfo(row: Record<string, unknown>): TokenInfo {
+  return {
+    id: Number(row.id),
+    prefix: row.prefix as string,
+    scope: row.scope as Scope,
+    owner: row.owner as string,
+    nodeId: (row.node_id as string | null) ?? null,
+    description: row.description as string,
+    createdAt: row.created_at as Date,
+    lastUsedAt: (row.last_used_at as Date | null) ?? null,
+    revokedAt: (row.revoked_at as Date | null) ?? null,
+  };
+}

@@ -1,0 +1,150 @@
+import { describe, expect, it } from 'vitest';
+import type { Store } from '../../src/store/store.js';
+import { submit, testStore } from '../helpers/store.js';
+
+const D = 'd-dispatcher00001';
+
+/** Locks, assigns and starts a request's current container; returns what the agent needs. */
+async function run(store: Store, containerId: string) {
+  const { node } = await store.nodes.create({
+    cluster: 'c',
+    dispatcherTag: 't',
+    instanceId: `i-${containerId}`,
+    instanceType: 't1',
+  });
+  const [lock] = await store.containers.lock([containerId], D);
+  if (!lock) throw new Error(`could not lock ${containerId}`);
+  await store.containers.assign(containerId, D, `i-${containerId}`, node.id);
+  await store.containers.start(containerId, node.id, lock.token);
+  return { nodeId: node.id, token: lock.token };
+}
+
+describe('retries (DESIGN §3.3)', () => {
+  it('exit 0 makes the request Final/success', async () => {
+    const { store } = await testStore();
+    const req = await submit(store);
+    const a = await run(store, req.container_id!);
+    await store.containers.complete(req.container_id!, a.nodeId, a.token, {
+      exitCode: 0,
+      oomKilled: false,
+      usage: { peak_ram: 1, cpu_seconds: 0.1, wall_ms: 5 },
+    });
+    const r = await store.requests.get(req.id);
+    expect(r).toMatchObject({ state: 'Final', outcome: 'success', attempts: 1 });
+    const c = await store.containers.get(req.container_id!);
+    expect(c.usage).toEqual({ peak_ram: 1, cpu_seconds: 0.1, wall_ms: 5 });
+  });
+
+  it('non-zero exits retry with a new container until container_count_max, then Final/failed', async () => {
+    const { store } = await testStore();
+    const req = await submit(store, 'alice', { container_count_max: 3 });
+    const seen: string[] = [];
+    let cid = req.container_id!;
+    for (let i = 1; i <= 3; i++) {
+      seen.push(cid);
+      const a = await run(store, cid);
+      const { retryId } = await store.containers.complete(cid, a.nodeId, a.token, {
+        exitCode: 2,
+        oomKilled: false,
+        usage: null,
+      });
+      const r = await store.requests.get(req.id);
+      if (i < 3) {
+        expect(retryId).not.toBeNull();
+        expect(r).toMatchObject({ state: 'Committed', attempts: i, container_id: retryId });
+        const next = await store.containers.get(retryId!);
+        expect(next).toMatchObject({ state: 'Queued', attempt: i + 1, run_after: null });
+        cid = retryId!;
+      } else {
+        expect(retryId).toBeNull();
+        expect(r).toMatchObject({ state: 'Final', outcome: 'failed', attempts: 3 });
+        expect(r.final_reason).toMatch(/exit code 2 \(after 3 of 3 attempts\)/);
+      }
+    }
+    expect(new Set(seen).size).toBe(3);
+  });
+
+  it('retry_on_failure=false makes the first failure final', async () => {
+    const { store } = await testStore();
+    const req = await submit(store, 'alice', { retry_on_failure: false });
+    const a = await run(store, req.container_id!);
+    await store.containers.complete(req.container_id!, a.nodeId, a.token, {
+      exitCode: 1,
+      oomKilled: false,
+      usage: null,
+    });
+    expect(await store.requests.get(req.id)).toMatchObject({ state: 'Final', outcome: 'failed' });
+  });
+
+  it('temp failures retry with jittered exponential backoff through run_after, bounded by max_temp_retries', async () => {
+    const { store, clock } = await testStore();
+    const req = await submit(store, 'alice', { max_temp_retries: 3, container_count_max: 1 });
+    let cid = req.container_id!;
+    const delays: number[] = [];
+    for (let i = 1; i <= 4; i++) {
+      await run(store, cid);
+      const { retryId } = await store.containers.cancel(cid, { kind: 'system' }, 'temp', 'node lost');
+      if (i <= 3) {
+        const next = await store.containers.get(retryId!);
+        const delay = next.run_after!.getTime() - clock.now().getTime();
+        delays.push(delay);
+        // base 10 s doubling, ±20% jitter
+        const base = 10_000 * 2 ** (i - 1);
+        expect(delay).toBeGreaterThanOrEqual(base * 0.8);
+        expect(delay).toBeLessThanOrEqual(base * 1.2);
+        // not lockable before run_after
+        expect(await store.containers.lock([retryId!], D)).toEqual([]);
+        clock.advance(delay);
+        cid = retryId!;
+      } else {
+        expect(retryId).toBeNull();
+      }
+    }
+    const r = await store.requests.get(req.id);
+    expect(r).toMatchObject({ state: 'Final', outcome: 'failed', temp_failures: 4, attempts: 0 });
+    expect(r.final_reason).toMatch(/4 infrastructure failures/);
+  });
+
+  it('a user cancel is final and never retried', async () => {
+    const { store } = await testStore();
+    const req = await submit(store);
+    await run(store, req.container_id!);
+    const r = await store.requests.cancel(req.id, 'alice');
+    expect(r).toMatchObject({ state: 'Final', outcome: 'cancelled' });
+    expect((await store.containers.get(req.container_id!)).state).toBe('Cancelled');
+  });
+
+  it('another owner cannot see or cancel a request', async () => {
+    const { store } = await testStore();
+    const req = await submit(store, 'alice');
+    await expect(store.requests.cancel(req.id, 'mallory')).rejects.toThrow(/not found/);
+    expect((await store.requests.get(req.id)).state).toBe('Committed');
+  });
+
+  it('priority 0 withdraws the request', async () => {
+    const { store } = await testStore();
+    const req = await submit(store);
+    const r = await store.requests.setPriority(req.id, null, 0);
+    expect(r).toMatchObject({ state: 'Final', outcome: 'cancelled' });
+    const r2 = await submit(store);
+    const r3 = await store.requests.setPriority(r2.id, null, 900);
+    expect(r3.priority).toBe(900);
+    expect((await store.containers.get(r2.container_id!)).priority).toBe(900);
+  });
+
+  it('a container unlocked max_dispatch_attempts times is cancelled perm', async () => {
+    const { store } = await testStore({ maxDispatchAttempts: 3 });
+    const req = await submit(store, 'alice', { container_count_max: 1 });
+    const id = req.container_id!;
+    for (let i = 0; i < 2; i++) {
+      await store.containers.lock([id], D);
+      expect(await store.containers.unlock(id, D, 'no room')).toBe('Queued');
+    }
+    await store.containers.lock([id], D);
+    expect(await store.containers.unlock(id, D, 'no room')).toBe('Cancelled');
+    const c = await store.containers.get(id);
+    expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
+    expect(c.runtime_status).toMatch(/locked and unlocked 3 times \(max_dispatch_attempts=3\)/);
+    expect((await store.requests.get(req.id)).state).toBe('Final');
+  });
+});

@@ -1,0 +1,199 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CONTAINER_STATES, CONTAINER_TRANSITIONS, type ContainerState } from '../../src/model/types.js';
+import { ConflictError, ForbiddenError } from '../../src/store/errors.js';
+import type { Store } from '../../src/store/store.js';
+import { dump, submit, testStore } from '../helpers/store.js';
+
+let store: Store;
+const D = 'd-dispatcher00001';
+
+beforeAll(async () => {
+  ({ store } = await testStore());
+});
+
+/** Drives a fresh container into `state` through legal transitions; returns its id and lock token. */
+async function containerIn(
+  state: ContainerState,
+): Promise<{ id: string; token: string | null; nodeId: string }> {
+  const req = await submit(store);
+  const id = req.container_id!;
+  const { node } = await store.nodes.create({
+    cluster: 'c',
+    dispatcherTag: 't',
+    instanceId: `i-${id}`,
+    instanceType: 't1',
+  });
+  if (state === 'Queued') return { id, token: null, nodeId: node.id };
+  if (state === 'Cancelled') {
+    await store.containers.cancel(id, { kind: 'system' }, 'perm', 'test');
+    return { id, token: null, nodeId: node.id };
+  }
+  const [lock] = await store.containers.lock([id], D);
+  await store.containers.assign(id, D, `i-${id}`, node.id);
+  if (state === 'Locked') return { id, token: lock!.token, nodeId: node.id };
+  await store.containers.start(id, node.id, lock!.token);
+  if (state === 'Running') return { id, token: lock!.token, nodeId: node.id };
+  await store.containers.complete(id, node.id, lock!.token, { exitCode: 0, oomKilled: false, usage: null });
+  return { id, token: lock!.token, nodeId: node.id };
+}
+
+/** Attempts the transition `from → to` the way its actor would. */
+async function attempt(
+  c: { id: string; token: string | null; nodeId: string },
+  to: ContainerState,
+): Promise<void> {
+  const token = c.token ?? '1.invalid';
+  switch (to) {
+    case 'Queued':
+      await store.containers.unlock(c.id, D, 'test');
+      return;
+    case 'Locked': {
+      const got = await store.containers.lock([c.id], D);
+      if (got.length === 0) throw new ConflictError(`container ${c.id} is not Queued`);
+      return;
+    }
+    case 'Running':
+      await store.containers.start(c.id, c.nodeId, token);
+      return;
+    case 'Complete':
+      await store.containers.complete(c.id, c.nodeId, token, { exitCode: 0, oomKilled: false, usage: null });
+      return;
+    case 'Cancelled':
+      await store.containers.cancel(c.id, { kind: 'system' }, 'perm', 'test');
+      return;
+  }
+}
+
+describe('container state machine', () => {
+  const cases: [ContainerState, ContainerState, boolean][] = [];
+  for (const from of CONTAINER_STATES)
+    for (const to of CONTAINER_STATES)
+      if (from !== to) cases.push([from, to, CONTAINER_TRANSITIONS[from].includes(to)]);
+
+  it.each(cases)('%s → %s legal=%s', async (from, to, legal) => {
+    const c = await containerIn(from);
+    expect((await store.containers.get(c.id)).state).toBe(from);
+    if (legal) {
+      await attempt(c, to);
+      expect((await store.containers.get(c.id)).state).toBe(to);
+    } else {
+      const before = await dump(store);
+      await expect(attempt(c, to)).rejects.toThrow(
+        /illegal transition|not Queued|stale lock token|not locked|not assigned/,
+      );
+      expect(await dump(store)).toBe(before);
+    }
+  });
+
+  it('refuses a start by a node the container is not assigned to, and a stale token after unlock', async () => {
+    const c = await containerIn('Locked');
+    const { node: other } = await store.nodes.create({
+      cluster: 'c',
+      dispatcherTag: 't',
+      instanceId: 'i-other',
+      instanceType: 't1',
+    });
+    const before = await dump(store);
+    await expect(store.containers.start(c.id, other.id, c.token!)).rejects.toThrow(ForbiddenError);
+    expect(await dump(store)).toBe(before);
+    await store.containers.unlock(c.id, D, 'test');
+    const [relock] = await store.containers.lock([c.id], D);
+    await store.containers.assign(c.id, D, 'i-x', c.nodeId);
+    const before2 = await dump(store);
+    await expect(store.containers.start(c.id, c.nodeId, c.token!)).rejects.toThrow(/stale lock token/);
+    expect(await dump(store)).toBe(before2);
+    await store.containers.start(c.id, c.nodeId, relock!.token);
+    expect((await store.containers.get(c.id)).state).toBe('Running');
+  });
+
+  it('only the lock holder unlocks', async () => {
+    const c = await containerIn('Locked');
+    await expect(store.containers.unlock(c.id, 'd-someoneelse0000', 'x')).rejects.toThrow(/locked by/);
+    expect((await store.containers.get(c.id)).state).toBe('Locked');
+  });
+
+  it('increments lock_count on every lock and records events', async () => {
+    const req = await submit(store);
+    const id = req.container_id!;
+    for (let i = 0; i < 3; i++) {
+      await store.containers.lock([id], D);
+      await store.containers.unlock(id, D, 'again');
+    }
+    expect((await store.containers.get(id)).lock_count).toBe(3);
+    const events = await store.containerList.events(id);
+    expect(events.map((e) => e.message.split(':')[0])).toEqual([
+      'Queued',
+      ...Array(3).fill(['Locked by dispatcher d-dispatcher00001', 'Queued']).flat(),
+    ]);
+  });
+});
+
+describe('concurrency', () => {
+  it('8 concurrent lockers over 1,000 queued containers lock each exactly once', async () => {
+    const { store: s } = await testStore();
+    const specs = Array.from({ length: 1000 }, () => ({ command: ['true'] }));
+    const { normalizeRequest } = await import('../../src/model/request.js');
+    await s.requests.create(
+      'bob',
+      specs.map((x) => normalizeRequest(x)),
+    );
+    const lockers = Array.from({ length: 8 }, async (_, i) => {
+      const mine: string[] = [];
+      for (;;) {
+        const got = await s.containers.lockNext(`d-locker${String(i).padStart(9, '0')}`, 25);
+        if (got.length === 0) return mine;
+        mine.push(...got.map((g) => g.id));
+      }
+    });
+    const results = await Promise.all(lockers);
+    const all = results.flat();
+    expect(all.length).toBe(1000);
+    expect(new Set(all).size).toBe(1000);
+    expect(results.filter((r) => r.length > 0).length).toBeGreaterThan(1);
+    const counts = await s.ctx.pool.query(
+      `SELECT state, count(*)::int AS n, max(lock_count) AS m FROM containers GROUP BY state`,
+    );
+    expect(counts.rows).toEqual([{ state: 'Locked', n: 1000, m: 1 }]);
+  });
+
+  it('concurrent lock() of the same ids grants each id once', async () => {
+    const { store: s } = await testStore();
+    const { normalizeRequest } = await import('../../src/model/request.js');
+    const reqs = await s.requests.create(
+      'bob',
+      Array.from({ length: 200 }, () => normalizeRequest({ command: ['true'] })),
+    );
+    const ids = reqs.map((r) => r.container_id!);
+    const grants = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => s.containers.lock(ids, `d-same${String(i).padStart(11, '0')}`)),
+    );
+    const granted = grants.flat().map((g) => g.id);
+    expect(granted.sort()).toEqual([...ids].sort());
+  });
+
+  it('two racing completions of one container: exactly one wins', async () => {
+    for (let round = 0; round < 10; round++) {
+      const c = await containerIn('Running');
+      const results = await Promise.allSettled([
+        store.containers.complete(c.id, c.nodeId, c.token!, { exitCode: 0, oomKilled: false, usage: null }),
+        store.containers.complete(c.id, c.nodeId, c.token!, { exitCode: 1, oomKilled: false, usage: null }),
+      ]);
+      expect(results.filter((r) => r.status === 'fulfilled').length).toBe(1);
+      const rejected = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      expect(rejected.reason).toBeInstanceOf(ConflictError);
+      const events = await store.containerList.events(c.id);
+      expect(events.filter((e) => e.message.startsWith('Complete')).length).toBe(1);
+    }
+  });
+
+  it('a completion racing a cancel: exactly one wins', async () => {
+    for (let round = 0; round < 10; round++) {
+      const c = await containerIn('Running');
+      const results = await Promise.allSettled([
+        store.containers.complete(c.id, c.nodeId, c.token!, { exitCode: 0, oomKilled: false, usage: null }),
+        store.containers.cancel(c.id, { kind: 'user', owner: null }, 'user', 'race'),
+      ]);
+      expect(results.filter((r) => r.status === 'fulfilled').length).toBe(1);
+    }
+  });
+});
