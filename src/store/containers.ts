@@ -29,6 +29,26 @@ export interface ExitReport {
   reason?: string | null;
 }
 
+/** A container for an agent to start: its spec and the per-lock token for its reports. */
+export interface StartOrder {
+  id: string;
+  lock_token: string;
+  image: string | null;
+  command: string[];
+  env: Record<string, string>;
+  cwd: string | null;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  max_run_time_ms: number | null;
+}
+
+export interface NodeWork {
+  start: StartOrder[];
+  kill: string[];
+}
+
 interface Row {
   id: string;
   state: ContainerState;
@@ -68,6 +88,13 @@ export class Containers {
     if (r.state !== 'Locked' && r.state !== 'Running')
       throw new ConflictError(`container ${id} is ${r.state}, not Locked or Running`);
     return lockToken(await this.lockKey(), id, r.lock_generation);
+  }
+
+  /** True when token is the current per-lock token of the container (for appends after a start). */
+  async tokenValid(id: string, token: string): Promise<boolean> {
+    const r = await this.ctx.pool.query(`SELECT lock_generation FROM containers WHERE id = $1`, [id]);
+    if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
+    return lockTokenValid(await this.lockKey(), id, r.rows[0].lock_generation, token);
   }
 
   /**
@@ -178,6 +205,8 @@ export class Containers {
         'assign',
         `assigned to instance ${instanceId}${nodeId ? ` (node ${nodeId})` : ''}`,
       );
+      // Wakes the node's long-poll ping at once (delivered at commit).
+      if (nodeId) await tx.query(`SELECT pg_notify('berth_node', $1)`, [nodeId]);
     });
   }
 
@@ -234,8 +263,44 @@ export class Containers {
       }
       this.expect(row, 'Cancelled');
       await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
+      if (row.node_id) await tx.query(`SELECT pg_notify('berth_node', $1)`, [row.node_id]);
       return finishContainer(this.ctx, tx, id, { state: 'Cancelled', failureClass, reason });
     });
+  }
+
+  /**
+   * What a node should do: containers assigned to it and not yet started (with their spec and per-lock
+   * token), and which of the containers it reports running it must kill (cancelled, or no longer its own).
+   */
+  async workFor(nodeId: string, running: string[]): Promise<NodeWork> {
+    const key = await this.lockKey();
+    const start = await this.ctx.pool.query(
+      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.cwd, r.max_run_time_ms
+       FROM containers c JOIN container_requests r ON r.id = c.request_id
+       WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
+      [nodeId, running],
+    );
+    const live = await this.ctx.pool.query(
+      `SELECT id FROM containers WHERE id = ANY($1) AND node_id = $2 AND state IN ('Locked', 'Running')`,
+      [running, nodeId],
+    );
+    const keep = new Set(live.rows.map((r) => r.id as string));
+    return {
+      start: start.rows.map((r) => ({
+        id: r.id,
+        lock_token: lockToken(key, r.id, r.lock_generation),
+        image: r.image,
+        command: r.command,
+        env: r.env,
+        cwd: r.cwd,
+        vcpus: r.vcpus,
+        ram: r.ram,
+        scratch: r.scratch,
+        gpus: r.gpus,
+        max_run_time_ms: r.max_run_time_ms,
+      })),
+      kill: running.filter((id) => !keep.has(id)),
+    };
   }
 
   private async row(tx: Tx, id: string): Promise<Row> {

@@ -134,9 +134,11 @@ export class Requests {
       const c = await tx.query(`SELECT state FROM containers WHERE id = $1 FOR UPDATE`, [req.container_id]);
       const state = c.rows[0]?.state;
       if (state === 'Queued' || state === 'Locked' || state === 'Running') {
-        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [
-          req.container_id,
-        ]);
+        await tx.query(
+          `WITH c AS (UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id)
+           SELECT pg_notify('berth_node', node_id) FROM c WHERE node_id IS NOT NULL`,
+          [req.container_id],
+        );
         await finishContainer(this.ctx, tx, req.container_id!, {
           state: 'Cancelled',
           failureClass: 'user',

@@ -1,0 +1,100 @@
+// Logs: the agent appends chunks; users read them, or follow them over Server-Sent Events until the
+// container has ended and every chunk has been sent.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { isFinalContainerState } from '../../model/types.js';
+import { who } from '../auth.js';
+import { HttpError } from '../errors.js';
+import { IdParams, LogAppendBody, LogQuery } from '../schemas.js';
+import type { ApiDeps } from '../server.js';
+import { visibleContainer } from './containers.js';
+import type { LogChunk } from '../../store/logs.js';
+
+/** How often a follower looks for new chunks when no notification arrives. */
+const FOLLOW_POLL_MS = 250;
+
+export function logRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { store } = deps;
+  const id = (req: FastifyRequest) => (req.params as { id: string }).id;
+
+  app.post(
+    '/v1/containers/:id/logs',
+    {
+      schema: {
+        params: IdParams,
+        body: LogAppendBody,
+        tags: ['agent'],
+        summary: 'Append log chunks (idempotent by seq)',
+      },
+      config: { scopes: ['node'] },
+      bodyLimit: 16 * 1024 * 1024,
+    },
+    async (req) => {
+      const p = who(req);
+      const b = req.body as { lock_token: string; chunks: LogChunk[] };
+      const c = await visibleContainer(deps, p, id(req));
+      if (!(await store.containers.tokenValid(c.id, b.lock_token))) {
+        throw new HttpError(
+          409,
+          'conflict',
+          `stale lock token for container ${c.id}: it was unlocked, cancelled or re-locked since`,
+        );
+      }
+      return { appended: await store.logs.append(c.id, b.chunks) };
+    },
+  );
+
+  app.get(
+    '/v1/containers/:id/logs',
+    {
+      schema: {
+        params: IdParams,
+        querystring: LogQuery,
+        tags: ['containers'],
+        summary: 'Read logs; follow=true streams them (SSE)',
+      },
+      config: { scopes: ['user', 'admin'] },
+    },
+    async (req, reply) => {
+      const q = req.query as { after?: string; limit?: string; follow?: string };
+      const cid = id(req);
+      await visibleContainer(deps, who(req), cid);
+      let after = q.after === undefined ? -1 : Number(q.after);
+      const limit = q.limit === undefined ? 1000 : Math.min(1000, Math.max(1, Number(q.limit)));
+      if (q.follow !== 'true' && q.follow !== '1') return { items: await store.logs.read(cid, after, limit) };
+
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+      });
+      let closed = false;
+      req.raw.on('close', () => (closed = true));
+      const wake = deps.waiter('berth_logs', cid);
+      try {
+        while (!closed) {
+          // Read the state before the chunks: if it was final before we read, we have every chunk.
+          const final = isFinalContainerState((await store.containers.get(cid)).state);
+          const chunks = await store.logs.read(cid, after, 1000);
+          for (const ch of chunks) {
+            res.write(`id: ${ch.seq}\nevent: log\ndata: ${JSON.stringify(ch)}\n\n`);
+            after = ch.seq;
+          }
+          if (chunks.length === 1000) continue;
+          if (final) {
+            const c = await store.containers.get(cid);
+            res.write(`event: end\ndata: ${JSON.stringify({ state: c.state, exit_code: c.exit_code })}\n\n`);
+            break;
+          }
+          await wake.next(FOLLOW_POLL_MS);
+        }
+      } catch (err) {
+        req.log.warn({ err }, 'log follow ended by an error');
+      } finally {
+        wake.close();
+        res.end();
+      }
+    },
+  );
+}

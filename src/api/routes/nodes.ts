@@ -1,0 +1,129 @@
+// Nodes: the dispatcher records one per instance; the agent registers with its one-time bootstrap
+// secret and then pings. A ping is a long poll: it answers at once when there is work, else when work
+// is assigned (a notification) or `wait` passes.
+import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
+import { who } from '../auth.js';
+import { HttpError } from '../errors.js';
+import { IdParams, NodeCreateBody, RegisterBody } from '../schemas.js';
+import type { ApiDeps } from '../server.js';
+
+const PingBody = Type.Object(
+  {
+    state: Type.Union([
+      Type.Literal('idle'),
+      Type.Literal('busy'),
+      Type.Literal('draining'),
+      Type.Literal('drained'),
+    ]),
+    running: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10000 })),
+    wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60000 })),
+  },
+  { additionalProperties: false },
+);
+
+export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
+  const { store } = deps;
+
+  app.post(
+    '/v1/nodes',
+    {
+      schema: {
+        body: NodeCreateBody,
+        tags: ['dispatcher'],
+        summary: 'Record a node for a new instance; returns its bootstrap secret',
+      },
+      config: { scopes: ['dispatcher', 'admin'] },
+    },
+    async (req, reply) => {
+      const b = req.body as {
+        cluster: string;
+        dispatcher_tag: string;
+        instance_id: string;
+        instance_type: string;
+      };
+      const { node, bootstrapSecret } = await store.nodes.create({
+        cluster: b.cluster,
+        dispatcherTag: b.dispatcher_tag,
+        instanceId: b.instance_id,
+        instanceType: b.instance_type,
+      });
+      return reply.status(201).send({ node, bootstrap_secret: bootstrapSecret });
+    },
+  );
+
+  app.post(
+    '/v1/nodes/register',
+    {
+      schema: {
+        body: RegisterBody,
+        tags: ['agent'],
+        summary: 'Exchange the one-time bootstrap secret for a node token',
+      },
+    },
+    async (req, reply) => {
+      const b = req.body as { node_id: string; secret: string; info?: Record<string, unknown> };
+      const { node, token } = await store.nodes.register(b.node_id, b.secret, b.info ?? {});
+      return reply.status(201).send({ node, token });
+    },
+  );
+
+  app.get(
+    '/v1/nodes',
+    { schema: { tags: ['admin'], summary: 'List nodes' }, config: { scopes: ['admin', 'dispatcher'] } },
+    async () => ({
+      items: await store.nodes.list({ includeFailed: true }),
+    }),
+  );
+
+  app.get(
+    '/v1/nodes/:id',
+    {
+      schema: { params: IdParams, tags: ['admin'], summary: 'Get a node' },
+      config: { scopes: ['admin', 'dispatcher', 'node'] },
+    },
+    async (req) => {
+      const p = who(req);
+      const id = (req.params as { id: string }).id;
+      if (p.scope === 'node' && p.nodeId !== id)
+        throw new HttpError(403, 'forbidden', 'a node token may only read its own node');
+      return store.nodes.get(id);
+    },
+  );
+
+  app.post(
+    '/v1/nodes/:id/ping',
+    {
+      schema: {
+        params: IdParams,
+        body: PingBody,
+        tags: ['agent'],
+        summary: 'Report state; receive containers to start and to kill',
+      },
+      config: { scopes: ['node'] },
+    },
+    async (req) => {
+      const p = who(req);
+      const id = (req.params as { id: string }).id;
+      if (p.nodeId !== id) throw new HttpError(403, 'forbidden', 'a node token may only ping its own node');
+      const b = req.body as {
+        state: 'idle' | 'busy' | 'draining' | 'drained';
+        running?: string[];
+        wait_ms?: number;
+      };
+      const waiter = deps.waiter('berth_node', id);
+      try {
+        let node = await store.nodes.ping(id, b.state);
+        let work = await store.containers.workFor(id, b.running ?? []);
+        if (work.start.length === 0 && work.kill.length === 0 && (b.wait_ms ?? 0) > 0) {
+          await waiter.next(b.wait_ms!);
+          node = await store.nodes.get(id);
+          work = await store.containers.workFor(id, b.running ?? []);
+        }
+        return { node, start: work.start, kill: work.kill, drain: node.state === 'draining' };
+      } finally {
+        waiter.close();
+      }
+    },
+  );
+}

@@ -1,0 +1,114 @@
+// The HTTP API (DESIGN §2, §4): fastify with schema validation, bearer auth, one error shape,
+// /healthz, /metrics and /openapi.json.
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import type { Notifier, Waiter } from '../store/notifier.js';
+import type { Store } from '../store/store.js';
+import { FailureThrottle, installAuth } from './auth.js';
+import { errorBody, handleError } from './errors.js';
+import { apiMetrics } from './metrics.js';
+import { collectRoutes, openApiDocument } from './openapi.js';
+import { containerRoutes } from './routes/containers.js';
+import { logRoutes } from './routes/logs.js';
+import { nodeRoutes } from './routes/nodes.js';
+import { requestRoutes } from './routes/requests.js';
+import { tokenRoutes } from './routes/tokens.js';
+
+export const API_VERSION = '0.1.0';
+
+/** What route modules need. */
+export interface ApiDeps {
+  store: Store;
+  /** Waits for a notification (channel, payload) or a timeout; see Notifier.waiter. */
+  waiter(channel: string, key: string | null): Waiter;
+}
+
+export interface ApiOptions {
+  store: Store;
+  /** LISTEN/NOTIFY connection; without one, waiters simply time out (polling). */
+  notifier?: Notifier | null;
+  /** Extra metric registries to serve on /metrics (e.g. the dispatcher's, in `berth up`). */
+  registries?: Registry[];
+  logger?: boolean | object;
+  /** Largest request body in bytes (default 1 MiB; batch and log routes allow 16 MiB). */
+  bodyLimit?: number;
+}
+
+function pollingWaiter(): Waiter {
+  let t: NodeJS.Timeout | null = null;
+  return {
+    next: (ms) => new Promise((r) => (t = setTimeout(r, ms))),
+    close: () => {
+      if (t) clearTimeout(t);
+    },
+  };
+}
+
+export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    // Strict validation: no type coercion, no silent removal of unknown fields, every problem reported.
+    ajv: {
+      customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false },
+    },
+  });
+  const ops = collectRoutes(app);
+  const deps: ApiDeps = {
+    store: opts.store,
+    waiter: (channel, key) => opts.notifier?.waiter(channel, key) ?? pollingWaiter(),
+  };
+  const metrics = apiMetrics(opts.store);
+  app.setErrorHandler(handleError);
+  app.setNotFoundHandler((req, reply) => {
+    void reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
+  });
+  installAuth(app, opts.store.tokens, new FailureThrottle(), () => opts.store.ctx.clock.now().getTime());
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unknown';
+    metrics.http.inc({ method: req.method, route, status: String(reply.statusCode) });
+    metrics.httpSeconds.observe({ route }, reply.elapsedTime / 1000);
+  });
+
+  app.get(
+    '/healthz',
+    { schema: { tags: ['system'], summary: 'Liveness and database reachability' } },
+    async (_req, reply) => {
+      try {
+        await opts.store.ctx.pool.query('SELECT 1');
+        return { ok: true, database: 'up' };
+      } catch {
+        return reply.status(503).send({ ok: false, database: 'down' });
+      }
+    },
+  );
+  app.get(
+    '/metrics',
+    { schema: { tags: ['system'], summary: 'Prometheus metrics' } },
+    async (_req, reply) => {
+      const parts = [await metrics.registry.metrics()];
+      for (const r of opts.registries ?? []) parts.push(await r.metrics());
+      return reply.type('text/plain; version=0.0.4').send(parts.join('\n'));
+    },
+  );
+  requestRoutes(app, deps);
+  containerRoutes(app, deps);
+  logRoutes(app, deps);
+  nodeRoutes(app, deps);
+  tokenRoutes(app, deps);
+  app.addHook('onResponse', async (req, reply) => {
+    if (req.routeOptions.url === '/v1/containers/:id/start' && reply.statusCode === 200) {
+      const c = await opts.store.containers.get((req.params as { id: string }).id).catch(() => null);
+      if (c?.started_at)
+        metrics.queueToStart.observe((c.started_at.getTime() - c.queued_at.getTime()) / 1000);
+    }
+  });
+  let doc: Record<string, unknown> | null = null;
+  app.get(
+    '/openapi.json',
+    { schema: { tags: ['system'], summary: 'This document' } },
+    async () => (doc ??= openApiDocument(ops, API_VERSION)),
+  );
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,112 @@
+// One LISTEN connection per process, shared by everything that waits for a change (log followers, agent
+// long polls, the dispatcher). Reconnects after a database restart; waiters also time out, so a lost
+// notification costs at most one poll interval, never a hang.
+import pg from 'pg';
+
+type Listener = (payload: string) => void;
+
+/** Waits for notifications with a given payload on one channel. */
+export interface Waiter {
+  /** Resolves on the next matching notification or after timeoutMs, whichever is first. */
+  next(timeoutMs: number): Promise<void>;
+  close(): void;
+}
+
+export class Notifier {
+  private client: pg.Client | null = null;
+  private readonly listeners = new Map<string, Set<Listener>>();
+  private closed = false;
+  private connecting: Promise<void> | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly url: string) {}
+
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    this.connecting ??= (async () => {
+      const client = new pg.Client({ connectionString: this.url });
+      client.on('error', () => this.reconnectSoon());
+      client.on('end', () => this.reconnectSoon());
+      client.on('notification', (n) => {
+        for (const l of this.listeners.get(n.channel) ?? []) l(n.payload ?? '');
+      });
+      try {
+        await client.connect();
+        for (const channel of this.listeners.keys())
+          await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        this.client = client;
+      } catch {
+        client.removeAllListeners('end');
+        await client.end().catch(() => {});
+        this.reconnectSoon();
+      }
+    })().finally(() => (this.connecting = null));
+    return this.connecting;
+  }
+
+  private reconnectSoon(): void {
+    this.client = null;
+    if (this.closed || this.retryTimer) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.connect();
+    }, 500);
+    this.retryTimer.unref();
+  }
+
+  /** Calls fn for every notification on channel; returns the unsubscribe function. */
+  subscribe(channel: string, fn: Listener): () => void {
+    let set = this.listeners.get(channel);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(channel, set);
+      this.client?.query(`LISTEN ${pg.escapeIdentifier(channel)}`).catch(() => this.reconnectSoon());
+    }
+    set.add(fn);
+    return () => set.delete(fn);
+  }
+
+  /** A waiter for notifications on channel whose payload is key (or any payload when key is null). */
+  waiter(channel: string, key: string | null): Waiter {
+    let pending: (() => void) | null = null;
+    let fired = false;
+    const unsubscribe = this.subscribe(channel, (payload) => {
+      if (key !== null && payload !== key) return;
+      fired = true;
+      pending?.();
+    });
+    return {
+      next: (timeoutMs) =>
+        new Promise<void>((resolve) => {
+          if (fired) {
+            fired = false;
+            return resolve();
+          }
+          const t = setTimeout(done, timeoutMs);
+          function done() {
+            clearTimeout(t);
+            pending = null;
+            fired = false;
+            resolve();
+          }
+          pending = done;
+        }),
+      close: unsubscribe,
+    };
+  }
+
+  async stop(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    const c = this.client;
+    this.client = null;
+    if (c) {
+      c.removeAllListeners('end');
+      await c.end().catch(() => {});
+    }
+  }
+}

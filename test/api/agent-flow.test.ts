@@ -1,0 +1,176 @@
+// The agent's side of the API end to end, in-process: register, long-poll ping, start, logs, complete,
+// and a reader following the logs over SSE.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApi } from '../../src/api/server.js';
+import { Notifier } from '../../src/store/notifier.js';
+import { testApi } from '../helpers/api.js';
+
+let t: Awaited<ReturnType<typeof testApi>>;
+let notifier: Notifier;
+let url: string;
+let close: () => Promise<void>;
+
+beforeAll(async () => {
+  t = await testApi();
+  notifier = new Notifier(t.db.url);
+  await notifier.start();
+  // A real socket for SSE and long polls.
+  const app = await buildApi({ store: t.store, notifier });
+  url = await app.listen({ port: 0, host: '127.0.0.1' });
+  close = async () => {
+    await app.close();
+    await notifier.stop();
+  };
+});
+afterAll(async () => close?.());
+
+async function http(token: string | null, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+describe('agent flow', () => {
+  it('register → ping (long poll woken by assign) → start → logs → complete; SSE follower sees all', async () => {
+    const n = await t.node('i-flow');
+    const r = (
+      await t.call(t.tokens.alice, {
+        method: 'POST',
+        url: '/v1/requests',
+        payload: { command: ['echo', 'hi'], env: { A: '1' } },
+      })
+    ).json();
+    const cid = r.container_id as string;
+
+    // The ping waits (long poll) until the dispatcher assigns work.
+    const started = Date.now();
+    const ping = http(n.token, 'POST', `/v1/nodes/${n.id}/ping`, {
+      state: 'idle',
+      running: [],
+      wait_ms: 20_000,
+    });
+    const lock = (
+      await t.call(t.tokens.dispatcher, {
+        method: 'POST',
+        url: '/v1/containers/lock',
+        payload: { dispatcher_id: 'd-1', ids: [cid] },
+      })
+    ).json();
+    expect(lock.locks).toHaveLength(1);
+    await t.call(t.tokens.dispatcher, {
+      method: 'POST',
+      url: `/v1/containers/${cid}/assign`,
+      payload: { dispatcher_id: 'd-1', instance_id: 'i-flow', node_id: n.id },
+    });
+    const p = await ping;
+    expect(p.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(15_000); // woken by the notification, not the 20 s timeout
+    expect(p.json.start).toHaveLength(1);
+    const order = p.json.start[0];
+    expect(order).toMatchObject({
+      id: cid,
+      command: ['echo', 'hi'],
+      env: { A: '1' },
+      lock_token: lock.locks[0].token,
+    });
+
+    // A reader follows the logs over SSE from before the start to the end.
+    const follow = fetch(`${url}/v1/containers/${cid}/logs?follow=true`, {
+      headers: { authorization: `Bearer ${t.tokens.alice}` },
+    }).then((res) => res.text());
+
+    expect(
+      (await http(n.token, 'POST', `/v1/containers/${cid}/start`, { lock_token: order.lock_token })).status,
+    ).toBe(200);
+    // running containers are not handed out again
+    const again = await http(n.token, 'POST', `/v1/nodes/${n.id}/ping`, { state: 'busy', running: [cid] });
+    expect(again.json.start).toEqual([]);
+    expect(again.json.kill).toEqual([]);
+
+    const lines = Array.from({ length: 300 }, (_, i) => ({
+      seq: i,
+      stream: i % 3 === 0 ? 'stderr' : 'stdout',
+      data: `line ${i}\n`,
+    }));
+    expect(
+      (
+        await http(n.token, 'POST', `/v1/containers/${cid}/logs`, {
+          lock_token: order.lock_token,
+          chunks: lines.slice(0, 150),
+        })
+      ).json,
+    ).toEqual({ appended: 150 });
+    // a retried append (same seqs) is idempotent
+    expect(
+      (
+        await http(n.token, 'POST', `/v1/containers/${cid}/logs`, {
+          lock_token: order.lock_token,
+          chunks: lines.slice(100, 300),
+        })
+      ).json,
+    ).toEqual({ appended: 150 });
+    const done = await http(n.token, 'POST', `/v1/containers/${cid}/complete`, {
+      lock_token: order.lock_token,
+      exit_code: 0,
+      usage: { peak_ram: 1048576, cpu_seconds: 0.01, wall_ms: 12 },
+    });
+    expect(done.status).toBe(200);
+    expect(done.json).toMatchObject({ state: 'Complete', exit_code: 0, usage: { peak_ram: 1048576 } });
+
+    const sse = await follow;
+    const received = [...sse.matchAll(/^event: log\ndata: (.*)$/gm)].map((m) => JSON.parse(m[1]!));
+    expect(received.map((c) => c.seq)).toEqual(lines.map((l) => l.seq));
+    expect(received.map((c) => c.data).join('')).toBe(lines.map((l) => l.data).join(''));
+    expect(sse).toMatch(/event: end\ndata: \{"state":"Complete","exit_code":0\}/);
+
+    const read = (await http(t.tokens.alice, 'GET', `/v1/containers/${cid}/logs?after=295`)).json;
+    expect(read.items.map((c: { seq: number }) => c.seq)).toEqual([296, 297, 298, 299]);
+    expect((await t.store.requests.get(r.id)).outcome).toBe('success');
+  });
+
+  it('a cancelled container is on the kill list of the node running it', async () => {
+    const n = await t.node('i-kill');
+    const r = (
+      await t.call(t.tokens.alice, {
+        method: 'POST',
+        url: '/v1/requests',
+        payload: { command: ['sleep', '1000'] },
+      })
+    ).json();
+    const cid = r.container_id;
+    const lock = (
+      await t.call(t.tokens.dispatcher, {
+        method: 'POST',
+        url: '/v1/containers/lock',
+        payload: { dispatcher_id: 'd-1', ids: [cid] },
+      })
+    ).json();
+    await t.call(t.tokens.dispatcher, {
+      method: 'POST',
+      url: `/v1/containers/${cid}/assign`,
+      payload: { dispatcher_id: 'd-1', instance_id: 'i-kill', node_id: n.id },
+    });
+    await http(n.token, 'POST', `/v1/containers/${cid}/start`, { lock_token: lock.locks[0].token });
+    const ping = http(n.token, 'POST', `/v1/nodes/${n.id}/ping`, {
+      state: 'busy',
+      running: [cid],
+      wait_ms: 20_000,
+    });
+    await t.call(t.tokens.alice, { method: 'POST', url: `/v1/requests/${r.id}/cancel` });
+    const p = await ping;
+    expect(p.json.kill).toEqual([cid]);
+    // the old token is revoked: late reports are refused
+    const late = await http(n.token, 'POST', `/v1/containers/${cid}/complete`, {
+      lock_token: lock.locks[0].token,
+      exit_code: 0,
+    });
+    expect(late.status).toBe(409);
+    expect(late.json.error.message).toMatch(/stale lock token/);
+  });
+});
