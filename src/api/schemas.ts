@@ -102,6 +102,11 @@ export const CancelBody = Type.Object(
   { additionalProperties: false },
 );
 
+export const CancelRequestBody = Type.Object(
+  { reason: Type.Optional(Type.String({ maxLength: 4096 })) },
+  { additionalProperties: false },
+);
+
 export const LockBody = Type.Object(
   {
     dispatcher_id: Type.String({ minLength: 1, maxLength: 64 }),

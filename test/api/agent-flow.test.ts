@@ -162,7 +162,7 @@ describe('agent flow', () => {
       running: [cid],
       wait_ms: 20_000,
     });
-    await t.call(t.tokens.alice, { method: 'POST', url: `/v1/requests/${r.id}/cancel` });
+    await t.call(t.tokens.alice, { method: 'POST', url: `/v1/requests/${r.id}/cancel`, payload: {} });
     const p = await ping;
     expect(p.json.kill).toEqual([cid]);
     // the old token is revoked: late reports are refused

@@ -145,7 +145,8 @@ describe('auth matrix', () => {
       (await t.call(t.tokens.bob, { method: 'GET', url: `/v1/containers/${containerId}` })).statusCode,
     ).toBe(404);
     expect(
-      (await t.call(t.tokens.bob, { method: 'POST', url: `/v1/requests/${reqId}/cancel` })).statusCode,
+      (await t.call(t.tokens.bob, { method: 'POST', url: `/v1/requests/${reqId}/cancel`, payload: {} }))
+        .statusCode,
     ).toBe(404);
     expect((await t.call(t.tokens.bob, { method: 'GET', url: `/v1/requests?owner=alice` })).statusCode).toBe(
       403,

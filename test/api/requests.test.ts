@@ -126,7 +126,11 @@ describe('requests API', () => {
         payload: { command: ['sleep', '100'] },
       })
     ).json();
-    const res = await t.call(t.tokens.alice, { method: 'POST', url: `/v1/requests/${r.id}/cancel` });
+    const res = await t.call(t.tokens.alice, {
+      method: 'POST',
+      url: `/v1/requests/${r.id}/cancel`,
+      payload: {},
+    });
     expect(res.json()).toMatchObject({ state: 'Final', outcome: 'cancelled' });
     const c = (
       await t.call(t.tokens.alice, { method: 'GET', url: `/v1/containers/${r.container_id}` })

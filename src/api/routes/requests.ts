@@ -3,7 +3,14 @@ import type { FastifyInstance } from 'fastify';
 import { normalizeRequest, ValidationError, type FieldProblem } from '../../model/request.js';
 import { ownerScope, who } from '../auth.js';
 import { HttpError } from '../errors.js';
-import { BatchInput, IdParams, PriorityPatch, RequestInput, RequestListQuery } from '../schemas.js';
+import {
+  BatchInput,
+  CancelRequestBody,
+  IdParams,
+  PriorityPatch,
+  RequestInput,
+  RequestListQuery,
+} from '../schemas.js';
 import type { ApiDeps } from '../server.js';
 import { pageArgs } from './paging.js';
 
@@ -92,10 +99,19 @@ export function requestRoutes(app: FastifyInstance, { store }: ApiDeps): void {
   app.post(
     '/v1/requests/:id/cancel',
     {
-      schema: { params: IdParams, tags: ['requests'], summary: 'Cancel a container request' },
+      schema: {
+        params: IdParams,
+        body: CancelRequestBody,
+        tags: ['requests'],
+        summary: 'Cancel a container request',
+      },
       config: { scopes: USERS },
     },
-    async (req) => store.requests.cancel((req.params as { id: string }).id, ownerScope(who(req))),
+    async (req) => {
+      const p = who(req);
+      const reason = (req.body as { reason?: string }).reason ?? `cancelled by ${p.owner}`;
+      return store.requests.cancel((req.params as { id: string }).id, ownerScope(p), reason);
+    },
   );
 
   app.patch(
