@@ -1,25 +1,39 @@
 // The berth command. Each subcommand lives in src/cli/commands/NAME.ts and registers itself here.
 import { Command, CommanderError } from 'commander';
 import { registerPlan } from './commands/plan.js';
+import { ConfigError } from '../config/options.js';
+import { ApiError, describeApiError } from './client.js';
+import { registerCancel } from './commands/cancel.js';
+import { registerLogs } from './commands/logs.js';
+import { registerPs } from './commands/ps.js';
+import { registerServer } from './commands/server.js';
+import { registerShow } from './commands/show.js';
+import { registerSubmit } from './commands/submit.js';
+import { registerToken } from './commands/token.js';
+import { UsageError } from './errors.js';
 
 /** Every command module exports a function that adds its commands to the program. */
-const REGISTRATIONS: ((program: Command) => void)[] = [registerPlan];
+const REGISTRATIONS: ((program: Command) => void)[] = [
+  registerServer,
+  registerSubmit,
+  registerPs,
+  registerShow,
+  registerLogs,
+  registerCancel,
+  registerToken,
+  registerPlan,
+];
 
-/** Errors a command throws for the user: printed without a stack, exit code 2 by default. */
-export class UsageError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode = 2,
-  ) {
-    super(message);
-  }
-}
+export { UsageError };
 
 export function buildProgram(): Command {
   const program = new Command('berth')
     .description('Run batch containers on machines created to fit the queue')
     .version('0.1.0')
     .showHelpAfterError('(run with --help for usage)')
+    .option('--home <dir>', 'Berth state directory (default $BERTH_HOME or ~/.berth)')
+    .option('--api-url <url>', 'API URL (default $BERTH_API_URL, or the local server)')
+    .option('--token <token>', 'API token (default $BERTH_TOKEN, or the local admin token)')
     .exitOverride();
   for (const register of REGISTRATIONS) register(program);
   return program;
@@ -41,6 +55,14 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof UsageError) {
       console.error(`berth: ${err.message}`);
       return err.exitCode;
+    }
+    if (err instanceof ApiError) {
+      console.error(`berth: ${describeApiError(err)}`);
+      return err.status >= 500 ? 1 : 2;
+    }
+    if (err instanceof ConfigError) {
+      console.error(`berth: configuration: ${err.message}`);
+      return 2;
     }
     throw err;
   }

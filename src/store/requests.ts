@@ -84,7 +84,10 @@ export class Requests {
          SELECT unnest($1::text[]), $2, 'state', 'Queued: submitted'`,
         [cids, now],
       );
-      const byId = new Map(r.rows.map((row: RequestRecord) => [row.id, row]));
+      // The containers did not exist yet when RETURNING ran: every new request's container is Queued.
+      const byId = new Map(
+        r.rows.map((row: RequestRecord) => [row.id, { ...row, container_state: 'Queued' as const }]),
+      );
       return rids.map((id) => byId.get(id)!);
     });
   }

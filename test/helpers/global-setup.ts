@@ -24,6 +24,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   if (!url) {
     dir = mkdtempSync(join(tmpdir(), 'berth-test-pg-'));
     chmodSync(dir, 0o755); // as root the server runs as the postgres user, which must reach it
+    process.stderr.write(`test PostgreSQL in ${dir}\n`);
     server = await startEmbedded({ dataDir: join(dir, 'pgdata') });
     url = server.url;
   }

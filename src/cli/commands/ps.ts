@@ -1,0 +1,66 @@
+// `berth ps`: container requests as a table (active ones; --all for finished too), or --json.
+import type { Command } from 'commander';
+import type { RequestRecord } from '../../store/records.js';
+import { clientFor } from '../client.js';
+import { UsageError } from '../errors.js';
+import { age, shortCommand, size, table } from '../format.js';
+
+/** What a person wants to see in one word: the container's state while active, the outcome when done. */
+export function statusWord(r: RequestRecord): string {
+  if (r.state === 'Final')
+    return r.outcome === 'success' ? 'Done' : r.outcome === 'cancelled' ? 'Cancelled' : 'Failed';
+  return r.container_state ?? 'Queued';
+}
+
+export function registerPs(program: Command): void {
+  program
+    .command('ps')
+    .description('list container requests (active ones; --all for finished too)')
+    .option('-a, --all', 'include finished requests')
+    .option('--name <text>', 'only requests whose name contains text')
+    .option('--owner <owner>', 'only this owner (admin tokens)')
+    .option('-n, --limit <n>', 'at most n rows (default 100, max 1000)', '100')
+    .option('--json', 'print JSON (one object with items and next_cursor)')
+    .action(
+      async (
+        opts: { all?: boolean; name?: string; owner?: string; limit: string; json?: boolean },
+        cmd: Command,
+      ) => {
+        if (!/^\d+$/.test(opts.limit) || Number(opts.limit) < 1 || Number(opts.limit) > 1000) {
+          throw new UsageError(
+            `--limit: expected a whole number from 1 to 1000, got ${JSON.stringify(opts.limit)}`,
+          );
+        }
+        const client = clientFor(cmd);
+        const q = new URLSearchParams({ limit: opts.limit });
+        if (!opts.all) q.set('state', 'Committed');
+        if (opts.name) q.set('name', opts.name);
+        if (opts.owner) q.set('owner', opts.owner);
+        const page = await client.request<{ items: RequestRecord[]; next_cursor: string | null }>(
+          'GET',
+          `/v1/requests?${q}`,
+        );
+        if (opts.json) {
+          console.log(JSON.stringify(page, null, 2));
+          return;
+        }
+        const now = new Date();
+        console.log(
+          table(
+            ['ID', 'NAME', 'STATUS', 'PRIO', 'CPUS', 'RAM', 'AGE', 'COMMAND'],
+            page.items.map((r) => [
+              r.id,
+              r.name || '-',
+              statusWord(r),
+              String(r.priority),
+              String(r.vcpus),
+              size(r.ram),
+              age(r.created_at, now),
+              shortCommand(r.command),
+            ]),
+          ),
+        );
+        if (page.next_cursor) console.error(`(more: use --limit, or --json for the cursor)`);
+      },
+    );
+}

@@ -1,0 +1,100 @@
+// End to end through real sockets and the real CLI: `berth server` with its embedded PostgreSQL in a
+// fresh BERTH_HOME, submit/ps/show/cancel, and a restart that keeps everything.
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assertBuilt, berth, berthDaemon, readIfExists, until } from '../helpers/cli.js';
+
+let home: string;
+let env: NodeJS.ProcessEnv;
+let server: ReturnType<typeof berthDaemon> | null = null;
+
+async function startServer() {
+  rmSync(join(home, 'api-url'), { force: true });
+  server = berthDaemon(['server', '--listen', '127.0.0.1:0'], env);
+  await until(
+    () =>
+      readIfExists(join(home, 'api-url')) ||
+      (server!.child.exitCode !== null && Promise.reject(new Error(server!.output()))),
+    60_000,
+    'the server to listen',
+  );
+}
+
+beforeAll(() => {
+  assertBuilt();
+  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  env = { BERTH_HOME: home, BERTH_DATABASE_URL: '', BERTH_API_URL: '', BERTH_TOKEN: '' };
+});
+
+afterAll(async () => {
+  await server?.stop();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe('berth server + CLI', () => {
+  it('starts its embedded PostgreSQL, creates an admin token, and serves the CLI', async () => {
+    await startServer();
+    expect(server!.output()).toMatch(/initialising PostgreSQL data/);
+    expect(server!.output()).toMatch(/created an admin token/);
+    expect(statSync(join(home, 'admin-token')).mode & 0o777).toBe(0o600);
+
+    const sub = berth(['submit', '--cpus', '2', '--ram', '4GiB', '--name', 'hello', '--', 'echo', 'hi'], env);
+    expect(sub.stderr).toBe('');
+    expect(sub.code).toBe(0);
+    const id = sub.stdout.trim();
+    expect(id).toMatch(/^r-[0-9a-z]{16}$/);
+
+    const ps = berth(['ps', '--json'], env);
+    const page = JSON.parse(ps.stdout);
+    expect(page.items).toHaveLength(1);
+    expect(page.items[0]).toMatchObject({
+      id,
+      state: 'Committed',
+      container_state: 'Queued',
+      vcpus: 2,
+      ram: 4 * 1024 ** 3,
+      name: 'hello',
+    });
+    expect(berth(['ps'], env).stdout).toMatch(new RegExp(`${id}\\s+hello\\s+Queued\\s+500\\s+2\\s+4GiB`));
+
+    const bad = berth(['submit', '--ram', '4 gigs', '--', 'echo'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--ram: expected a size such as 4GiB/);
+    expect(bad.stdout).toBe('');
+
+    const cancel = berth(['cancel', id], env);
+    expect(cancel.code).toBe(0);
+    expect(cancel.stdout).toMatch(`${id}: cancelled`);
+    const again = berth(['cancel', `c-${'0'.repeat(16)}`], env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/not found/);
+    const shown = JSON.parse(berth(['show', id, '--json'], env).stdout);
+    expect(shown).toMatchObject({ state: 'Final', outcome: 'cancelled' });
+    expect(shown.containers[0]).toMatchObject({ state: 'Cancelled', failure_class: 'user' });
+  });
+
+  it('keeps everything across a restart and stops cleanly on SIGINT', async () => {
+    expect(await server!.stop('SIGINT')).toBe(0);
+    expect(server!.output()).toMatch(/SIGINT: stopping/);
+    expect(readIfExists(join(home, 'api-url'))).toBeNull();
+    await startServer();
+    expect(server!.output()).not.toMatch(/initialising PostgreSQL data/);
+    const all = JSON.parse(berth(['ps', '--all', '--json'], env).stdout);
+    expect(all.items).toHaveLength(1);
+    expect(all.items[0]).toMatchObject({ state: 'Final', outcome: 'cancelled' });
+    // the token saved on the first start still works: no new admin token was made
+    expect(server!.output()).not.toMatch(/created an admin token/);
+    expect(JSON.parse(berth(['token', 'list', '--json'], env).stdout).items).toHaveLength(1);
+  });
+
+  it('explains a missing server instead of crashing', async () => {
+    const r = berth(['ps'], { ...env, BERTH_API_URL: 'http://127.0.0.1:9' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/cannot reach the Berth API at http:\/\/127.0.0.1:9/);
+    const noToken = berth(['ps'], { ...env, BERTH_HOME: join(home, 'nowhere') });
+    expect(noToken.code).toBe(2);
+    expect(noToken.stderr).toMatch(/no API URL/);
+  });
+});

@@ -1,0 +1,68 @@
+// Running the real `berth` executable (the compiled CLI: `npm test` builds it first).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '..', '..');
+export const BIN = join(ROOT, 'bin', 'berth.js');
+
+export function assertBuilt(): void {
+  if (!existsSync(join(ROOT, 'dist', 'src', 'cli', 'main.js')))
+    throw new Error('dist/ is missing: run `npm run build` (npm test does)');
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `berth ARGS` to completion. */
+export function berth(args: string[], env: NodeJS.ProcessEnv): CliResult {
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Starts a long-running `berth ARGS` (server, up); stop() sends SIGINT and waits for the exit. */
+export function berthDaemon(args: string[], env: NodeJS.ProcessEnv) {
+  const child: ChildProcess = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<number>((r) => child.on('exit', (code, sig) => r(code ?? (sig ? 128 : -1))));
+  return {
+    child,
+    output: () => output,
+    exited,
+    async stop(signal: NodeJS.Signals = 'SIGINT'): Promise<number> {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+/** Waits for a condition, polling, with a deadline. */
+export async function until<T>(
+  fn: () => T | null | undefined | false | Promise<T | null | undefined | false>,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function readIfExists(path: string): string | null {
+  return existsSync(path) ? readFileSync(path, 'utf8') : null;
+}

@@ -1,0 +1,227 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { InstanceType } from '../../src/model/types.js';
+import { buildReport, reportJson, SERIES_BUCKETS } from '../../src/sim/report/build.js';
+import { compareReports } from '../../src/sim/report/compare.js';
+import { readReport, writeReport } from '../../src/sim/report/files.js';
+import { renderReportHtml } from '../../src/sim/report/html.js';
+import { ReportInputError, type RunRecord } from '../../src/sim/report/input.js';
+
+const GiB = 1024 ** 3;
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+const s = (sec: number) => T0 + sec * 1000;
+
+// Two types with the same price per vcpu (0.18/h) and per GiB (0.09/h), so the lower bound is easy by hand.
+const small: InstanceType = {
+  name: 'small',
+  providerType: 'small',
+  vcpus: 2,
+  ram: 4 * GiB,
+  scratch: 0,
+  gpus: 0,
+  price: 0.36,
+  preemptible: false,
+};
+const big: InstanceType = { ...small, name: 'big', providerType: 'big', vcpus: 4, ram: 8 * GiB, price: 0.72 };
+
+function run(): RunRecord {
+  const c = (
+    id: string,
+    arrival: number,
+    start: number,
+    end: number,
+    vcpus: number,
+    ramGiB: number,
+    instance: string,
+  ) => ({
+    id,
+    arrival: s(arrival),
+    start: s(start),
+    end: s(end),
+    vcpus,
+    ram: ramGiB * GiB,
+    scratch: 0,
+    gpus: 0,
+    preemptible: false,
+    instance,
+  });
+  return {
+    policy: 'berth',
+    seed: 7,
+    instanceTypes: [small, big],
+    containers: [
+      c('c1', 0, 100, 1100, 2, 2, 'i1'),
+      c('c2', 0, 300, 700, 2, 4, 'i2'),
+      c('c3', 200, 400, 1000, 1, 4, 'i2'),
+    ],
+    instances: [
+      { id: 'i1', type: 'small', price: 0.36, created: s(0), ready: s(90), destroyed: s(1200) },
+      { id: 'i2', type: 'big', price: 0.72, created: s(50), ready: s(280), destroyed: s(1150) },
+    ],
+  };
+}
+
+describe('buildReport on a hand-computed run', () => {
+  const r = buildReport(run());
+
+  it('cost: price × lifetime per instance, per-second billing', () => {
+    // i1: 0.36/h × 1200 s = 0.12; i2: 0.72/h × 1100 s = 0.22.
+    expect(r.cost.total).toBe(0.34);
+    expect(r.cost.byType).toEqual({ big: 0.22, small: 0.12 });
+    expect(r.instances.hoursByType).toEqual({ big: 0.305556, small: 0.333333 });
+    expect(r.instances.created).toBe(2);
+  });
+
+  it('lower bound: vcpu-seconds × the per-vcpu price, here above the ram bound; ratio 2', () => {
+    // vcpu-seconds: 2·1000 + 2·400 + 1·600 = 3400 → 3400/3600 h × 0.18 = 0.17.
+    // GiB-seconds: 2·1000 + 4·400 + 4·600 = 6000 → 6000/3600 h × 0.09 = 0.15.
+    expect(r.cost.lowerBound).toBe(0.17);
+    expect(r.lowerBound).toEqual({ weights: { vcpus: 1, ram: 0, gpus: 0 }, unfitContainers: 0 });
+    expect(r.cost.ratio).toBe(2);
+  });
+
+  it('idle cost: paid time with no container running (boot included)', () => {
+    // i1 busy 100–1100 s: idle 200 s × 0.0001/s = 0.02. i2 busy 300–1000 s (overlap merged): idle 400 s × 0.0002/s = 0.08.
+    expect(r.cost.idle).toBe(0.1);
+  });
+
+  it('waits, makespan and boot times', () => {
+    // Waits 100, 300, 200 s → sorted 100, 200, 300; nearest rank.
+    expect(r.wait).toEqual({ p50: 200, p90: 300, p99: 300, max: 300, mean: 200 });
+    expect(r.makespan).toBe(1100);
+    expect(r.instances.bootSeconds).toEqual({ p50: 90, max: 230 });
+    expect(r.waitHistogram.find((b) => b.bucket === '1m-10m')!.count).toBe(3);
+    expect(r.waitHistogram.reduce((n, b) => n + b.count, 0)).toBe(3);
+  });
+
+  it('utilization: allocated over paid resource-seconds', () => {
+    // vcpu: 3400 / (2·1200 + 4·1100 = 6800) = 0.5. ram: 6000 / (4·1200 + 8·1100 = 13600) GiB-s = 0.4412.
+    expect(r.utilization).toEqual({ vcpu: 0.5, ram: 0.4412 });
+  });
+
+  it('series: instances and queue over the period', () => {
+    expect(r.period).toEqual({
+      start: '2026-01-01T00:00:00.000Z',
+      end: '2026-01-01T00:20:00.000Z',
+      seconds: 1200,
+    });
+    expect(r.series.bucketSeconds).toBe(6);
+    expect(r.series.instances).toHaveLength(SERIES_BUCKETS);
+    expect(Math.max(...r.series.instances)).toBe(2);
+    expect(r.series.instances[0]).toBe(1); // 0–6 s: only i1
+    expect(r.series.instances[10]).toBe(2); // 60–66 s
+    expect(r.series.instances[195]).toBe(1); // 1170–1176 s: i2 gone at 1150 s
+    // Queue: c1, c2 at 0 s; c3 arrives at 200 s while c2 still waits (until 300 s).
+    expect(r.series.queue[0]).toBe(2);
+    expect(r.series.queue[20]).toBe(1); // 120–126 s: c1 started at 100 s
+    expect(r.series.queue[40]).toBe(2); // 240–246 s: c2 and c3
+    expect(r.series.queue[199]).toBe(0);
+    expect(r.containers).toEqual({ total: 3, started: 3, completed: 3, neverStarted: 0 });
+  });
+
+  it('the same record gives a byte-identical report.json and report.html', () => {
+    const again = buildReport(run());
+    expect(reportJson(again)).toBe(reportJson(r));
+    expect(renderReportHtml(again)).toBe(renderReportHtml(r));
+    // Input order does not matter for the figures.
+    const shuffled = run();
+    shuffled.containers.reverse();
+    shuffled.instances.reverse();
+    expect(reportJson(buildReport(shuffled))).toBe(reportJson(r));
+  });
+});
+
+describe('buildReport edge cases', () => {
+  it('bills live instances to the end of the run, counts never-started containers, ignores them in waits', () => {
+    const rec = run();
+    rec.instances[1]!.destroyed = null;
+    rec.containers.push({
+      ...rec.containers[0]!,
+      id: 'c4',
+      start: null,
+      end: null,
+      instance: null,
+      arrival: s(500),
+    });
+    rec.endTime = s(1800);
+    const r = buildReport(rec);
+    // i2 now billed 50–1800 s: 1750 s × 0.0002 = 0.35; plus i1 0.12.
+    expect(r.cost.total).toBe(0.47);
+    expect(r.containers).toEqual({ total: 4, started: 3, completed: 3, neverStarted: 1 });
+    expect(r.wait.max).toBe(300);
+  });
+
+  it('an empty run gives an empty report, not a crash', () => {
+    const r = buildReport({ policy: 'p', seed: 1, instanceTypes: [small], containers: [], instances: [] });
+    expect(r.cost).toEqual({ total: 0, lowerBound: 0, ratio: null, idle: 0, byType: {} });
+    expect(r.wait.p50).toBeNull();
+    expect(r.makespan).toBeNull();
+    expect(r.utilization).toEqual({ vcpu: null, ram: null });
+    expect(renderReportHtml(r)).toContain('No instances.');
+  });
+
+  it.each([
+    [(r: RunRecord) => (r.instances[0]!.type = 'huge'), 'instance i1: unknown type huge'],
+    [(r: RunRecord) => (r.containers[0]!.instance = 'i9'), 'container c1: instance i9 is not in the run'],
+    [(r: RunRecord) => (r.containers[0]!.start = s(-5)), 'container c1: start before arrival'],
+    [(r: RunRecord) => (r.instances[1]!.destroyed = s(10)), 'instance i2: destroyed before created'],
+    [(r: RunRecord) => r.instances.push(r.instances[0]!), 'instance i1: recorded twice'],
+  ])('refuses an inconsistent record (%#)', (mutate, message) => {
+    const rec = run();
+    mutate(rec);
+    expect(() => buildReport(rec)).toThrow(ReportInputError);
+    expect(() => buildReport(rec)).toThrow(message);
+  });
+});
+
+describe('report.html', () => {
+  it('is self-contained: inline SVG charts, no scripts or external resources, escaped text', () => {
+    const rec = run();
+    rec.policy = '<b>mine</b>';
+    const html = renderReportHtml(buildReport(rec));
+    expect(html.match(/<svg /g)).toHaveLength(3);
+    expect(html).toContain('Instances over time');
+    expect(html).toContain('Queue length over time');
+    expect(html).toContain('Queue wait distribution');
+    expect(html).not.toMatch(/<script|<link|https?:\/\//);
+    expect(html).toContain('&#60;b&#62;mine&#60;/b&#62;');
+    expect(html).not.toContain('<b>mine</b>');
+  });
+});
+
+describe('compareReports', () => {
+  it('prints both reports side by side with B relative to A', () => {
+    const a = buildReport(run());
+    const rec = run();
+    rec.policy = 'baseline';
+    rec.instances[1]!.destroyed = s(1700);
+    const b = buildReport(rec);
+    const text = compareReports(a, b);
+    const lines = text.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^\s+A: berth \(seed 7\)\s+B: baseline \(seed 7\)\s+B vs A$/);
+    // B's i2 lives 550 s longer: +0.11 → 0.45, +32.4 %.
+    expect(lines.find((l) => l.startsWith('total cost'))).toMatch(
+      /^total cost\s+0\.3400\s+0\.4500\s+\+32\.4%$/,
+    );
+    expect(lines.find((l) => l.startsWith('cost lower bound'))).toMatch(/0\.1700\s+0\.1700\s+=$/);
+    expect(lines.find((l) => l.startsWith('hours big'))).toMatch(/0\.31\s+0\.46\s+\+50\.0%$/);
+    expect(compareReports(a, b)).toBe(text);
+  });
+});
+
+describe('report files', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-report-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  it('writes report.json and report.html and reads the JSON back', () => {
+    const r = buildReport(run());
+    const paths = writeReport(join(dir, 'out'), r);
+    expect(readReport(paths.json)).toEqual(r);
+    expect(readFileSync(paths.html, 'utf8')).toBe(renderReportHtml(r));
+    writeFileSync(join(dir, 'other.json'), '{"format":"x"}');
+    expect(() => readReport(join(dir, 'other.json'))).toThrow(
+      /other\.json: format: expected "berth-sim-report\/1", got "x"/,
+    );
+  });
+});
