@@ -65,6 +65,8 @@ export async function finishContainer(
       : `cancelled (${end.failureClass}): ${end.reason ?? ''}`;
   await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, { state: end.state });
 
+  // Capacity was freed (and a retry may be queued): wake the dispatcher at commit.
+  await tx.query(`SELECT pg_notify('berth_dispatch', 'finish')`);
   const r = await tx.query(`SELECT * FROM container_requests WHERE id = $1 FOR UPDATE`, [row.request_id]);
   const req = r.rows[0];
   if (req.state === 'Final' || req.container_id !== containerId) return { retryId: null };

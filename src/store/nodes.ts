@@ -4,6 +4,7 @@ import { newId } from '../model/ids.js';
 import type { NodeState } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { withRetriedTx } from './db.js';
+import { addEvent, finishContainer } from './finish.js';
 import { ConflictError, NotFoundError, UnauthorizedError } from './errors.js';
 import { newSecret, sha256 } from './secrets.js';
 import type { Tokens } from './tokens.js';
@@ -12,7 +13,7 @@ export interface NodeRecord {
   id: string;
   cluster: string;
   dispatcher_tag: string;
-  instance_id: string;
+  instance_id: string | null;
   instance_type: string;
   state: NodeState;
   registered_at: Date | null;
@@ -36,7 +37,7 @@ export class Nodes {
   async create(n: {
     cluster: string;
     dispatcherTag: string;
-    instanceId: string;
+    instanceId: string | null;
     instanceType: string;
   }): Promise<{
     node: NodeRecord;
@@ -86,6 +87,8 @@ export class Nodes {
          WHERE id = $1 RETURNING ${NODE_COLUMNS}`,
         [nodeId, now, JSON.stringify(info)],
       );
+      // A new agent is capacity: wake the dispatcher at commit.
+      await tx.query(`SELECT pg_notify('berth_dispatch', 'node')`);
       const { secret: token } = await this.tokens.create({
         scope: 'node',
         owner: `node:${nodeId}`,
@@ -110,11 +113,83 @@ export class Nodes {
     return r.rows;
   }
 
+  /**
+   * Declares a node failed (DESIGN §3.4): its tokens are revoked, its Locked containers go back to the
+   * queue and its Running containers are cancelled (temp), so they are retried elsewhere.
+   */
+  async fail(nodeId: string, reason: string): Promise<{ requeued: string[]; cancelled: string[] }> {
+    return withRetriedTx(this.ctx.pool, async (tx) => {
+      const now = this.ctx.clock.now();
+      const n = await tx.query(
+        `UPDATE nodes SET state = 'failed', failed_reason = $2, updated_at = $3 WHERE id = $1 AND state <> 'failed' RETURNING id`,
+        [nodeId, reason, now],
+      );
+      if (n.rowCount === 0) return { requeued: [], cancelled: [] };
+      await tx.query(`UPDATE tokens SET revoked_at = $2 WHERE node_id = $1 AND revoked_at IS NULL`, [
+        nodeId,
+        now,
+      ]);
+      const cs = await tx.query(
+        `SELECT id, state FROM containers WHERE node_id = $1 AND state IN ('Locked', 'Running') ORDER BY id FOR UPDATE`,
+        [nodeId],
+      );
+      const requeued: string[] = [];
+      const cancelled: string[] = [];
+      for (const c of cs.rows) {
+        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [c.id]);
+        if (c.state === 'Locked') {
+          await tx.query(
+            `UPDATE containers SET state = 'Queued', locked_by = NULL, instance_id = NULL, node_id = NULL, updated_at = $2 WHERE id = $1`,
+            [c.id, now],
+          );
+          await addEvent(
+            tx,
+            now,
+            c.id,
+            'state',
+            `Queued: node ${nodeId} failed before starting it (${reason})`,
+          );
+          requeued.push(c.id);
+        } else {
+          await finishContainer(this.ctx, tx, c.id, {
+            state: 'Cancelled',
+            failureClass: 'temp',
+            reason: `node ${nodeId} failed: ${reason}`,
+          });
+          cancelled.push(c.id);
+        }
+      }
+      return { requeued, cancelled };
+    });
+  }
+
+  /** Records the cloud's instance id for a node created before its instance. */
+  async bind(nodeId: string, instanceId: string): Promise<void> {
+    const r = await this.ctx.pool.query(`UPDATE nodes SET instance_id = $2, updated_at = $3 WHERE id = $1`, [
+      nodeId,
+      instanceId,
+      this.ctx.clock.now(),
+    ]);
+    if (r.rowCount === 0) throw new NotFoundError(`node ${nodeId} not found`);
+  }
+
+  /** Asks a node to drain: its next ping says so. */
+  async drain(nodeId: string): Promise<void> {
+    await this.ctx.pool.query(
+      `UPDATE nodes SET state = 'draining', updated_at = $2 WHERE id = $1 AND state IN ('idle', 'busy')`,
+      [nodeId, this.ctx.clock.now()],
+    );
+    await this.ctx.pool.query(`SELECT pg_notify('berth_node', $1)`, [nodeId]);
+  }
+
   /** Records a ping: the node's own view of its state. A failed node may not come back. */
   async ping(id: string, state: 'idle' | 'busy' | 'draining' | 'drained'): Promise<NodeRecord> {
     const now = this.ctx.clock.now();
     const r = await this.ctx.pool.query(
-      `UPDATE nodes SET last_ping_at = $2, state = $3, updated_at = $2 WHERE id = $1 AND state <> 'failed' RETURNING ${NODE_COLUMNS}`,
+      // A node asked to drain stays draining until it says it is drained.
+      `UPDATE nodes SET last_ping_at = $2, updated_at = $2,
+         state = CASE WHEN state = 'draining' AND $3 IN ('idle', 'busy') THEN 'draining' ELSE $3 END
+       WHERE id = $1 AND state <> 'failed' RETURNING ${NODE_COLUMNS}`,
       [id, now, state],
     );
     if (!r.rows[0]) {

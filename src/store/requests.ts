@@ -84,6 +84,7 @@ export class Requests {
          SELECT unnest($1::text[]), $2, 'state', 'Queued: submitted'`,
         [cids, now],
       );
+      await tx.query(`SELECT pg_notify('berth_dispatch', 'queue')`);
       // The containers did not exist yet when RETURNING ran: every new request's container is Queued.
       const byId = new Map(
         r.rows.map((row: RequestRecord) => [row.id, { ...row, container_state: 'Queued' as const }]),
