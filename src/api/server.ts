@@ -9,6 +9,7 @@ import { errorBody, handleError } from './errors.js';
 import { apiMetrics } from './metrics.js';
 import { collectRoutes, openApiDocument } from './openapi.js';
 import { containerRoutes } from './routes/containers.js';
+import { instanceRoutes } from './routes/instances.js';
 import { logRoutes } from './routes/logs.js';
 import { nodeRoutes } from './routes/nodes.js';
 import { requestRoutes } from './routes/requests.js';
@@ -96,6 +97,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   logRoutes(app, deps);
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);
+  instanceRoutes(app, deps);
   app.addHook('onResponse', async (req, reply) => {
     if (req.routeOptions.url === '/v1/containers/:id/start' && reply.statusCode === 200) {
       const c = await opts.store.containers.get((req.params as { id: string }).id).catch(() => null);

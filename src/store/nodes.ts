@@ -118,6 +118,12 @@ export class Nodes {
    * queue and its Running containers are cancelled (temp), so they are retried elsewhere.
    */
   async fail(nodeId: string, reason: string): Promise<{ requeued: string[]; cancelled: string[] }> {
+    const result = await this.failTx(nodeId, reason);
+    this.tokens.invalidate();
+    return result;
+  }
+
+  private async failTx(nodeId: string, reason: string): Promise<{ requeued: string[]; cancelled: string[] }> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
       const now = this.ctx.clock.now();
       const n = await tx.query(

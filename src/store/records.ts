@@ -69,6 +69,8 @@ export interface ContainerRecord {
   failure_class: FailureClass | null;
   runtime_status: string | null;
   usage: Usage | null;
+  /** Why it waits, in the dispatcher's words (DESIGN §6.2 rule 7); set while it waits. */
+  scheduling_status: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -80,4 +82,4 @@ export const REQUEST_COLUMNS = `id, owner, name, image, command, env, cwd, vcpus
 
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
   preemptible, instance_types, queued_at, run_after, locked_by, lock_count, instance_id, node_id, started_at,
-  finished_at, exit_code, oom_killed, failure_class, runtime_status, usage, created_at, updated_at`;
+  finished_at, exit_code, oom_killed, failure_class, runtime_status, usage, scheduling_status, created_at, updated_at`;

@@ -4,6 +4,7 @@ import { ContainerList } from './container-list.js';
 import { Containers } from './containers.js';
 import { DEFAULT_STORE_OPTIONS, type StoreContext, type StoreOptions } from './context.js';
 import type { Db } from './db.js';
+import { Instances } from './instances.js';
 import { Logs } from './logs.js';
 import { Nodes } from './nodes.js';
 import { Requests } from './requests.js';
@@ -17,6 +18,7 @@ export class Store {
   readonly containerList: ContainerList;
   readonly logs: Logs;
   readonly nodes: Nodes;
+  readonly instances: Instances;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng; options?: Partial<StoreOptions> } = {}) {
     this.ctx = {
@@ -31,5 +33,6 @@ export class Store {
     this.containerList = new ContainerList(this.ctx);
     this.logs = new Logs(this.ctx);
     this.nodes = new Nodes(this.ctx, this.tokens);
+    this.instances = new Instances(this.ctx);
   }
 }

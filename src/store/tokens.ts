@@ -33,8 +33,21 @@ export interface NewToken {
   description?: string;
 }
 
+/**
+ * How long an authenticated token is trusted without asking the database again. Revocations through this
+ * process take effect at once (the cache is cleared); through another process, within this time.
+ */
+export const AUTH_CACHE_MS = 2000;
+
 export class Tokens {
+  private readonly cache = new Map<string, { principal: Principal; until: number }>();
+
   constructor(private readonly ctx: StoreContext) {}
+
+  /** Forgets every cached authentication (after a revocation). */
+  invalidate(): void {
+    this.cache.clear();
+  }
 
   /** Creates a token; the secret is returned here and never again. */
   async create(t: NewToken): Promise<{ secret: string; info: TokenInfo }> {
@@ -58,19 +71,29 @@ export class Tokens {
 
   /** Resolves a bearer secret to its principal; unknown or revoked → UnauthorizedError. */
   async authenticate(secret: string): Promise<Principal> {
+    const hash = sha256(secret);
+    const now = this.ctx.clock.now().getTime();
+    const hit = this.cache.get(hash);
+    if (hit && hit.until > now) return hit.principal;
     const r = await this.ctx.pool.query(
       `SELECT id, scope, owner, node_id, dispatcher_id FROM tokens WHERE hash = $1 AND revoked_at IS NULL`,
-      [sha256(secret)],
+      [hash],
     );
     const row = r.rows[0];
-    if (!row) throw new UnauthorizedError('unknown or revoked token');
-    return {
+    if (!row) {
+      this.cache.delete(hash);
+      throw new UnauthorizedError('unknown or revoked token');
+    }
+    const principal: Principal = {
       tokenId: Number(row.id),
       scope: row.scope,
       owner: row.owner,
       nodeId: row.node_id,
       dispatcherId: row.dispatcher_id,
     };
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(hash, { principal, until: now + AUTH_CACHE_MS });
+    return principal;
   }
 
   async list(): Promise<TokenInfo[]> {
@@ -83,11 +106,13 @@ export class Tokens {
       `UPDATE tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL`,
       [id, this.ctx.clock.now()],
     );
+    this.invalidate();
     if (r.rowCount === 0) throw new NotFoundError(`token ${id} not found or already revoked`);
   }
 
   /** Revokes every token of a node (a failed node's agent must not report any more). */
   async revokeNode(nodeId: string): Promise<void> {
+    this.invalidate();
     await this.ctx.pool.query(`UPDATE tokens SET revoked_at = $2 WHERE node_id = $1 AND revoked_at IS NULL`, [
       nodeId,
       this.ctx.clock.now(),

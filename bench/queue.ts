@@ -1,0 +1,199 @@
+// `npm run bench -- queue [--json] [--seconds N] [--rows N]`: the queue service's throughput and latency.
+// A real `berth server` (its own embedded PostgreSQL in a temp BERTH_HOME) in a child process, loaded by
+// clients in this process over HTTP; store lifecycles run in-process against the same database.
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { normalizeRequest } from '../src/model/request.js';
+import { createPool } from '../src/store/db.js';
+import { reachableDataDir } from '../src/store/embedded.js';
+import { Store } from '../src/store/store.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+
+interface Args {
+  json: boolean;
+  seconds: number;
+  rows: number;
+}
+
+function parse(args: string[]): Args {
+  const out: Args = { json: false, seconds: 5, rows: 1_000_000 };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--json') out.json = true;
+    else if (a === '--seconds') out.seconds = Number(args[++i]);
+    else if (a === '--rows') out.rows = Number(args[++i]);
+    else throw new Error(`unknown option ${a} (expected --json, --seconds N, --rows N)`);
+  }
+  if (!(out.seconds > 0) || !(out.rows >= 0)) throw new Error('--seconds and --rows take positive numbers');
+  return out;
+}
+
+function pct(sorted: number[], p: number): number {
+  return sorted.length === 0
+    ? 0
+    : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function until<T>(fn: () => T | null, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Runs `workers` loops of `op` for `seconds`; returns operations per second. */
+async function load(workers: number, seconds: number, op: () => Promise<number>): Promise<number> {
+  const end = performance.now() + seconds * 1000;
+  let done = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (performance.now() < end) done += await op();
+    }),
+  );
+  return done / ((performance.now() - t0) / 1000);
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parse(argv);
+  const say = (s: string) => !args.json && console.error(s);
+  const home = mkdtempSync(join(tmpdir(), 'berth-bench-'));
+  chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
+  const server = spawn(
+    process.execPath,
+    [join(ROOT, 'bin', 'berth.js'), 'server', '--listen', '127.0.0.1:0'],
+    {
+      env: { ...process.env, BERTH_HOME: home, BERTH_DATABASE_URL: '' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
+  try {
+    const url = (
+      await until(
+        () => (existsSync(join(home, 'api-url')) ? readFileSync(join(home, 'api-url'), 'utf8').trim() : null),
+        60_000,
+      )
+    ).replace(/\/$/, '');
+    const token = readFileSync(join(home, 'admin-token'), 'utf8').trim();
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const post = async (path: string, body: unknown) => {
+      const r = await fetch(`${url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+      if (!r.ok) throw new Error(`${path}: HTTP ${r.status} ${await r.text()}`);
+      await r.arrayBuffer();
+    };
+    const spec = { command: ['echo', 'hi'], vcpus: 1, ram: '1GiB' };
+
+    say(`single submissions, 16 clients, ${args.seconds}s…`);
+    const single = await load(16, args.seconds, async () => (await post('/v1/requests', spec), 1));
+    say(`  ${single.toFixed(0)}/s`);
+    say(`batched submissions (1,000 per call), 4 clients, ${args.seconds}s…`);
+    const batch = Array.from({ length: 1000 }, () => spec);
+    const batched = await load(
+      4,
+      args.seconds,
+      async () => (await post('/v1/requests/batch', { requests: batch }), 1000),
+    );
+    say(`  ${batched.toFixed(0)}/s`);
+
+    // Lifecycles through the store: submit, lock, assign, start, complete.
+    const dataDir = reachableDataDir(join(home, 'pgdata'));
+    const pgPort = readFileSync(`${dataDir}.port`, 'utf8').trim();
+    const pgPass = readFileSync(`${dataDir}.password`, 'utf8').trim();
+    const dbUrl = `postgres://postgres:${encodeURIComponent(pgPass)}@127.0.0.1:${pgPort}/berth`;
+    const pool = createPool(dbUrl, 20);
+    const store = new Store(pool);
+    const { node, bootstrapSecret } = await store.nodes.create({
+      cluster: 'b',
+      dispatcherTag: 'b',
+      instanceId: 'i-bench',
+      instanceType: 't',
+    });
+    await store.nodes.register(node.id, bootstrapSecret, {});
+    const normalized = normalizeRequest(spec);
+    say(`container lifecycles through the store, 16 concurrent, ${args.seconds}s…`);
+    const lifecycles = await load(16, args.seconds, async () => {
+      const [r] = await store.requests.create('bench', [normalized]);
+      const [l] = await store.containers.lock([r!.container_id!], 'bench/d');
+      await store.containers.assign(l!.id, 'bench/d', 'i-bench', node.id);
+      await store.containers.start(l!.id, node.id, l!.token);
+      await store.containers.complete(l!.id, node.id, l!.token, {
+        exitCode: 0,
+        oomKilled: false,
+        usage: null,
+      });
+      return 1;
+    });
+    say(`  ${lifecycles.toFixed(0)}/s`);
+
+    // First-page list latency with many rows.
+    const have = Number((await pool.query('SELECT count(*) AS n FROM containers')).rows[0].n);
+    const add = Math.max(0, args.rows - have);
+    say(`filling the tables to ${args.rows.toLocaleString()} containers (+${add.toLocaleString()})…`);
+    const t0 = performance.now();
+    for (let done = 0; done < add; done += 100_000) {
+      const n = Math.min(100_000, add - done);
+      await pool.query(
+        `WITH r AS (
+           INSERT INTO container_requests (id, owner, command, vcpus, ram, priority, container_count_max, max_temp_retries, state, container_id, created_at, updated_at)
+           SELECT 'r-' || lpad(to_hex($1::bigint + g), 16, '0'), 'bench', '["true"]', 1, 1073741824, 1 + (g % 1000), 3, 10, 'Committed',
+                  'c-' || lpad(to_hex($1::bigint + g), 16, '0'), now(), now()
+           FROM generate_series(1, $2::int) g RETURNING id, container_id, priority)
+         INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus, preemptible, queued_at, created_at, updated_at)
+         SELECT container_id, id, 'bench', 1, 'Queued', priority, 1, 1073741824, 0, 0, false, now(), now(), now() FROM r`,
+        [done, n],
+      );
+    }
+    await pool.query('ANALYZE');
+    say(`  filled in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
+    const listLatency = async (path: string) => {
+      const times: number[] = [];
+      for (let i = 0; i < 200; i++) {
+        const s = performance.now();
+        const r = await fetch(`${url}${path}`, { headers });
+        if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+        await r.arrayBuffer();
+        times.push(performance.now() - s);
+      }
+      times.sort((a, b) => a - b);
+      return { p50_ms: +pct(times, 50).toFixed(2), p99_ms: +pct(times, 99).toFixed(2) };
+    };
+    const list = {
+      containers: await listLatency('/v1/containers?limit=100'),
+      containers_queued: await listLatency('/v1/containers?state=Queued&limit=100'),
+      requests: await listLatency('/v1/requests?limit=100'),
+    };
+    await pool.end();
+    const result = {
+      rows: Math.max(args.rows, have),
+      single_submissions_per_s: Math.round(single),
+      batched_submissions_per_s: Math.round(batched),
+      lifecycles_per_s: Math.round(lifecycles),
+      list_first_page: list,
+      targets: { single: 3000, batched: 30000, lifecycles: 2000, list_p99_ms: 20 },
+    };
+    if (args.json) console.log(JSON.stringify(result, null, 2));
+    else {
+      console.log(`single submissions/s (16 clients):   ${result.single_submissions_per_s} (target ≥ 3,000)`);
+      console.log(
+        `batched submissions/s (1,000/call):  ${result.batched_submissions_per_s} (target ≥ 30,000)`,
+      );
+      console.log(`store lifecycles/s (16 concurrent):  ${result.lifecycles_per_s} (target ≥ 2,000)`);
+      for (const [k, v] of Object.entries(list))
+        console.log(
+          `first page of ${k} at ${result.rows.toLocaleString()} rows: p50 ${v.p50_ms} ms, p99 ${v.p99_ms} ms (target p99 ≤ 20 ms)`,
+        );
+    }
+    return 0;
+  } finally {
+    server.kill('SIGINT');
+    await new Promise((r) => server.once('exit', r));
+    rmSync(home, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,55 @@
+// The instances the dispatchers publish (src/dispatch/pg-mirror.ts), and operator requests on them.
+import type { IdleBehavior } from '../model/types.js';
+import type { StoreContext } from './context.js';
+import { NotFoundError } from './errors.js';
+
+export interface InstanceRecord {
+  id: string;
+  cluster: string;
+  dispatcher_tag: string;
+  type: string;
+  provider_type: string;
+  price: number;
+  state: string;
+  idle_behavior: IdleBehavior;
+  node_id: string | null;
+  containers: number;
+  created_at: Date;
+  state_since: Date;
+  updated_at: Date;
+  last_ping_at: Date | null;
+  requested_idle_behavior: IdleBehavior | null;
+  kill_requested: boolean;
+}
+
+export class Instances {
+  constructor(private readonly ctx: StoreContext) {}
+
+  async list(): Promise<InstanceRecord[]> {
+    const r = await this.ctx.pool.query(
+      `SELECT i.*, n.last_ping_at FROM instances i LEFT JOIN nodes n ON n.id = i.node_id ORDER BY i.created_at, i.id`,
+    );
+    return r.rows;
+  }
+
+  async get(id: string): Promise<InstanceRecord> {
+    const r = await this.ctx.pool.query(
+      `SELECT i.*, n.last_ping_at FROM instances i LEFT JOIN nodes n ON n.id = i.node_id WHERE i.id = $1`,
+      [id],
+    );
+    if (!r.rows[0]) throw new NotFoundError(`instance ${id} not found`);
+    return r.rows[0];
+  }
+
+  /** Records an operator's request; the owning dispatcher applies it at its next pass (woken now). */
+  async request(id: string, what: { idleBehavior?: IdleBehavior; kill?: boolean }): Promise<InstanceRecord> {
+    const r = await this.ctx.pool.query(
+      `UPDATE instances SET requested_idle_behavior = COALESCE($2, requested_idle_behavior), kill_requested = kill_requested OR $3
+       WHERE id = $1 RETURNING id`,
+      [id, what.idleBehavior ?? null, what.kill ?? false],
+    );
+    if (r.rowCount === 0) throw new NotFoundError(`instance ${id} not found`);
+    await this.ctx.pool.query(`SELECT pg_notify('berth_dispatch', 'operator')`);
+    return this.get(id);
+  }
+}
