@@ -15,6 +15,7 @@ export interface RunningServer {
   store: Store;
   db: OpenDatabase;
   app: FastifyInstance;
+  notifier: Notifier;
   /** The admin token created on this start (first start on an empty database), else null. */
   createdAdminToken: string | null;
   stop(): Promise<void>;
@@ -76,6 +77,7 @@ export async function startServer(
     store,
     db,
     app,
+    notifier,
     createdAdminToken,
     stop() {
       stopping ??= (async () => {

@@ -288,3 +288,16 @@ export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer>
     },
   };
 }
+
+/**
+ * The URL of an embedded server already running on `dataDir` (started by `berth server` or `berth up`),
+ * or null when none runs. Lets other processes of the same BERTH_HOME share it without configuration.
+ */
+export function runningEmbeddedUrl(requestedDataDir: string): string | null {
+  const dataDir = reachableDataDir(resolve(requestedDataDir));
+  if (livePid(dataDir) === null) return null;
+  const pw = `${dataDir}.password`;
+  const port = `${dataDir}.port`;
+  if (!existsSync(pw) || !existsSync(port)) return null;
+  return `postgres://postgres:${encodeURIComponent(readFileSync(pw, 'utf8').trim())}@127.0.0.1:${readFileSync(port, 'utf8').trim()}/postgres`;
+}

@@ -1,13 +1,41 @@
-// `berth plan --snapshot FILE`: one scheduler pass on a JSON snapshot (DESIGN §6.4). Placeholder until
-// the scheduler lands; registered so the CLI's shape is fixed.
+// `berth plan --snapshot FILE`: one scheduler pass on a JSON snapshot (DESIGN §6.4), printed as JSON.
+// A dry run: nothing is locked, created or destroyed.
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { plan } from '../../dispatch/scheduler/plan.js';
+import { parseSnapshotText, planToJson, SnapshotError } from '../../dispatch/snapshot-json.js';
+import { UsageError } from '../main.js';
+
+async function readInput(file: string): Promise<string> {
+  if (file !== '-') {
+    try {
+      return await readFile(file, 'utf8');
+    } catch (err) {
+      throw new UsageError(
+        `cannot read snapshot ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
+    }
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
 
 export function registerPlan(program: Command): void {
   program
     .command('plan')
     .description('run one scheduler pass on a JSON snapshot and print the actions (dry run)')
     .requiredOption('--snapshot <file>', 'snapshot file (DESIGN §6.4 format), or - for standard input')
-    .action(() => {
-      throw new Error('berth plan: the scheduler is not built yet');
+    .option('--pretty', 'indent the JSON output')
+    .action(async (opts: { snapshot: string; pretty?: boolean }) => {
+      const text = await readInput(opts.snapshot);
+      let snapshot;
+      try {
+        snapshot = parseSnapshotText(text);
+      } catch (err) {
+        if (err instanceof SnapshotError) throw new UsageError(`snapshot ${opts.snapshot}: ${err.message}`);
+        throw err;
+      }
+      process.stdout.write(planToJson(plan(snapshot), opts.pretty === true) + '\n');
     });
 }

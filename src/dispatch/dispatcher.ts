@@ -1,0 +1,392 @@
+// The dispatcher (DESIGN §6.1): snapshot → plan → act, and the periodic sync with the cloud's list.
+// Everything it knows is rebuilt from the queue and the cloud on start, so it can be killed at any time.
+// The same code runs in `berth dispatch`, in `berth up` and in the simulator.
+import type { Driver } from '../cloud/driver.js';
+import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
+import type { Clock } from '../model/clock.js';
+import type { IdleBehavior, InstanceType } from '../model/types.js';
+import { CloudMemory } from './cloud-memory.js';
+import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
+import type { DispatchQueue, NodeView } from './ports.js';
+import { plan as realPlan } from './scheduler/plan.js';
+import type { Action, Plan, SchedulerConfig, Snapshot, SnapshotContainer } from './scheduler/types.js';
+
+/** What happened, for metrics, logs, the event stream and simulation reports. */
+export type DispatchEvent =
+  | { kind: 'instance-created'; at: Date; instance: string; type: string; price: number; for: string[] }
+  | { kind: 'instance-ready'; at: Date; instance: string }
+  | { kind: 'instance-shutdown'; at: Date; instance: string; reason: string }
+  | { kind: 'instance-gone'; at: Date; instance: string }
+  | { kind: 'container-placed'; at: Date; container: string; instance: string }
+  | { kind: 'node-lost'; at: Date; node: string; instance: string | null; reason: string }
+  | { kind: 'create-failed'; at: Date; type: string; message: string }
+  | { kind: 'error'; at: Date; op: string; message: string };
+
+export interface DispatcherOptions {
+  id: string;
+  cluster: string;
+  tag: string;
+  queue: DispatchQueue;
+  driver: Driver;
+  clock: Clock;
+  instanceTypes: InstanceType[];
+  config: SchedulerConfig;
+  /** A node silent for this long is failed and its work retried elsewhere (DESIGN §3.4). */
+  nodeLostAfterMs: number;
+  /** A dispatcher silent for this long loses its unplaced locks (DESIGN §3.5). */
+  dispatcherLostAfterMs?: number;
+  /** How often to reconcile with the cloud's list. */
+  syncIntervalMs: number;
+  /** How long to wait before retrying a failed destroy. */
+  shutdownRetryMs?: number;
+  capacityTtlMs?: number;
+  quotaTtlMs?: number;
+  /** The boot data handed to a new instance (the agent's API URL, node id and secret). */
+  bootData(node: { nodeId: string; bootstrapSecret: string; instanceType: InstanceType }): string;
+  /** The scheduling policy: the real plan() unless a baseline replaces it (simulator). */
+  planner?: (s: Snapshot) => Plan;
+  onEvent?: (e: DispatchEvent) => void;
+  /** Operator requests and the published view of instances (the management API); optional. */
+  mirror?: InstanceMirror;
+}
+
+/** The management API's window on the pool: publish the view, receive hold/drain/run/kill requests. */
+export interface InstanceMirror {
+  publish(instances: PoolInstance[], now: Date): Promise<void>;
+  requests(): Promise<{ instance: string; idleBehavior: IdleBehavior | null; kill: boolean }[]>;
+}
+
+export class LeaseLostError extends Error {}
+
+export class Dispatcher {
+  readonly instances = new Map<string, PoolInstance>();
+  private readonly types: Map<string, InstanceType>;
+  private readonly cloud: CloudMemory;
+  private lastSync = -Infinity;
+  private synced = false;
+  private lastStatus = new Map<string, string>();
+  private stopped = false;
+  private running: Promise<void> | null = null;
+  /** The last plan, for `berth why` and tests. */
+  lastPlan: Plan | null = null;
+
+  constructor(private readonly o: DispatcherOptions) {
+    this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
+    this.cloud = new CloudMemory({
+      capacityTtlMs: o.capacityTtlMs ?? 60_000,
+      quotaTtlMs: o.quotaTtlMs ?? 300_000,
+    });
+  }
+
+  private emit(e: DispatchEvent): void {
+    this.o.onEvent?.(e);
+  }
+
+  /** One pass. Concurrent calls share the pass in flight (callers coalesce events into ticks). */
+  tick(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    this.running ??= this.pass().finally(() => (this.running = null));
+    return this.running;
+  }
+
+  private async pass(): Promise<void> {
+    const o = this.o;
+    const now = o.clock.now();
+    if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs ?? 60_000))) {
+      throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
+    }
+    if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
+    if (o.mirror) await this.applyOperatorRequests(now);
+    const nodes = await o.queue.nodes(o.cluster, o.tag);
+    const containers = await o.queue.containers(o.id, now);
+    await this.observe(nodes, containers, now);
+    await this.retryDestroys(now);
+
+    const snapshot: Snapshot = {
+      now,
+      config: o.config,
+      instanceTypes: o.instanceTypes,
+      instances: [...this.instances.values()]
+        .filter((i) => i.state !== 'gone')
+        .map((i) => ({
+          id: i.id,
+          type: i.type,
+          state: i.state,
+          idleBehavior: i.idleBehavior,
+          containers: i.containers,
+          stateSince: i.stateSince,
+          createdAt: i.createdAt,
+        })),
+      containers,
+      cloud: this.cloud.state(o.instanceTypes, now.getTime()),
+    };
+    const plan = (o.planner ?? realPlan)(snapshot);
+    this.lastPlan = plan;
+    await this.act(plan, now);
+    await this.saveStatuses(plan);
+    if (o.mirror) await o.mirror.publish([...this.instances.values()], now);
+  }
+
+  /** Reconciles with the cloud's list (DESIGN §6.1 sync). */
+  async sync(now: Date): Promise<void> {
+    const o = this.o;
+    const listed = await o.driver.list({ [TAG.cluster]: o.cluster, [TAG.tag]: o.tag });
+    const seen = new Set<string>();
+    for (const ci of listed) {
+      if (ci.state === 'terminated') continue;
+      seen.add(ci.id);
+      const known = this.instances.get(ci.id);
+      if (!known) this.instances.set(ci.id, adopt(ci, this.types, now));
+      else known.interruptionNotice = ci.interruptionNotice;
+    }
+    for (const inst of [...this.instances.values()]) {
+      // Only what existed before the list was taken can be missing from it.
+      if (seen.has(inst.id) || inst.createdAt.getTime() > now.getTime()) continue;
+      if (inst.nodeId)
+        await this.failNode(inst.nodeId, inst.id, 'its instance disappeared from the cloud', now);
+      this.instances.delete(inst.id);
+      this.cloud.instanceGone();
+      this.emit({ kind: 'instance-gone', at: now, instance: inst.id });
+    }
+    this.synced = true;
+    this.lastSync = now.getTime();
+  }
+
+  /** Updates instance states from nodes and assignments; fails lost nodes. */
+  private async observe(nodes: NodeView[], containers: SnapshotContainer[], now: Date): Promise<void> {
+    const byInstance = new Map<string, string[]>();
+    for (const c of containers)
+      if (c.instance)
+        (byInstance.get(c.instance) ?? byInstance.set(c.instance, []).get(c.instance)!).push(c.id);
+    const nodeById = new Map(nodes.map((n) => [n.id, n]));
+    for (const inst of this.instances.values()) {
+      inst.containers = byInstance.get(inst.id) ?? [];
+      if (inst.state === 'shutdown' || inst.state === 'gone') continue;
+      const node = inst.nodeId ? nodeById.get(inst.nodeId) : undefined;
+      if (node?.state === 'failed') {
+        await this.shutdown(inst, 'its node failed', now);
+        continue;
+      }
+      if (
+        node &&
+        node.lastPingAt &&
+        node.state !== 'registered' &&
+        now.getTime() - node.lastPingAt.getTime() > this.o.nodeLostAfterMs
+      ) {
+        const silent = Math.round((now.getTime() - node.lastPingAt.getTime()) / 1000);
+        await this.failNode(
+          node.id,
+          inst.id,
+          `no ping for ${silent}s (node_lost_after ${Math.round(this.o.nodeLostAfterMs / 1000)}s)`,
+          now,
+        );
+        await this.shutdown(inst, 'its node was lost', now);
+        continue;
+      }
+      const was = inst.state;
+      if (
+        setState(inst, stateFromNode(inst, node), now) &&
+        (was === 'booting' || was === 'unknown') &&
+        inst.state !== 'booting'
+      ) {
+        this.emit({ kind: 'instance-ready', at: now, instance: inst.id });
+      }
+      // An adopted instance whose agent never came is judged by its age, like any booting one.
+      if (was === 'unknown' && inst.state === 'booting') inst.stateSince = inst.createdAt;
+    }
+  }
+
+  private async failNode(
+    nodeId: string,
+    instanceId: string | null,
+    reason: string,
+    now: Date,
+  ): Promise<void> {
+    try {
+      await this.o.queue.failNode(nodeId, reason);
+      this.emit({ kind: 'node-lost', at: now, node: nodeId, instance: instanceId, reason });
+    } catch (err) {
+      this.emit({ kind: 'error', at: now, op: 'failNode', message: (err as Error).message });
+    }
+  }
+
+  private async act(plan: Plan, now: Date): Promise<void> {
+    const o = this.o;
+    const toLock = plan.actions
+      .filter((a): a is Extract<Action, { op: 'lock' }> => a.op === 'lock')
+      .map((a) => a.container);
+    const granted = new Set(toLock.length > 0 ? await o.queue.lock(toLock, o.id) : []);
+    const refused = new Set(toLock.filter((id) => !granted.has(id)));
+    for (const a of plan.actions) {
+      try {
+        switch (a.op) {
+          case 'lock':
+            break;
+          case 'start': {
+            if (refused.has(a.container)) break;
+            const inst = this.instances.get(a.instance);
+            // Work goes only to an instance whose agent is there to take it.
+            if (!inst || !inst.nodeId || (inst.state !== 'idle' && inst.state !== 'running')) break;
+            await o.queue.assign(a.container, o.id, inst.id, inst.nodeId);
+            inst.containers.push(a.container);
+            setState(inst, 'running', now);
+            this.emit({ kind: 'container-placed', at: now, container: a.container, instance: inst.id });
+            break;
+          }
+          case 'create':
+            await this.create(a.type, a.for, now);
+            break;
+          case 'unlock':
+            await o.queue.unlock(a.container, o.id, a.reason);
+            break;
+          case 'cancel':
+            await o.queue.cancel(a.container, o.id, a.class, a.reason);
+            break;
+          case 'kill':
+            await o.queue.cancel(a.container, o.id, 'user', 'priority is 0 (withdrawn)');
+            break;
+          case 'shutdown': {
+            const inst = this.instances.get(a.instance);
+            if (inst) await this.shutdown(inst, a.reason, now);
+            break;
+          }
+        }
+      } catch (err) {
+        // Failed actions are retried by the next pass, never by ad-hoc loops (DESIGN §6.1).
+        this.emit({ kind: 'error', at: now, op: a.op, message: (err as Error).message });
+      }
+    }
+  }
+
+  private async create(typeName: string, forContainers: string[], now: Date): Promise<void> {
+    const o = this.o;
+    const type = this.types.get(typeName);
+    if (!type) throw new Error(`plan asked for unknown type ${typeName}`);
+    const { nodeId, bootstrapSecret } = await o.queue.createNode(type.name, o.cluster, o.tag);
+    let ci;
+    try {
+      ci = await o.driver.create(
+        type,
+        instanceTags(o.cluster, o.tag, type, nodeId, 'run'),
+        o.bootData({ nodeId, bootstrapSecret, instanceType: type }),
+      );
+    } catch (err) {
+      const live = [...this.instances.values()].filter(
+        (i) => i.state !== 'shutdown' && i.state !== 'gone',
+      ).length;
+      const what = this.cloud.learn(err, type, o.instanceTypes, live, now.getTime());
+      await o.queue.failNode(nodeId, `instance create failed: ${(err as Error).message}`).catch(() => {});
+      this.emit({ kind: 'create-failed', at: now, type: type.name, message: what });
+      return;
+    }
+    await o.queue.bindNode(nodeId, ci.id);
+    this.instances.set(ci.id, {
+      id: ci.id,
+      type: type.name,
+      providerType: type.providerType,
+      price: type.price,
+      createdAt: ci.createdAt,
+      state: 'booting',
+      stateSince: now,
+      idleBehavior: 'run',
+      nodeId,
+      containers: [],
+      destroyAttemptAt: null,
+      preemptible: type.preemptible,
+      interruptionNotice: null,
+    });
+    this.emit({
+      kind: 'instance-created',
+      at: now,
+      instance: ci.id,
+      type: type.name,
+      price: type.price,
+      for: forContainers,
+    });
+  }
+
+  private async shutdown(inst: PoolInstance, reason: string, now: Date): Promise<void> {
+    if (inst.state !== 'shutdown') {
+      setState(inst, 'shutdown', now);
+      this.emit({ kind: 'instance-shutdown', at: now, instance: inst.id, reason });
+      // Its agent must not report any more; whatever it still held is retried elsewhere.
+      if (inst.nodeId) await this.o.queue.failNode(inst.nodeId, `instance shut down: ${reason}`);
+    }
+    await this.destroy(inst, now);
+  }
+
+  private async destroy(inst: PoolInstance, now: Date): Promise<void> {
+    inst.destroyAttemptAt = now.getTime();
+    try {
+      await this.o.driver.destroy(inst.id);
+    } catch (err) {
+      if (!(err instanceof CloudNotFound)) {
+        this.emit({
+          kind: 'error',
+          at: now,
+          op: 'destroy',
+          message: `${inst.id}: ${(err as Error).message}`,
+        });
+        return;
+      }
+    }
+    // Gone from the cloud's side; the next sync forgets it when the list no longer shows it.
+  }
+
+  private async retryDestroys(now: Date): Promise<void> {
+    const retry = this.o.shutdownRetryMs ?? 30_000;
+    for (const inst of this.instances.values()) {
+      if (
+        inst.state === 'shutdown' &&
+        inst.destroyAttemptAt !== null &&
+        now.getTime() - inst.destroyAttemptAt >= retry
+      )
+        await this.destroy(inst, now);
+    }
+  }
+
+  private async applyOperatorRequests(now: Date): Promise<void> {
+    for (const r of await this.o.mirror!.requests()) {
+      const inst = this.instances.get(r.instance);
+      if (!inst) continue;
+      if (r.kill) await this.shutdown(inst, 'killed by an operator', now);
+      else if (r.idleBehavior && r.idleBehavior !== inst.idleBehavior) {
+        inst.idleBehavior = r.idleBehavior;
+        await this.o.driver
+          .setTags(inst.id, { [TAG.idle]: r.idleBehavior })
+          .catch((err: Error) => this.emit({ kind: 'error', at: now, op: 'setTags', message: err.message }));
+      }
+    }
+  }
+
+  private async saveStatuses(plan: Plan): Promise<void> {
+    const changed = new Map<string, string>();
+    for (const [id, s] of Object.entries(plan.status)) if (this.lastStatus.get(id) !== s) changed.set(id, s);
+    this.lastStatus = new Map(Object.entries(plan.status));
+    if (changed.size > 0) await this.o.queue.setStatuses(changed);
+  }
+
+  /**
+   * Shuts down every instance (an all-in-one `berth up` leaving the machine): their containers are
+   * requeued (Locked) or retried (Running, temp), so a later start resumes the work.
+   */
+  async shutdownAll(reason: string): Promise<number> {
+    const now = this.o.clock.now();
+    let n = 0;
+    for (const inst of this.instances.values()) {
+      if (inst.state === 'gone') continue;
+      await this.shutdown(inst, reason, now).catch((err: Error) =>
+        this.emit({ kind: 'error', at: now, op: 'shutdown', message: err.message }),
+      );
+      n++;
+    }
+    return n;
+  }
+
+  /** Graceful stop (DESIGN §6.3): finish the pass in flight, start nothing new, release the lease. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.running?.catch(() => {});
+    await this.o.queue.release(this.o.id);
+  }
+}

@@ -1,0 +1,170 @@
+// The dispatcher's queue on PostgreSQL: the store's transitions, plus the dispatcher's lease (a
+// session-level advisory lock on a connection of its own: it is released the moment the process dies, so
+// a restarted dispatcher takes over at once, and two live dispatchers for one tag can never both run).
+import pg from 'pg';
+import type { FailureClass } from '../model/types.js';
+import type { Store } from '../store/store.js';
+import type { DispatchQueue, NodeView } from './ports.js';
+import type { SnapshotContainer } from './scheduler/types.js';
+
+export class PgQueue implements DispatchQueue {
+  private leaseClient: pg.Client | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly url: string,
+  ) {}
+
+  private get pool() {
+    return this.store.ctx.pool;
+  }
+
+  async heartbeat(
+    dispatcherId: string,
+    cluster: string,
+    tag: string,
+    now: Date,
+    lostAfterMs: number,
+  ): Promise<boolean> {
+    if (!this.leaseClient) {
+      const c = new pg.Client({ connectionString: this.url });
+      c.on('error', () => {
+        this.leaseClient = null;
+      });
+      try {
+        await c.connect();
+        const r = await c.query('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [
+          `berth-dispatcher:${dispatcherId}`,
+        ]);
+        if (!r.rows[0].ok) {
+          await c.end();
+          return false;
+        }
+      } catch (err) {
+        await c.end().catch(() => {});
+        throw err;
+      }
+      this.leaseClient = c;
+    }
+    await this.pool.query(
+      `INSERT INTO dispatchers (id, cluster, tag, started_at, heartbeat_at, pid, hostname) VALUES ($1, $2, $3, $4, $4, $5, $6)
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = $4, stopped_at = NULL, pid = $5, hostname = $6`,
+      [dispatcherId, cluster, tag, now, process.pid, process.env.HOSTNAME ?? null],
+    );
+    // Dispatchers of this cluster that stopped beating lose their unplaced locks (DESIGN §3.5).
+    await this.pool.query(
+      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = $2
+       WHERE state = 'Locked' AND instance_id IS NULL AND locked_by IN (
+         SELECT id FROM dispatchers WHERE cluster = $1 AND id <> $3 AND heartbeat_at < $2::timestamptz - make_interval(secs => $4))`,
+      [cluster, now, dispatcherId, lostAfterMs / 1000],
+    );
+    return true;
+  }
+
+  async release(dispatcherId: string): Promise<void> {
+    await this.pool.query(
+      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = now()
+       WHERE state = 'Locked' AND instance_id IS NULL AND locked_by = $1`,
+      [dispatcherId],
+    );
+    await this.pool.query(`UPDATE dispatchers SET stopped_at = now() WHERE id = $1`, [dispatcherId]);
+    const c = this.leaseClient;
+    this.leaseClient = null;
+    await c?.end().catch(() => {});
+  }
+
+  /**
+   * Runnable Queued containers (priority > 0, run_after passed) and everything this dispatcher holds.
+   * Two index scans: the partial queue index and the locked_by index.
+   */
+  async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
+    const r = await this.pool.query(
+      `SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count
+       FROM containers WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
+       UNION ALL
+       SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count
+       FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`,
+      [dispatcherId, now],
+    );
+    return r.rows.map((row) => ({
+      id: row.id,
+      state: row.state,
+      priority: row.priority,
+      queuedAt: row.queued_at,
+      vcpus: row.vcpus,
+      ram: row.ram,
+      scratch: row.scratch,
+      gpus: row.gpus,
+      preemptible: row.preemptible,
+      instanceTypes: row.instance_types,
+      instance: row.instance_id,
+      lockCount: row.lock_count,
+    }));
+  }
+
+  async lock(ids: string[], dispatcherId: string): Promise<string[]> {
+    return (await this.store.containers.lock(ids, dispatcherId)).map((l) => l.id);
+  }
+
+  async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
+    await this.store.containers.unlock(id, dispatcherId, reason);
+  }
+
+  async assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void> {
+    await this.store.containers.assign(id, dispatcherId, instanceId, nodeId);
+  }
+
+  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
+    const c = await this.store.containers.get(id);
+    if (c.state === 'Queued') {
+      // Unsatisfiable before it was ever locked: the system cancels it.
+      await this.store.containers.cancel(id, { kind: 'system' }, failureClass, reason);
+    } else {
+      await this.store.containers.cancel(id, { kind: 'dispatcher', dispatcherId }, failureClass, reason);
+    }
+  }
+
+  async createNode(instanceType: string, cluster: string, tag: string) {
+    const { node, bootstrapSecret } = await this.store.nodes.create({
+      cluster,
+      dispatcherTag: tag,
+      instanceId: null,
+      instanceType,
+    });
+    return { nodeId: node.id, bootstrapSecret };
+  }
+
+  async bindNode(nodeId: string, instanceId: string): Promise<void> {
+    await this.store.nodes.bind(nodeId, instanceId);
+  }
+
+  async nodes(cluster: string, tag: string): Promise<NodeView[]> {
+    const r = await this.pool.query(
+      `SELECT id, instance_id, state, last_ping_at FROM nodes WHERE cluster = $1 AND dispatcher_tag = $2
+       AND (state <> 'failed' OR updated_at > now() - interval '1 hour')`,
+      [cluster, tag],
+    );
+    return r.rows.map((row) => ({
+      id: row.id,
+      instanceId: row.instance_id,
+      state: row.state,
+      lastPingAt: row.last_ping_at,
+    }));
+  }
+
+  async failNode(nodeId: string, reason: string): Promise<void> {
+    await this.store.nodes.fail(nodeId, reason);
+  }
+
+  async drainNode(nodeId: string): Promise<void> {
+    await this.store.nodes.drain(nodeId);
+  }
+
+  async setStatuses(statuses: Map<string, string>): Promise<void> {
+    if (statuses.size === 0) return;
+    await this.pool.query(
+      `UPDATE containers c SET scheduling_status = u.s FROM unnest($1::text[], $2::text[]) AS u(id, s) WHERE c.id = u.id`,
+      [[...statuses.keys()], [...statuses.values()]],
+    );
+  }
+}

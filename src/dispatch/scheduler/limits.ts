@@ -1,0 +1,68 @@
+// Instance limits (DESIGN §6.2 rule 6). Counts cover live and booting instances, including the ones
+// this pass decides to create; instances in state shutdown/gone no longer count.
+import type { InstanceType } from '../../model/types.js';
+import type { Snapshot } from './types.js';
+
+/** Why a create cannot happen now. `global` limits trigger rule 5 (priority under limits). */
+export type LimitBlock =
+  { kind: 'global'; text: string } | { kind: 'rate'; text: string } | { kind: 'type'; text: string };
+
+/** Running totals the pass updates as it creates instances. */
+export class Limits {
+  count = 0;
+  spend = 0;
+  /** Bumped on every add, so callers can cache decisions that depend on the totals. */
+  version = 0;
+  private readonly perType = new Map<string, number>();
+  private readonly unavailable: Set<string>;
+
+  constructor(private readonly snap: Snapshot) {
+    this.unavailable = new Set(snap.cloud.unavailableTypes);
+  }
+
+  /** Records an instance (existing or planned) against the limits. `price` is 0 for unconfigured types. */
+  add(typeName: string, price: number): void {
+    this.count++;
+    this.version++;
+    this.spend += price;
+    this.perType.set(typeName, (this.perType.get(typeName) ?? 0) + 1);
+  }
+
+  isUnavailable(typeName: string): boolean {
+    return this.unavailable.has(typeName);
+  }
+
+  /** Null when another instance of this type fits under its per-type cap, else the reason. */
+  typeCapped(t: InstanceType): string | null {
+    const cap = this.snap.config.maxInstancesPerType[t.name];
+    if (cap === undefined || (this.perType.get(t.name) ?? 0) < cap) return null;
+    return `max_instances_per_type ${t.name}=${cap} reached`;
+  }
+
+  /** Whether one more instance of type `t` may be created now (per-type caps are checked separately). */
+  check(t: InstanceType): LimitBlock | null {
+    const { config, cloud, now } = this.snap;
+    if (cloud.rateLimitedUntil !== null && now.getTime() < cloud.rateLimitedUntil.getTime())
+      return {
+        kind: 'rate',
+        text: `cloud rate limit: no create before ${cloud.rateLimitedUntil.toISOString()}`,
+      };
+    if (config.maxInstances !== null && this.count + 1 > config.maxInstances)
+      return { kind: 'global', text: `max_instances=${config.maxInstances} reached` };
+    if (cloud.quotaMaxInstances !== null && this.count + 1 > cloud.quotaMaxInstances)
+      return { kind: 'global', text: `cloud quota of ${cloud.quotaMaxInstances} instances reached` };
+    // A small tolerance so that prices like 0.1 + 0.2 do not exceed a cap of 0.3 by rounding.
+    if (config.maxSpendPerHour !== null && this.spend + t.price > config.maxSpendPerHour + 1e-9)
+      return {
+        kind: 'global',
+        text:
+          `max_spend_per_hour=${config.maxSpendPerHour} reached ` +
+          `(${round(this.spend)}/h in use; ${t.name} costs ${t.price}/h)`,
+      };
+    return null;
+  }
+}
+
+function round(x: number): number {
+  return Math.round(x * 1e6) / 1e6;
+}

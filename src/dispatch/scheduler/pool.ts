@@ -1,0 +1,109 @@
+// The pass's view of the instances: which count against limits, which can take work (slots), and which
+// must be shut down whatever the queue holds (drain, unconfigured type, boot timeout).
+import { formatDuration } from '../../model/units.js';
+import type { InstanceType } from '../../model/types.js';
+import { compareSlots, type Slot } from './capacity.js';
+import { typeCapacity } from './resources.js';
+import type { Limits } from './limits.js';
+import type { Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
+
+/** A shutdown decided by the scheduler. */
+export interface Shutdown {
+  instance: string;
+  reason: string;
+}
+
+/** Result of looking at the pool before placing anything. */
+export interface PoolView {
+  /** Slots in preference order (capacity.ts). */
+  slots: Slot[];
+  /** Instances whose assigned containers stay assigned (live and not being shut down). */
+  keeps: Set<string>;
+  shutdowns: Shutdown[];
+  /** Live instances (not shutdown/gone), for limits and the warm pool. */
+  liveCount: number;
+  /** The snapshot instance behind each existing slot. */
+  instanceOf: Map<string, SnapshotInstance>;
+}
+
+/** Containers assigned to each instance (Locked with an instance, or Running). */
+export function assignments(containers: SnapshotContainer[]): Map<string, SnapshotContainer[]> {
+  const m = new Map<string, SnapshotContainer[]>();
+  for (const c of containers) {
+    if (c.instance === null || c.state === 'Queued') continue;
+    const list = m.get(c.instance);
+    if (list === undefined) m.set(c.instance, [c]);
+    else list.push(c);
+  }
+  return m;
+}
+
+export function viewPool(
+  snap: Snapshot,
+  typesByName: Map<string, InstanceType>,
+  typeIndex: Map<string, number>,
+  assigned: Map<string, SnapshotContainer[]>,
+  limits: Limits,
+): PoolView {
+  const now = snap.now.getTime();
+  const { config } = snap;
+  const slots: Slot[] = [];
+  const keeps = new Set<string>();
+  const shutdowns: Shutdown[] = [];
+  const instanceOf = new Map<string, SnapshotInstance>();
+  let liveCount = 0;
+  const sorted = [...snap.instances].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  for (const inst of sorted) {
+    if (inst.state === 'shutdown' || inst.state === 'gone') continue;
+    liveCount++;
+    const type = typesByName.get(inst.type);
+    limits.add(inst.type, type?.price ?? 0);
+    const mine = assigned.get(inst.id) ?? [];
+    // Ids the instance reports that the snapshot does not describe: their usage is unknown, so the
+    // instance takes no new work rather than risk over-committing it.
+    let opaque = 0;
+    for (const id of inst.containers) if (!mine.some((c) => c.id === id)) opaque++;
+    const empty = mine.length === 0 && opaque === 0;
+    const held = inst.idleBehavior === 'hold';
+    if (!held && inst.state === 'booting' && now - inst.stateSince.getTime() > config.bootTimeoutMs) {
+      shutdowns.push({
+        instance: inst.id,
+        reason:
+          `booting for ${formatDuration(now - inst.stateSince.getTime())} without registering ` +
+          `(boot_timeout=${formatDuration(config.bootTimeoutMs)})`,
+      });
+      continue;
+    }
+    keeps.add(inst.id);
+    if (type === undefined || inst.idleBehavior === 'drain') {
+      if (empty && !held)
+        shutdowns.push({
+          instance: inst.id,
+          reason: type === undefined ? `type ${inst.type} is no longer configured` : 'draining and empty',
+        });
+      continue;
+    }
+    if (held || opaque > 0) continue;
+    const free = typeCapacity(type, config.ramOverhead);
+    for (const c of mine) {
+      free.mcpu -= Math.round(c.vcpus * 1000);
+      free.ram -= c.ram;
+      free.scratch -= c.scratch;
+      free.gpus -= c.gpus;
+    }
+    instanceOf.set(inst.id, inst);
+    slots.push({
+      id: inst.id,
+      type,
+      typeIndex: typeIndex.get(type.name)!,
+      state: inst.state,
+      ready: inst.state === 'idle' || inst.state === 'running',
+      free,
+      count: mine.length,
+      createFor: null,
+      used: false,
+    });
+  }
+  slots.sort(compareSlots);
+  return { slots, keeps, shutdowns, liveCount, instanceOf };
+}

@@ -1,0 +1,34 @@
+// Status texts for waiting containers (DESIGN §6.2 rule 7): why a container waits and what would change
+// it. `berth why ID` prints these, so they are written for people, not parsed.
+
+/** "; 3 higher-priority containers ahead", or "" when none are. */
+export function aheadText(higherAhead: number): string {
+  return higherAhead === 0
+    ? ''
+    : `; ${higherAhead} higher-priority container${higherAhead === 1 ? '' : 's'} ahead`;
+}
+
+export const statusText = {
+  starting: (instance: string) => `starting on instance ${instance}`,
+  assigned: (instance: string, state: string) =>
+    `assigned to instance ${instance} (${state}); waiting for its agent to start it`,
+  waitingExisting: (instance: string, state: string, type: string) =>
+    `waiting for instance ${instance} (${state}, type ${type}) to become ready`,
+  waitingNew: (type: string) => `waiting for a new ${type} instance (create requested)`,
+  // The next four follow the queue position ("queue position 5; ...").
+  limit: (type: string, limit: string) =>
+    `waits for a ${type} instance; ${limit}; starts when an instance is freed or the limit is raised`,
+  behindHead: (type: string, limit: string, head: string) =>
+    `waits for a ${type} instance; ${limit}; new instances go to container ${head} and others ahead first`,
+  noType: (type: string, why: string) =>
+    `waits for a ${type} instance; no eligible type can be created now: ${why}`,
+  rateLimited: (type: string, limit: string) => `waits for a ${type} instance; ${limit}`,
+  unlockedForHigher: (instance: string, head: string, limit: string) =>
+    `its place on instance ${instance} went to higher-priority container ${head} (${limit})`,
+  priorityZero: 'priority is 0',
+  notScheduled: 'not scheduled: priority is 0',
+  cancelled: (reason: string) => `cancelled: ${reason}`,
+  unlocked: (reason: string) => `unlocked: ${reason}`,
+  dispatchAttempts: (count: number, max: number) =>
+    `locked ${count} times without completing; max_dispatch_attempts=${max}`,
+};

@@ -1,0 +1,291 @@
+// The §6.4 snapshot JSON (snake_case, human quantities) to a Snapshot, and a Plan back to JSON.
+// Validation is strict: an unknown field or a wrong value is an error naming its path
+// ("containers[3].colour: unknown field"), never a crash or a silent default.
+import { parseDuration, parseSize, parseTime, parseVcpus, UnitError } from '../model/units.js';
+import {
+  IDLE_BEHAVIORS,
+  INSTANCE_STATES,
+  type IdleBehavior,
+  type InstanceState,
+  type InstanceType,
+} from '../model/types.js';
+import type {
+  CloudState,
+  Plan,
+  SchedulerConfig,
+  Snapshot,
+  SnapshotContainer,
+  SnapshotInstance,
+} from './scheduler/types.js';
+
+/** A snapshot that does not follow §6.4; `path` names the offending field. */
+export class SnapshotError extends Error {
+  constructor(
+    readonly path: string,
+    readonly problem: string,
+  ) {
+    super(`${path}: ${problem}`);
+  }
+}
+
+type Obj = Record<string, unknown>;
+
+/** Reads the fields of one JSON object, remembering which were read so leftovers can be rejected. */
+class Fields {
+  private readonly seen = new Set<string>();
+  constructor(
+    private readonly o: Obj,
+    readonly path: string,
+  ) {}
+
+  static of(value: unknown, path: string): Fields {
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      throw new SnapshotError(path, `expected an object, got ${describe(value)}`);
+    return new Fields(value as Obj, path);
+  }
+
+  at(key: string): string {
+    return this.path === '' ? key : `${this.path}.${key}`;
+  }
+
+  /** The raw value; `undefined` when absent. */
+  raw(key: string): unknown {
+    this.seen.add(key);
+    return this.o[key];
+  }
+
+  /** Converts a present value (or the default when absent), turning unit errors into path errors. */
+  get<T>(key: string, convert: (v: unknown) => T, fallback?: () => T): T {
+    const v = this.raw(key);
+    if (v === undefined) {
+      if (fallback !== undefined) return fallback();
+      throw new SnapshotError(this.at(key), 'required field is missing');
+    }
+    try {
+      return convert(v);
+    } catch (err) {
+      if (err instanceof UnitError) throw new SnapshotError(this.at(key), err.message);
+      if (err instanceof Expected)
+        throw new SnapshotError(this.at(key), `expected ${err.what}, got ${describe(v)}`);
+      throw err;
+    }
+  }
+
+  /** Rejects every field that was not read. */
+  done(): void {
+    for (const key of Object.keys(this.o))
+      if (!this.seen.has(key)) throw new SnapshotError(this.at(key), 'unknown field');
+  }
+}
+
+class Expected extends Error {
+  constructor(readonly what: string) {
+    super(what);
+  }
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return 'an object';
+  return JSON.stringify(v);
+}
+
+const str = (v: unknown): string => {
+  if (typeof v !== 'string' || v === '') throw new Expected('a non-empty string');
+  return v;
+};
+const bool = (v: unknown): boolean => {
+  if (typeof v !== 'boolean') throw new Expected('true or false');
+  return v;
+};
+const int =
+  (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  (v: unknown): number => {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+      throw new Expected(
+        max === Number.MAX_SAFE_INTEGER ? `a whole number >= ${min}` : `a whole number from ${min} to ${max}`,
+      );
+    return v;
+  };
+const num =
+  (min: number) =>
+  (v: unknown): number => {
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < min) throw new Expected(`a number >= ${min}`);
+    return v;
+  };
+const nullable =
+  <T>(f: (v: unknown) => T) =>
+  (v: unknown): T | null =>
+    v === null ? null : f(v);
+const oneOf =
+  <T extends string>(values: readonly T[]) =>
+  (v: unknown): T => {
+    if (typeof v !== 'string' || !(values as readonly string[]).includes(v))
+      throw new Expected(`one of ${values.join(', ')}`);
+    return v as T;
+  };
+
+function array<T>(value: unknown, path: string, item: (v: unknown, path: string) => T): T[] {
+  if (!Array.isArray(value)) throw new SnapshotError(path, `expected an array, got ${describe(value)}`);
+  return value.map((v, i) => item(v, `${path}[${i}]`));
+}
+
+/** An absent list is empty; an explicit null is still rejected by the list parser. */
+const orEmpty = (v: unknown): unknown => (v === undefined ? [] : v);
+
+function stringList(value: unknown, path: string): string[] {
+  return array(value, path, (v, p) => {
+    if (typeof v !== 'string' || v === '')
+      throw new SnapshotError(p, `expected a non-empty string, got ${describe(v)}`);
+    return v;
+  });
+}
+
+function parseConfig(value: unknown): SchedulerConfig {
+  const f = Fields.of(value, 'config');
+  const perType = f.get(
+    'max_instances_per_type',
+    (v) => {
+      const o = Fields.of(v, f.at('max_instances_per_type'));
+      const out: Record<string, number> = {};
+      for (const k of Object.keys(v as Obj)) out[k] = o.get(k, int(0));
+      return out;
+    },
+    () => ({}),
+  );
+  const config: SchedulerConfig = {
+    maxInstances: f.get('max_instances', nullable(int(0)), () => null),
+    maxSpendPerHour: f.get('max_spend_per_hour', nullable(num(0)), () => null),
+    maxPriceFactor: f.get('max_price_factor', num(1), () => 1.5),
+    maxContainersPerInstance: f.get('max_containers_per_instance', int(0), () => 0),
+    idleTimeoutMs: f.get('idle_timeout', parseDuration, () => 60_000),
+    bootTimeoutMs: f.get('boot_timeout', parseDuration, () => 600_000),
+    maxInstancesPerType: perType,
+    minInstances: f.get('min_instances', int(0), () => 0),
+    ramOverhead: f.get('ram_overhead', parseSize, () => 0),
+    billingPeriodMs: f.get('billing_period', parseDuration, () => 0),
+    shutdownWindowMs: f.get('shutdown_window', parseDuration, () => 0),
+    maxDispatchAttempts: f.get('max_dispatch_attempts', int(1), () => 10),
+  };
+  f.done();
+  if (config.billingPeriodMs > 0 && config.shutdownWindowMs > config.billingPeriodMs)
+    throw new SnapshotError('config.shutdown_window', 'expected a duration no longer than billing_period');
+  return config;
+}
+
+function parseType(value: unknown, path: string): InstanceType {
+  const f = Fields.of(value, path);
+  const name = f.get('name', str);
+  const t: InstanceType = {
+    name,
+    providerType: f.get('provider_type', str, () => name),
+    vcpus: f.get('vcpus', parseVcpus),
+    ram: f.get('ram', parseSize),
+    scratch: f.get('scratch', parseSize, () => 0),
+    gpus: f.get('gpus', int(0), () => 0),
+    price: f.get('price', num(0)),
+    preemptible: f.get('preemptible', bool, () => false),
+  };
+  f.done();
+  return t;
+}
+
+function parseInstance(value: unknown, path: string): SnapshotInstance {
+  const f = Fields.of(value, path);
+  const stateSince = f.get('state_since', parseTime);
+  const inst: SnapshotInstance = {
+    id: f.get('id', str),
+    type: f.get('type', str),
+    state: f.get('state', oneOf<InstanceState>(INSTANCE_STATES)),
+    idleBehavior: f.get('idle_behavior', oneOf<IdleBehavior>(IDLE_BEHAVIORS), () => 'run'),
+    containers: stringList(orEmpty(f.raw('containers')), f.at('containers')),
+    stateSince,
+    createdAt: f.get('created_at', parseTime, () => stateSince),
+  };
+  f.done();
+  return inst;
+}
+
+function parseContainer(value: unknown, path: string): SnapshotContainer {
+  const f = Fields.of(value, path);
+  const allow = f.raw('instance_types');
+  const c: SnapshotContainer = {
+    id: f.get('id', str),
+    state: f.get('state', oneOf(['Queued', 'Locked', 'Running'] as const)),
+    priority: f.get('priority', int(0, 1000)),
+    queuedAt: f.get('queued_at', parseTime),
+    vcpus: f.get('vcpus', parseVcpus),
+    ram: f.get('ram', parseSize),
+    scratch: f.get('scratch', parseSize, () => 0),
+    gpus: f.get('gpus', int(0), () => 0),
+    preemptible: f.get('preemptible', bool, () => false),
+    instanceTypes: allow === undefined || allow === null ? null : stringList(allow, f.at('instance_types')),
+    instance: f.get('instance', nullable(str), () => null),
+    lockCount: f.get('lock_count', int(0), () => 0),
+  };
+  f.done();
+  if (c.state === 'Running' && c.instance === null)
+    throw new SnapshotError(f.at('instance'), 'expected the instance a Running container runs on, got null');
+  if (c.state === 'Queued' && c.instance !== null)
+    throw new SnapshotError(
+      f.at('instance'),
+      `expected null for a Queued container, got ${describe(c.instance)}`,
+    );
+  return c;
+}
+
+function parseCloud(value: unknown): CloudState {
+  const f = Fields.of(value, 'cloud');
+  const cloud: CloudState = {
+    quotaMaxInstances: f.get('quota_max_instances', nullable(int(0)), () => null),
+    unavailableTypes: stringList(orEmpty(f.raw('unavailable_types')), 'cloud.unavailable_types'),
+    rateLimitedUntil: f.get('rate_limited_until', nullable(parseTime), () => null),
+  };
+  f.done();
+  return cloud;
+}
+
+function unique<T>(items: T[], id: (t: T) => string, path: string): void {
+  const seen = new Set<string>();
+  items.forEach((t, i) => {
+    const k = id(t);
+    if (seen.has(k)) throw new SnapshotError(`${path}[${i}]`, `duplicate id ${JSON.stringify(k)}`);
+    seen.add(k);
+  });
+}
+
+/** Parses and validates a §6.4 snapshot (already JSON-decoded). Throws SnapshotError. */
+export function parseSnapshot(value: unknown): Snapshot {
+  Fields.of(value, 'snapshot'); // the whole document must be an object; its fields have bare paths
+  const f = Fields.of(value, '');
+  const now = f.get('now', parseTime);
+  const config = parseConfig(f.raw('config') === undefined ? {} : f.raw('config'));
+  const instanceTypes = array(orEmpty(f.raw('instance_types')), 'instance_types', parseType);
+  const instances = array(orEmpty(f.raw('instances')), 'instances', parseInstance);
+  const containers = array(orEmpty(f.raw('containers')), 'containers', parseContainer);
+  const cloud = parseCloud(f.raw('cloud') === undefined ? {} : f.raw('cloud'));
+  f.done();
+  unique(instanceTypes, (t) => t.name, 'instance_types');
+  unique(instances, (i) => i.id, 'instances');
+  unique(containers, (c) => c.id, 'containers');
+  return { now, config, instanceTypes, instances, containers, cloud };
+}
+
+/** Parses snapshot text; JSON syntax errors become SnapshotErrors too. */
+export function parseSnapshotText(text: string): Snapshot {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new SnapshotError('snapshot', `not valid JSON: ${(err as Error).message}`);
+  }
+  return parseSnapshot(value);
+}
+
+/** The §6.4 output: actions in plan order, status keys sorted so the bytes never depend on insertion order. */
+export function planToJson(p: Plan, pretty = false): string {
+  const status: Record<string, string> = {};
+  for (const k of Object.keys(p.status).sort()) status[k] = p.status[k]!;
+  return JSON.stringify({ actions: p.actions, status }, null, pretty ? 2 : undefined);
+}

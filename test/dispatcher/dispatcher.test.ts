@@ -1,0 +1,119 @@
+// The dispatcher against a real PostgreSQL queue and the sim cloud on a virtual clock.
+import { describe, expect, it } from 'vitest';
+import { harness } from './harness.js';
+
+describe('dispatcher', () => {
+  it('creates the cheapest instance, places the containers once the agent registers, and shuts it down when idle', async () => {
+    const h = await harness();
+    const d = h.make();
+    const ids = await h.submit({ vcpus: 0.5, ram: '512MiB' }, { vcpus: 0.5, ram: '512MiB' });
+    await d.tick();
+    expect(h.cloud.live).toBe(1);
+    const created = h.events.filter((e) => e.kind === 'instance-created');
+    expect(created).toMatchObject([{ type: 'small' }]);
+    expect(await Promise.all(ids.map(h.state))).toEqual(['Locked', 'Locked']);
+
+    await h.advance(30_000); // boots; the agent registers
+    await d.tick();
+    expect(h.events.some((e) => e.kind === 'instance-ready')).toBe(true);
+    expect(h.events.filter((e) => e.kind === 'container-placed')).toHaveLength(2);
+    await h.pingAll();
+    expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Running']);
+
+    await h.finishAll(0);
+    await d.tick();
+    expect(h.cloud.live).toBe(1); // idle, but not for idle_timeout yet
+    await h.advance(61_000);
+    await h.pingAll();
+    await d.tick();
+    expect(h.events.filter((e) => e.kind === 'instance-shutdown')).toHaveLength(1);
+    expect(h.cloud.live).toBe(0);
+    await h.advance(120_000);
+    await d.tick();
+    expect(d.instances.size).toBe(0);
+    expect(h.events.filter((e) => e.kind === 'error')).toEqual([]);
+  });
+
+  it('a restarted dispatcher adopts its instances from the cloud list and creates nothing twice', async () => {
+    const h = await harness();
+    const d1 = h.make();
+    const ids = await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 3, ram: '8GiB' });
+    await d1.tick();
+    expect(h.cloud.live).toBe(2);
+    await h.advance(30_000);
+    await d1.tick();
+    await h.pingAll();
+    expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Running']);
+    // "kill -9": a new dispatcher object with nothing in memory
+    const d2 = h.make();
+    await d2.tick();
+    expect(h.cloud.live).toBe(2);
+    expect(h.events.filter((e) => e.kind === 'instance-created')).toHaveLength(2);
+    expect([...d2.instances.values()].map((i) => i.state).sort()).toEqual(['running', 'running']);
+    await h.finishAll(0);
+    for (const id of ids) expect(await h.state(id)).toBe('Complete');
+  });
+
+  it('a node that stops pinging is failed: its container is retried elsewhere and its instance destroyed', async () => {
+    const h = await harness();
+    const d = h.make();
+    const [id] = await h.submit({ vcpus: 1, ram: '1GiB' });
+    await d.tick();
+    await h.advance(30_000);
+    await d.tick();
+    await h.pingAll();
+    expect(await h.state(id!)).toBe('Running');
+    const first = [...h.agents.values()][0]!;
+    h.agents.delete(first.instanceId); // the agent goes silent
+    await h.advance(61_000);
+    await d.tick();
+    expect(h.events.filter((e) => e.kind === 'node-lost')).toHaveLength(1);
+    const c = await h.store.containers.get(id!);
+    expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
+    const req = await h.store.requests.get(c.request_id);
+    expect(req.container_id).not.toBe(id);
+    expect(h.cloud.get(first.instanceId)!.state).toBe('terminated');
+    // the retry runs on a new instance after its backoff
+    await h.advance(30_000);
+    await d.tick();
+    await h.advance(30_000);
+    await d.tick();
+    await h.pingAll();
+    expect(await h.state(req.container_id!)).toBe('Running');
+    // the old agent's late report is refused
+    await expect(
+      h.store.containers.complete(id!, first.nodeId, first.running.get(id!)!, {
+        exitCode: 0,
+        oomKilled: false,
+        usage: null,
+      }),
+    ).rejects.toThrow();
+  });
+
+  it('an unsatisfiable container is cancelled perm with the reason', async () => {
+    const h = await harness();
+    const d = h.make();
+    const [id] = await h.submit({ vcpus: 1, ram: '64GiB' });
+    await d.tick();
+    const c = await h.store.containers.get(id!);
+    expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
+    expect(c.runtime_status).toMatch(/64GiB.*16GiB/);
+    expect(h.cloud.live).toBe(0);
+  });
+
+  it('a capacity error on one type does not block others, and the statuses say why containers wait', async () => {
+    const h = await harness({ cloud: { capacityErrorRate: { big: 1 } } });
+    const d = h.make();
+    const [bigId, smallId] = await h.submit(
+      { vcpus: 3, ram: '8GiB', priority: 900 },
+      { vcpus: 1, ram: '1GiB', priority: 100 },
+    );
+    await d.tick();
+    await d.tick();
+    expect(h.events.filter((e) => e.kind === 'create-failed').length).toBeGreaterThanOrEqual(1);
+    expect(await h.state(smallId!)).toBe('Locked');
+    expect(h.cloud.live).toBe(1);
+    const status = await h.db.pool.query(`SELECT scheduling_status FROM containers WHERE id = $1`, [bigId]);
+    expect(status.rows[0].scheduling_status).toMatch(/big/);
+  });
+});
