@@ -21,7 +21,11 @@ let skipped = 0;
 try {
   const r = JSON.parse(readFileSync(out, 'utf8'));
   passed = r.numPassedTests;
-  failed = r.numFailedTests + (r.numFailedTestSuites ?? 0);
+  // A file that failed without a failed test (it did not load, or a hook failed) counts once.
+  const brokenFiles = r.testResults.filter(
+    (f) => f.status === 'failed' && !f.assertionResults.some((t) => t.status === 'failed'),
+  ).length;
+  failed = r.numFailedTests + brokenFiles;
   skipped = r.numPendingTests + (r.numTodoTests ?? 0);
   if (process.env.BERTH_REQUIRE_ALL === '1' && skipped > 0) {
     console.error(`BERTH_REQUIRE_ALL=1: ${skipped} skipped test(s) count as failures`);

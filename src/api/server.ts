@@ -17,11 +17,20 @@ import { tokenRoutes } from './routes/tokens.js';
 
 export const API_VERSION = '0.1.0';
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Resolves when no request handler is running (or after timeoutMs). */
+    drain(timeoutMs: number): Promise<void>;
+  }
+}
+
 /** What route modules need. */
 export interface ApiDeps {
   store: Store;
   /** Waits for a notification (channel, payload) or a timeout; see Notifier.waiter. */
   waiter(channel: string, key: string | null): Waiter;
+  /** True once the server is closing: long-running responses (log follows) end. */
+  closing(): boolean;
 }
 
 export interface ApiOptions {
@@ -55,10 +64,35 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
     },
   });
   const ops = collectRoutes(app);
+  let closing = false;
   const deps: ApiDeps = {
     store: opts.store,
     waiter: (channel, key) => opts.notifier?.waiter(channel, key) ?? pollingWaiter(),
+    closing: () => closing,
   };
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  // Handlers still running when the server closes (long polls woken by the closing notifier) must end
+  // before the caller closes the database: count them, and let drain() wait for zero.
+  let inFlight = 0;
+  let idle: (() => void) | null = null;
+  app.addHook('onRequest', async () => {
+    inFlight++;
+  });
+  app.addHook('onResponse', async () => {
+    if (--inFlight === 0) idle?.();
+  });
+  app.decorate('drain', async (timeoutMs: number) => {
+    if (inFlight <= 0) return;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, timeoutMs);
+      idle = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  });
   const metrics = apiMetrics(opts.store);
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((req, reply) => {

@@ -1,27 +1,39 @@
 // The berth command. Each subcommand lives in src/cli/commands/NAME.ts and registers itself here.
 import { Command, CommanderError } from 'commander';
 import { registerPlan } from './commands/plan.js';
+import { registerAgent } from './commands/agent.js';
 import { ConfigError } from '../config/options.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
+import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
+import { registerDispatch } from './commands/dispatch.js';
+import { registerUp } from './commands/up.js';
 import { registerPs } from './commands/ps.js';
 import { registerServer } from './commands/server.js';
 import { registerShow } from './commands/show.js';
+import { registerSim } from './commands/sim.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerToken } from './commands/token.js';
+import { registerWhy } from './commands/why.js';
 import { UsageError } from './errors.js';
 
 /** Every command module exports a function that adds its commands to the program. */
 const REGISTRATIONS: ((program: Command) => void)[] = [
+  registerUp,
   registerServer,
+  registerDispatch,
   registerSubmit,
   registerPs,
   registerShow,
   registerLogs,
   registerCancel,
   registerToken,
+  registerWhy,
+  registerInstances,
   registerPlan,
+  registerAgent,
+  registerSim,
 ];
 
 export { UsageError };

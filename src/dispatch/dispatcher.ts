@@ -142,7 +142,8 @@ export class Dispatcher {
     for (const inst of [...this.instances.values()]) {
       // Only what existed before the list was taken can be missing from it.
       if (seen.has(inst.id) || inst.createdAt.getTime() > now.getTime()) continue;
-      if (inst.nodeId)
+      // One we shut down ourselves is simply gone; any other vanished under us (preempted, killed outside).
+      if (inst.nodeId && inst.state !== 'shutdown')
         await this.failNode(inst.nodeId, inst.id, 'its instance disappeared from the cloud', now);
       this.instances.delete(inst.id);
       this.cloud.instanceGone();

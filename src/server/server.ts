@@ -81,8 +81,10 @@ export async function startServer(
     createdAdminToken,
     stop() {
       stopping ??= (async () => {
-        await app.close();
+        // Waiters first: long-poll pings and log followers return at once, while the pool is still open.
         await notifier.stop();
+        await app.close();
+        await app.drain(10_000);
         await db.close();
         if (existsSync(urlFile) && readFileSync(urlFile, 'utf8').trim() === url)
           rmSync(urlFile, { force: true });

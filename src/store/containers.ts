@@ -44,6 +44,13 @@ export interface StartOrder {
   max_run_time_ms: number | null;
 }
 
+/** A running container's usage as its agent sampled it (sent with the ping). */
+export interface UsageSample {
+  cpu_seconds: number;
+  ram: number;
+  peak_ram: number;
+}
+
 export interface NodeWork {
   start: StartOrder[];
   kill: string[];
@@ -301,6 +308,32 @@ export class Containers {
       })),
       kill: running.filter((id) => !keep.has(id)),
     };
+  }
+
+  /**
+   * Stores the latest usage samples of the node's Running containers in `usage` (with the wall time so
+   * far), where the exit report's final usage later replaces them. Samples for containers that are not
+   * Running on this node are ignored. updated_at is left alone: a sample is not a state change.
+   */
+  async recordUsage(nodeId: string, samples: Record<string, UsageSample>): Promise<void> {
+    const ids = Object.keys(samples);
+    if (ids.length === 0) return;
+    const s = ids.map((id) => samples[id]!);
+    await this.ctx.pool.query(
+      `UPDATE containers c SET usage = jsonb_build_object(
+         'cpu_seconds', u.cpu_seconds, 'ram', u.ram, 'peak_ram', u.peak_ram, 'sampled_at', $3::timestamptz,
+         'wall_ms', GREATEST(0, (extract(epoch FROM ($3::timestamptz - c.started_at)) * 1000)::bigint))
+       FROM unnest($2::text[], $4::float8[], $5::bigint[], $6::bigint[]) AS u(id, cpu_seconds, ram, peak_ram)
+       WHERE c.id = u.id AND c.node_id = $1 AND c.state = 'Running'`,
+      [
+        nodeId,
+        ids,
+        this.ctx.clock.now(),
+        s.map((x) => x.cpu_seconds),
+        s.map((x) => x.ram),
+        s.map((x) => x.peak_ram),
+      ],
+    );
   }
 
   private async row(tx: Tx, id: string): Promise<Row> {

@@ -18,6 +18,8 @@ export class Notifier {
   private closed = false;
   private connecting: Promise<void> | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
+  /** Waiters blocked in next(): released at stop() so that long polls end before the pool closes. */
+  private readonly blocked = new Set<() => void>();
 
   constructor(private readonly url: string) {}
 
@@ -79,10 +81,12 @@ export class Notifier {
       fired = true;
       pending?.();
     });
+    const blocked = this.blocked;
+    const closed = () => this.closed;
     return {
       next: (timeoutMs) =>
         new Promise<void>((resolve) => {
-          if (fired) {
+          if (fired || closed()) {
             fired = false;
             return resolve();
           }
@@ -91,9 +95,11 @@ export class Notifier {
             clearTimeout(t);
             pending = null;
             fired = false;
+            blocked.delete(done);
             resolve();
           }
           pending = done;
+          blocked.add(done);
         }),
       close: unsubscribe,
     };
@@ -101,6 +107,7 @@ export class Notifier {
 
   async stop(): Promise<void> {
     this.closed = true;
+    for (const release of [...this.blocked]) release();
     if (this.retryTimer) clearTimeout(this.retryTimer);
     const c = this.client;
     this.client = null;

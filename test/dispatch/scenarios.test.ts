@@ -359,6 +359,43 @@ const rows: Row[] = [
     }),
     actions: [lock('high'), create('t4', 'high')],
   },
+  {
+    name: 'at a limit, lower-priority containers still use existing capacity the head cannot use',
+    snapshot: snap({
+      config: { maxInstances: 1 },
+      instances: [inst('i-1', 't1', 'idle', { stateSince: ago(5) })],
+      containers: [ctr('high', { priority: 5, vcpus: 4 }), ctr('low', { priority: 1 })],
+    }),
+    actions: [lock('low'), start('low', 'i-1')],
+    status: { high: 'max_instances=1 reached' },
+  },
+  {
+    name: 'a rate limit is not a limit for rule 5: idle instances are not shut down for it',
+    snapshot: snap({
+      cloud: { rateLimitedUntil: new Date(NOW.getTime() + 5000) },
+      instances: [inst('i-1', 't1', 'idle', { stateSince: ago(5) })],
+      containers: [ctr('big', { vcpus: 4 })],
+    }),
+    actions: [],
+    status: { big: 'queue position 1; waits for a t4 instance; cloud rate limit' },
+  },
+  {
+    name: 'a Locked container assigned to a held instance keeps its assignment',
+    snapshot: snap({
+      instances: [inst('i-1', 't1', 'idle', { idleBehavior: 'hold' })],
+      containers: [ctr('c1', { state: 'Locked', instance: 'i-1' })],
+    }),
+    actions: [],
+    status: { c1: 'assigned to instance i-1' },
+  },
+  {
+    name: 'an instance listing containers the snapshot does not describe takes no new work',
+    snapshot: snap({
+      instances: [inst('i-1', 't4', 'running', { containers: ['mystery'] })],
+      containers: [ctr('c1')],
+    }),
+    actions: [lock('c1'), create('t1', 'c1')],
+  },
   // Instance lifecycle.
   {
     name: 'idle past idle_timeout: shut down',

@@ -73,7 +73,7 @@ export function logRoutes(app: FastifyInstance, deps: ApiDeps): void {
       req.raw.on('close', () => (closed = true));
       const wake = deps.waiter('berth_logs', cid);
       try {
-        while (!closed) {
+        while (!closed && !deps.closing()) {
           // Read the state before the chunks: if it was final before we read, we have every chunk.
           const final = isFinalContainerState((await store.containers.get(cid)).state);
           const chunks = await store.logs.read(cid, after, 1000);

@@ -7,6 +7,7 @@ import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
 import { IdParams, NodeCreateBody, RegisterBody } from '../schemas.js';
 import type { ApiDeps } from '../server.js';
+import type { UsageSample } from '../../store/containers.js';
 
 const PingBody = Type.Object(
   {
@@ -18,6 +19,21 @@ const PingBody = Type.Object(
     ]),
     running: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10000 })),
     wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60000 })),
+    /** The latest usage sample of each running container (stored on the container until its exit). */
+    usage: Type.Optional(
+      Type.Record(
+        Type.String({ maxLength: 64 }),
+        Type.Object(
+          {
+            cpu_seconds: Type.Number({ minimum: 0 }),
+            ram: Type.Integer({ minimum: 0 }),
+            peak_ram: Type.Integer({ minimum: 0 }),
+          },
+          { additionalProperties: false },
+        ),
+        { maxProperties: 10000 },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -110,13 +126,17 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
         state: 'idle' | 'busy' | 'draining' | 'drained';
         running?: string[];
         wait_ms?: number;
+        usage?: Record<string, UsageSample>;
       };
       const waiter = deps.waiter('berth_node', id);
       try {
         let node = await store.nodes.ping(id, b.state);
+        if (b.usage) await store.containers.recordUsage(id, b.usage);
         let work = await store.containers.workFor(id, b.running ?? []);
         if (work.start.length === 0 && work.kill.length === 0 && (b.wait_ms ?? 0) > 0) {
           await waiter.next(b.wait_ms!);
+          if (deps.closing())
+            throw new HttpError(503, 'unavailable', 'the server is stopping; ping again shortly');
           node = await store.nodes.get(id);
           work = await store.containers.workFor(id, b.running ?? []);
         }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Container runtimes for the agent's runtime tests (test/agent/): docker (daemon started here when none
+# answers), runc, podman when it installs, and the tiny busybox test image (scripts/build-test-image.sh).
+# Idempotent: a second run installs nothing new, keeps a running daemon and rebuilds nothing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export DEBIAN_FRONTEND=noninteractive
+STATE=/run/berth-test
+mkdir -p "$STATE"
+
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v runc >/dev/null || need+=(runc)
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "20-runtimes: apt-get install ${need[*]}"
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! command -v podman >/dev/null; then
+  apt-get install -y -qq podman >/dev/null 2>&1 || echo "20-runtimes: podman did not install; podman tests will skip"
+fi
+
+# The daemon: keep one that answers; otherwise start our own (no systemd here) and remember its pid so
+# teardown stops only the one we started.
+if ! timeout 5 docker version >/dev/null 2>&1; then
+  log=$(mktemp /tmp/berth-dockerd.XXXXXX.log)
+  echo "20-runtimes: starting dockerd (log $log)"
+  setsid nohup dockerd --iptables=false --bridge=none --ip-masq=false >"$log" 2>&1 </dev/null &
+  echo $! >"$STATE/dockerd.pid"
+  deadline=$((SECONDS + 30))
+  until timeout 5 docker version >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then
+      echo "20-runtimes: dockerd did not answer within 30 s; its log:" >&2
+      tail -30 "$log" >&2
+      exit 1
+    fi
+    sleep 0.2
+  done
+fi
+
+bash scripts/build-test-image.sh

@@ -1,0 +1,275 @@
+// `npm run bench -- scheduler --queued N --instances M --types K [--json] [--seed S] [--min-reps R]`
+//
+// Times plan() on a seeded random snapshot: K instance types, M instances mostly busy with running
+// containers, N queued containers of mixed shapes and priorities, max_instances a little above M so
+// that a pass creates some instances and then hits the limit. Also times the steady-state "no-change"
+// pass: the plan is applied (locks, starts, creates that became instances) with max_instances set to
+// the resulting count, so the next pass can place nothing and only computes statuses.
+import { loadavg } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { seededRng, type Rng } from '../src/model/clock.js';
+import type { InstanceType } from '../src/model/types.js';
+import { plan } from '../src/dispatch/scheduler/plan.js';
+import type { Plan, Snapshot, SnapshotContainer, SnapshotInstance } from '../src/dispatch/scheduler/types.js';
+
+const GiB = 1024 ** 3;
+const NOW = new Date('2026-01-01T00:00:00Z');
+
+interface Args {
+  queued: number;
+  instances: number;
+  types: number;
+  json: boolean;
+  seed: number;
+  minReps: number;
+}
+
+function parseArgs(argv: string[]): Args {
+  const a: Args = { queued: 10_000, instances: 1_000, types: 50, json: false, seed: 1, minReps: 5 };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i]!;
+    if (flag === '--json') {
+      a.json = true;
+      continue;
+    }
+    const key = {
+      '--queued': 'queued',
+      '--instances': 'instances',
+      '--types': 'types',
+      '--seed': 'seed',
+      '--min-reps': 'minReps',
+    }[flag] as 'queued' | 'instances' | 'types' | 'seed' | 'minReps' | undefined;
+    const v = Number(argv[++i]);
+    if (key === undefined || !Number.isInteger(v) || v < 0)
+      throw new Error(
+        `${flag}: expected --queued N, --instances M, --types K, --seed S, --min-reps R or --json`,
+      );
+    a[key] = v;
+  }
+  return a;
+}
+
+const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)]!;
+
+function buildTypes(k: number, rng: Rng): InstanceType[] {
+  return Array.from({ length: k }, (_, i) => {
+    const vcpus = pick(rng, [1, 2, 4, 8, 16, 32, 64]);
+    const perCpu = pick(rng, [2, 4, 8]);
+    const gpus = rng() < 0.1 ? pick(rng, [1, 4]) : 0;
+    const preemptible = rng() < 0.3;
+    const price =
+      Math.round(
+        vcpus * (0.02 + perCpu * 0.005) * (1 + gpus) * (preemptible ? 0.4 : 1) * (0.9 + rng() * 0.2) * 1e4,
+      ) / 1e4;
+    return {
+      name: `type-${i}`,
+      providerType: `type-${i}`,
+      vcpus,
+      ram: vcpus * perCpu * GiB,
+      scratch: 500 * GiB,
+      gpus,
+      price,
+      preemptible,
+    };
+  });
+}
+
+const SHAPES = Array.from({ length: 30 }, (_, i) => ({
+  vcpus: [0.5, 1, 2, 4, 8][i % 5]!,
+  ram: [1, 2, 4, 8, 16, 32][Math.floor(i / 5)]! * GiB,
+  gpus: i === 29 ? 1 : 0,
+}));
+
+function shapeContainer(id: string, rng: Rng, extra: Partial<SnapshotContainer>): SnapshotContainer {
+  const s = pick(rng, SHAPES);
+  return {
+    id,
+    state: 'Queued',
+    priority: pick(rng, [1, 1, 1, 2, 2, 3, 5, 8, 10, 100]),
+    queuedAt: new Date(NOW.getTime() - Math.floor(rng() * 86_400) * 1000),
+    vcpus: s.vcpus,
+    ram: s.ram,
+    scratch: 0,
+    gpus: s.gpus,
+    preemptible: rng() < 0.3,
+    instanceTypes: null,
+    instance: null,
+    lockCount: 0,
+    ...extra,
+  };
+}
+
+function buildSnapshot(a: Args): Snapshot {
+  const rng = seededRng(a.seed);
+  const types = buildTypes(a.types, rng);
+  const instances: SnapshotInstance[] = [];
+  const containers: SnapshotContainer[] = [];
+  for (let i = 0; i < a.instances; i++) {
+    const t = pick(rng, types);
+    const id = `i-${i}`;
+    const state = rng() < 0.9 ? 'running' : pick(rng, ['idle', 'booting', 'unknown'] as const);
+    const inst: SnapshotInstance = {
+      id,
+      type: t.name,
+      state,
+      idleBehavior: rng() < 0.02 ? 'hold' : 'run',
+      containers: [],
+      stateSince: new Date(NOW.getTime() - Math.floor(rng() * 3600) * 1000),
+      createdAt: new Date(NOW.getTime() - 7200_000),
+    };
+    if (state === 'running') {
+      // Fill to 70-100% of the type's cpus with running containers.
+      let cpu = t.vcpus * (0.7 + rng() * 0.3);
+      let ram = t.ram;
+      for (let k = 0; cpu > 0; k++) {
+        const c = shapeContainer(`r-${i}-${k}`, rng, { state: 'Running', instance: id, lockCount: 1 });
+        if (c.vcpus > cpu || c.ram > ram || c.gpus > t.gpus) break;
+        cpu -= c.vcpus;
+        ram -= c.ram;
+        containers.push(c);
+        inst.containers.push(c.id);
+      }
+    }
+    instances.push(inst);
+  }
+  for (let n = 0; n < a.queued; n++) containers.push(shapeContainer(`q-${n}`, rng, {}));
+  return {
+    now: NOW,
+    config: {
+      maxInstances: a.instances + Math.ceil(a.instances / 20),
+      maxSpendPerHour: null,
+      maxPriceFactor: 1.5,
+      maxContainersPerInstance: 0,
+      idleTimeoutMs: 60_000,
+      bootTimeoutMs: 600_000,
+      maxInstancesPerType: {},
+      minInstances: 0,
+      ramOverhead: 256 * 1024 ** 2,
+      billingPeriodMs: 0,
+      shutdownWindowMs: 0,
+      maxDispatchAttempts: 10,
+    },
+    instanceTypes: types,
+    instances,
+    containers,
+    cloud: { quotaMaxInstances: null, unavailableTypes: [pick(rng, types).name], rateLimitedUntil: null },
+  };
+}
+
+/** The world after the act layer carried out `p`: the next pass's input. */
+function applied(s: Snapshot, p: Plan): Snapshot {
+  const byId = new Map(s.containers.map((c) => [c.id, { ...c }]));
+  const instances = new Map(s.instances.map((i) => [i.id, { ...i, containers: [...i.containers] }]));
+  let n = 0;
+  for (const a of p.actions) {
+    if (a.op === 'lock') byId.get(a.container)!.state = 'Locked';
+    else if (a.op === 'start') {
+      byId.get(a.container)!.instance = a.instance;
+      instances.get(a.instance)!.containers.push(a.container);
+    } else if (a.op === 'unlock') Object.assign(byId.get(a.container)!, { state: 'Queued', instance: null });
+    else if (a.op === 'cancel' || a.op === 'kill') byId.delete(a.container);
+    else if (a.op === 'shutdown') instances.delete(a.instance);
+    else if (a.op === 'create') {
+      const id = `new-${n++}`;
+      instances.set(id, {
+        id,
+        type: a.type,
+        state: 'booting',
+        idleBehavior: 'run',
+        containers: [],
+        stateSince: s.now,
+        createdAt: s.now,
+      });
+    }
+  }
+  return {
+    ...s,
+    config: { ...s.config, maxInstances: instances.size },
+    containers: [...byId.values()],
+    instances: [...instances.values()],
+  };
+}
+
+interface Timing {
+  median_ms: number;
+  p99_ms: number;
+  /** CPU time of the process per pass (all threads, so GC helpers count): less sensitive to other load. */
+  cpu_median_ms: number;
+  reps: number;
+}
+
+function time(s: Snapshot, minReps: number): { timing: Timing; last: Plan } {
+  const samples: number[] = [];
+  const cpu: number[] = [];
+  let last: Plan | null = null;
+  const budget = performance.now() + 10_000;
+  // At least minReps passes, more while they are cheap (up to 200 or 10 s).
+  while (samples.length < minReps || (samples.length < 200 && performance.now() < budget)) {
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    last = plan(s);
+    samples.push(performance.now() - t0);
+    const c = process.cpuUsage(c0);
+    cpu.push((c.user + c.system) / 1000);
+  }
+  samples.sort((x, y) => x - y);
+  cpu.sort((x, y) => x - y);
+  const at = (q: number) => samples[Math.min(samples.length - 1, Math.ceil(q * samples.length) - 1)]!;
+  const r = (x: number) => Math.round(x * 100) / 100;
+  return {
+    timing: {
+      median_ms: r(at(0.5)),
+      p99_ms: r(at(0.99)),
+      cpu_median_ms: r(cpu[Math.floor(cpu.length / 2)]!),
+      reps: samples.length,
+    },
+    last: last!,
+  };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let args: Args;
+  try {
+    args = parseArgs(argv);
+  } catch (err) {
+    console.error((err as Error).message);
+    return 2;
+  }
+  const s = buildSnapshot(args);
+  const first = time(s, args.minReps);
+  const count = (p: Plan, op: string) => p.actions.filter((a) => a.op === op).length;
+  const steady = applied(s, first.last);
+  const still = time(steady, args.minReps);
+  const placedAgain = count(still.last, 'start') + count(still.last, 'lock') + count(still.last, 'create');
+  const result = {
+    queued: args.queued,
+    instances: args.instances,
+    types: args.types,
+    containers_total: s.containers.length,
+    ...first.timing,
+    actions: {
+      lock: count(first.last, 'lock'),
+      start: count(first.last, 'start'),
+      create: count(first.last, 'create'),
+      shutdown: count(first.last, 'shutdown'),
+    },
+    no_change_median_ms: still.timing.median_ms,
+    no_change_cpu_median_ms: still.timing.cpu_median_ms,
+    no_change_p99_ms: still.timing.p99_ms,
+    no_change_reps: still.timing.reps,
+    no_change_placements: placedAgain,
+    rss_mb: Math.round(process.memoryUsage().rss / 1024 ** 2),
+    // The machine is shared: a load average above the core count inflates wall times.
+    loadavg_1m: Math.round(loadavg()[0]! * 100) / 100,
+  };
+  if (args.json) console.log(JSON.stringify(result));
+  else
+    console.log(
+      `queued=${result.queued} instances=${result.instances} types=${result.types}: ` +
+        `median_ms=${result.median_ms} p99_ms=${result.p99_ms} cpu_median_ms=${result.cpu_median_ms} (reps=${result.reps}) ` +
+        `no_change_median_ms=${result.no_change_median_ms} no_change_p99_ms=${result.no_change_p99_ms} ` +
+        `no_change_cpu_median_ms=${result.no_change_cpu_median_ms} no_change_placements=${result.no_change_placements} ` +
+        `rss_mb=${result.rss_mb} loadavg=${result.loadavg_1m} actions=${JSON.stringify(result.actions)}`,
+    );
+  return 0;
+}

@@ -1,0 +1,308 @@
+// `berth agent` (DESIGN §5): registers the node with its one-time bootstrap secret, then long-polls
+// `ping` with its state and running containers, starts what it is given, kills what it is told to,
+// drains on request, and reports every exit. Its journal (work-dir/journal.json) lets a restarted agent
+// re-attach to containers that kept running and report those that ended while it was down.
+//
+// Work dir layout:
+//   node-token.json          the node token (0600), so a restart does not need the used-up secret
+//   journal.json             containers this agent is responsible for (see journal.ts)
+//   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
+//   containers/<id>/system.log  the agent's own lines for the container's log
+import { hostname } from 'node:os';
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createRuntime, detectRuntime, RUNTIME_NAMES, type RuntimeName } from './runtimes/detect.js';
+import { ProcessRuntime } from './runtimes/process.js';
+import type { Runtime } from './runtimes/types.js';
+import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
+import {
+  AbortedError,
+  AgentClient,
+  ApiHttpError,
+  Backoff,
+  isTransient,
+  pause,
+  retrying,
+  type NodeReportState,
+  type PingAnswer,
+  type UsageSample,
+} from './client.js';
+import { readCredentials, writeCredentials } from './credentials.js';
+import { Journal } from './journal.js';
+import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
+import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
+
+export type RuntimeSetting = 'auto' | RuntimeName;
+
+/** Options of one agent (the `berth agent` flags). */
+export interface AgentOptions {
+  apiUrl: string;
+  nodeId: string;
+  /** File holding the one-time bootstrap secret; needed only until the node token is saved. */
+  bootstrapSecretFile?: string | null;
+  workDir: string;
+  runtime?: RuntimeSetting;
+  killGraceMs?: number;
+  /** How long one ping waits for work on the server (the long poll). */
+  pingWaitMs?: number;
+  /** Usage sampling interval (default 5 s). */
+  sampleIntervalMs?: number;
+  shipper?: Partial<ShipperOptions>;
+  /** Where the agent's own log lines go (default stderr). */
+  log?: (line: string) => void;
+  /**
+   * Whether to send usage samples with the ping (default true). An API without the `usage` ping field
+   * answers 400 once; the agent then stops sending them.
+   */
+  sendUsage?: boolean;
+}
+
+/** The agent cannot go on: registration refused, node declared failed, token revoked. */
+export class AgentFatalError extends Error {
+  override name = 'AgentFatalError';
+  constructor(
+    message: string,
+    readonly exitCode = 3,
+  ) {
+    super(message);
+  }
+}
+
+export const DEFAULT_PING_WAIT_MS = 10_000;
+
+export class Agent {
+  readonly client: AgentClient;
+  private readonly stopper = new AbortController();
+  private wakeup = new AbortController();
+  private readonly runners = new Map<string, ContainerRunner>();
+  private journal: Journal | null = null;
+  private draining = false;
+  private sendUsage: boolean;
+  private readonly log: (line: string) => void;
+  /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
+  runtimeNote = '';
+
+  constructor(private readonly opts: AgentOptions) {
+    this.client = new AgentClient(opts.apiUrl.replace(/\/+$/, ''));
+    this.log = opts.log ?? ((line) => process.stderr.write(`berth agent: ${line}\n`));
+    this.sendUsage = opts.sendUsage ?? true;
+  }
+
+  /** Ids of the containers this agent is responsible for. */
+  running(): string[] {
+    return [...this.runners.keys()];
+  }
+
+  /** Stops pinging and reporting; running containers keep running for the next agent to re-attach. */
+  stop(): void {
+    this.stopper.abort();
+  }
+
+  /** Registers (or reuses the saved token), re-attaches, then pings until stop() or a fatal error. */
+  async run(): Promise<void> {
+    const { opts } = this;
+    await mkdir(join(opts.workDir, 'containers'), { recursive: true });
+    const runtimes = await this.chooseRuntimes();
+    await this.authenticate(runtimes.name);
+    this.journal = await Journal.load(join(opts.workDir, 'journal.json'));
+    const ctx: RunnerContext = {
+      client: this.client,
+      journal: this.journal,
+      runtimes: runtimes.choice,
+      containersDir: join(opts.workDir, 'containers'),
+      killGraceMs: opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
+      sampleIntervalMs: opts.sampleIntervalMs ?? 5000,
+      shipper: { ...DEFAULT_SHIPPER_OPTIONS, ...opts.shipper },
+      stop: this.stopper.signal,
+      log: this.log,
+    };
+    for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
+    try {
+      await this.loop(ctx);
+    } finally {
+      this.stopper.abort();
+    }
+  }
+
+  private async chooseRuntimes(): Promise<{ name: string; choice: RuntimeChoice }> {
+    const setting = this.opts.runtime ?? 'auto';
+    const processRt = new ProcessRuntime();
+    let main: Runtime;
+    if (setting === 'auto') {
+      const d = await detectRuntime();
+      main = d.runtime;
+      const skipped = Object.entries(d.skipped).map(([n, why]) => `${n}: ${why}`);
+      this.runtimeNote = skipped.join('; ');
+      this.log(`runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`);
+    } else {
+      if (!RUNTIME_NAMES.includes(setting))
+        throw new AgentFatalError(
+          `--runtime: expected auto or one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(setting)}`,
+          2,
+        );
+      main = setting === 'process' ? processRt : createRuntime(setting);
+      const why = await main.available();
+      if (why) throw new AgentFatalError(`--runtime ${setting}: not usable here: ${why}`, 2);
+      this.log(`runtime ${main.name}`);
+    }
+    const all = new Map<string, Runtime>([
+      [processRt.name, processRt],
+      [main.name, main],
+    ]);
+    return {
+      name: main.name,
+      choice: {
+        pick: (image) => (image === null || image === '' ? processRt : main),
+        byName: (name) => {
+          if (!all.has(name) && (RUNTIME_NAMES as readonly string[]).includes(name))
+            all.set(name, createRuntime(name as RuntimeName));
+          return all.get(name);
+        },
+      },
+    };
+  }
+
+  /** Uses the saved node token, or registers with the bootstrap secret and saves the token. */
+  private async authenticate(runtime: string): Promise<void> {
+    const { opts } = this;
+    const saved = await readCredentials(opts.workDir, opts.nodeId);
+    if (saved) {
+      this.client.token = saved.token;
+      this.log(`node ${opts.nodeId}: using the saved node token`);
+      return;
+    }
+    if (!opts.bootstrapSecretFile)
+      throw new AgentFatalError(
+        `--bootstrap-secret-file is required: no saved node token for node ${opts.nodeId} in ${opts.workDir}`,
+        2,
+      );
+    let secret: string;
+    try {
+      secret = (await readFile(opts.bootstrapSecretFile, 'utf8')).trim();
+    } catch (err) {
+      throw new AgentFatalError(
+        `--bootstrap-secret-file: cannot read ${opts.bootstrapSecretFile}: ${(err as Error).message}`,
+        2,
+      );
+    }
+    if (!secret)
+      throw new AgentFatalError(`--bootstrap-secret-file: ${opts.bootstrapSecretFile} is empty`, 2);
+    const info = { hostname: hostname(), pid: process.pid, runtime, version: '0.1.0' };
+    try {
+      const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
+        signal: this.stopper.signal,
+        onRetry: (err, d) => this.log(`register: ${err.message}; retry in ${d} ms`),
+      });
+      this.client.token = r.token;
+    } catch (err) {
+      if (err instanceof AbortedError) throw err;
+      throw new AgentFatalError(`registration of node ${opts.nodeId} refused: ${(err as Error).message}`);
+    }
+    await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
+    this.log(`node ${opts.nodeId}: registered`);
+  }
+
+  private track(runner: ContainerRunner): void {
+    this.runners.set(runner.id, runner);
+    void runner.done.then(() => {
+      if (this.runners.get(runner.id) === runner) this.runners.delete(runner.id);
+      this.wakeup.abort(); // report the new state (idle, drained) without waiting out the long poll
+    });
+  }
+
+  private state(): NodeReportState {
+    if (this.draining) return this.runners.size > 0 ? 'draining' : 'drained';
+    return this.runners.size > 0 ? 'busy' : 'idle';
+  }
+
+  private usage(): Record<string, UsageSample> | undefined {
+    if (!this.sendUsage) return undefined;
+    const out: Record<string, UsageSample> = {};
+    for (const [id, r] of this.runners)
+      if (r.lastUsage)
+        out[id] = {
+          cpu_seconds: r.lastUsage.cpuSeconds,
+          ram: Math.round(r.lastUsage.ramBytes),
+          peak_ram: Math.round(r.lastUsage.peakRamBytes),
+        };
+    return Object.keys(out).length ? out : undefined;
+  }
+
+  private async loop(ctx: RunnerContext): Promise<void> {
+    const stop = this.stopper.signal;
+    const backoff = new Backoff(200, 10_000);
+    let lastError = '';
+    while (!stop.aborted) {
+      if (this.wakeup.signal.aborted) this.wakeup = new AbortController();
+      const state = this.state();
+      const usage = this.usage();
+      let ans: PingAnswer;
+      try {
+        ans = await this.client.ping(
+          this.opts.nodeId,
+          {
+            state,
+            running: this.running(),
+            // A draining agent with nothing left reports 'drained' and then polls slowly.
+            wait_ms: this.opts.pingWaitMs ?? DEFAULT_PING_WAIT_MS,
+            ...(usage ? { usage } : {}),
+          },
+          AbortSignal.any([stop, this.wakeup.signal]),
+        );
+        backoff.reset();
+        if (lastError) this.log('API reachable again');
+        lastError = '';
+      } catch (err) {
+        if (err instanceof AbortedError) continue;
+        if (err instanceof ApiHttpError && err.status === 409)
+          await this.fatal(`node ${this.opts.nodeId} was declared failed: ${err.message}`);
+        if (err instanceof ApiHttpError && err.status === 401)
+          await this.fatal(`node token revoked or unknown: ${err.message}`);
+        if (err instanceof ApiHttpError && (err.status === 403 || err.status === 404))
+          await this.fatal(`the API refuses this node: ${err.message}`);
+        if (err instanceof ApiHttpError && err.status === 400 && usage) {
+          this.log(`ping refused with usage samples (${err.message}); sending pings without them`);
+          this.sendUsage = false;
+          continue;
+        }
+        const msg = (err as Error).message;
+        if (msg !== lastError) this.log(`ping failed: ${msg}${isTransient(err) ? '; retrying' : ''}`);
+        lastError = msg;
+        await pause(backoff.delay(), stop);
+        continue;
+      }
+      try {
+        this.apply(ctx, ans);
+      } catch (err) {
+        this.log(`handling the ping answer failed: ${(err as Error).stack ?? String(err)}`);
+      }
+    }
+  }
+
+  private apply(ctx: RunnerContext, ans: PingAnswer): void {
+    if (ans.drain && !this.draining) {
+      this.draining = true;
+      this.log('draining: starting nothing new');
+    }
+    for (const id of ans.kill) this.runners.get(id)?.kill('cancelled');
+    for (const order of ans.start) {
+      if (this.runners.has(order.id)) continue;
+      if (this.draining) continue; // left Locked: the dispatcher unlocks it
+      this.log(`container ${order.id}: starting`);
+      this.track(ContainerRunner.launch(ctx, order));
+    }
+  }
+
+  /** Kills everything this agent runs and throws: it must not run anything for a failed node. */
+  private async fatal(message: string): Promise<never> {
+    this.log(`${message}; killing ${this.runners.size} container(s) and exiting`);
+    const runners = [...this.runners.values()];
+    await Promise.all(runners.map((r) => r.killNow()));
+    this.stopper.abort();
+    if (this.journal) {
+      this.journal.containers.clear();
+      await this.journal.save().catch(() => {});
+    }
+    throw new AgentFatalError(message);
+  }
+}

@@ -1,0 +1,241 @@
+// The agent's HTTP client for the agent-facing API (DESIGN §5): register, long-poll ping, start, logs,
+// complete, cancel. Errors are classified once, here: `isTransient` says whether repeating the same call
+// later may succeed (network error, timeout, 5xx, 429), so callers retry on facts, not message text.
+
+/** An answer from the API with a non-2xx status. */
+export class ApiHttpError extends Error {
+  override name = 'ApiHttpError';
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(`HTTP ${status} ${code}: ${message}`);
+  }
+}
+
+/** The API could not be reached or did not answer in time. */
+export class ApiUnreachableError extends Error {
+  override name = 'ApiUnreachableError';
+}
+
+/** Whether repeating the call later may succeed. */
+export function isTransient(err: unknown): boolean {
+  if (err instanceof ApiUnreachableError) return true;
+  if (err instanceof ApiHttpError) return err.status >= 500 || err.status === 429 || err.status === 408;
+  return false;
+}
+
+/** A container to start, as the ping returns it. */
+export interface StartOrder {
+  id: string;
+  lock_token: string;
+  image: string | null;
+  command: string[];
+  env: Record<string, string>;
+  cwd: string | null;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  max_run_time_ms: number | null;
+}
+
+export type NodeReportState = 'idle' | 'busy' | 'draining' | 'drained';
+
+/** A usage sample of one running container, sent with the ping. */
+export interface UsageSample {
+  cpu_seconds: number;
+  ram: number;
+  peak_ram: number;
+}
+
+export interface PingBody {
+  state: NodeReportState;
+  running: string[];
+  wait_ms: number;
+  usage?: Record<string, UsageSample>;
+}
+
+export interface PingAnswer {
+  node: { id: string; state: string };
+  start: StartOrder[];
+  kill: string[];
+  drain: boolean;
+}
+
+export interface LogChunkBody {
+  seq: number;
+  stream: 'stdout' | 'stderr' | 'system';
+  data: string;
+}
+
+export interface CompleteBody {
+  exit_code: number;
+  oom_killed: boolean;
+  usage: { peak_ram: number; cpu_seconds: number; wall_ms: number; scratch_peak?: number };
+  reason?: string;
+}
+
+/** Extra time on top of a long poll's wait before the client gives up on the answer. */
+const LONG_POLL_SLACK_MS = 15_000;
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+export class AgentClient {
+  /** The node token, once registered. */
+  token: string | null = null;
+
+  constructor(readonly baseUrl: string) {}
+
+  async register(
+    nodeId: string,
+    secret: string,
+    info: Record<string, unknown>,
+  ): Promise<{ node: { id: string }; token: string }> {
+    return this.call('POST', '/v1/nodes/register', { node_id: nodeId, secret, info }, { auth: false });
+  }
+
+  /** The long poll: resolves when there is work, or after body.wait_ms; `signal` aborts it early. */
+  async ping(nodeId: string, body: PingBody, signal?: AbortSignal): Promise<PingAnswer> {
+    return this.call('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/ping`, body, {
+      timeoutMs: body.wait_ms + LONG_POLL_SLACK_MS,
+      signal,
+    });
+  }
+
+  async start(id: string, lockToken: string): Promise<void> {
+    await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/start`, { lock_token: lockToken });
+  }
+
+  async logs(id: string, lockToken: string, chunks: LogChunkBody[]): Promise<void> {
+    await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/logs`, {
+      lock_token: lockToken,
+      chunks,
+    });
+  }
+
+  async complete(id: string, lockToken: string, body: CompleteBody): Promise<void> {
+    await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/complete`, {
+      lock_token: lockToken,
+      ...body,
+    });
+  }
+
+  async cancel(id: string, lockToken: string, cls: 'temp' | 'perm', reason: string): Promise<void> {
+    await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, {
+      lock_token: lockToken,
+      class: cls,
+      reason: reason.slice(0, 4096),
+    });
+  }
+
+  private async call<T>(
+    method: string,
+    path: string,
+    body: unknown,
+    opts: { auth?: boolean; timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<T> {
+    const timeout = AbortSignal.timeout(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl}${path}`, {
+        method,
+        headers: {
+          'content-type': 'application/json',
+          ...(opts.auth !== false && this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        },
+        body: JSON.stringify(body),
+        signal,
+      });
+    } catch (err) {
+      const e = err as Error & { cause?: Error };
+      if (opts.signal?.aborted) throw new AbortedError();
+      throw new ApiUnreachableError(
+        `cannot reach the API at ${this.baseUrl}: ${e.cause?.message ?? e.message}`,
+      );
+    }
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      if (opts.signal?.aborted) throw new AbortedError();
+      throw new ApiUnreachableError(`reading the answer from ${this.baseUrl}: ${(err as Error).message}`);
+    }
+    if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
+    let code = 'error';
+    let message = text.slice(0, 500);
+    try {
+      const j = JSON.parse(text) as { error?: { code?: string; message?: string } };
+      code = j.error?.code ?? code;
+      message = j.error?.message ?? message;
+    } catch {
+      // not JSON (a proxy's error page): keep the text
+    }
+    throw new ApiHttpError(res.status, code, message);
+  }
+}
+
+/** The caller aborted the call (the agent is stopping, or a long poll was cut short on purpose). */
+export class AbortedError extends Error {
+  override name = 'AbortedError';
+  constructor() {
+    super('aborted');
+  }
+}
+
+/** Backoff for transient errors: doubles from `minMs` to `maxMs`, with jitter. */
+export class Backoff {
+  private next: number;
+  constructor(
+    private readonly minMs = 200,
+    private readonly maxMs = 10_000,
+  ) {
+    this.next = minMs;
+  }
+  /** The delay before the next attempt. */
+  delay(): number {
+    const d = this.next;
+    this.next = Math.min(this.maxMs, this.next * 2);
+    return Math.round(d * (0.75 + Math.random() * 0.5));
+  }
+  reset(): void {
+    this.next = this.minMs;
+  }
+}
+
+/** Sleeps `ms`, or less when `signal` aborts (then resolves, never rejects). */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Calls `fn` until it succeeds or fails with a non-transient error; transient failures are retried with
+ * backoff until `signal` aborts (then AbortedError). `onRetry` hears about each transient failure.
+ */
+export async function retrying<T>(
+  fn: () => Promise<T>,
+  opts: { signal?: AbortSignal; onRetry?: (err: Error, delayMs: number) => void; maxMs?: number } = {},
+): Promise<T> {
+  const backoff = new Backoff(200, opts.maxMs ?? 10_000);
+  for (;;) {
+    if (opts.signal?.aborted) throw new AbortedError();
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isTransient(err)) throw err;
+      const d = backoff.delay();
+      opts.onRetry?.(err as Error, d);
+      await pause(d, opts.signal);
+    }
+  }
+}

@@ -1,0 +1,129 @@
+// The agent's local journal (work-dir/journal.json): what a restarted agent needs to find its containers
+// again and to report what it had not reported yet (DESIGN §5.4). Written atomically (temp file, fsync,
+// rename), so a crash leaves either the old or the new journal, never half of one. Writes are serialised
+// and coalesced: a save() that arrives while one is in flight is folded into the next write.
+import { mkdir, open, readFile, rename } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { ExitInfo } from './runtimes/types.js';
+
+export type LogStreamName = 'stdout' | 'stderr' | 'system';
+
+/** A log chunk planned (and written to the journal) before it is sent: a resend is byte-identical. */
+export interface PlannedChunk {
+  seq: number;
+  stream: LogStreamName;
+  /** Byte range [from, to) of the stream's file. */
+  from: number;
+  to: number;
+}
+
+/** Where a container's log shipping stands. */
+export interface LogCursor {
+  /** Bytes of each stream's file already planned into chunks. */
+  offsets: Record<LogStreamName, number>;
+  nextSeq: number;
+  /** Chunks planned and not yet acknowledged by the API; resent as they are after a restart. */
+  pending: PlannedChunk[];
+  /** The API refused the logs for good (token revoked): nothing more is sent. */
+  closed: boolean;
+}
+
+/**
+ * Lifecycle of a container on this agent:
+ * starting (journaled before the API start and the runtime start) → running → exited (exit known,
+ * complete not yet acknowledged) → removed from the journal.
+ */
+export type EntryPhase = 'starting' | 'running' | 'exited';
+
+/** One container in the journal. */
+export interface JournalEntry {
+  id: string;
+  lockToken: string;
+  phase: EntryPhase;
+  /** The runtime chosen for it (re-attach asks this one). */
+  runtime: string;
+  /** The runtime's work dir for the container. */
+  runDir: string;
+  /** When the agent started it (ms since the epoch); keeps max_run_time across restarts. */
+  startedAt: number;
+  maxRunTimeMs: number | null;
+  scratch: number;
+  /** Set once the API accepted the start. */
+  startReported: boolean;
+  /** Why Berth is stopping it, once decided (kill list, max_run_time): survives a restart. */
+  killReason: string | null;
+  exit: ExitInfo | null;
+  log: LogCursor;
+}
+
+interface JournalFile {
+  version: 1;
+  containers: Record<string, JournalEntry>;
+}
+
+export class Journal {
+  private writing: Promise<void> | null = null;
+  private dirty = false;
+  private seq = 0;
+
+  private constructor(
+    readonly path: string,
+    readonly containers: Map<string, JournalEntry>,
+  ) {}
+
+  /** Loads the journal at `path` (an empty one when the file does not exist). */
+  static async load(path: string): Promise<Journal> {
+    await mkdir(dirname(path), { recursive: true });
+    let text: string | null = null;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    const map = new Map<string, JournalEntry>();
+    if (text) {
+      let data: JournalFile;
+      try {
+        data = JSON.parse(text) as JournalFile;
+      } catch (err) {
+        throw new Error(
+          `journal ${path} is not valid JSON (${(err as Error).message}); move it away to start afresh`,
+        );
+      }
+      for (const [id, e] of Object.entries(data.containers ?? {})) map.set(id, e);
+    }
+    return new Journal(path, map);
+  }
+
+  /** Writes the current state; resolves once a write that includes every change made before the call is done. */
+  async save(): Promise<void> {
+    this.dirty = true;
+    while (this.dirty) {
+      if (this.writing) {
+        await this.writing;
+        continue;
+      }
+      this.dirty = false;
+      this.writing = this.write().finally(() => (this.writing = null));
+      await this.writing;
+    }
+  }
+
+  private async write(): Promise<void> {
+    const data: JournalFile = { version: 1, containers: Object.fromEntries(this.containers) };
+    const tmp = join(dirname(this.path), `.journal.${process.pid}.${++this.seq}.tmp`);
+    const fh = await open(tmp, 'w', 0o600);
+    try {
+      await fh.writeFile(JSON.stringify(data));
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, this.path);
+  }
+}
+
+/** A fresh log cursor. */
+export function newLogCursor(): LogCursor {
+  return { offsets: { stdout: 0, stderr: 0, system: 0 }, nextSeq: 0, pending: [], closed: false };
+}

@@ -1,0 +1,308 @@
+// One container on this agent, from the start order to the acknowledged exit (DESIGN §5, §8):
+// journal it, report start (refused → never run it), start it on the runtime, supervise it
+// (max_run_time, scratch, kill grace), ship its logs, report the exit. A restarted agent builds a runner
+// from the journal entry instead (resume), re-attaches to the container and carries on where it stopped.
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Supervisor } from './supervisor.js';
+import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage } from './runtimes/types.js';
+import {
+  AbortedError,
+  ApiHttpError,
+  retrying,
+  type AgentClient,
+  type CompleteBody,
+  type StartOrder,
+} from './client.js';
+import { newLogCursor, type Journal, type JournalEntry } from './journal.js';
+import { LogShipper, type ShipperOptions } from './log-shipper.js';
+
+/** How the agent chooses runtimes: by image for new containers, by name for re-attach. */
+export interface RuntimeChoice {
+  pick(image: string | null): Runtime;
+  byName(name: string): Runtime | undefined;
+}
+
+/** What every runner shares with the agent. */
+export interface RunnerContext {
+  client: AgentClient;
+  journal: Journal;
+  runtimes: RuntimeChoice;
+  /** Parent of each container's directory (work-dir/containers). */
+  containersDir: string;
+  killGraceMs: number;
+  sampleIntervalMs: number;
+  shipper: ShipperOptions;
+  /** Aborted when the agent stops: runners stop reporting and leave their containers to the next agent. */
+  stop: AbortSignal;
+  log: (line: string) => void;
+}
+
+export class ContainerRunner {
+  private supervisor: Supervisor | null = null;
+  private shipper: LogShipper | null = null;
+  /** A kill requested before the container was started or supervised. */
+  private killRequested: string | null = null;
+  /** The latest usage sample while it runs. */
+  lastUsage: Usage | null = null;
+  /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
+  readonly done: Promise<void>;
+
+  private constructor(
+    private readonly ctx: RunnerContext,
+    readonly id: string,
+    body: () => Promise<void>,
+  ) {
+    // Deferred: `body` refers to the runner, which exists only once this constructor returned.
+    this.done = Promise.resolve()
+      .then(body)
+      .catch((err: Error) => ctx.log(`container ${id}: ${err.stack ?? err.message}`));
+  }
+
+  /** Starts a container from a ping's start order. */
+  static launch(ctx: RunnerContext, order: StartOrder): ContainerRunner {
+    let self: ContainerRunner;
+    // eslint-disable-next-line prefer-const
+    self = new ContainerRunner(ctx, order.id, () => self.runNew(order));
+    return self;
+  }
+
+  /** Carries on with a container found in the journal of an earlier agent. */
+  static resume(ctx: RunnerContext, entry: JournalEntry): ContainerRunner {
+    let self: ContainerRunner;
+    // eslint-disable-next-line prefer-const
+    self = new ContainerRunner(ctx, entry.id, () => self.runResumed(entry));
+    return self;
+  }
+
+  /** The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. */
+  kill(reason = 'cancelled'): void {
+    const entry = this.ctx.journal.containers.get(this.id);
+    if (entry && !entry.killReason) {
+      entry.killReason = reason;
+      void this.ctx.journal.save().catch(() => {});
+    }
+    if (this.supervisor) void this.supervisor.cancel(reason).catch(() => {});
+    else this.killRequested ??= reason;
+  }
+
+  /** SIGKILL at once (the node was declared failed: its containers already run elsewhere). */
+  async killNow(timeoutMs = 10_000): Promise<void> {
+    this.killRequested ??= 'node failed';
+    const sup = this.supervisor;
+    if (!sup) return;
+    await sup.handle.signal('SIGKILL').catch(() => {});
+    // Wait (bounded) for the runtime to reap it, so that its processes and cgroup are gone.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([sup.wait().catch(() => {}), new Promise((r) => (timer = setTimeout(r, timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
+  private dir(): string {
+    return join(this.ctx.containersDir, this.id);
+  }
+
+  private async runNew(order: StartOrder): Promise<void> {
+    const { ctx } = this;
+    const runDir = join(this.dir(), 'run');
+    await mkdir(runDir, { recursive: true });
+    const runtime = ctx.runtimes.pick(order.image);
+    const entry: JournalEntry = {
+      id: order.id,
+      lockToken: order.lock_token,
+      phase: 'starting',
+      runtime: runtime.name,
+      runDir,
+      startedAt: Date.now(),
+      maxRunTimeMs: order.max_run_time_ms,
+      scratch: order.scratch,
+      startReported: false,
+      killReason: null,
+      exit: null,
+      log: newLogCursor(),
+    };
+    ctx.journal.containers.set(entry.id, entry);
+    await ctx.journal.save();
+    try {
+      await retrying(() => ctx.client.start(order.id, order.lock_token), {
+        signal: ctx.stop,
+        onRetry: (err, d) =>
+          ctx.log(`container ${order.id}: start report failed (${err.message}); retry in ${d} ms`),
+      });
+    } catch (err) {
+      if (err instanceof AbortedError) return; // the next agent finds it in the journal
+      ctx.log(`container ${order.id}: the API refused the start (${(err as Error).message}); not running it`);
+      await this.forget();
+      return;
+    }
+    entry.startReported = true;
+    if (this.killRequested) {
+      await this.cancel(entry, 'temp', `killed before it started: ${this.killRequested}`);
+      return;
+    }
+    const spec: RunSpec = {
+      id: order.id,
+      image: order.image,
+      command: order.command,
+      env: order.env ?? {},
+      ...(order.cwd ? { cwd: order.cwd } : {}),
+      vcpus: order.vcpus,
+      ram: order.ram,
+      scratch: order.scratch,
+      gpus: order.gpus,
+      workDir: runDir,
+    };
+    let handle: RunHandle;
+    try {
+      entry.startedAt = Date.now();
+      handle = await runtime.start(spec);
+    } catch (err) {
+      const cls = (err as { failureClass?: string }).failureClass === 'perm' ? 'perm' : 'temp';
+      const msg = `${runtime.name} runtime could not start it: ${(err as Error).message}`;
+      ctx.log(`container ${order.id}: ${msg} (cancel ${cls})`);
+      await this.cancel(entry, cls, msg);
+      return;
+    }
+    entry.phase = 'running';
+    await ctx.journal.save();
+    await this.supervise(entry, handle);
+  }
+
+  private async runResumed(entry: JournalEntry): Promise<void> {
+    const { ctx } = this;
+    if (entry.phase === 'exited' && entry.exit) {
+      await this.finish(entry, entry.exit, this.makeShipper(entry));
+      return;
+    }
+    const runtime = ctx.runtimes.byName(entry.runtime);
+    const handle = runtime ? await runtime.reattach(entry.id, entry.runDir).catch(() => null) : null;
+    if (!handle) {
+      const why =
+        entry.phase === 'starting'
+          ? 'the agent restarted before the container was started'
+          : `the ${entry.runtime} runtime has no trace of the container after an agent restart`;
+      ctx.log(`container ${entry.id}: ${why}`);
+      await this.cancel(entry, 'temp', why);
+      return;
+    }
+    ctx.log(`container ${entry.id}: re-attached (${entry.runtime})`);
+    if (entry.phase === 'starting') {
+      entry.phase = 'running';
+      await ctx.journal.save();
+    }
+    if (entry.killReason) this.killRequested ??= entry.killReason;
+    await this.supervise(entry, handle);
+  }
+
+  private makeShipper(entry: JournalEntry): LogShipper {
+    this.shipper = new LogShipper(
+      entry,
+      {
+        stdout: join(entry.runDir, 'stdout'),
+        stderr: join(entry.runDir, 'stderr'),
+        system: join(this.dir(), 'system.log'),
+      },
+      this.ctx.client,
+      this.ctx.journal,
+      this.ctx.stop,
+      this.ctx.log,
+      this.ctx.shipper,
+    );
+    void this.shipper.start();
+    return this.shipper;
+  }
+
+  private async supervise(entry: JournalEntry, handle: RunHandle): Promise<void> {
+    const { ctx } = this;
+    const shipper = this.makeShipper(entry);
+    if (handle.warning) await shipper.system(`warning: ${handle.warning}`);
+    const sup = new Supervisor(handle, {
+      maxRunTimeMs: entry.maxRunTimeMs,
+      scratchBytes: entry.scratch,
+      killGraceMs: ctx.killGraceMs,
+      sampleIntervalMs: ctx.sampleIntervalMs,
+      startedAt: new Date(entry.startedAt),
+      onSample: (u) => (this.lastUsage = u),
+      onEvent: (line) => void shipper.system(line).catch(() => {}),
+    });
+    this.supervisor = sup;
+    if (this.killRequested) void sup.cancel(this.killRequested).catch(() => {});
+    const stopped = new Promise<'stopped'>((resolve) => {
+      if (ctx.stop.aborted) resolve('stopped');
+      ctx.stop.addEventListener('abort', () => resolve('stopped'), { once: true });
+    });
+    let info: ExitInfo | 'stopped';
+    try {
+      info = await Promise.race([sup.wait(), stopped]);
+    } catch (err) {
+      const why = `the ${handle.runtime} runtime lost the container: ${(err as Error).message}`;
+      await shipper.system(why).catch(() => {});
+      await this.cancel(entry, 'temp', why);
+      return;
+    }
+    if (info === 'stopped') return; // the next agent re-attaches
+    if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };
+    entry.exit = info;
+    entry.phase = 'exited';
+    await ctx.journal.save();
+    await this.finish(entry, info, shipper);
+  }
+
+  /** Ships the rest of the log and reports the exit. */
+  private async finish(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
+    const { ctx } = this;
+    if (info.oomKilled) await shipper.system('the container was killed: out of memory (its ram limit)');
+    await shipper.finish();
+    if (ctx.stop.aborted) return;
+    const body: CompleteBody = {
+      exit_code: info.exitCode ?? -1,
+      oom_killed: info.oomKilled,
+      usage: {
+        peak_ram: Math.max(0, Math.round(info.peakRamBytes)),
+        cpu_seconds: Math.max(0, info.cpuSeconds),
+        wall_ms: Math.max(0, Math.round(info.wallMs)),
+      },
+      ...(info.reason ? { reason: info.reason.slice(0, 4096) } : {}),
+    };
+    try {
+      await retrying(() => ctx.client.complete(entry.id, entry.lockToken, body), {
+        signal: ctx.stop,
+        onRetry: (err, d) =>
+          ctx.log(`container ${entry.id}: complete report failed (${err.message}); retry in ${d} ms`),
+      });
+      ctx.log(`container ${entry.id}: exited ${body.exit_code}${info.reason ? ` (${info.reason})` : ''}`);
+    } catch (err) {
+      if (err instanceof AbortedError) return;
+      // 409: cancelled meanwhile (its token was revoked), which is how a kill-list kill ends.
+      const stale = err instanceof ApiHttpError && err.status === 409;
+      ctx.log(
+        `container ${entry.id}: exit ${body.exit_code} not recorded${stale ? ' (it was cancelled)' : ''}: ${(err as Error).message}`,
+      );
+    }
+    await this.forget();
+  }
+
+  /** Cancels the container through the API (after shipping what its log holds), then forgets it. */
+  private async cancel(entry: JournalEntry, cls: 'temp' | 'perm', reason: string): Promise<void> {
+    const { ctx } = this;
+    const shipper = this.shipper ?? this.makeShipper(entry);
+    await shipper.system(reason).catch(() => {});
+    await shipper.finish();
+    if (ctx.stop.aborted) return;
+    try {
+      await retrying(() => ctx.client.cancel(entry.id, entry.lockToken, cls, reason), { signal: ctx.stop });
+    } catch (err) {
+      if (err instanceof AbortedError) return;
+      ctx.log(`container ${entry.id}: cancel (${cls}) not recorded: ${(err as Error).message}`);
+    }
+    await this.forget();
+  }
+
+  private async forget(): Promise<void> {
+    this.ctx.journal.containers.delete(this.id);
+    await this.ctx.journal.save();
+    await rm(this.dir(), { recursive: true, force: true }).catch((err: Error) =>
+      this.ctx.log(`container ${this.id}: cannot remove ${this.dir()}: ${err.message}`),
+    );
+  }
+}

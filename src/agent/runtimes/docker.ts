@@ -1,0 +1,288 @@
+// The docker runtime, through the Engine API on the daemon's socket (no docker CLI). Containers are
+// named berth-<id> and labelled; the handle (engine-handle.ts) keeps state in the daemon, so a restarted
+// agent re-attaches by name.
+import { createReadStream } from 'node:fs';
+import { readFile, writeFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { DockerApi, DockerApiError, readAll } from './docker-api.js';
+import { EngineHandle, type ContainerEngine, type EngineState } from './engine-handle.js';
+import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
+import { classifyImage, tarballKey } from './image.js';
+import { clearRunFiles } from './shim.js';
+import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
+
+/** Options of the docker runtime. */
+export interface DockerOptions {
+  socketPath?: string;
+  /** Pull images that are not present locally (default true; false where no registry is reachable). */
+  pull?: boolean;
+}
+
+/** The parts of GET /containers/{id}/json Berth reads. */
+interface Inspect {
+  State: { Running: boolean; ExitCode: number; OOMKilled: boolean; StartedAt: string; FinishedAt: string };
+  GraphDriver?: { Data?: { UpperDir?: string } };
+}
+
+/** Runs containers from image names (and imported root-filesystem tarballs) with the docker daemon. */
+export class DockerRuntime implements Runtime {
+  readonly name = 'docker';
+  readonly api: DockerApi;
+  private readonly engine: DockerEngine;
+
+  constructor(private readonly opts: DockerOptions = {}) {
+    this.api = new DockerApi(opts.socketPath);
+    this.engine = new DockerEngine(this.api);
+  }
+
+  async available(): Promise<string | null> {
+    try {
+      await readAll(await this.api.stream({ path: '/_ping', timeoutMs: 3000 }));
+    } catch (err) {
+      return `docker daemon not answering at ${this.api.socketPath}: ${(err as Error).message}`;
+    }
+    return cgroupV1Unusable();
+  }
+
+  async start(spec: RunSpec): Promise<RunHandle> {
+    validateSpec(spec);
+    if (spec.gpus > 0) throw new RunSpecError(`gpus: GPU containers are not supported yet, got ${spec.gpus}`);
+    const image = await this.resolveImage(spec.image).catch((err: unknown) => {
+      throw classify(err, spec.image ?? '');
+    });
+    const name = `berth-${spec.id}`;
+    await clearRunFiles(spec.workDir);
+    // A container of the same name is a leftover of a crashed earlier attempt: it would block the name.
+    await this.api
+      .call({ method: 'DELETE', path: `/containers/${name}`, query: { force: true } })
+      .catch(notFoundOk);
+    const cgroup = CgroupV1.forContainer(spec.id);
+    await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
+    try {
+      await this.api.call({
+        method: 'POST',
+        path: '/containers/create',
+        query: { name },
+        json: {
+          Image: image,
+          Cmd: spec.command,
+          Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+          ...(spec.cwd ? { WorkingDir: spec.cwd } : {}),
+          Labels: { 'berth.container': spec.id, 'berth.workdir': spec.workDir },
+          HostConfig: {
+            Memory: spec.ram,
+            MemorySwap: spec.ram,
+            NanoCpus: Math.round(spec.vcpus * 1e9),
+            CgroupParent: `/${cgroup.path}`,
+            NetworkMode: 'host',
+          },
+        },
+      });
+      await this.api.call({ method: 'POST', path: `/containers/${name}/start` });
+    } catch (err) {
+      await this.api
+        .call({ method: 'DELETE', path: `/containers/${name}`, query: { force: true } })
+        .catch(() => {});
+      await cgroup.remove().catch(() => {});
+      throw classify(err, spec.image ?? '');
+    }
+    await writeFile(
+      join(spec.workDir, 'run.json'),
+      JSON.stringify({ runtime: this.name, id: spec.id, name }),
+    );
+    return new EngineHandle(this.engine, spec.id, spec.workDir, cgroup);
+  }
+
+  async reattach(id: string, workDir: string): Promise<RunHandle | null> {
+    const state = await readFile(join(workDir, 'run.json'), 'utf8').then(
+      (t) => JSON.parse(t) as { runtime: string; id: string },
+      () => null,
+    );
+    if (!state || state.runtime !== this.name || state.id !== id) return null;
+    const result = await readFile(join(workDir, 'result.json'), 'utf8').catch(() => null);
+    if (!result) {
+      try {
+        await this.api.call({ path: `/containers/berth-${id}/json` });
+      } catch (err) {
+        if (err instanceof DockerApiError && err.status === 404) return null;
+        throw err;
+      }
+    }
+    return new EngineHandle(this.engine, id, workDir, CgroupV1.forContainer(id));
+  }
+
+  /** The image name to create the container from; imports a root-filesystem tarball once. */
+  private async resolveImage(image: string | null): Promise<string> {
+    const ref = classifyImage(image);
+    if (ref.kind === 'none')
+      throw new RunSpecError('image: the docker runtime needs an image; use the process runtime');
+    if (ref.kind === 'tarball') {
+      const name = `berth-rootfs:${await tarballKey(ref.path)}`;
+      if (!(await this.imageExists(name))) {
+        let progress: string;
+        try {
+          const res = await this.api.stream({
+            method: 'POST',
+            path: '/images/create',
+            query: { fromSrc: '-', repo: name.split(':')[0]!, tag: name.split(':')[1]! },
+            body: createReadStream(ref.path),
+            contentType: 'application/x-tar',
+            timeoutMs: 600_000,
+          });
+          progress = (await readAll(res)).toString();
+        } catch (err) {
+          // The daemon refusing the archive is the tarball's fault; not reaching the daemon is not.
+          if (err instanceof DockerApiError)
+            throw new ImageNotFoundError(ref.path, `docker import: ${err.message}`);
+          throw err;
+        }
+        const failure = progressError(progress);
+        if (failure) throw new ImageNotFoundError(ref.path, `docker import: ${failure}`);
+      }
+      return name;
+    }
+    if (await this.imageExists(ref.name)) return ref.name;
+    if (this.opts.pull === false)
+      throw new ImageNotFoundError(ref.name, 'not present on this machine (pulling is disabled)');
+    const [repo, tag] = splitTag(ref.name);
+    let progress: string;
+    try {
+      const res = await this.api.stream({
+        method: 'POST',
+        path: '/images/create',
+        query: { fromImage: repo, tag },
+        timeoutMs: 600_000,
+      });
+      progress = (await readAll(res)).toString();
+    } catch (err) {
+      throw classify(err, ref.name);
+    }
+    // The daemon answers 200 and reports a failed pull inside the progress stream.
+    const failure = progressError(progress);
+    if (failure)
+      throw /not found|does not exist|manifest unknown|denied|unauthorized/i.test(failure)
+        ? new ImageNotFoundError(ref.name, failure)
+        : new RuntimeTransientError(this.name, `pull ${ref.name}: ${failure}`);
+    if (!(await this.imageExists(ref.name)))
+      throw new ImageNotFoundError(ref.name, 'pull finished but the image is not present');
+    return ref.name;
+  }
+
+  private async imageExists(name: string): Promise<boolean> {
+    try {
+      await this.api.call({ path: `/images/${encodeURIComponent(name)}/json` });
+      return true;
+    } catch (err) {
+      if (err instanceof DockerApiError && err.status === 404) return false;
+      throw err;
+    }
+  }
+}
+
+/** The error a daemon reported inside a 200 progress stream (JSON lines), if any. */
+function progressError(progress: string): string | null {
+  for (const line of progress.split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      const msg = JSON.parse(line) as { error?: string; errorDetail?: { message?: string } };
+      if (msg.error || msg.errorDetail) return msg.errorDetail?.message ?? msg.error ?? 'unknown error';
+    } catch {
+      // not JSON: not an error report
+    }
+  }
+  return null;
+}
+
+function splitTag(name: string): [string, string] {
+  const slash = name.lastIndexOf('/');
+  const colon = name.lastIndexOf(':');
+  return colon > slash ? [name.slice(0, colon), name.slice(colon + 1)] : [name, 'latest'];
+}
+
+/** Maps daemon errors to the classes the agent acts on: missing images are permanent, the rest transient. */
+function classify(err: unknown, image: string): Error {
+  if (
+    err instanceof RunSpecError ||
+    err instanceof ImageNotFoundError ||
+    err instanceof RuntimeTransientError
+  )
+    return err;
+  if (err instanceof DockerApiError) {
+    if (err.status === 404 && /image|manifest|repository/i.test(err.message))
+      return new ImageNotFoundError(image, err.message);
+    if (err.status === 400) return new RunSpecError(err.message);
+    return new RuntimeTransientError('docker', err.message, { cause: err });
+  }
+  return new RuntimeTransientError('docker', (err as Error).message, { cause: err });
+}
+
+function notFoundOk(err: unknown): void {
+  if (!(err instanceof DockerApiError && err.status === 404)) throw err;
+}
+
+/** The docker daemon's side of a container, over the Engine API. */
+class DockerEngine implements ContainerEngine {
+  readonly name = 'docker';
+  readonly reportsOom = true;
+  constructor(private readonly api: DockerApi) {}
+
+  async wait(container: string): Promise<void> {
+    await this.api
+      .call({ method: 'POST', path: `/containers/${container}/wait`, timeoutMs: 0 })
+      .catch(notFoundOk);
+  }
+
+  async inspect(container: string): Promise<EngineState | null> {
+    let ins: Inspect;
+    try {
+      ins = await this.api.call<Inspect>({ path: `/containers/${container}/json` });
+    } catch (err) {
+      if (err instanceof DockerApiError && err.status === 404) return null;
+      throw err;
+    }
+    const s = ins.State;
+    return {
+      running: s.Running,
+      exitCode: s.ExitCode,
+      oomKilled: s.OOMKilled,
+      startedAt: s.StartedAt,
+      finishedAt: s.FinishedAt,
+      upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
+    };
+  }
+
+  async remove(container: string): Promise<void> {
+    await this.api
+      .call({ method: 'DELETE', path: `/containers/${container}`, query: { force: true, v: true } })
+      .catch(notFoundOk);
+  }
+
+  async kill(container: string, sig: NodeJS.Signals): Promise<void> {
+    try {
+      await this.api.call({ method: 'POST', path: `/containers/${container}/kill`, query: { signal: sig } });
+    } catch (err) {
+      // 409: not running any more; 404: already removed. Either way there is nothing to signal.
+      if (!(err instanceof DockerApiError && (err.status === 409 || err.status === 404))) throw err;
+    }
+  }
+
+  async copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void> {
+    const res = await this.api.stream({
+      path: `/containers/${container}/logs`,
+      query: { follow, stdout: true, stderr: true },
+      timeoutMs: 0,
+    });
+    // Multiplexed stream: 8-byte header (byte 0: 1 = stdout, 2 = stderr; bytes 4-7: big-endian length), then data.
+    let buf: Buffer = Buffer.alloc(0);
+    for await (const piece of res) {
+      buf = buf.length ? Buffer.concat([buf, piece as Buffer]) : (piece as Buffer);
+      while (buf.length >= 8) {
+        const len = buf.readUInt32BE(4);
+        if (buf.length < 8 + len) break;
+        await (buf[0] === 2 ? stderr : stdout).write(buf.subarray(8, 8 + len));
+        buf = buf.subarray(8 + len);
+      }
+    }
+  }
+}

@@ -1,0 +1,195 @@
+// The RunHandle of runtimes whose daemon keeps container state (docker through its API, podman through
+// its CLI). The engine keeps the container (named berth-<id>) until Berth removes it, so a restarted
+// agent re-attaches by name and learns an exit that happened while it was down. Output is copied from
+// the engine's log into the work dir's stdout/stderr files, which output() reads like the other runtimes'.
+//
+// Usage comes from a parent cgroup Berth creates (/berth/<id>, cgroupfs driver): the engine removes the
+// container's own cgroup at exit and with it the peak memory and CPU time; the parent's hierarchical
+// counters keep both.
+import { appendFile, open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { constants } from 'node:os';
+import { join } from 'node:path';
+import type { CgroupStats, CgroupV1 } from './cgroup.js';
+import { diskUsage } from './du.js';
+import { OncePerKey } from './once.js';
+import { tailFiles } from './tail.js';
+import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
+
+/** What the handle needs to know about a container from its engine. */
+export interface EngineState {
+  running: boolean;
+  exitCode: number;
+  oomKilled: boolean;
+  startedAt: string;
+  finishedAt: string;
+  /** The container's writable layer on the host (its scratch usage), when the storage driver says. */
+  upperDir: string | null;
+}
+
+/** The operations a container engine provides for one named container. */
+export interface ContainerEngine {
+  readonly name: string;
+  /** Whether inspect's oomKilled is reliable (docker: yes; podman 4.3 on cgroup v1: always false). */
+  readonly reportsOom: boolean;
+  /** Resolves when the container has stopped. */
+  wait(container: string): Promise<void>;
+  /** null when no such container exists. */
+  inspect(container: string): Promise<EngineState | null>;
+  remove(container: string): Promise<void>;
+  /** Signals the container's main process; no-op when it is not running. */
+  kill(container: string, sig: NodeJS.Signals): Promise<void>;
+  /** Writes the container's whole log (from the start; following until it stops if `follow`) to the two files. */
+  copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void>;
+}
+
+/** How close to its limit a container's peak must be for a SIGKILL to count as an OOM kill. */
+const OOM_MARGIN = 1024 * 1024;
+
+/** The signal name for an exit code of 128+N. */
+export function signalOf(exitCode: number | null): string | undefined {
+  if (exitCode === null || exitCode <= 128) return undefined;
+  return Object.entries(constants.signals).find(([, n]) => n === exitCode - 128)?.[0];
+}
+
+/** Log copiers and exit collectors running in this process, by work dir. */
+const copiers = new OncePerKey<void>();
+const collectors = new OncePerKey<ExitInfo>();
+
+/** A container held by an engine. */
+export class EngineHandle implements RunHandle {
+  readonly warning = null;
+  readonly runtime: string;
+  private readonly container: string;
+  private readonly copied: Promise<void>;
+  private copyDone = false;
+  private waiting: Promise<ExitInfo> | null = null;
+  private upperDir: string | null | undefined;
+  private done = false;
+  private sentKill = false;
+
+  constructor(
+    private readonly engine: ContainerEngine,
+    readonly id: string,
+    private readonly workDir: string,
+    private readonly cgroup: CgroupV1,
+  ) {
+    this.runtime = engine.name;
+    this.container = `berth-${id}`;
+    const copy = copiers.run(workDir, () => this.copyLogs());
+    this.copied = copy.finally(() => (this.copyDone = true));
+    this.copied.catch(() => {}); // a failed copy shows as incomplete output; wait() still reports the exit
+  }
+
+  private async copyLogs(): Promise<void> {
+    if (
+      await readFile(join(this.workDir, 'result.json')).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    const files = { stdout: join(this.workDir, 'stdout'), stderr: join(this.workDir, 'stderr') };
+    await this.copyInto(files, true);
+    // A following reader can stop before the last lines are in (docker 20.10 and podman 4.3 both lose
+    // the tail under load when the container exits): once it has stopped, read the whole log again and
+    // append what the following copy missed. Readers of the files only ever see them grow.
+    await this.engine.wait(this.container);
+    const full = { stdout: `${files.stdout}.full`, stderr: `${files.stderr}.full` };
+    await this.copyInto(full, false);
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const have = await readFile(files[stream]);
+      const all = await readFile(full[stream]);
+      if (all.subarray(0, have.length).equals(have)) {
+        if (all.length > have.length) await appendFile(files[stream], all.subarray(have.length));
+        await rm(full[stream], { force: true });
+      } else {
+        // The following copy skipped or garbled something: the complete copy replaces it. A reader that
+        // tailed the file meanwhile has seen the wrong bytes; the file (what the agent ships) is right.
+        await rename(full[stream], files[stream]);
+      }
+    }
+  }
+
+  private async copyInto(files: Record<'stdout' | 'stderr', string>, follow: boolean): Promise<void> {
+    const out = await open(files.stdout, 'w');
+    const err = await open(files.stderr, 'w');
+    try {
+      await this.engine.copyLogs(this.container, out, err, follow);
+    } finally {
+      await out.close();
+      await err.close();
+    }
+  }
+
+  wait(): Promise<ExitInfo> {
+    this.waiting ??= collectors
+      .run(this.workDir, () => this.collect())
+      .then((info) => {
+        this.done = true;
+        return info;
+      });
+    return this.waiting;
+  }
+
+  private async collect(): Promise<ExitInfo> {
+    const saved = await readFile(join(this.workDir, 'result.json'), 'utf8').catch(() => null);
+    if (saved) {
+      this.done = true;
+      return JSON.parse(saved) as ExitInfo;
+    }
+    await this.engine.wait(this.container);
+    await this.copied.catch(() => {});
+    const s = await this.engine.inspect(this.container);
+    const stats = await this.cgroup.stats();
+    const exitCode = s ? s.exitCode : null;
+    const info: ExitInfo = {
+      exitCode,
+      oomKilled: (s?.oomKilled ?? false) || (!this.engine.reportsOom && this.looksOomKilled(exitCode, stats)),
+      peakRamBytes: stats.peakRamBytes,
+      cpuSeconds: stats.cpuSeconds,
+      wallMs: s ? Math.max(0, Date.parse(s.finishedAt) - Date.parse(s.startedAt)) : 0,
+    };
+    const sig = signalOf(exitCode);
+    if (sig) info.signal = sig;
+    if (!s) info.reason = `the ${this.runtime} container disappeared before its exit was recorded`;
+    await this.engine.remove(this.container);
+    await this.cgroup.remove();
+    await writeFile(join(this.workDir, 'result.json'), JSON.stringify(info));
+    this.done = true;
+    return info;
+  }
+
+  /**
+   * For engines that do not report OOM kills: the kernel counts the kill in the container's own cgroup,
+   * which the engine deletes at exit, so what is left is the parent's peak. Killed by SIGKILL that Berth
+   * did not send, with the peak at the limit, is an OOM kill.
+   */
+  private looksOomKilled(exitCode: number | null, stats: CgroupStats): boolean {
+    return exitCode === 137 && !this.sentKill && stats.peakRamBytes >= stats.ramLimit - OOM_MARGIN;
+  }
+
+  async signal(sig: NodeJS.Signals): Promise<void> {
+    if (this.done) return;
+    if (sig === 'SIGKILL') this.sentKill = true;
+    await this.engine.kill(this.container, sig);
+  }
+
+  async usage(): Promise<Usage> {
+    if (this.upperDir === undefined)
+      this.upperDir = (await this.engine.inspect(this.container).catch(() => null))?.upperDir ?? null;
+    const stats = this.done ? null : await this.cgroup.stats();
+    return {
+      cpuSeconds: stats?.cpuSeconds ?? 0,
+      ramBytes: stats?.ramBytes ?? 0,
+      peakRamBytes: stats?.peakRamBytes ?? 0,
+      scratchBytes: this.upperDir ? await diskUsage(this.upperDir) : 0,
+    };
+  }
+
+  output(): AsyncIterable<OutputChunk> {
+    return tailFiles(
+      { stdout: join(this.workDir, 'stdout'), stderr: join(this.workDir, 'stderr') },
+      async () => this.copyDone,
+    );
+  }
+}

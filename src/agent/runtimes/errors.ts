@@ -1,0 +1,27 @@
+// Errors a runtime raises when it cannot start a container. The agent maps them to a Cancelled
+// container by `failureClass` (DESIGN §3.2), never by matching message text.
+
+/** The image does not exist or cannot be used (no such name, unreadable tarball): cancel `perm`. */
+export class ImageNotFoundError extends Error {
+  readonly failureClass = 'perm' as const;
+  override name = 'ImageNotFoundError';
+  constructor(
+    readonly image: string,
+    detail: string,
+  ) {
+    super(`image ${JSON.stringify(image)}: ${detail}`);
+  }
+}
+
+/** The runtime failed for a reason that may pass (daemon unreachable, runc failed to start): cancel `temp`. */
+export class RuntimeTransientError extends Error {
+  readonly failureClass = 'temp' as const;
+  override name = 'RuntimeTransientError';
+  constructor(
+    readonly runtime: string,
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${runtime}: ${detail}`, options);
+  }
+}

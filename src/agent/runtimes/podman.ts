@@ -1,0 +1,254 @@
+// The podman runtime, through the podman CLI (podman has no daemon to talk to). Containers are named
+// berth-<id>; podman keeps their state until Berth removes them, so the same EngineHandle as docker's
+// serves both a fresh start and a re-attach.
+//
+// Limits are set on Berth's parent cgroup (/berth/<id>), not with --memory/--cpus, so that the group
+// whose peak we read is the group whose limit was hit. podman 4.3 on cgroup v1 does not report OOM kills
+// (State.OOMKilled stays false) and deletes the container's cgroup, which holds the kernel's OOM counter,
+// at exit: EngineHandle then infers the OOM kill from a SIGKILL with the peak at the limit.
+// `--cgroups=no-conmon` keeps podman's monitor out of the group, so only the container is limited and measured. `--ulimit` values: root here lacks CAP_SYS_RESOURCE and the hard
+// limits are below podman's defaults (ENVIRONMENT.md).
+import { execFile } from 'node:child_process';
+import { open, readFile, writeFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { EngineHandle, type ContainerEngine, type EngineState } from './engine-handle.js';
+import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
+import { classifyImage, tarballKey } from './image.js';
+import { isAlive, processRef } from './procfs.js';
+import { clearRunFiles } from './shim.js';
+import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
+
+const exec = promisify(execFile);
+
+/** Options of the podman runtime. */
+export interface PodmanOptions {
+  podman?: string;
+  /** Pull images that are not present locally (default true). */
+  pull?: boolean;
+  /** Extra `podman run` arguments (default: the ulimits this kind of machine needs). */
+  runArgs?: string[];
+}
+
+const DEFAULT_RUN_ARGS = ['--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
+
+/** Runs containers with podman. */
+export class PodmanRuntime implements Runtime {
+  readonly name = 'podman';
+  private readonly podman: string;
+  private readonly engine: PodmanEngine;
+
+  constructor(private readonly opts: PodmanOptions = {}) {
+    this.podman = opts.podman ?? process.env.BERTH_PODMAN ?? 'podman';
+    this.engine = new PodmanEngine(this.podman);
+  }
+
+  async available(): Promise<string | null> {
+    try {
+      await exec(this.podman, ['version', '--format', '{{.Client.Version}}'], { timeout: 10_000 });
+    } catch (err) {
+      return `podman not usable: ${firstLine(err)}`;
+    }
+    return cgroupV1Unusable();
+  }
+
+  async start(spec: RunSpec): Promise<RunHandle> {
+    validateSpec(spec);
+    if (spec.gpus > 0) throw new RunSpecError(`gpus: GPU containers are not supported yet, got ${spec.gpus}`);
+    const image = await this.resolveImage(spec.image);
+    const name = `berth-${spec.id}`;
+    await clearRunFiles(spec.workDir);
+    await this.engine.remove(name); // a leftover of a crashed earlier attempt would block the name
+    const cgroup = CgroupV1.forContainer(spec.id);
+    await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
+    const args = ['run', '--detach', '--name', name, '--label', `berth.container=${spec.id}`];
+    args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon', '--network', 'host');
+    args.push('--log-driver', 'k8s-file', '--log-opt', `path=${join(spec.workDir, 'container.log')}`);
+    args.push(...(this.opts.runArgs ?? DEFAULT_RUN_ARGS));
+    if (spec.cwd) args.push('--workdir', spec.cwd);
+    for (const [k, v] of Object.entries(spec.env)) args.push('--env', `${k}=${v}`);
+    args.push(image, ...spec.command);
+    try {
+      await exec(this.podman, args, { timeout: 120_000 });
+    } catch (err) {
+      await this.engine.remove(name);
+      await cgroup.remove().catch(() => {});
+      throw new RuntimeTransientError(this.name, `podman run failed: ${firstLine(err)}`, { cause: err });
+    }
+    await writeFile(
+      join(spec.workDir, 'run.json'),
+      JSON.stringify({ runtime: this.name, id: spec.id, name }),
+    );
+    return new EngineHandle(this.engine, spec.id, spec.workDir, cgroup);
+  }
+
+  async reattach(id: string, workDir: string): Promise<RunHandle | null> {
+    const state = await readFile(join(workDir, 'run.json'), 'utf8').then(
+      (t) => JSON.parse(t) as { runtime: string; id: string },
+      () => null,
+    );
+    if (!state || state.runtime !== this.name || state.id !== id) return null;
+    const result = await readFile(join(workDir, 'result.json'), 'utf8').catch(() => null);
+    if (!result && !(await this.engine.inspect(`berth-${id}`))) return null;
+    return new EngineHandle(this.engine, id, workDir, CgroupV1.forContainer(id));
+  }
+
+  private async resolveImage(image: string | null): Promise<string> {
+    const ref = classifyImage(image);
+    if (ref.kind === 'none')
+      throw new RunSpecError('image: the podman runtime needs an image; use the process runtime');
+    if (ref.kind === 'tarball') {
+      const name = `localhost/berth-rootfs:${await tarballKey(ref.path)}`;
+      if (!(await this.imageExists(name))) {
+        try {
+          await exec(this.podman, ['import', '--quiet', ref.path, name], { timeout: 600_000 });
+        } catch (err) {
+          throw new ImageNotFoundError(ref.path, `podman import failed: ${firstLine(err)}`);
+        }
+      }
+      return name;
+    }
+    if (await this.imageExists(ref.name)) return ref.name;
+    if (this.opts.pull === false)
+      throw new ImageNotFoundError(ref.name, 'not present on this machine (pulling is disabled)');
+    try {
+      await exec(this.podman, ['pull', '--quiet', ref.name], { timeout: 600_000 });
+    } catch (err) {
+      const msg = firstLine(err);
+      throw /not found|does not exist|manifest unknown|denied|unauthorized/i.test(msg)
+        ? new ImageNotFoundError(ref.name, msg)
+        : new RuntimeTransientError(this.name, `pull ${ref.name}: ${msg}`, { cause: err });
+    }
+    return ref.name;
+  }
+
+  private async imageExists(name: string): Promise<boolean> {
+    try {
+      await exec(this.podman, ['image', 'exists', name]);
+      return true;
+    } catch (err) {
+      if ((err as { code?: number }).code === 1) return false;
+      throw new RuntimeTransientError(this.name, `podman image exists failed: ${firstLine(err)}`, {
+        cause: err,
+      });
+    }
+  }
+}
+
+/** podman's side of a container, over its CLI. */
+class PodmanEngine implements ContainerEngine {
+  readonly name = 'podman';
+  readonly reportsOom = false;
+  constructor(private readonly podman: string) {}
+
+  async wait(container: string): Promise<void> {
+    await exec(this.podman, ['wait', container]).catch(async (err) => {
+      if ((await this.inspect(container)) !== null) throw err; // gone is fine: inspect reports it
+    });
+  }
+
+  async inspect(container: string): Promise<EngineState | null> {
+    let out: string;
+    try {
+      ({ stdout: out } = await exec(this.podman, ['container', 'inspect', '--format', 'json', container], {
+        maxBuffer: 16 << 20,
+      }));
+    } catch (err) {
+      if (/no such container/i.test(String((err as { stderr?: string }).stderr))) return null;
+      throw new RuntimeTransientError(this.name, `podman inspect failed: ${firstLine(err)}`, { cause: err });
+    }
+    const [ins] = JSON.parse(out) as {
+      State: {
+        Running: boolean;
+        ExitCode: number;
+        OOMKilled: boolean;
+        StartedAt: string;
+        FinishedAt: string;
+      };
+      GraphDriver?: { Data?: { UpperDir?: string } };
+    }[];
+    if (!ins) return null;
+    return {
+      running: ins.State.Running,
+      exitCode: ins.State.ExitCode,
+      oomKilled: ins.State.OOMKilled,
+      startedAt: ins.State.StartedAt,
+      finishedAt: ins.State.FinishedAt,
+      upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
+    };
+  }
+
+  async remove(container: string): Promise<void> {
+    await exec(this.podman, ['rm', '--force', '--ignore', container]).catch(() => {});
+  }
+
+  async kill(container: string, sig: NodeJS.Signals): Promise<void> {
+    // Fails when the container is no longer running: nothing to signal then.
+    await exec(this.podman, ['kill', '--signal', sig, container]).catch(() => {});
+  }
+
+  /**
+   * Reads conmon's k8s-file log (placed in the work dir at `run`) directly: `podman logs --follow` skips
+   * lines under load. Follows until the container stopped and conmon, which writes the log, is gone.
+   */
+  async copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void> {
+    const { stdout: text } = await exec(this.podman, [
+      'container',
+      'inspect',
+      '--format',
+      '{{.HostConfig.LogConfig.Path}} {{.State.ConmonPid}}',
+      container,
+    ]);
+    const [path, conmonText] = text.trim().split(' ');
+    const conmon = conmonText && Number(conmonText) > 0 ? await processRef(Number(conmonText)) : null;
+    let stopped = !follow;
+    const waiting = follow ? this.wait(container).finally(() => (stopped = true)) : null;
+    waiting?.catch(() => {});
+    const fd = await open(path!, 'r');
+    try {
+      let offset = 0;
+      let rest: Buffer = Buffer.alloc(0);
+      for (;;) {
+        const ended = !follow || (stopped && !(conmon && (await isAlive(conmon))));
+        const buf = Buffer.allocUnsafe(256 * 1024);
+        const { bytesRead } = await fd.read(buf, 0, buf.length, offset);
+        offset += bytesRead;
+        if (bytesRead > 0) {
+          // Split at the last newline in bytes, so a multi-byte character is never cut in two.
+          const data = Buffer.concat([rest, buf.subarray(0, bytesRead)]);
+          const cut = data.lastIndexOf(0x0a);
+          rest = cut < 0 ? data : data.subarray(cut + 1);
+          if (cut >= 0)
+            for (const line of data.subarray(0, cut).toString('utf8').split('\n')) {
+              const entry = parseK8sLine(line);
+              if (entry) await (entry.stream === 'stderr' ? stderr : stdout).write(entry.data);
+            }
+          continue;
+        }
+        if (ended) return;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    } finally {
+      await fd.close();
+    }
+  }
+}
+
+/** One line of the k8s-file log format: "<time> <stdout|stderr> <F|P> <content>" (P: no newline yet). */
+export function parseK8sLine(line: string): { stream: 'stdout' | 'stderr'; data: string } | null {
+  const a = line.indexOf(' ');
+  const b = line.indexOf(' ', a + 1);
+  const c = line.indexOf(' ', b + 1);
+  if (a < 0 || b < 0) return null;
+  const stream = line.slice(a + 1, b);
+  if (stream !== 'stdout' && stream !== 'stderr') return null;
+  const tag = c < 0 ? line.slice(b + 1) : line.slice(b + 1, c);
+  const content = c < 0 ? '' : line.slice(c + 1);
+  return { stream, data: tag === 'P' ? content : `${content}\n` };
+}
+
+function firstLine(err: unknown): string {
+  const e = err as { stderr?: string; message?: string };
+  return ((e.stderr ?? '').trim() || (e.message ?? String(err))).split('\n')[0]!;
+}

@@ -1,0 +1,77 @@
+// The process runtime: the command runs as a plain host process in the container's work dir, inside a
+// cgroup v1 group that holds its CPU quota and memory limit. Without permission to create cgroups it
+// still runs, unlimited, and says so in the handle's warning (the agent writes it to the container log).
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CGROUP_ROOT, CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { ShimHandle, clearRunFiles, readRunState, spawnShim, writeRunState, type RunState } from './shim.js';
+import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
+
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** Runs containers with no image as host processes in a cgroup. */
+export class ProcessRuntime implements Runtime {
+  readonly name = 'process';
+
+  constructor(
+    /** Where the cgroup v1 hierarchies are mounted (tests point it elsewhere to run without limits). */
+    private readonly cgroupRoot = CGROUP_ROOT,
+  ) {}
+
+  async available(): Promise<string | null> {
+    return null; // always usable; limits depend on cgroup permission (see start's warning)
+  }
+
+  async start(spec: RunSpec): Promise<RunHandle> {
+    validateSpec(spec);
+    if (spec.image)
+      throw new RunSpecError(`image: the process runtime runs no image, got ${JSON.stringify(spec.image)}`);
+    if (spec.gpus > 0)
+      throw new RunSpecError(`gpus: the process runtime cannot assign GPUs, got ${spec.gpus}`);
+    const scratchDir = join(spec.workDir, 'scratch');
+    await clearRunFiles(spec.workDir);
+    await mkdir(scratchDir, { recursive: true });
+    const unusable = await cgroupV1Unusable(this.cgroupRoot);
+    let cgroup: CgroupV1 | null = null;
+    let warning: string | null = null;
+    if (unusable) {
+      warning = `process runtime: ${unusable}; running without CPU and memory limits`;
+    } else {
+      cgroup = CgroupV1.forContainer(spec.id, this.cgroupRoot);
+      await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
+    }
+    const env = { PATH: DEFAULT_PATH, HOME: scratchDir, TMPDIR: scratchDir, ...spec.env };
+    const startedAt = Date.now();
+    let shim;
+    try {
+      shim = await spawnShim({
+        workDir: spec.workDir,
+        command: spec.command,
+        env,
+        cwd: spec.cwd ?? scratchDir,
+        cgroupProcs: cgroup ? cgroup.procsFiles() : [],
+      });
+    } catch (err) {
+      await cgroup?.remove();
+      throw err;
+    }
+    const state: RunState = {
+      runtime: this.name,
+      id: spec.id,
+      shim: shim.ref,
+      startedAt,
+      cgroup: cgroup?.path ?? null,
+      warning,
+      extra: {},
+    };
+    await writeRunState(spec.workDir, state);
+    return new ShimHandle(state, spec.workDir, { cgroup, scratchDir }, shim.child);
+  }
+
+  async reattach(id: string, workDir: string): Promise<RunHandle | null> {
+    const state = await readRunState(workDir);
+    if (!state || state.runtime !== this.name || state.id !== id) return null;
+    const cgroup = state.cgroup ? new CgroupV1(state.cgroup, this.cgroupRoot) : null;
+    return new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') });
+  }
+}

@@ -1,0 +1,252 @@
+// The per-container shim of the file-backed runtimes (process, runc) and the handle built on it.
+//
+// The shim is a /bin/sh that joins the container's cgroup, runs the command with its output going to
+// files in the work dir, and writes the exit code to `exit`. It is started detached from the agent, so
+// the container outlives an agent crash, and everything a new agent needs (output, exit code, run.json)
+// is on disk. The shim is never signalled itself: signals go to the container's other processes, so the
+// shim always lives to record the exit code (128+N when the command died of signal N).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { constants } from 'node:os';
+import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { diskUsage } from './du.js';
+import type { CgroupV1 } from './cgroup.js';
+import { isAlive, processGroupMembers, processGroupUsage, processRef, type ProcessRef } from './procfs.js';
+import { OncePerKey } from './once.js';
+import { tailFiles } from './tail.js';
+import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
+
+// $1 work dir, $2 space-separated cgroup.procs files to join ('' = none), $3 cwd; then the command.
+// Output is appended (>>) so a shim restarted by hand never truncates what was captured. The command runs
+// as an asynchronous list: for a foreground command killed by a signal, sh writes "Killed" into the
+// command's stderr file; the price is that the command starts with SIGINT and SIGQUIT ignored (POSIX, no
+// job control), which Berth never sends.
+const SHIM_SCRIPT = `w=$1; procs=$2; cwd=$3; shift 3
+for f in $procs; do echo $$ > "$f" || { echo "berth: cannot join cgroup $f" >>"$w/stderr"; echo 125 >"$w/exit"; exit 125; }; done
+cd "$cwd" || { echo "berth: cannot cd to $cwd" >>"$w/stderr"; echo 126 >"$w/exit"; exit 126; }
+"$@" </dev/null >>"$w/stdout" 2>>"$w/stderr" &
+wait $!
+echo $? >"$w/exit"`;
+
+/** What a file-backed runtime records in run.json so that a new agent can re-attach. */
+export interface RunState {
+  runtime: string;
+  id: string;
+  shim: ProcessRef;
+  startedAt: number;
+  /** cgroup path below the hierarchy roots, or null when running without limits. */
+  cgroup: string | null;
+  warning: string | null;
+  /** Runtime-specific facts (runc: bundle dir, container name). */
+  extra: Record<string, string>;
+}
+
+/** Starts the shim for `command` and returns it with its identity. */
+export async function spawnShim(opts: {
+  workDir: string;
+  command: string[];
+  env: Record<string, string>;
+  cwd: string;
+  cgroupProcs: string[];
+}): Promise<{ child: ChildProcess; ref: ProcessRef }> {
+  const child = spawn(
+    '/bin/sh',
+    ['-c', SHIM_SCRIPT, 'berth-shim', opts.workDir, opts.cgroupProcs.join(' '), opts.cwd, ...opts.command],
+    {
+      detached: true, // own process group: the agent's terminal signals do not reach it, and it outlives the agent
+      stdio: 'ignore',
+      env: opts.env,
+    },
+  );
+  const pid = await new Promise<number>((resolve, reject) => {
+    child.once('spawn', () => resolve(child.pid!));
+    child.once('error', reject);
+  });
+  child.unref();
+  const ref = await processRef(pid);
+  // The shim may already have exited (e.g. `true`); its start time then does not matter.
+  return { child, ref: ref ?? { pid, startTicks: -1 } };
+}
+
+export async function writeRunState(workDir: string, state: RunState): Promise<void> {
+  const tmp = join(workDir, 'run.json.tmp');
+  await writeFile(tmp, JSON.stringify(state));
+  await rename(tmp, join(workDir, 'run.json'));
+}
+
+/**
+ * Removes what an earlier start in the same work dir left (a retried start): its exit code and result
+ * would make the new container look finished at once, its output would prefix the new output.
+ */
+export async function clearRunFiles(workDir: string): Promise<void> {
+  for (const f of ['exit', 'result.json', 'run.json', 'stdout', 'stderr'])
+    await rm(join(workDir, f), { force: true });
+}
+
+export async function readRunState(workDir: string): Promise<RunState | null> {
+  try {
+    return JSON.parse(await readFile(join(workDir, 'run.json'), 'utf8')) as RunState;
+  } catch {
+    return null;
+  }
+}
+
+/** Runtime-specific parts of a shim-based handle. */
+export interface ShimHooks {
+  cgroup: CgroupV1 | null;
+  /** Directory whose size is the container's scratch usage. */
+  scratchDir: string;
+  /** Releases runtime resources after the exit (runc: delete the container, unmount the rootfs). */
+  finalize?(): Promise<void>;
+}
+
+/** Exit code of a finished shim, or null while it runs (or if it died without writing one). */
+async function readExitCode(workDir: string): Promise<number | null> {
+  const text = await readFile(join(workDir, 'exit'), 'utf8').catch(() => '');
+  return /^\d+\n$/.test(text) ? Number(text.trim()) : null;
+}
+
+/** Exit collectors running in this process, by work dir (see once.ts). */
+const collectors = new OncePerKey<ExitInfo>();
+
+/** A RunHandle over a shim: the same code serves a fresh start and a re-attach after an agent restart. */
+export class ShimHandle implements RunHandle {
+  readonly id: string;
+  readonly runtime: string;
+  readonly warning: string | null;
+  private waiting: Promise<ExitInfo> | null = null;
+  private exited: Promise<void> | null;
+  private done = false;
+  /** Usage sampled from /proc when there is no cgroup to ask. */
+  private readonly sampled = { cpuSeconds: 0, peakRamBytes: 0 };
+
+  constructor(
+    private readonly state: RunState,
+    private readonly workDir: string,
+    private readonly hooks: ShimHooks,
+    child?: ChildProcess,
+  ) {
+    this.id = state.id;
+    this.runtime = state.runtime;
+    this.warning = state.warning;
+    this.exited = child
+      ? new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', () => r())))
+      : null;
+  }
+
+  /** True once the shim has finished (exit code written, or the shim is gone). */
+  private async shimEnded(): Promise<boolean> {
+    if ((await readExitCode(this.workDir)) !== null) return true;
+    return !(await isAlive(this.state.shim));
+  }
+
+  wait(): Promise<ExitInfo> {
+    this.waiting ??= collectors
+      .run(this.workDir, () => this.collect())
+      .then((info) => {
+        this.done = true;
+        return info;
+      });
+    return this.waiting;
+  }
+
+  private async collect(): Promise<ExitInfo> {
+    const saved = await readFile(join(this.workDir, 'result.json'), 'utf8').catch(() => null);
+    if (saved) {
+      this.done = true;
+      return JSON.parse(saved) as ExitInfo;
+    }
+    // The exit event (when this process started the shim) wakes us at once; the timer polls for a shim
+    // started by an earlier agent, and keeps the event loop alive (the shim child is unref'd).
+    while (!(await this.shimEnded()))
+      await Promise.race([this.exited ?? new Promise(() => {}), new Promise((r) => setTimeout(r, 50))]);
+    const exitCode = await readExitCode(this.workDir);
+    const exitStat = await stat(join(this.workDir, 'exit')).catch(() => null);
+    const wallMs = Math.max(0, Math.round((exitStat?.mtimeMs ?? Date.now()) - this.state.startedAt));
+    // The shim writes the exit code just before it exits; its cgroup can only be removed once it is gone.
+    if (this.exited) await this.exited;
+    else await until(async () => !(await isAlive(this.state.shim)), 5000, 5);
+    // Processes the command left behind (daemonized children) end with it.
+    const { cgroup } = this.hooks;
+    if (cgroup)
+      await until(
+        async () => {
+          const pids = await cgroup.pids();
+          for (const pid of pids) killQuietly(pid, 'SIGKILL');
+          return pids.length === 0;
+        },
+        5000,
+        5,
+      );
+    const stats = cgroup ? await cgroup.stats() : null;
+    if (this.hooks.finalize) await this.hooks.finalize();
+    if (cgroup) await cgroup.remove();
+    const info: ExitInfo = {
+      exitCode,
+      oomKilled: (stats?.oomKills ?? 0) > 0,
+      // Without a cgroup, the best known is what usage() sampled while it ran.
+      peakRamBytes: stats?.peakRamBytes ?? this.sampled.peakRamBytes,
+      cpuSeconds: stats?.cpuSeconds ?? this.sampled.cpuSeconds,
+      wallMs,
+    };
+    if (exitCode !== null && exitCode > 128) {
+      const name = Object.entries(constants.signals).find(([, n]) => n === exitCode - 128)?.[0];
+      if (name) info.signal = name;
+    }
+    if (exitCode === null) info.reason = 'the container shim disappeared without recording an exit code';
+    await writeFile(join(this.workDir, 'result.json'), JSON.stringify(info));
+    this.done = true;
+    return info;
+  }
+
+  async signal(sig: NodeJS.Signals): Promise<void> {
+    if (this.done || (await this.shimEnded())) return;
+    const pids = this.hooks.cgroup
+      ? await this.hooks.cgroup.pids()
+      : await processGroupMembers(this.state.shim.pid);
+    for (const pid of pids) if (pid !== this.state.shim.pid) killQuietly(pid, sig);
+  }
+
+  async usage(): Promise<Usage> {
+    const scratchBytes = await diskUsage(this.hooks.scratchDir);
+    if (this.hooks.cgroup) {
+      const stats = this.done ? null : await this.hooks.cgroup.stats();
+      return {
+        cpuSeconds: stats?.cpuSeconds ?? 0,
+        ramBytes: stats?.ramBytes ?? 0,
+        peakRamBytes: stats?.peakRamBytes ?? 0,
+        scratchBytes,
+      };
+    }
+    // Without a cgroup: what the process group's live members use now; the peak is the highest sample.
+    const now = this.done ? { cpuSeconds: 0, ramBytes: 0 } : await processGroupUsage(this.state.shim.pid);
+    this.sampled.cpuSeconds = Math.max(this.sampled.cpuSeconds, now.cpuSeconds);
+    this.sampled.peakRamBytes = Math.max(this.sampled.peakRamBytes, now.ramBytes);
+    return {
+      cpuSeconds: this.sampled.cpuSeconds,
+      ramBytes: now.ramBytes,
+      peakRamBytes: this.sampled.peakRamBytes,
+      scratchBytes,
+    };
+  }
+
+  output(): AsyncIterable<OutputChunk> {
+    return tailFiles({ stdout: join(this.workDir, 'stdout'), stderr: join(this.workDir, 'stderr') }, () =>
+      this.shimEnded(),
+    );
+  }
+}
+
+/** Polls `cond` every `stepMs` until it holds or `ms` passed (then gives up quietly: clean-up is best effort). */
+async function until(cond: () => Promise<boolean>, ms: number, stepMs: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, stepMs));
+}
+
+function killQuietly(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}

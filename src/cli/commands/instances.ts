@@ -1,0 +1,53 @@
+// `berth instances` and `berth instance hold|drain|run|kill ID` (admin).
+import type { Command } from 'commander';
+import type { InstanceRecord } from '../../store/instances.js';
+import { clientFor } from '../client.js';
+import { age, table } from '../format.js';
+
+export function registerInstances(program: Command): void {
+  program
+    .command('instances')
+    .description('list the instances the dispatchers run (admin)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }, cmd: Command) => {
+      const res = await clientFor(cmd).request<{ items: InstanceRecord[] }>('GET', '/v1/instances');
+      if (opts.json) return console.log(JSON.stringify(res, null, 2));
+      const now = new Date();
+      console.log(
+        table(
+          ['ID', 'TYPE', 'STATE', 'IDLE', 'CONTAINERS', 'PRICE/H', 'AGE', 'LAST PING'],
+          res.items.map((i) => [
+            i.id,
+            i.type,
+            i.state,
+            i.requested_idle_behavior ? `${i.idle_behavior}→${i.requested_idle_behavior}` : i.idle_behavior,
+            String(i.containers),
+            i.price.toFixed(3),
+            age(i.created_at, now),
+            i.last_ping_at ? `${age(i.last_ping_at, now)} ago` : '-',
+          ]),
+        ),
+      );
+    });
+  const instance = program.command('instance').description('change what an instance does (admin)');
+  const actions: [string, string][] = [
+    ['hold', 'no new work and never shut down'],
+    ['drain', 'no new work; shut down when empty'],
+    ['run', 'normal: take work, shut down when idle'],
+    ['kill', 'shut down now (its containers are retried elsewhere)'],
+  ];
+  for (const [action, help] of actions) {
+    instance
+      .command(action)
+      .description(help)
+      .argument('<id>', 'instance id (see berth instances)')
+      .action(async (id: string, _o: unknown, cmd: Command) => {
+        const i = await clientFor(cmd).request<InstanceRecord>(
+          'POST',
+          `/v1/instances/${encodeURIComponent(id)}/${action}`,
+          {},
+        );
+        console.log(`${i.id}: ${action} requested (applied at the dispatcher's next pass)`);
+      });
+  }
+}

@@ -1,0 +1,328 @@
+// The `local` cloud driver (DESIGN §7): an instance is a `berth agent` process on this machine.
+//
+// create() writes the instance's directory (BERTH_HOME/instances/<id>/: the bootstrap secret in a 0600
+// file, the agent's work dir, its log), and starts a detached boot wrapper (own session, so it outlives the
+// dispatcher like a real VM) that joins the instance's cgroup slice, sleeps the boot delay and then execs
+// the agent. The list lives in BERTH_HOME/instances.json (see instance-list.ts); an instance whose process
+// died is listed as terminated. destroy() stops the agent (SIGTERM, then SIGKILL after a grace), kills every
+// container it left (through the runtimes' re-attach, and every process left in its slice), removes its
+// cgroups and its directory.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, open, readdir, rm, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { CgroupV1, cgroupV1Unusable } from '../../agent/runtimes/cgroup.js';
+import { createRuntime, RUNTIME_NAMES, type RuntimeName } from '../../agent/runtimes/detect.js';
+import { isAlive, processRef, type ProcessRef } from '../../agent/runtimes/procfs.js';
+import type { InstanceType } from '../../model/types.js';
+import { matchesTags, type CloudInstance, type Driver, type Tags } from '../driver.js';
+import { CloudApiError, NotFoundError } from '../errors.js';
+import { InstanceList, type LocalInstanceRecord } from './instance-list.js';
+
+/** What the dispatcher hands to create() as bootData (JSON); the same shape as src/dispatch/run.ts BootData. */
+export interface LocalBootData {
+  api_url: string;
+  node_id: string;
+  bootstrap_secret: string;
+  instance_type?: string;
+}
+
+export interface LocalDriverOptions {
+  /** BERTH_HOME: instances live in home/instances/<id>/, the list in home/instances.json. */
+  home: string;
+  /** Time between create() and the agent's start (default 0). */
+  bootDelayMs?: number;
+  /** Runtime for the agents (default auto). */
+  runtime?: 'auto' | RuntimeName;
+  /** Extra `berth agent` flags, e.g. ['--ping-wait', '2s', '--kill-grace', '5s']. */
+  agentArgs?: string[];
+  /** Grace between SIGTERM and SIGKILL when an instance is destroyed (default 5 s). */
+  stopGraceMs?: number;
+  /** Give each instance a cgroup slice sized to its type (default: when cgroup v1 is writable, i.e. root). */
+  cgroups?: boolean;
+  /** The berth executable (default: this package's bin/berth.js) and the node binary to run it with. */
+  berthBin?: string;
+  nodeBin?: string;
+  /** Environment for the agents (default: this process's). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Parent of the instance slices in every cgroup v1 hierarchy. */
+export const LOCAL_CGROUP_PARENT = 'berth-local';
+
+/** This package's bin/berth.js, found from this module's location (src/ or dist/src/). */
+export function defaultBerthBin(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
+    const candidate = join(dir, 'bin', 'berth.js');
+    if (existsSync(candidate)) return candidate;
+    dir = dirname(dir);
+  }
+  throw new Error('cannot find bin/berth.js above ' + fileURLToPath(import.meta.url));
+}
+
+/** Parses create()'s bootData; throws a CloudApiError (not retryable) naming what is missing. */
+export function parseBootData(bootData: string): LocalBootData {
+  let d: Partial<LocalBootData>;
+  try {
+    d = JSON.parse(bootData) as Partial<LocalBootData>;
+  } catch {
+    throw new CloudApiError('bootData: expected JSON {api_url, node_id, bootstrap_secret}', false);
+  }
+  for (const k of ['api_url', 'node_id', 'bootstrap_secret'] as const)
+    if (typeof d[k] !== 'string' || d[k] === '')
+      throw new CloudApiError(`bootData.${k}: expected a non-empty string`, false);
+  return d as LocalBootData;
+}
+
+const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+export class LocalDriver implements Driver {
+  readonly home: string;
+  readonly list_: InstanceList;
+  private readonly o: LocalDriverOptions;
+  private cgroupsUsable: Promise<boolean>;
+
+  constructor(opts: LocalDriverOptions) {
+    this.o = opts;
+    this.home = resolve(opts.home);
+    this.list_ = new InstanceList(this.home);
+    this.cgroupsUsable =
+      opts.cgroups === false
+        ? Promise.resolve(false)
+        : cgroupV1Unusable().then((why) => {
+            if (why && opts.cgroups === true) throw new Error(`local driver: cgroups requested but ${why}`);
+            return why === null;
+          });
+  }
+
+  /** Why instances get no cgroup slice here, or null when they do. */
+  async limitsNote(): Promise<string | null> {
+    if (await this.cgroupsUsable) return null;
+    return this.o.cgroups === false
+      ? 'cgroups disabled by configuration: instances run without CPU and memory limits'
+      : `${(await cgroupV1Unusable()) ?? 'cgroups unusable'}: instances run without CPU and memory limits`;
+  }
+
+  instanceDir(id: string): string {
+    return join(this.home, 'instances', id);
+  }
+
+  async create(type: InstanceType, tags: Tags, bootData: string): Promise<CloudInstance> {
+    const boot = parseBootData(bootData);
+    const runtime = this.o.runtime ?? 'auto';
+    if (runtime !== 'auto' && !RUNTIME_NAMES.includes(runtime))
+      throw new CloudApiError(`runtime: expected auto or ${RUNTIME_NAMES.join(', ')}, got ${runtime}`, false);
+    const id = `local-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+    const dir = this.instanceDir(id);
+    await mkdir(join(dir, 'work'), { recursive: true, mode: 0o700 });
+    const secretFile = join(dir, 'bootstrap-secret');
+    await writeFile(secretFile, boot.bootstrap_secret, { mode: 0o600 });
+
+    let cgroup: CgroupV1 | null = null;
+    if (await this.cgroupsUsable) {
+      cgroup = new CgroupV1(`${LOCAL_CGROUP_PARENT}/${id}`);
+      await cgroup.create({ vcpus: type.vcpus, ram: type.ram });
+    }
+    const now = new Date();
+    const bootDelayMs = this.o.bootDelayMs ?? 0;
+    const args = [
+      this.o.berthBin ?? defaultBerthBin(),
+      'agent',
+      '--api-url',
+      boot.api_url,
+      '--node-id',
+      boot.node_id,
+      '--bootstrap-secret-file',
+      secretFile,
+      '--work-dir',
+      join(dir, 'work'),
+      '--runtime',
+      runtime,
+      ...(this.o.agentArgs ?? []),
+    ];
+    // The wrapper joins the slice first, so that the agent and everything it starts are accounted there.
+    const join_ = (cgroup?.procsFiles() ?? []).map((f) => `echo $$ > ${sh(f)} || exit 125`).join('; ');
+    const script = [
+      join_ || ':',
+      `sleep ${(bootDelayMs / 1000).toFixed(3)}`,
+      `exec ${[this.o.nodeBin ?? process.execPath, ...args].map(sh).join(' ')}`,
+    ].join('; ');
+    const log = await open(join(dir, 'agent.log'), 'a', 0o600);
+    let ref: ProcessRef | null;
+    try {
+      const child = spawn('/bin/sh', ['-c', script], {
+        detached: true, // own session and process group: survives the dispatcher, like a VM
+        stdio: ['ignore', log.fd, log.fd],
+        env: {
+          ...(this.o.env ?? process.env),
+          // Where the runtimes should put container cgroups so that they nest in the instance's slice.
+          // Not read by the runtimes yet (they use /berth/<id>; see docs/AGENT.md): set for when they do.
+          ...(cgroup ? { BERTH_CGROUP_PARENT: `${cgroup.path}/containers` } : {}),
+        },
+        cwd: dir,
+      });
+      const pid = await new Promise<number>((res, rej) => {
+        child.once('spawn', () => res(child.pid!));
+        child.once('error', rej);
+      });
+      child.unref();
+      ref = (await processRef(pid)) ?? { pid, startTicks: -1 };
+    } catch (err) {
+      await cgroup?.remove().catch(() => {});
+      await rm(dir, { recursive: true, force: true });
+      throw new CloudApiError(`cannot start the instance's agent: ${(err as Error).message}`);
+    } finally {
+      await log.close();
+    }
+    const rec: LocalInstanceRecord = {
+      id,
+      providerType: type.providerType ?? type.name,
+      typeName: type.name,
+      vcpus: type.vcpus,
+      ram: type.ram,
+      preemptible: type.preemptible,
+      tags: { ...tags },
+      process: ref,
+      createdAt: now.toISOString(),
+      bootAt: new Date(now.getTime() + bootDelayMs).toISOString(),
+      state: 'running',
+      terminatedAt: null,
+      interruptionNotice: null,
+      dir,
+      cgroup: cgroup?.path ?? null,
+    };
+    await this.list_.update((list) => void list.push(rec));
+    return toCloud(rec, 'pending');
+  }
+
+  async list(tagFilter: Tags): Promise<CloudInstance[]> {
+    const recs = await this.list_.read();
+    const out: CloudInstance[] = [];
+    const died: string[] = [];
+    for (const r of recs) {
+      if (!matchesTags(r.tags, tagFilter)) continue;
+      let state: CloudInstance['state'] = 'terminated';
+      if (r.state === 'running') {
+        if (r.process && (await isAlive(r.process)))
+          state = Date.now() < Date.parse(r.bootAt) ? 'pending' : 'running';
+        else died.push(r.id);
+      }
+      out.push(toCloud(r, state));
+    }
+    // A real cloud's terminated machine has nothing left running: neither has ours.
+    for (const id of died) {
+      const rec = recs.find((r) => r.id === id)!;
+      await this.teardown(rec).catch(() => {});
+    }
+    if (died.length > 0)
+      await this.list_.update((list) => {
+        for (const r of list)
+          if (died.includes(r.id) && r.state === 'running') {
+            r.state = 'terminated';
+            r.terminatedAt = new Date().toISOString();
+          }
+      });
+    return out;
+  }
+
+  async setTags(id: string, tags: Tags): Promise<void> {
+    await this.list_.update((list) => {
+      const r = list.find((x) => x.id === id);
+      if (!r) throw new NotFoundError(id);
+      Object.assign(r.tags, tags);
+    });
+  }
+
+  async destroy(id: string): Promise<void> {
+    const rec = (await this.list_.read()).find((r) => r.id === id);
+    if (!rec) throw new NotFoundError(id);
+    await this.teardown(rec);
+    await this.list_.update((list) => {
+      const r = list.find((x) => x.id === id);
+      if (r && r.state !== 'terminated') {
+        r.state = 'terminated';
+        r.terminatedAt = new Date().toISOString();
+      }
+    });
+  }
+
+  /**
+   * A spot interruption: the instance is marked with an interruption notice (list() shows it) and is
+   * killed — agent and containers, without a graceful stop — after `noticeMs`.
+   */
+  async interrupt(id: string, noticeMs = 0): Promise<void> {
+    const at = new Date();
+    await this.list_.update((list) => {
+      const r = list.find((x) => x.id === id);
+      if (!r) throw new NotFoundError(id);
+      r.interruptionNotice = at.toISOString();
+    });
+    if (noticeMs > 0) await new Promise((r) => setTimeout(r, noticeMs));
+    const rec = (await this.list_.read()).find((r) => r.id === id);
+    if (!rec || rec.state === 'terminated') return;
+    if (rec.process && (await isAlive(rec.process))) killQuietly(-rec.process.pid, 'SIGKILL');
+    await this.destroy(id);
+  }
+
+  /** Stops the agent, kills its containers, removes its cgroups and directory. Idempotent. */
+  private async teardown(rec: LocalInstanceRecord): Promise<void> {
+    const p = rec.process;
+    if (p && (await isAlive(p))) {
+      // The whole process group: the agent, or the boot wrapper and its `sleep`.
+      killQuietly(-p.pid, 'SIGTERM');
+      const until = Date.now() + (this.o.stopGraceMs ?? 5000);
+      while ((await isAlive(p)) && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+      if (await isAlive(p)) killQuietly(-p.pid, 'SIGKILL');
+      while (await isAlive(p)) await new Promise((r) => setTimeout(r, 10));
+      killQuietly(-p.pid, 'SIGKILL'); // anything left in its group (only when we saw it alive: pids are reused)
+    }
+    // Containers the agent left: each runtime finds its own (shims, runc and docker containers) and reaps
+    // them, which also removes their cgroups.
+    const containersDir = join(rec.dir, 'work', 'containers');
+    for (const cid of await readdir(containersDir).catch(() => [] as string[])) {
+      const runDir = join(containersDir, cid, 'run');
+      for (const name of RUNTIME_NAMES) {
+        const rt = createRuntime(name);
+        const h = await rt.reattach(cid, runDir).catch(() => null);
+        if (!h) continue;
+        await h.signal('SIGKILL').catch(() => {});
+        await Promise.race([h.wait().catch(() => {}), new Promise((r) => setTimeout(r, 15_000))]);
+        break;
+      }
+    }
+    if (rec.cgroup) {
+      const cg = new CgroupV1(rec.cgroup);
+      for (let i = 0; i < 100; i++) {
+        const pids = await cg.pids();
+        if (pids.length === 0) break;
+        for (const pid of pids) killQuietly(pid, 'SIGKILL');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await cg.remove();
+    }
+    await rm(rec.dir, { recursive: true, force: true });
+  }
+}
+
+function toCloud(r: LocalInstanceRecord, state: CloudInstance['state']): CloudInstance {
+  return {
+    id: r.id,
+    providerType: r.providerType,
+    tags: { ...r.tags },
+    state,
+    createdAt: new Date(r.createdAt),
+    preemptible: r.preemptible,
+    interruptionNotice: r.interruptionNotice ? new Date(r.interruptionNotice) : null,
+  };
+}
+
+function killQuietly(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}

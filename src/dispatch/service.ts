@@ -1,0 +1,70 @@
+// `berth dispatch` as a service: find the database and the API, open the driver, run the loop.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Driver } from '../cloud/driver.js';
+import type { Config } from '../config/options.js';
+import { API_URL_FILE } from '../server/files.js';
+import { createPool, withDatabase } from '../store/db.js';
+import { runningEmbeddedUrl } from '../store/embedded.js';
+import { migrate } from '../store/migrate.js';
+import { Notifier } from '../store/notifier.js';
+import { Store } from '../store/store.js';
+import type { DispatchConfig } from './config.js';
+import { startDispatcher, type RunningDispatcher } from './run.js';
+
+/** Opens the configured cloud driver. */
+export async function openDriver(dcfg: DispatchConfig, home: string): Promise<Driver> {
+  const { LocalDriver } = await import('../cloud/local/driver.js');
+  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs });
+}
+
+export interface DispatchService {
+  running: RunningDispatcher;
+  done: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function runDispatchService(
+  cfg: Config,
+  dcfg: DispatchConfig,
+  log: (line: string) => void,
+): Promise<DispatchService> {
+  let url = cfg.database_url;
+  if (!url) {
+    const embedded = runningEmbeddedUrl(join(cfg.home, 'pgdata'));
+    if (!embedded)
+      throw new Error(
+        `no database: set BERTH_DATABASE_URL, or start \`berth server\` with BERTH_HOME=${cfg.home} first`,
+      );
+    url = withDatabase(embedded, 'berth');
+  }
+  const apiUrlFile = join(cfg.home, API_URL_FILE);
+  const apiUrl = cfg.api_url ?? (existsSync(apiUrlFile) ? readFileSync(apiUrlFile, 'utf8').trim() : null);
+  if (!apiUrl)
+    throw new Error(
+      'no API URL for the agents: set BERTH_API_URL (or --api-url), or start `berth server` first',
+    );
+  const pool = createPool(url, 10);
+  await migrate(pool);
+  const store = new Store(pool, { options: { maxDispatchAttempts: dcfg.scheduler.maxDispatchAttempts } });
+  const notifier = new Notifier(url);
+  await notifier.start();
+  const driver = await openDriver(dcfg, cfg.home);
+  let running: RunningDispatcher;
+  try {
+    running = await startDispatcher({ cfg: dcfg, store, dbUrl: url, notifier, driver, apiUrl, log });
+  } catch (err) {
+    await notifier.stop();
+    await pool.end();
+    throw err;
+  }
+  return {
+    running,
+    done: running.done,
+    async stop() {
+      await running.stop();
+      await notifier.stop();
+      await pool.end();
+    },
+  };
+}

@@ -1,0 +1,463 @@
+// The simulator's queue: an in-memory DispatchQueue with the store's semantics (src/store/containers.ts,
+// src/store/finish.ts, DESIGN §3.2–3.4), so the real Dispatcher runs unchanged against it.
+//
+// | from    | to        | who (here)                                                     |
+// |---------|-----------|----------------------------------------------------------------|
+// | Queued  | Locked    | lock(): priority > 0 and run_after passed; lock_count += 1     |
+// | Locked  | Queued    | unlock() by the holder, or failNode()/release(); the max_dispatch_attempts-th unlock cancels perm |
+// | Locked  | Running   | start() by the agent of the assigned node with the current lock generation |
+// | Running | Complete  | complete() by that agent                                       |
+// | any     | Cancelled | cancel() (holder or unlocked), failNode() for Running (temp)   |
+//
+// Retries follow src/model/retry.ts's decideRetry, as the store does. Cost: every operation is O(1) on
+// maps (plus the caller's ids); containers() walks only the non-final containers, never the history.
+import type { Rng } from '../model/clock.js';
+import { decideRetry, type ContainerEnd } from '../model/retry.js';
+import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
+import type { DispatchQueue, NodeView } from '../dispatch/ports.js';
+import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
+import { ConflictError, ForbiddenError, NotFoundError } from '../store/errors.js';
+import { SimNodes } from './nodes.js';
+
+/** What a simulated request carries besides its resources: how long it runs and how it exits. */
+export interface SimRequestSpec {
+  id: string;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  preemptible: boolean;
+  priority: number;
+  durationMs: number;
+  exitCode: number;
+  /** Retry policy (DESIGN §3.3); defaults as for an API request. */
+  containerCountMax?: number;
+  maxTempRetries?: number;
+  retryOnFailure?: boolean;
+}
+
+interface SimRequest {
+  spec: SimRequestSpec;
+  attempts: number;
+  tempFailures: number;
+  final: boolean;
+  current: string;
+}
+
+/** How many requests ended each way, and how many are not final yet. */
+export interface RequestOutcomes {
+  success: number;
+  failed: number;
+  cancelled: number;
+  open: number;
+}
+
+/** One container (attempt) in the simulated queue. */
+export interface SimContainer {
+  id: string;
+  request: SimRequest;
+  attempt: number;
+  state: ContainerState;
+  queuedAt: number;
+  runAfter: number | null;
+  lockedBy: string | null;
+  /** Bumped on every lock, unlock and cancel: the per-lock token of the store. */
+  generation: number;
+  lockCount: number;
+  instance: string | null;
+  node: string | null;
+  /** The scheduler's last status text while it waited. */
+  status: string | null;
+  /** Cached snapshot view; null after any change. */
+  view: SnapshotContainer | null;
+}
+
+/** Things the agents and the run's recorder react to. Every callback is optional. */
+export interface QueueObserver {
+  /** A container was created (a submission or a retry). */
+  created?(c: SimContainer): void;
+  /** A Locked container was placed on a node: its agent should start it. */
+  assigned?(nodeId: string, c: SimContainer): void;
+  started?(c: SimContainer): void;
+  /** A container reached Complete or Cancelled; `wasRunning` when it had started. */
+  ended?(c: SimContainer, wasRunning: boolean): void;
+  /** A retry will become runnable at `at`: the dispatcher should look then. */
+  runnableAt?(at: number): void;
+  nodeFailed?(nodeId: string): void;
+  drain?(nodeId: string): void;
+}
+
+export interface SimQueueOptions {
+  now(): number;
+  rng: Rng;
+  /** max_dispatch_attempts (store option, DESIGN §3.3). Default 10. */
+  maxDispatchAttempts?: number;
+  observer?: QueueObserver;
+}
+
+/** The in-memory DispatchQueue of the simulator. */
+export class SimQueue implements DispatchQueue {
+  private readonly byId = new Map<string, SimContainer>();
+  /** Non-final containers, in creation order. */
+  private readonly active = new Map<string, SimContainer>();
+  private readonly nodeTable: SimNodes;
+  private readonly leases = new Map<string, { cluster: string; tag: string; at: number }>();
+  private readonly outcomeCounts: RequestOutcomes = { success: 0, failed: 0, cancelled: 0, open: 0 };
+  private readonly maxDispatchAttempts: number;
+  private readonly observer: QueueObserver;
+
+  constructor(private readonly o: SimQueueOptions) {
+    this.maxDispatchAttempts = o.maxDispatchAttempts ?? 10;
+    this.observer = o.observer ?? {};
+    this.nodeTable = new SimNodes(o.now);
+  }
+
+  /** Non-final containers (Queued, Locked, Running). */
+  get activeCount(): number {
+    return this.active.size;
+  }
+
+  /** Requests by outcome (DESIGN §3.3). */
+  outcomes(): RequestOutcomes {
+    return { ...this.outcomeCounts };
+  }
+
+  get(id: string): SimContainer {
+    const c = this.byId.get(id);
+    if (c === undefined) throw new NotFoundError(`container ${id} not found`);
+    return c;
+  }
+
+  /** Submits a request: its first container is Queued now. */
+  submit(spec: SimRequestSpec): SimContainer {
+    const req: SimRequest = { spec, attempts: 0, tempFailures: 0, final: false, current: spec.id };
+    this.outcomeCounts.open++;
+    return this.addContainer(req, spec.id, 1, this.o.now(), null);
+  }
+
+  // --- DispatchQueue -------------------------------------------------------------------------------
+
+  async heartbeat(
+    dispatcherId: string,
+    cluster: string,
+    tag: string,
+    now: Date,
+    lostAfterMs: number,
+  ): Promise<boolean> {
+    const t = now.getTime();
+    this.leases.set(dispatcherId, { cluster, tag, at: t });
+    // Dispatchers of this cluster that stopped beating lose their unplaced locks (DESIGN §3.5).
+    for (const [id, l] of this.leases)
+      if (id !== dispatcherId && l.cluster === cluster && l.at < t - lostAfterMs) this.releaseUnplaced(id);
+    return true;
+  }
+
+  async release(dispatcherId: string): Promise<void> {
+    this.leases.delete(dispatcherId);
+    this.releaseUnplaced(dispatcherId);
+  }
+
+  async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
+    const t = now.getTime();
+    const out: SnapshotContainer[] = [];
+    for (const c of this.active.values()) {
+      const mine = c.state !== 'Queued' && c.lockedBy === dispatcherId;
+      const runnable =
+        c.state === 'Queued' && c.request.spec.priority > 0 && (c.runAfter === null || c.runAfter <= t);
+      if (mine || runnable) out.push((c.view ??= this.view(c)));
+    }
+    return out;
+  }
+
+  async lock(ids: string[], dispatcherId: string): Promise<string[]> {
+    const now = this.o.now();
+    const got: string[] = [];
+    for (const id of ids) {
+      const c = this.byId.get(id);
+      if (c === undefined || c.state !== 'Queued' || c.request.spec.priority <= 0) continue;
+      if (c.runAfter !== null && c.runAfter > now) continue;
+      c.state = 'Locked';
+      c.view = null;
+      c.lockedBy = dispatcherId;
+      c.generation++;
+      c.lockCount++;
+      got.push(id);
+    }
+    return got;
+  }
+
+  async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
+    const c = this.get(id);
+    this.expect(c, 'Queued');
+    if (c.lockedBy !== dispatcherId)
+      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
+    if (c.lockCount >= this.maxDispatchAttempts) {
+      this.finish(c, {
+        state: 'Cancelled',
+        exitCode: null,
+        failureClass: 'perm',
+        reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxDispatchAttempts}); last: ${reason}`,
+      });
+      return;
+    }
+    this.toQueued(c);
+  }
+
+  async assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void> {
+    const c = this.get(id);
+    if (c.state !== 'Locked')
+      throw new ConflictError(`container ${id} is ${c.state}; only a Locked container can be assigned`);
+    if (c.lockedBy !== dispatcherId)
+      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
+    this.detach(c);
+    c.instance = instanceId;
+    c.view = null;
+    c.node = nodeId;
+    const node = nodeId === null ? undefined : this.nodeTable.get(nodeId);
+    if (node !== undefined) {
+      node.assigned.add(id);
+      // Like the store's pg_notify: a registered agent hears about new work at once.
+      if (node.registeredAt !== null && node.state !== 'failed') this.observer.assigned?.(node.id, c);
+    }
+  }
+
+  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
+    const c = this.get(id);
+    // A dispatcher cancels what it holds, or a Queued container nobody holds (e.g. unsatisfiable).
+    if (c.lockedBy !== null && c.lockedBy !== dispatcherId)
+      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
+    this.expect(c, 'Cancelled');
+    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason });
+  }
+
+  async createNode(
+    _instanceType: string,
+    cluster: string,
+    tag: string,
+  ): Promise<{ nodeId: string; bootstrapSecret: string }> {
+    return this.nodeTable.create(cluster, tag);
+  }
+
+  async bindNode(nodeId: string, instanceId: string): Promise<void> {
+    this.nodeTable.find(nodeId).instanceId = instanceId;
+  }
+
+  async nodes(cluster: string, tag: string): Promise<NodeView[]> {
+    return this.nodeTable.list(cluster, tag);
+  }
+
+  async failNode(nodeId: string, reason: string): Promise<void> {
+    // As the store: failing an unknown or already failed node changes nothing.
+    const n = this.nodeTable.get(nodeId);
+    if (n === undefined || !this.nodeTable.fail(n)) return;
+    for (const id of [...n.assigned]) {
+      const c = this.byId.get(id)!;
+      if (c.state === 'Locked') this.toQueued(c);
+      else if (c.state === 'Running')
+        this.finish(c, {
+          state: 'Cancelled',
+          exitCode: null,
+          failureClass: 'temp',
+          reason: `node lost: ${reason}`,
+        });
+    }
+    this.observer.nodeFailed?.(nodeId);
+  }
+
+  async drainNode(nodeId: string): Promise<void> {
+    const n = this.nodeTable.find(nodeId);
+    if (n.state !== 'idle' && n.state !== 'busy') return;
+    n.state = 'draining';
+    this.observer.drain?.(nodeId);
+  }
+
+  // --- the agent's side ----------------------------------------------------------------------------
+
+  /** The agent registers with its bootstrap secret (once) and pings every pingIntervalMs from now on. */
+  registerNode(nodeId: string, secret: string, pingIntervalMs: number): void {
+    this.nodeTable.register(nodeId, secret, pingIntervalMs);
+  }
+
+  /** The agent stopped pinging (it crashed, or its machine went away). */
+  stopPings(nodeId: string): void {
+    this.nodeTable.stopPings(nodeId);
+  }
+
+  /** Containers assigned to the node and not yet started (the store's workFor). */
+  workFor(nodeId: string): SimContainer[] {
+    const n = this.nodeTable.get(nodeId);
+    if (n === undefined || n.state === 'failed') return [];
+    const out: SimContainer[] = [];
+    for (const id of n.assigned) {
+      const c = this.byId.get(id)!;
+      if (c.state === 'Locked') out.push(c);
+    }
+    return out;
+  }
+
+  /** Whether the node may start work (not failed, not draining). */
+  nodeAccepts(nodeId: string): boolean {
+    return this.nodeTable.accepts(nodeId);
+  }
+
+  /** Locked → Running by the node's agent holding lock generation `gen`. */
+  start(id: string, nodeId: string, gen: number): void {
+    const c = this.agentRow(id, nodeId, gen);
+    this.expect(c, 'Running');
+    c.state = 'Running';
+    c.view = null;
+    this.nodeTable.get(nodeId)!.running++;
+    this.observer.started?.(c);
+  }
+
+  /** Running → Complete with an exit code, reported by the node's agent. */
+  complete(id: string, nodeId: string, gen: number, exitCode: number): void {
+    const c = this.agentRow(id, nodeId, gen);
+    this.expect(c, 'Complete');
+    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null });
+  }
+
+  /**
+   * The scheduler's view of a container. Cached until the container changes: a long queue is listed on
+   * every pass, and rebuilding thousands of objects (and Dates) each time dominated overloaded runs.
+   * The dispatcher and plan() only read snapshots.
+   */
+  private view(c: SimContainer): SnapshotContainer {
+    const s = c.request.spec;
+    return {
+      id: c.id,
+      state: c.state,
+      priority: s.priority,
+      queuedAt: new Date(c.queuedAt),
+      vcpus: s.vcpus,
+      ram: s.ram,
+      scratch: s.scratch,
+      gpus: s.gpus,
+      preemptible: s.preemptible,
+      instanceTypes: null,
+      instance: c.state === 'Queued' ? null : c.instance,
+      lockCount: c.lockCount,
+    };
+  }
+
+  private agentRow(id: string, nodeId: string, gen: number): SimContainer {
+    const c = this.get(id);
+    if (c.node !== nodeId) throw new ForbiddenError(`container ${id} is not assigned to node ${nodeId}`);
+    if (c.generation !== gen)
+      throw new ConflictError(
+        `stale lock token for container ${id}: it was unlocked, cancelled or re-locked since`,
+      );
+    return c;
+  }
+
+  private expect(c: SimContainer, to: ContainerState): void {
+    if (!isLegalTransition(c.state, to))
+      throw new ConflictError(`illegal transition for container ${c.id}: ${c.state} → ${to}`);
+  }
+
+  private detach(c: SimContainer): void {
+    if (c.node === null) return;
+    const n = this.nodeTable.get(c.node);
+    if (n !== undefined) {
+      n.assigned.delete(c.id);
+      if (c.state === 'Running') n.running--;
+    }
+  }
+
+  private releaseUnplaced(dispatcherId: string): void {
+    for (const c of this.active.values())
+      if (c.state === 'Locked' && c.lockedBy === dispatcherId && c.instance === null) this.toQueued(c);
+  }
+
+  /** Stores the scheduler's status text (`berth why`); kept on the container as the store does. */
+  async setStatuses(statuses: Map<string, string>): Promise<void> {
+    for (const [id, s] of statuses) {
+      const c = this.byId.get(id);
+      if (c !== undefined) c.status = s;
+    }
+  }
+
+  private toQueued(c: SimContainer): void {
+    this.detach(c);
+    c.state = 'Queued';
+    c.view = null;
+    c.lockedBy = null;
+    c.generation++;
+    c.instance = null;
+    c.node = null;
+  }
+
+  private addContainer(
+    req: SimRequest,
+    id: string,
+    attempt: number,
+    queuedAt: number,
+    runAfter: number | null,
+  ): SimContainer {
+    if (this.byId.has(id)) throw new ConflictError(`container ${id} already exists`);
+    const c: SimContainer = {
+      id,
+      request: req,
+      attempt,
+      state: 'Queued',
+      queuedAt,
+      runAfter,
+      lockedBy: null,
+      generation: 0,
+      lockCount: 0,
+      instance: null,
+      node: null,
+      status: null,
+      view: null,
+    };
+    this.byId.set(id, c);
+    this.active.set(id, c);
+    req.current = id;
+    this.observer.created?.(c);
+    if (runAfter !== null) this.observer.runnableAt?.(runAfter);
+    return c;
+  }
+
+  /** Ends a container and lets its request decide (src/store/finish.ts, with the same decideRetry). */
+  private finish(c: SimContainer, end: ContainerEnd): void {
+    const wasRunning = c.state === 'Running';
+    this.detach(c);
+    c.state = end.state;
+    c.view = null;
+    c.generation++;
+    this.active.delete(c.id);
+    this.observer.ended?.(c, wasRunning);
+    const req = c.request;
+    if (req.final || req.current !== c.id) return;
+    const s = req.spec;
+    const d = decideRetry(
+      end,
+      {
+        priority: s.priority,
+        attempts: req.attempts,
+        tempFailures: req.tempFailures,
+        containerCountMax: s.containerCountMax ?? 3,
+        maxTempRetries: s.maxTempRetries ?? 10,
+        retryOnFailure: s.retryOnFailure ?? true,
+      },
+      this.o.rng,
+    );
+    req.attempts = d.attempts;
+    req.tempFailures = d.tempFailures;
+    if (d.kind === 'final') {
+      req.final = true;
+      this.outcomeCounts.open--;
+      this.outcomeCounts[d.outcome]++;
+      return;
+    }
+    const now = this.o.now();
+    // The retry keeps the original queue time (as the store does), so it does not lose its place.
+    this.addContainer(
+      req,
+      `${s.id}#${c.attempt + 1}`,
+      c.attempt + 1,
+      c.queuedAt,
+      d.delayMs > 0 ? now + d.delayMs : null,
+    );
+  }
+}

@@ -1,0 +1,56 @@
+// The agent with each image runtime that works here (skipped with the reason where one does not):
+// output and exit code pass through; an image that does not exist is cancelled perm.
+import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { createRuntime, type RuntimeName } from '../../src/agent/runtimes/detect.js';
+import { itIf } from '../helpers/needs.js';
+import { TEST_IMAGE, TEST_ROOTFS_TAR, rootfsMissing } from '../agent/helpers.js';
+import { Harness } from './harness.js';
+
+let h: Harness;
+const ids: string[] = [];
+
+beforeAll(async () => {
+  h = await Harness.create();
+});
+afterAll(async () => {
+  await h?.cleanup();
+  expect(Harness.leftCgroups(ids)).toEqual([]);
+});
+
+const cases: { name: RuntimeName; image: string }[] = [
+  { name: 'runc', image: TEST_ROOTFS_TAR },
+  { name: 'docker', image: TEST_IMAGE },
+  { name: 'podman', image: TEST_ROOTFS_TAR },
+];
+
+for (const { name, image } of cases) {
+  const missing = (await createRuntime(name).available()) ?? rootfsMissing();
+  describe(`agent with the ${name} runtime`, () => {
+    itIf(missing)(
+      'runs an image: output and exit code pass through; a missing image is cancelled perm',
+      async () => {
+        const node = await h.node();
+        h.startAgent(node, { runtime: name });
+        const ok = await h.submitAndAssign(node, {
+          image,
+          command: ['sh', '-c', 'echo out; echo err >&2; exit 5'],
+        });
+        ids.push(ok);
+        const c = await h.waitState(ok, ['Complete', 'Cancelled'], 60_000);
+        expect(c).toMatchObject({ state: 'Complete', exit_code: 5 });
+        expect(await h.text(ok, 'stdout')).toBe('out\n');
+        expect(await h.text(ok, 'stderr')).toBe('err\n');
+
+        const bad = await h.submitAndAssign(node, {
+          image: '/nonexistent/berth-rootfs.tar',
+          command: ['true'],
+        });
+        ids.push(bad);
+        const b = await h.waitState(bad, ['Complete', 'Cancelled'], 60_000);
+        expect(b).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
+        expect(b.runtime_status).toMatch(/nonexistent/);
+      },
+      120_000,
+    );
+  });
+}

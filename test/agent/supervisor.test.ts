@@ -1,0 +1,187 @@
+// The supervisor's timing policy on injected timers and clock, so every deadline is checked exactly.
+// The container is a scripted RunHandle: the policy (when to TERM, when to KILL, which reason) is what
+// is under test here; the same supervisor against real processes is in conformance.ts.
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/model/clock.js';
+import { Supervisor, type Timers } from '../../src/agent/supervisor.js';
+import type { ExitInfo, OutputChunk, RunHandle, Usage } from '../../src/agent/runtimes/types.js';
+
+class ManualTimers implements Timers {
+  now = 0;
+  private next = 1;
+  private pending = new Map<number, { at: number; fn: () => void }>();
+  setTimeout(fn: () => void, ms: number): unknown {
+    const id = this.next++;
+    this.pending.set(id, { at: this.now + ms, fn });
+    return id;
+  }
+  clearTimeout(h: unknown): void {
+    this.pending.delete(h as number);
+  }
+  get count(): number {
+    return this.pending.size;
+  }
+  /** Moves time forward, firing due timers in order and letting their async work settle. */
+  async advance(ms: number): Promise<void> {
+    const end = this.now + ms;
+    for (;;) {
+      const due = [...this.pending.entries()]
+        .filter(([, t]) => t.at <= end)
+        .sort((a, b) => a[1].at - b[1].at)[0];
+      if (!due) break;
+      this.pending.delete(due[0]);
+      this.now = due[1].at;
+      due[1].fn();
+      await settle();
+    }
+    this.now = end;
+    await settle();
+  }
+}
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** A container that obeys signals as scripted: dies on SIGKILL, and on SIGTERM unless it traps it. */
+class ScriptedHandle implements RunHandle {
+  readonly id = 'c1';
+  readonly runtime = 'scripted';
+  readonly warning = null;
+  signals: string[] = [];
+  scratch = 0;
+  private finish!: (info: ExitInfo) => void;
+  private readonly done = new Promise<ExitInfo>((r) => (this.finish = r));
+  constructor(private readonly trapsTerm: boolean) {}
+  wait(): Promise<ExitInfo> {
+    return this.done;
+  }
+  async signal(sig: NodeJS.Signals): Promise<void> {
+    this.signals.push(sig);
+    if (sig === 'SIGKILL' || !this.trapsTerm) this.exit(sig === 'SIGKILL' ? 137 : 143);
+  }
+  exit(code: number): void {
+    this.finish({ exitCode: code, oomKilled: false, peakRamBytes: 0, cpuSeconds: 0, wallMs: 0 });
+  }
+  async usage(): Promise<Usage> {
+    return { cpuSeconds: 0, ramBytes: 0, peakRamBytes: 0, scratchBytes: this.scratch };
+  }
+  output(): AsyncIterable<OutputChunk> {
+    return (async function* () {})();
+  }
+}
+
+const MiB = 1024 * 1024;
+
+describe('Supervisor', () => {
+  it('max_run_time counts from the original start of a re-attached container, then TERM, then KILL after the grace', async () => {
+    const timers = new ManualTimers();
+    const clock = new ManualClock('2026-01-01T00:00:08Z');
+    const h = new ScriptedHandle(true);
+    const sup = new Supervisor(h, {
+      maxRunTimeMs: 10_000,
+      startedAt: new Date('2026-01-01T00:00:00Z'),
+      killGraceMs: 3000,
+      sampleIntervalMs: 60_000,
+      clock,
+      timers,
+    });
+    await timers.advance(1999);
+    expect(h.signals).toEqual([]);
+    await timers.advance(1);
+    expect(h.signals).toEqual(['SIGTERM']);
+    await timers.advance(2999);
+    expect(h.signals).toEqual(['SIGTERM']);
+    await timers.advance(1);
+    expect(h.signals).toEqual(['SIGTERM', 'SIGKILL']);
+    const info = await sup.wait();
+    expect(info.reason).toBe('killed: max_run_time 10s exceeded');
+    expect(info.exitCode).toBe(137);
+    expect(timers.count).toBe(0);
+  });
+
+  it('cancel: a container that ends on SIGTERM is never sent SIGKILL and leaves no timer behind', async () => {
+    const timers = new ManualTimers();
+    const h = new ScriptedHandle(false);
+    const sup = new Supervisor(h, { killGraceMs: 30_000, timers });
+    await sup.cancel();
+    const info = await sup.wait();
+    expect(info).toMatchObject({ exitCode: 143, reason: 'cancelled' });
+    await timers.advance(60_000);
+    expect(h.signals).toEqual(['SIGTERM']);
+    expect(timers.count).toBe(0);
+  });
+
+  it('kills on scratch overuse with the sizes in the reason, and samples usage until then', async () => {
+    const timers = new ManualTimers();
+    const h = new ScriptedHandle(false);
+    const samples: number[] = [];
+    const sup = new Supervisor(h, {
+      scratchBytes: 100 * MiB,
+      sampleIntervalMs: 1000,
+      onSample: (u) => samples.push(u.scratchBytes),
+      timers,
+    });
+    h.scratch = 50 * MiB;
+    await timers.advance(1000);
+    h.scratch = 100 * MiB; // at the limit is allowed
+    await timers.advance(1000);
+    expect(h.signals).toEqual([]);
+    h.scratch = 120 * MiB;
+    await timers.advance(1000);
+    expect(h.signals).toEqual(['SIGTERM']);
+    const info = await sup.wait();
+    expect(info.reason).toBe('killed: scratch 120MiB > limit 100MiB');
+    expect(samples).toEqual([50 * MiB, 100 * MiB, 120 * MiB]);
+    expect(sup.lastUsage?.scratchBytes).toBe(120 * MiB);
+  });
+
+  it('keeps the first reason when a second one comes while the kill is under way', async () => {
+    const timers = new ManualTimers();
+    const h = new ScriptedHandle(true);
+    const events: string[] = [];
+    const sup = new Supervisor(h, {
+      maxRunTimeMs: 1000,
+      killGraceMs: 5000,
+      timers,
+      onEvent: (e) => events.push(e),
+    });
+    await timers.advance(1000);
+    await sup.cancel('cancelled by user');
+    await timers.advance(5000);
+    const info = await sup.wait();
+    expect(info.reason).toBe('killed: max_run_time 1s exceeded');
+    expect(h.signals).toEqual(['SIGTERM', 'SIGKILL']);
+    expect(events).toEqual(['killed: max_run_time 1s exceeded: sending SIGTERM, SIGKILL in 5s']);
+  });
+
+  it('reports a container that ended on its own without a reason', async () => {
+    const timers = new ManualTimers();
+    const h = new ScriptedHandle(false);
+    const sup = new Supervisor(h, { maxRunTimeMs: 10_000, scratchBytes: MiB, timers });
+    h.exit(0);
+    const info = await sup.wait();
+    expect(info.reason).toBeUndefined();
+    expect(info.exitCode).toBe(0);
+    expect(timers.count).toBe(0);
+  });
+
+  it('detach stops every timer without signalling the container', async () => {
+    const timers = new ManualTimers();
+    const h = new ScriptedHandle(false);
+    const samples: number[] = [];
+    const sup = new Supervisor(h, {
+      maxRunTimeMs: 1000,
+      scratchBytes: 1,
+      sampleIntervalMs: 100,
+      onSample: (u) => samples.push(u.scratchBytes),
+      timers,
+    });
+    sup.detach();
+    h.scratch = 10;
+    await timers.advance(10_000);
+    expect(h.signals).toEqual([]);
+    expect(samples).toEqual([]);
+    expect(timers.count).toBe(0);
+  });
+});

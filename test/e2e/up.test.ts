@@ -1,0 +1,88 @@
+// `berth up --demo` end to end: embedded PostgreSQL, server, dispatcher, local instances running real
+// processes; Ctrl-C in the middle stops everything cleanly and a new start resumes; nothing is left behind.
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assertBuilt, berthDaemon, until } from '../helpers/cli.js';
+
+let home: string;
+let env: NodeJS.ProcessEnv;
+const daemons: ReturnType<typeof berthDaemon>[] = [];
+
+/** Processes whose command line mentions this test's BERTH_HOME (agents, boot wrappers, containers). */
+function leftovers(): string[] {
+  try {
+    return execFileSync('pgrep', ['-af', home], { encoding: 'utf8' })
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !l.includes('pgrep'));
+  } catch {
+    return [];
+  }
+}
+
+beforeAll(() => {
+  assertBuilt();
+  home = mkdtempSync(join(tmpdir(), 'berth-up-'));
+  chmodSync(home, 0o711);
+  env = {
+    BERTH_HOME: home,
+    BERTH_DATABASE_URL: '',
+    BERTH_API_URL: '',
+    BERTH_TOKEN: '',
+    BERTH_LOG_LEVEL: 'silent',
+  };
+});
+
+afterAll(async () => {
+  for (const d of daemons) await d.stop('SIGKILL');
+  for (const line of leftovers()) {
+    const pid = Number(line.trim().split(/\s+/)[0]);
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  rmSync(home, { recursive: true, force: true });
+});
+
+function liveInstances(): number {
+  const list = JSON.parse(readFileSync(join(home, 'instances.json'), 'utf8')) as {
+    instances: { state: string }[];
+  };
+  return list.instances.filter((i) => i.state !== 'terminated').length;
+}
+
+describe('berth up --demo', () => {
+  it('Ctrl-C in the middle stops everything cleanly', { timeout: 240_000 }, async () => {
+    const up = berthDaemon(['up', '--demo', '--listen', '127.0.0.1:0'], env);
+    daemons.push(up);
+    await until(() => /running [1-9]/.test(up.output()), 120_000, 'demo containers to run');
+    expect(await up.stop('SIGINT')).toBe(130);
+    expect(up.output()).toMatch(/interrupted: stopping/);
+    expect(up.output()).toMatch(/shut down \d+ local instance/);
+    expect(leftovers()).toEqual([]);
+    expect(liveInstances()).toBe(0);
+  });
+
+  it(
+    'starting again resumes the demo and runs it to completion, leaving no process or instance',
+    { timeout: 240_000 },
+    async () => {
+      const up = berthDaemon(['up', '--demo', '--listen', '127.0.0.1:0'], env);
+      daemons.push(up);
+      const code = await up.exited;
+      const out = up.output();
+      expect(out, out).toMatch(/resuming the demo/);
+      expect(code, out).toBe(0);
+      expect(out).toMatch(/finished 12\/12/);
+      expect(out).toMatch(/demo-fails-once\s+failed\s+3\s+2/);
+      expect(out).toMatch(/every instance has shut down/);
+      expect(out).not.toMatch(/internal error/);
+      expect(leftovers()).toEqual([]);
+      expect(liveInstances()).toBe(0);
+    },
+  );
+});

@@ -1,0 +1,208 @@
+// `berth sim` and `berth sim compare` in-process, and the simulator config file's validation.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import { parseSimConfig, SimConfigError } from '../../src/sim/config.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'berth-sim-cli-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function berth(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stdout += String(chunk);
+    return true;
+  });
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
+  const log = vi.spyOn(console, 'error').mockImplementation((...parts: unknown[]) => {
+    stderr += parts.join(' ') + '\n';
+  });
+  try {
+    const code = await main(['node', 'berth', ...args]);
+    return { code, stdout, stderr };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+    log.mockRestore();
+  }
+}
+
+const workload = join(dir, 'w.json');
+writeFileSync(
+  workload,
+  JSON.stringify({
+    jobs: [
+      { id: 'a', arrival: 0, vcpus: 1, ram: '1GiB', duration: '100s' },
+      { id: 'b', arrival: '10s', vcpus: 1, ram: '1GiB', duration: '200s' },
+      { id: 'c', arrival: '1h', vcpus: 4, ram: '8GiB', duration: '10m' },
+    ],
+  }),
+);
+const config = join(dir, 'c.json');
+writeFileSync(
+  config,
+  JSON.stringify({
+    catalog: { instance_types: [{ name: 't4', vcpus: 4, ram: '16GiB', scratch: '100GiB', price: 0.2 }] },
+    boot_time: { kind: 'fixed', time: '60s' },
+    scheduler: { idle_timeout: '2m' },
+  }),
+);
+
+describe('berth sim', () => {
+  it('writes report.json and report.html and prints a summary', async () => {
+    const out = join(dir, 'berth');
+    const r = await berth('sim', '--workload', workload, '--config', config, '--seed', '3', '--out', out);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/policy berth, seed 3: 3 containers, 3 completed/);
+    expect(r.stdout).toMatch(/cost \d+\.\d+ {2}lower bound \d+\.\d+ {2}ratio \d\.\d{3}/);
+    expect(r.stdout).toMatch(/wait p50 .* p90 .* p99/);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8'));
+    expect(report).toMatchObject({ format: 'berth-sim-report/1', policy: 'berth', seed: 3 });
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('<svg');
+  });
+
+  it('--json, --policy, --limit-jobs, --time-scale, then compare', async () => {
+    const out = join(dir, 'single');
+    const r = await berth(
+      'sim',
+      '--workload',
+      workload,
+      '--config',
+      config,
+      '--policy',
+      'one-per-instance',
+      '--limit-jobs',
+      '2',
+      '--time-scale',
+      '0.5',
+      '--out',
+      out,
+      '--json',
+    );
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.report.containers.total).toBe(2);
+    expect(j.report.policy).toBe('one-per-instance');
+    // b arrives at 5 s and runs 100 s at half time scale.
+    expect(j.stats.requests.success).toBe(2);
+    const c = await berth('sim', 'compare', join(dir, 'berth', 'report.json'), join(out, 'report.json'));
+    expect(c.code).toBe(0);
+    expect(c.stdout).toMatch(/A: berth \(seed 3\)\s+B: one-per-instance \(seed 1\)/);
+    expect(c.stdout).toMatch(/total cost/);
+  });
+
+  it('bad flags and files exit 2 naming the flag or key', async () => {
+    const cases: [string[], RegExp][] = [
+      [['sim', '--out', dir], /--workload: required/],
+      [['sim', '--workload', workload], /--out: required/],
+      [
+        ['sim', '--workload', workload, '--out', dir, '--policy', 'lifo'],
+        /--policy: expected one of berth, one-per-instance, fifo/,
+      ],
+      [['sim', '--workload', workload, '--out', dir, '--seed', 'x'], /--seed: expected a whole number/],
+      [
+        ['sim', '--workload', workload, '--out', dir, '--limit-jobs', '0'],
+        /--limit-jobs: expected a whole number >= 1/,
+      ],
+      [
+        ['sim', '--workload', workload, '--out', dir, '--time-scale', '-1'],
+        /--time-scale: expected a number above 0/,
+      ],
+      [
+        ['sim', '--workload', join(dir, 'missing.json'), '--out', dir],
+        /--workload .*missing\.json: cannot read/,
+      ],
+      [['sim', 'compare', workload, workload], /format: expected "berth-sim-report\/1"/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await berth(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, JSON.stringify({ faults: { agent_crash_rate: 2 } }));
+    const r = await berth('sim', '--workload', workload, '--out', dir, '--config', bad);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(
+      /bad\.json: faults\.agent_crash_rate: expected a probability from 0 to 1, got 2/,
+    );
+  });
+});
+
+describe('parseSimConfig', () => {
+  const error = (v: unknown): string => {
+    try {
+      parseSimConfig(v);
+    } catch (err) {
+      expect(err).toBeInstanceOf(SimConfigError);
+      return (err as Error).message;
+    }
+    throw new Error('expected an error');
+  };
+
+  it('has defaults for everything', () => {
+    const c = parseSimConfig({});
+    expect(c.catalog.length).toBe(80);
+    expect(c.scheduler.idleTimeoutMs).toBe(60_000);
+    expect(c.cloud.bootTime).toEqual({ kind: 'lognormal', medianMs: 60_000, sigma: 0.25 });
+    expect(c.dispatcher).toEqual({ nodeLostAfterMs: 60_000, syncIntervalMs: 300_000, safetyTickMs: 300_000 });
+  });
+
+  it('reads every section', () => {
+    const c = parseSimConfig({
+      catalog: 'default',
+      scheduler: { max_instances: 5, idle_timeout: '90s' },
+      boot_time: { kind: 'uniform', min: '30s', max: '2m' },
+      limits: { max_cloud_ops_per_second: 10, burst: 20, max_concurrent_creates: 4 },
+      faults: {
+        create_error_rate: 0.1,
+        capacity_error_rate: { 'compute-2': 0.5 },
+        quota: { max_instances: 10 },
+        outages: [{ scope: 'type', subject: 'compute-2', from: '1h', until: '2h' }],
+        spot: { interruptions_per_hour: 0.5 },
+        agent_crash_after: { kind: 'exponential', mean: '30m' },
+      },
+      agent: { start_delay: '5s', ping_interval: '15s' },
+      dispatcher: { node_lost_after: '2m', sync_interval: '1m', safety_tick: '10m' },
+      time_limit: '7d',
+    });
+    expect(c.scheduler.maxInstances).toBe(5);
+    expect(c.scheduler.idleTimeoutMs).toBe(90_000);
+    expect(c.cloud.bootTime).toEqual({ kind: 'uniform', minMs: 30_000, maxMs: 120_000 });
+    expect(c.cloud.outages).toEqual([
+      { scope: 'type', subject: 'compute-2', fromMs: 3_600_000, untilMs: 7_200_000 },
+    ]);
+    expect(c.cloud.quota).toEqual({ maxInstances: 10, maxVcpus: undefined });
+    expect(c.cloud.spot).toEqual({ interruptionsPerHour: 0.5, noticeMs: 120_000 });
+    expect(c.limits).toEqual({ opsPerSecond: 10, burst: 20, maxConcurrentCreates: 4 });
+    expect(c.agent).toEqual({ startDelayMs: 5000, pingIntervalMs: 15_000 });
+    expect(c.timeLimitMs).toBe(7 * 86_400_000);
+  });
+
+  it('names the key of every error', () => {
+    expect(error({ colour: 1 })).toMatch(/^colour: unknown key/);
+    expect(error({ scheduler: { idle_timeout: 'soon' } })).toMatch(
+      /^scheduler\.idle_timeout: expected a duration/,
+    );
+    expect(error({ scheduler: { max_instance: 3 } })).toMatch(/^scheduler\.max_instance: unknown field/);
+    expect(error({ boot_time: { kind: 'gamma' } })).toMatch(/^boot_time\.kind: expected fixed, uniform/);
+    expect(error({ boot_time: { kind: 'fixed' } })).toMatch(/^boot_time\.time: required/);
+    expect(error({ faults: { quota: { max_instances: -1 } } })).toMatch(
+      /^faults\.quota\.max_instances: expected a whole number/,
+    );
+    expect(error({ faults: { outages: [{ scope: 'type', until: '1h' }] } })).toMatch(
+      /^faults\.outages\[0\]\.subject: required/,
+    );
+    expect(error({ catalog: [{ name: 'x', vcpus: 1, ram: '1GiB', price: -1 }] })).toMatch(
+      /^catalog: instance_types\[0\]\.price/,
+    );
+    expect(error({ agent: { ping_interval: 0 } })).toMatch(/^agent\.ping_interval/);
+    expect(error({ dispatcher: { sync: '1m' } })).toMatch(/^dispatcher\.sync: unknown key/);
+  });
+});
