@@ -130,14 +130,32 @@ export class Dispatcher {
   /** Reconciles with the cloud's list (DESIGN §6.1 sync). */
   async sync(now: Date): Promise<void> {
     const o = this.o;
-    const listed = await o.driver.list({ [TAG.cluster]: o.cluster, [TAG.tag]: o.tag });
+    let listed;
+    try {
+      listed = await o.driver.list({ [TAG.cluster]: o.cluster, [TAG.tag]: o.tag });
+    } catch (err) {
+      // The pass goes on with the view we have; the sync is tried again at the next pass.
+      this.emit({ kind: 'error', at: now, op: 'list', message: (err as Error).message });
+      return;
+    }
     const seen = new Set<string>();
     for (const ci of listed) {
       if (ci.state === 'terminated') continue;
       seen.add(ci.id);
       const known = this.instances.get(ci.id);
       if (!known) this.instances.set(ci.id, adopt(ci, this.types, now));
-      else known.interruptionNotice = ci.interruptionNotice;
+      else {
+        known.interruptionNotice = ci.interruptionNotice;
+        // Destroyed, but the cloud still lists it as live after shutdown_retry: destroy again.
+        const retry = o.shutdownRetryMs ?? 30_000;
+        if (
+          known.state === 'shutdown' &&
+          known.destroyAttemptAt !== null &&
+          now.getTime() - known.destroyAttemptAt >= retry
+        ) {
+          await this.destroy(known, now);
+        }
+      }
     }
     for (const inst of [...this.instances.values()]) {
       // Only what existed before the list was taken can be missing from it.
@@ -293,6 +311,7 @@ export class Dispatcher {
       nodeId,
       containers: [],
       destroyAttemptAt: null,
+      destroyFailed: false,
       preemptible: type.preemptible,
       interruptionNotice: null,
     });
@@ -318,10 +337,12 @@ export class Dispatcher {
 
   private async destroy(inst: PoolInstance, now: Date): Promise<void> {
     inst.destroyAttemptAt = now.getTime();
+    inst.destroyFailed = false;
     try {
       await this.o.driver.destroy(inst.id);
     } catch (err) {
       if (!(err instanceof CloudNotFound)) {
+        inst.destroyFailed = true;
         this.emit({
           kind: 'error',
           at: now,
@@ -339,6 +360,7 @@ export class Dispatcher {
     for (const inst of this.instances.values()) {
       if (
         inst.state === 'shutdown' &&
+        inst.destroyFailed &&
         inst.destroyAttemptAt !== null &&
         now.getTime() - inst.destroyAttemptAt >= retry
       )

@@ -28,6 +28,8 @@ export interface PoolInstance {
   containers: string[];
   /** When a destroy was last attempted (shutdown state), for retries. */
   destroyAttemptAt: number | null;
+  /** The last destroy attempt failed: retry after shutdown_retry. */
+  destroyFailed: boolean;
   preemptible: boolean;
   interruptionNotice: Date | null;
 }
@@ -57,6 +59,7 @@ export function adopt(ci: CloudInstance, types: Map<string, InstanceType>, now: 
     nodeId: ci.tags[TAG.node] ?? null,
     containers: [],
     destroyAttemptAt: null,
+    destroyFailed: false,
     preemptible: ci.preemptible,
     interruptionNotice: ci.interruptionNotice,
   };

@@ -196,6 +196,22 @@ const rows: Row[] = [
     ],
   },
   {
+    name: 'a container whose cheapest fitting type costs more than max_spend_per_hour is cancelled, not left blocking the queue',
+    snapshot: snap({
+      types: [type('small', 1, 2, 1), type('big', 8, 32, 10)],
+      config: { maxSpendPerHour: 5 },
+      containers: [
+        ctr('big-job', { vcpus: 8, priority: 900 }),
+        ctr('small-job', { vcpus: 1, priority: 100 }),
+      ],
+    }),
+    actions: [
+      cancel('big-job', 'its cheapest fitting type big costs 10/h; max_spend_per_hour is 5'),
+      lock('small-job'),
+      create('small', 'small-job'),
+    ],
+  },
+  {
     name: 'overhead counts toward the ram a container needs',
     snapshot: snap({
       config: { ramOverhead: GiB / 2 },

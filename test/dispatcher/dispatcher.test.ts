@@ -117,3 +117,42 @@ describe('dispatcher', () => {
     expect(status.rows[0].scheduling_status).toMatch(/big/);
   });
 });
+
+describe('dispatcher and cloud failures', () => {
+  it('a failed list does not stop the pass; a failed destroy is retried after shutdown_retry, a successful one is not repeated', async () => {
+    const { CloudApiError } = await import('../../src/cloud/errors.js');
+    const h = await harness();
+    const d = h.make();
+    await h.submit({ vcpus: 1, ram: '1GiB' });
+    h.cloud.controls.failNext('list', new CloudApiError('list is down'));
+    await d.tick(); // the first pass syncs: the list fails, the pass still creates
+    expect(
+      h.events.filter((e) => e.kind === 'error' && e.op === 'list'),
+      JSON.stringify(h.events),
+    ).toHaveLength(1);
+    expect(h.cloud.live).toBe(1);
+    await h.advance(30_000);
+    await d.tick();
+    await h.pingAll();
+    await h.finishAll(0);
+    await d.tick(); // idle from now
+    await h.advance(61_000);
+    await h.pingAll();
+    h.cloud.controls.failNext('destroy', new CloudApiError('destroy refused'));
+    await d.tick(); // idle past idle_timeout: shutdown, destroy fails
+    expect(h.events.filter((e) => e.kind === 'error' && e.op === 'destroy')).toHaveLength(1);
+    expect(h.cloud.live).toBe(1);
+    await h.advance(2_000);
+    await d.tick(); // before shutdown_retry (5 s): no new attempt
+    expect(h.cloud.controls.count('destroy')).toBe(1);
+    await h.advance(4_000);
+    await d.tick(); // retried and succeeds
+    expect(h.cloud.controls.count('destroy')).toBe(2);
+    expect(h.cloud.live).toBe(0);
+    await h.advance(10_000);
+    await d.tick();
+    await h.advance(10_000);
+    await d.tick();
+    expect(h.cloud.controls.count('destroy')).toBe(2);
+  });
+});

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
-import { parseSimConfig, SimConfigError } from '../../src/sim/config.js';
+import { loadSimConfig, parseSimConfig, SimConfigError } from '../../src/sim/config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-sim-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -183,6 +183,18 @@ describe('parseSimConfig', () => {
     expect(c.limits).toEqual({ opsPerSecond: 10, burst: 20, maxConcurrentCreates: 4 });
     expect(c.agent).toEqual({ startDelayMs: 5000, pingIntervalMs: 15_000 });
     expect(c.timeLimitMs).toBe(7 * 86_400_000);
+  });
+
+  it('reads a catalog file relative to the config file', () => {
+    writeFileSync(
+      join(dir, 'cat.json'),
+      JSON.stringify({ instance_types: [{ name: 'only', vcpus: 8, ram: '32GiB', price: 0.4 }] }),
+    );
+    const path = join(dir, 'with-catalog.json');
+    writeFileSync(path, JSON.stringify({ catalog: 'cat.json' }));
+    expect(loadSimConfig(path).catalog.map((t) => t.name)).toEqual(['only']);
+    writeFileSync(path, JSON.stringify({ catalog: 'nope.json' }));
+    expect(() => loadSimConfig(path)).toThrow(/with-catalog\.json: catalog: .*nope\.json: cannot read/);
   });
 
   it('names the key of every error', () => {

@@ -82,6 +82,16 @@ describe('runSimulation under faults', () => {
     expect(second.arrival - first.arrival).toBeLessThanOrEqual(160_000 + 60_000 + 10_000 + 1);
   });
 
+  it('a cloud list refused by the rate limit does not stop the pass; the sync is retried and everything finishes', async () => {
+    // One cloud call every 20 s: creates and the periodic sync's list compete for it.
+    const config = smallConfig({ limits: { max_cloud_ops_per_second: 0.05, burst: 1 } });
+    const many = Array.from({ length: 30 }, (_, i) => job(`m${i}`, i * 7, 400));
+    const { stats } = await runSimulation({ jobs: many, config, seed: 1, policy: 'berth' });
+    // The dispatcher reports the refused list as an error event and carries on with its view.
+    expect(stats.failedPasses).toBe(0);
+    expect(stats.requests).toEqual({ success: 30, failed: 0, cancelled: 0, open: 0 });
+  });
+
   it('stops at the time limit and says so', async () => {
     const config = smallConfig({ time_limit: '30m' });
     const { stats, report } = await runSimulation({

@@ -28,7 +28,10 @@ function duration(flag: string, value: string, maxMs = Infinity): number {
 export function registerAgent(program: Command): void {
   program
     .command('agent')
-    .description("run a node's agent: register, ping for work, run containers under hard limits, report")
+    .description(
+      "run a node's agent: register, ping for work, run containers under hard limits, report " +
+        '(with the global --api-url URL, or $BERTH_API_URL)',
+    )
     .option('--node-id <id>', 'the node id the dispatcher recorded for this instance')
     .option('--bootstrap-secret-file <file>', 'file holding the one-time bootstrap secret (needed once)')
     .option('--work-dir <dir>', "the agent's state and the containers' work dirs")

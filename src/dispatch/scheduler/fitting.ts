@@ -82,6 +82,7 @@ export function buildShape(
   sortedTypes: InstanceType[],
   ramOverhead: number,
   maxPriceFactor: number,
+  maxSpendPerHour: number | null = null,
 ): Shape {
   const need = containerNeed(c);
   const allow = c.instanceTypes === null ? null : new Set(c.instanceTypes);
@@ -92,7 +93,14 @@ export function buildShape(
   const usable = new Set(fitting.filter((t) => t.price <= maxPrice).map((t) => t.name));
   const usableByIndex = new Uint8Array(sortedTypes.length);
   sortedTypes.forEach((t, i) => (usableByIndex[i] = usable.has(t.name) ? 1 : 0));
-  const unsatisfiable = fitting.length > 0 ? null : whyNothingFits(c, sortedTypes, candidates, ramOverhead);
+  // A spend cap below the price of every fitting type can never be met: waiting would block the queue
+  // behind this container forever (rule 5), so it is unsatisfiable like a container no type fits.
+  const unsatisfiable =
+    fitting.length === 0
+      ? whyNothingFits(c, sortedTypes, candidates, ramOverhead)
+      : maxSpendPerHour !== null && cheapestPrice > maxSpendPerHour + 1e-9
+        ? `its cheapest fitting type ${fitting[0]!.name} costs ${cheapestPrice}/h; max_spend_per_hour is ${maxSpendPerHour}`
+        : null;
   return { key: shapeKey(c), need, fitting, cheapestPrice, maxPrice, usable, usableByIndex, unsatisfiable };
 }
 

@@ -136,7 +136,9 @@ export function plan(snap: Snapshot): Plan {
     waiting.push(c);
   }
 
-  const shapes = new ShapeCache((c) => buildShape(c, sortedTypes, config.ramOverhead, config.maxPriceFactor));
+  const shapes = new ShapeCache((c) =>
+    buildShape(c, sortedTypes, config.ramOverhead, config.maxPriceFactor, config.maxSpendPerHour),
+  );
 
   const evictable: Placement[] = [];
   let evictVersion = 0;
