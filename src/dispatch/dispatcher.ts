@@ -43,6 +43,8 @@ export interface DispatcherOptions {
   quotaTtlMs?: number;
   /** The boot data handed to a new instance (the agent's API URL, node id and secret). */
   bootData(node: { nodeId: string; bootstrapSecret: string; instanceType: InstanceType }): string;
+  /** Status texts are written at most this often (default 2 s). */
+  statusIntervalMs?: number;
   /** The scheduling policy: the real plan() unless a baseline replaces it (simulator). */
   planner?: (s: Snapshot) => Plan;
   onEvent?: (e: DispatchEvent) => void;
@@ -58,6 +60,9 @@ export interface InstanceMirror {
 
 export class LeaseLostError extends Error {}
 
+/** Most status texts written in one pass (the rest follow in later writes). */
+const MAX_STATUS_WRITES = 5_000;
+
 export class Dispatcher {
   readonly instances = new Map<string, PoolInstance>();
   private readonly types: Map<string, InstanceType>;
@@ -65,6 +70,7 @@ export class Dispatcher {
   private lastSync = -Infinity;
   private synced = false;
   private lastStatus = new Map<string, string>();
+  private lastStatusWrite = -Infinity;
   private stopped = false;
   private running: Promise<void> | null = null;
   /** The last plan, for `berth why` and tests. */
@@ -123,7 +129,7 @@ export class Dispatcher {
     const plan = (o.planner ?? realPlan)(snapshot);
     this.lastPlan = plan;
     await this.act(plan, now);
-    await this.saveStatuses(plan);
+    await this.saveStatuses(plan, now);
     if (o.mirror) await o.mirror.publish([...this.instances.values()], now);
   }
 
@@ -382,11 +388,30 @@ export class Dispatcher {
     }
   }
 
-  private async saveStatuses(plan: Plan): Promise<void> {
+  /**
+   * Stores the status texts that changed since the last write. Queue positions change for every waiting
+   * container when the head moves, so writes are spaced by statusIntervalMs and capped per write: a large
+   * queue costs one bounded UPDATE every few seconds, not one per container per pass.
+   */
+  private async saveStatuses(plan: Plan, now: Date): Promise<void> {
+    const interval = this.o.statusIntervalMs ?? 2_000;
+    if (now.getTime() - this.lastStatusWrite < interval) return;
     const changed = new Map<string, string>();
-    for (const [id, s] of Object.entries(plan.status)) if (this.lastStatus.get(id) !== s) changed.set(id, s);
-    this.lastStatus = new Map(Object.entries(plan.status));
-    if (changed.size > 0) await this.o.queue.setStatuses(changed);
+    for (const id in plan.status) {
+      const s = plan.status[id]!;
+      if (this.lastStatus.get(id) !== s) {
+        changed.set(id, s);
+        if (changed.size >= MAX_STATUS_WRITES) break;
+      }
+    }
+    if (changed.size === 0) return;
+    await this.o.queue.setStatuses(changed);
+    for (const [id, s] of changed) this.lastStatus.set(id, s);
+    // Forget containers no longer waiting, so the map does not grow without bound.
+    if (this.lastStatus.size > 2 * Object.keys(plan.status).length + MAX_STATUS_WRITES) {
+      for (const id of [...this.lastStatus.keys()]) if (!(id in plan.status)) this.lastStatus.delete(id);
+    }
+    this.lastStatusWrite = now.getTime();
   }
 
   /**
