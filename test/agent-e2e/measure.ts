@@ -1,5 +1,5 @@
 // Measurements for docs/performance/agent.md (not assertions on speed): run with
-//   BERTH_MEASURE=1 npx vitest run test/agent-e2e/measure.test.ts
+//   BERTH_MEASURE=1 npx vitest run --config vitest.measure.config.ts
 // Prints the agent's RSS idle and with N `sleep` containers, and log throughput with a count check.
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
