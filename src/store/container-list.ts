@@ -1,7 +1,8 @@
 // Listing containers with filters and cursor pages (newest first), and reading their event logs.
 import type { ContainerState } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { decodeCursor, encodeCursor, type Page } from './pages.js';
+import { listPage, type Page } from './pages.js';
+import { Where } from './where.js';
 import { CONTAINER_COLUMNS, type ContainerRecord } from './records.js';
 
 export interface ContainerFilter {
@@ -28,28 +29,21 @@ export class ContainerList {
 
   /** A page of containers. With no filter this is an index scan of the primary key (fast at 1M rows). */
   async list(f: ContainerFilter): Promise<Page<ContainerRecord>> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const add = (sql: string, v: unknown) => {
-      args.push(v);
-      where.push(sql.replace('?', `$${args.length}`));
-    };
-    if (f.owner !== undefined) add('owner = ?', f.owner);
-    if (f.state !== undefined) add('state = ?', f.state);
-    if (f.requestId !== undefined) add('request_id = ?', f.requestId);
-    if (f.priorityMin !== undefined) add('priority >= ?', f.priorityMin);
-    if (f.priorityMax !== undefined) add('priority <= ?', f.priorityMax);
-    if (f.nodeId !== undefined) add('node_id = ?', f.nodeId);
-    if (f.cursor !== undefined) add('id < ?', decodeCursor(f.cursor));
-    const limit = f.limit ?? 100;
-    args.push(limit + 1);
-    const r = await this.ctx.pool.query(
-      `SELECT ${CONTAINER_COLUMNS} FROM containers ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-       ORDER BY id DESC LIMIT $${args.length}`,
-      args,
+    const where = new Where()
+      .add('owner = ?', f.owner)
+      .add('state = ?', f.state)
+      .add('request_id = ?', f.requestId)
+      .add('priority >= ?', f.priorityMin)
+      .add('priority <= ?', f.priorityMax)
+      .add('node_id = ?', f.nodeId);
+    return listPage<ContainerRecord>(
+      this.ctx.pool,
+      'containers',
+      CONTAINER_COLUMNS,
+      where,
+      f.cursor,
+      f.limit,
     );
-    const items = r.rows.slice(0, limit) as ContainerRecord[];
-    return { items, next_cursor: r.rows.length > limit ? encodeCursor(items[items.length - 1]!.id) : null };
   }
 
   /** A container's events in order, after event id `after`. */

@@ -7,7 +7,8 @@ import type { StoreContext } from './context.js';
 import { withRetriedTx } from './db.js';
 import { NotFoundError } from './errors.js';
 import { addEvent, finishContainer } from './finish.js';
-import { decodeCursor, encodeCursor, type Page } from './pages.js';
+import { listPage, type Page } from './pages.js';
+import { Where } from './where.js';
 import { REQUEST_COLUMNS, type RequestRecord } from './records.js';
 
 export interface RequestFilter {
@@ -102,27 +103,23 @@ export class Requests {
 
   /** A page of requests, newest first. */
   async list(f: RequestFilter): Promise<Page<RequestRecord>> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const add = (sql: string, v: unknown) => {
-      args.push(v);
-      where.push(sql.replace('?', `$${args.length}`));
-    };
-    if (f.owner !== undefined) add('owner = ?', f.owner);
-    if (f.state !== undefined) add('state = ?', f.state);
-    if (f.priorityMin !== undefined) add('priority >= ?', f.priorityMin);
-    if (f.priorityMax !== undefined) add('priority <= ?', f.priorityMax);
-    if (f.name !== undefined) add(`name ILIKE ?`, `%${f.name.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
-    if (f.cursor !== undefined) add('id < ?', decodeCursor(f.cursor));
-    const limit = f.limit ?? 100;
-    args.push(limit + 1);
-    const r = await this.ctx.pool.query(
-      `SELECT ${REQUEST_COLUMNS} FROM container_requests ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-       ORDER BY id DESC LIMIT $${args.length}`,
-      args,
+    const where = new Where()
+      .add('owner = ?', f.owner)
+      .add('state = ?', f.state)
+      .add('priority >= ?', f.priorityMin)
+      .add('priority <= ?', f.priorityMax)
+      .add(
+        'name ILIKE ?',
+        f.name === undefined ? undefined : `%${f.name.replace(/[\\%_]/g, (c) => `\\${c}`)}%`,
+      );
+    return listPage<RequestRecord>(
+      this.ctx.pool,
+      'container_requests',
+      REQUEST_COLUMNS,
+      where,
+      f.cursor,
+      f.limit,
     );
-    const items = r.rows.slice(0, limit) as RequestRecord[];
-    return { items, next_cursor: r.rows.length > limit ? encodeCursor(items[items.length - 1]!.id) : null };
   }
 
   /** Cancels a request: its current container is cancelled (class user) and the request becomes Final. */

@@ -1,28 +1,24 @@
 // The dispatcher on the local driver, as separate processes (`berth server`, `berth dispatch`): 50
 // containers of mixed sizes; the dispatcher is killed with SIGKILL in the middle and started again. It
 // adopts every instance; no container is lost or run twice; afterwards every instance goes away.
-import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, berthDaemon, readIfExists, until } from '../helpers/cli.js';
+import {
+  assertBuilt,
+  berthDaemon,
+  readIfExists,
+  until,
+  killProcessesMentioning,
+  processesMentioning,
+} from '../helpers/cli.js';
 
 let home: string;
 let env: NodeJS.ProcessEnv;
 let url: string;
 let token: string;
 const daemons: ReturnType<typeof berthDaemon>[] = [];
-
-function leftovers(): string[] {
-  try {
-    return execFileSync('pgrep', ['-af', home], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l.trim() !== '' && !l.includes('pgrep'));
-  } catch {
-    return [];
-  }
-}
 
 async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const r = await fetch(`${url}${path}`, {
@@ -77,13 +73,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const d of daemons.reverse()) await d.stop('SIGINT');
-  for (const line of leftovers()) {
-    try {
-      process.kill(Number(line.trim().split(/\s+/)[0]), 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
+  killProcessesMentioning(home);
   rmSync(home, { recursive: true, force: true });
 });
 
@@ -151,6 +141,11 @@ describe('dispatcher on the local driver', () => {
       }
       // idle_timeout 3 s + a tick + a sync: every instance is gone
       await until(() => liveInstances() === 0, 20_000, 'every instance to shut down');
+      await until(
+        () => processesMentioning(join(home, 'instances')).length === 0,
+        20_000,
+        'every agent process to exit',
+      );
       expect(d.output()).not.toMatch(/pass failed/);
     },
   );

@@ -1,26 +1,20 @@
 // `berth up --demo` end to end: embedded PostgreSQL, server, dispatcher, local instances running real
 // processes; Ctrl-C in the middle stops everything cleanly and a new start resumes; nothing is left behind.
-import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, berthDaemon, until } from '../helpers/cli.js';
+import {
+  assertBuilt,
+  berthDaemon,
+  until,
+  killProcessesMentioning,
+  processesMentioning,
+} from '../helpers/cli.js';
 
 let home: string;
 let env: NodeJS.ProcessEnv;
 const daemons: ReturnType<typeof berthDaemon>[] = [];
-
-/** Processes whose command line mentions this test's BERTH_HOME (agents, boot wrappers, containers). */
-function leftovers(): string[] {
-  try {
-    return execFileSync('pgrep', ['-af', home], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l.trim() !== '' && !l.includes('pgrep'));
-  } catch {
-    return [];
-  }
-}
 
 beforeAll(() => {
   assertBuilt();
@@ -37,14 +31,7 @@ beforeAll(() => {
 
 afterAll(async () => {
   for (const d of daemons) await d.stop('SIGKILL');
-  for (const line of leftovers()) {
-    const pid = Number(line.trim().split(/\s+/)[0]);
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
+  killProcessesMentioning(home);
   rmSync(home, { recursive: true, force: true });
 });
 
@@ -63,7 +50,7 @@ describe('berth up --demo', () => {
     expect(await up.stop('SIGINT')).toBe(130);
     expect(up.output()).toMatch(/interrupted: stopping/);
     expect(up.output()).toMatch(/shut down \d+ local instance/);
-    expect(leftovers()).toEqual([]);
+    expect(processesMentioning(home)).toEqual([]);
     expect(liveInstances()).toBe(0);
   });
 
@@ -81,7 +68,7 @@ describe('berth up --demo', () => {
       expect(out).toMatch(/demo-fails-once\s+failed\s+3\s+2/);
       expect(out).toMatch(/every instance has shut down/);
       expect(out).not.toMatch(/internal error/);
-      expect(leftovers()).toEqual([]);
+      expect(processesMentioning(home)).toEqual([]);
       expect(liveInstances()).toBe(0);
     },
   );

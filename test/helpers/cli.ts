@@ -1,5 +1,5 @@
 // Running the real `berth` executable (the compiled CLI: `npm test` builds it first).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -65,4 +65,26 @@ export async function until<T>(
 
 export function readIfExists(path: string): string | null {
   return existsSync(path) ? readFileSync(path, 'utf8') : null;
+}
+
+/** Processes whose command line mentions `path` (agents, boot wrappers, containers, PostgreSQL of a test home). */
+export function processesMentioning(path: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-af', path], { encoding: 'utf8' })
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !l.includes('pgrep'));
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+/** Kills (SIGKILL) every process whose command line mentions `path`: cleanup after a failed test. */
+export function killProcessesMentioning(path: string): void {
+  for (const line of processesMentioning(path)) {
+    try {
+      process.kill(Number(line.trim().split(/\s+/)[0]), 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
 }
