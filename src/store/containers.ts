@@ -3,7 +3,7 @@
 // illegal change with a ConflictError that says why, changing nothing.
 import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { withRetriedTx, type Tx } from './db.js';
+import { onCommit, withRetriedTx, type Tx } from './db.js';
 import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
 import { addEvent, finishContainer } from './finish.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
@@ -212,9 +212,9 @@ export class Containers {
         'assign',
         `assigned to instance ${instanceId}${nodeId ? ` (node ${nodeId})` : ''}`,
       );
-      // Wakes the node's long-poll ping at once (delivered at commit).
-      if (nodeId) await tx.query(`SELECT pg_notify('berth_node', $1)`, [nodeId]);
     });
+    // Wakes the node's long-poll ping at once.
+    if (nodeId) this.ctx.wake.send('berth_node', nodeId);
   }
 
   /** Locked → Running, reported by the assigned agent holding the current per-lock token. */
@@ -270,7 +270,7 @@ export class Containers {
       }
       this.expect(row, 'Cancelled');
       await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
-      if (row.node_id) await tx.query(`SELECT pg_notify('berth_node', $1)`, [row.node_id]);
+      if (row.node_id) onCommit(tx, () => this.ctx.wake.send('berth_node', row.node_id!));
       return finishContainer(this.ctx, tx, id, { state: 'Cancelled', failureClass, reason });
     });
   }

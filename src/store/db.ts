@@ -18,17 +18,28 @@ export function createPool(url: string, max = 10): pg.Pool {
 /** Runs fn in a transaction; rolls back and rethrows on error. */
 export async function withTx<T>(pool: pg.Pool, fn: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  const after: (() => void)[] = [];
+  (client as pg.PoolClient & { afterCommit?: (() => void)[] }).afterCommit = after;
   try {
     await client.query('BEGIN');
     const result = await fn(client);
     await client.query('COMMIT');
+    for (const f of after) f();
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
+    delete (client as pg.PoolClient & { afterCommit?: unknown }).afterCommit;
     client.release();
   }
+}
+
+/** Runs fn once the transaction of `tx` committed (not at all if it rolls back). */
+export function onCommit(tx: pg.PoolClient, fn: () => void): void {
+  const after = (tx as pg.PoolClient & { afterCommit?: (() => void)[] }).afterCommit;
+  if (after) after.push(fn);
+  else fn();
 }
 
 /** Replaces the database name in a PostgreSQL URL. */

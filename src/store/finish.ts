@@ -4,7 +4,7 @@ import { newId } from '../model/ids.js';
 import { decideRetry, type ContainerEnd } from '../model/retry.js';
 import type { FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import type { Tx } from './db.js';
+import { onCommit, type Tx } from './db.js';
 import type { Usage } from './records.js';
 
 /** How a container ends, as the store records it. */
@@ -65,8 +65,9 @@ export async function finishContainer(
       : `cancelled (${end.failureClass}): ${end.reason ?? ''}`;
   await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, { state: end.state });
 
-  // Capacity was freed (and a retry may be queued): wake the dispatcher at commit.
-  await tx.query(`SELECT pg_notify('berth_dispatch', 'finish')`);
+  // Capacity was freed (and a retry may be queued): wake the dispatcher (sent after commit; a rolled-back
+  // transaction costs at most a needless pass).
+  onCommit(tx, () => ctx.wake.send('berth_dispatch', 'finish'));
   const r = await tx.query(`SELECT * FROM container_requests WHERE id = $1 FOR UPDATE`, [row.request_id]);
   const req = r.rows[0];
   if (req.state === 'Final' || req.container_id !== containerId) return { retryId: null };

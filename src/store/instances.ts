@@ -49,7 +49,7 @@ export class Instances {
       [id, what.idleBehavior ?? null, what.kill ?? false],
     );
     if (r.rowCount === 0) throw new NotFoundError(`instance ${id} not found`);
-    await this.ctx.pool.query(`SELECT pg_notify('berth_dispatch', 'operator')`);
+    this.ctx.wake.send('berth_dispatch', 'operator');
     return this.get(id);
   }
 }

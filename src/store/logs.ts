@@ -24,7 +24,7 @@ export class Logs {
        ON CONFLICT (container_id, seq) DO NOTHING`,
       [containerId, now, chunks.map((c) => c.seq), chunks.map((c) => c.stream), chunks.map((c) => c.data)],
     );
-    if ((r.rowCount ?? 0) > 0) await this.ctx.pool.query(`SELECT pg_notify('berth_logs', $1)`, [containerId]);
+    if ((r.rowCount ?? 0) > 0) this.ctx.wake.send('berth_logs', containerId);
     return r.rowCount ?? 0;
   }
 

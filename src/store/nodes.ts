@@ -3,7 +3,7 @@
 import { newId } from '../model/ids.js';
 import type { NodeState } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { withRetriedTx } from './db.js';
+import { onCommit, withRetriedTx } from './db.js';
 import { addEvent, finishContainer } from './finish.js';
 import { ConflictError, NotFoundError, UnauthorizedError } from './errors.js';
 import { newSecret, sha256 } from './secrets.js';
@@ -87,8 +87,8 @@ export class Nodes {
          WHERE id = $1 RETURNING ${NODE_COLUMNS}`,
         [nodeId, now, JSON.stringify(info)],
       );
-      // A new agent is capacity: wake the dispatcher at commit.
-      await tx.query(`SELECT pg_notify('berth_dispatch', 'node')`);
+      // A new agent is capacity: wake the dispatcher.
+      onCommit(tx, () => this.ctx.wake.send('berth_dispatch', 'node'));
       const { secret: token } = await this.tokens.create({
         scope: 'node',
         owner: `node:${nodeId}`,
@@ -185,7 +185,7 @@ export class Nodes {
       `UPDATE nodes SET state = 'draining', updated_at = $2 WHERE id = $1 AND state IN ('idle', 'busy')`,
       [nodeId, this.ctx.clock.now()],
     );
-    await this.ctx.pool.query(`SELECT pg_notify('berth_node', $1)`, [nodeId]);
+    this.ctx.wake.send('berth_node', nodeId);
   }
 
   /** Records a ping: the node's own view of its state. A failed node may not come back. */

@@ -4,7 +4,7 @@ import { newId } from '../model/ids.js';
 import type { RequestSpec } from '../model/request.js';
 import type { RequestState } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { withRetriedTx } from './db.js';
+import { onCommit, withRetriedTx } from './db.js';
 import { NotFoundError } from './errors.js';
 import { addEvent, finishContainer } from './finish.js';
 import { listPage, type Page } from './pages.js';
@@ -56,9 +56,8 @@ export class Requests {
            instance_types, $1, run_after, $1, $1 FROM r
          RETURNING id),
        e AS (
-         INSERT INTO container_events (container_id, at, kind, message) SELECT id, $1, 'state', 'Queued: submitted' FROM c),
-       n AS (SELECT pg_notify('berth_dispatch', 'queue'))
-       SELECT r.* FROM r, n`,
+         INSERT INTO container_events (container_id, at, kind, message) SELECT id, $1, 'state', 'Queued: submitted' FROM c)
+       SELECT r.* FROM r`,
       [
         now,
         owner,
@@ -84,6 +83,7 @@ export class Requests {
         cids,
       ],
     );
+    this.ctx.wake.send('berth_dispatch', 'queue');
     // The containers did not exist yet when RETURNING ran: every new request's container is Queued.
     const byId = new Map(
       r.rows.map((row: RequestRecord) => [row.id, { ...row, container_state: 'Queued' as const }]),
@@ -132,11 +132,15 @@ export class Requests {
       const c = await tx.query(`SELECT state FROM containers WHERE id = $1 FOR UPDATE`, [req.container_id]);
       const state = c.rows[0]?.state;
       if (state === 'Queued' || state === 'Locked' || state === 'Running') {
-        await tx.query(
-          `WITH c AS (UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id)
-           SELECT pg_notify('berth_node', node_id) FROM c WHERE node_id IS NOT NULL`,
-          [req.container_id],
-        );
+        await tx
+          .query(
+            `UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id`,
+            [req.container_id],
+          )
+          .then(
+            (u) =>
+              u.rows[0]?.node_id && onCommit(tx, () => this.ctx.wake.send('berth_node', u.rows[0].node_id)),
+          );
         await finishContainer(this.ctx, tx, req.container_id!, {
           state: 'Cancelled',
           failureClass: 'user',

@@ -9,6 +9,7 @@ import { Logs } from './logs.js';
 import { Nodes } from './nodes.js';
 import { Requests } from './requests.js';
 import { Tokens } from './tokens.js';
+import { Wake } from './wake.js';
 
 export class Store {
   readonly ctx: StoreContext;
@@ -26,6 +27,7 @@ export class Store {
       clock: opts.clock ?? systemClock,
       rng: opts.rng ?? Math.random,
       options: { ...DEFAULT_STORE_OPTIONS, ...opts.options },
+      wake: new Wake(pool),
     };
     this.tokens = new Tokens(this.ctx);
     this.requests = new Requests(this.ctx);
