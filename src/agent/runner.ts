@@ -98,6 +98,20 @@ export class ContainerRunner {
     clearTimeout(timer);
   }
 
+  /**
+   * Whether the container's lock token is still current (an empty log append is accepted): after a start
+   * refused with 409, that means an earlier start attempt went through (a Locked container with a current
+   * token always starts), while a cancelled or re-locked container has a revoked token.
+   */
+  private async stillOurs(entry: JournalEntry): Promise<boolean> {
+    try {
+      await retrying(() => this.ctx.client.logs(entry.id, entry.lockToken, []), { signal: this.ctx.stop });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   private dir(): string {
     return join(this.ctx.containersDir, this.id);
   }
@@ -131,9 +145,15 @@ export class ContainerRunner {
       });
     } catch (err) {
       if (err instanceof AbortedError) return; // the next agent finds it in the journal
-      ctx.log(`container ${order.id}: the API refused the start (${(err as Error).message}); not running it`);
-      await this.forget();
-      return;
+      if (!(err instanceof ApiHttpError && err.status === 409 && (await this.stillOurs(entry)))) {
+        ctx.log(
+          `container ${order.id}: the API refused the start (${(err as Error).message}); not running it`,
+        );
+        await this.forget();
+        return;
+      }
+      // An earlier attempt was accepted but its answer was lost (connection cut): it is Running and ours.
+      ctx.log(`container ${order.id}: start already recorded by an earlier attempt`);
     }
     entry.startReported = true;
     if (this.killRequested) {

@@ -83,11 +83,15 @@ describe('agent lifecycle', () => {
     const cid = await h.submitAndAssign(node, { command: numbered(4000, 400, 0) });
     ids.push(cid);
     await h.waitState(cid, ['Running']);
+    await shimOf(node.workDir, cid); // the agent heard the start was recorded and started it
     await h.apiDown();
-    // The container goes on printing and ends while the API is away.
-    await until(() => existsSync(join(node.workDir, 'containers', cid, 'run', 'exit')), 30_000, 'the exit');
-    await until(() => lines.some((l) => /ping failed|retry/.test(l)), 10_000, 'the agent to notice');
-    await h.apiUp();
+    try {
+      // The container goes on printing and ends while the API is away.
+      await until(() => existsSync(join(node.workDir, 'containers', cid, 'run', 'exit')), 30_000, 'the exit');
+      await until(() => lines.some((l) => /ping failed|retry/.test(l)), 10_000, 'the agent to notice');
+    } finally {
+      await h.apiUp(); // also when it failed: the other tests share this API
+    }
     const c = await h.waitState(cid, ['Complete', 'Cancelled'], 60_000);
     expect(c).toMatchObject({ state: 'Complete', exit_code: 0 });
     expect(await h.text(cid, 'stdout')).toBe(expected(4000));
