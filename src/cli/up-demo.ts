@@ -13,6 +13,7 @@ interface Row {
   outcome: string | null;
   cstate: string | null;
   attempts: number;
+  temp_failures: number;
   exit_code: number | null;
   usage: { peak_ram: number; cpu_seconds: number; wall_ms: number } | null;
   instance_id: string | null;
@@ -47,7 +48,7 @@ export async function runDemo(
     if (stopped()) return 'stopped';
     rows = (
       await pool.query(
-        `SELECT r.id, r.name, r.state, r.outcome, c.state AS cstate, r.attempts, c.exit_code, c.usage, c.instance_id
+        `SELECT r.id, r.name, r.state, r.outcome, c.state AS cstate, r.attempts, r.temp_failures, c.exit_code, c.usage, c.instance_id
          FROM container_requests r LEFT JOIN containers c ON c.id = r.container_id WHERE r.id = ANY($1) ORDER BY r.name`,
         [ids],
       )
@@ -67,13 +68,14 @@ export async function runDemo(
   }
   console.log(
     table(
-      ['REQUEST', 'NAME', 'OUTCOME', 'EXIT', 'ATTEMPTS', 'PEAK MEMORY', 'CPU', 'WALL'],
+      ['REQUEST', 'NAME', 'OUTCOME', 'EXIT', 'ATTEMPTS', 'RETRIES', 'PEAK MEMORY', 'CPU', 'WALL'],
       rows.map((r) => [
         r.id,
         r.name,
         r.outcome ?? '-',
         r.exit_code === null ? '-' : String(r.exit_code),
         String(r.attempts),
+        String(r.temp_failures),
         r.usage ? formatSize(r.usage.peak_ram) : '-',
         r.usage ? `${r.usage.cpu_seconds.toFixed(2)}s` : '-',
         r.usage ? formatDuration(r.usage.wall_ms) : '-',
