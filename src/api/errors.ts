@@ -84,11 +84,36 @@ export function handleError(err: unknown, req: FastifyRequest, reply: FastifyRep
             : 'bad_request';
     return send(fe.statusCode, errorBody(code, fe.message, [{ field: 'body', problem: fe.message }]));
   }
-  const pgCode = (err as { code?: string }).code;
-  if (pgCode === '57P01' || pgCode === 'ECONNREFUSED' || pgCode === '57P03' || pgCode === 'ECONNRESET') {
+  if (isDatabaseUnavailable(err)) {
     req.log.warn({ err }, 'database unavailable');
     return send(503, errorBody('unavailable', 'the database is unavailable; retry shortly'));
   }
   req.log.error({ err }, 'internal error');
   return send(500, errorBody('internal', 'internal error; see the server log'));
+}
+
+/** PostgreSQL restarting, shutting down, or unreachable: a 503 the client retries, not a 500. */
+const UNAVAILABLE_CODES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+]);
+
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return (
+    UNAVAILABLE_CODES.has(e?.code ?? '') ||
+    /Connection terminated|connection timeout|Client has encountered a connection error/i.test(
+      e?.message ?? '',
+    )
+  );
 }

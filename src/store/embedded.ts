@@ -222,62 +222,93 @@ export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer>
   const saved = existsSync(portFile) ? Number(readFileSync(portFile, 'utf8').trim()) : NaN;
   const port =
     opts.port ?? (Number.isInteger(saved) && saved > 0 && (await portFree(saved)) ? saved : await freePort());
-  const child: ChildProcess = spawn(
-    bins.postgres,
-    [
-      '-D',
-      dataDir,
-      '-p',
-      String(port),
-      '-c',
-      'listen_addresses=127.0.0.1',
-      '-c',
-      `unix_socket_directories=${dataDir}`,
-      '-c',
-      'max_connections=300',
-    ],
-    { ...spawnAs, stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
-  let exited = false;
-  child.on('exit', () => (exited = true));
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-  try {
-    await waitFor(
-      async () => {
-        if (exited)
-          throw new Error(`PostgreSQL exited at start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
-        const c = new pg.Client({ connectionString: url });
-        c.on('error', () => {});
-        try {
-          await c.connect();
-          await c.end();
-          return true;
-        } catch {
-          return false;
+  const args = [
+    '-D',
+    dataDir,
+    '-p',
+    String(port),
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    `unix_socket_directories=${dataDir}`,
+    '-c',
+    'max_connections=300',
+  ];
+
+  /** Starts postgres and resolves once it accepts connections. */
+  const launch = async (): Promise<ChildProcess> => {
+    const child = spawn(bins.postgres, args, { ...spawnAs, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-4000);
+    });
+    let exited = false;
+    child.once('exit', () => (exited = true));
+    try {
+      await waitFor(
+        async () => {
+          if (exited)
+            throw new Error(`PostgreSQL exited at start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
+          const c = new pg.Client({ connectionString: url });
+          c.on('error', () => {});
+          try {
+            await c.connect();
+            await c.end();
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        30_000,
+        'PostgreSQL to accept connections',
+      );
+    } catch (err) {
+      child.kill('SIGKILL');
+      throw err;
+    }
+    return child;
+  };
+
+  let child = await launch();
+  let stopping: Promise<void> | null = null;
+  // Supervision: a server that dies under us (killed, crashed) is started again on the same port and data,
+  // so every process reconnects and carries on without an operator. Crash recovery replays the WAL.
+  const supervise = (c: ChildProcess) => {
+    c.once('exit', (code, signal) => {
+      if (stopping) return;
+      progress(`PostgreSQL exited unexpectedly (${signal ?? `code ${code}`}); starting it again`);
+      void (async () => {
+        for (let attempt = 1; !stopping; attempt++) {
+          // Backends of a killed postmaster hold its shared memory until they notice: retry until they are gone.
+          await new Promise((r) => setTimeout(r, Math.min(5_000, 200 * attempt)));
+          if (stopping) return;
+          try {
+            child = await launch();
+            progress('PostgreSQL is back');
+            supervise(child);
+            return;
+          } catch (err) {
+            if (attempt % 10 === 0)
+              progress(`PostgreSQL does not start again yet: ${(err as Error).message}`);
+          }
         }
-      },
-      30_000,
-      'PostgreSQL to accept connections',
-    );
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw err;
-  }
+      })();
+    });
+  };
+  supervise(child);
   writeFileSync(portFile, String(port));
   if (user) chmodSync(portFile, 0o644);
-  let stopping: Promise<void> | null = null;
   return {
     url,
     port,
     dataDir,
-    pid: child.pid!,
+    get pid() {
+      return child.pid!;
+    },
     stop() {
       stopping ??= (async () => {
-        if (exited) return;
+        if (child.exitCode !== null || child.signalCode !== null) return;
         const done = new Promise<void>((r) => child.once('exit', () => r()));
         child.kill('SIGINT'); // fast shutdown: ends sessions, checkpoints, exits
         const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
