@@ -25,6 +25,8 @@ export interface DispatchConfig {
   maxConcurrentCreates: number;
   /** local driver: how long an instance takes to "boot" before its agent starts. */
   bootDelayMs: number;
+  /** local driver: run each instance's agent in its own network namespace (root; see cloud/local/netns.ts). */
+  netns: boolean;
 }
 
 export class DispatchConfigError extends Error {}
@@ -103,6 +105,11 @@ export const DISPATCH_KEYS: { key: string; default: string; help: string }[] = [
   ...DURATIONS.map(([, key, d, help]) => ({ key, default: d, help })),
   { key: 'max_cloud_ops_per_second', default: '10', help: 'Rate limit on cloud API calls (token bucket).' },
   { key: 'max_concurrent_creates', default: '4', help: 'Most instance creates in flight at once.' },
+  {
+    key: 'netns',
+    default: 'false',
+    help: "local driver: run each instance's agent in its own network namespace behind a veth pair (root only); the API must listen on 0.0.0.0.",
+  },
 ];
 
 /** Instance types for the local driver sized for this machine: a small, a medium and a whole-machine type. */
@@ -134,6 +141,7 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
     'scheduler',
     'max_cloud_ops_per_second',
     'max_concurrent_creates',
+    'netns',
     ...DURATIONS.map((d) => d[1]),
   ]);
   for (const k of Object.keys(o))
@@ -195,6 +203,10 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
   };
   out.maxCloudOpsPerSecond = posInt('max_cloud_ops_per_second', 10);
   out.maxConcurrentCreates = posInt('max_concurrent_creates', 4);
+  const netns = o.netns ?? false;
+  if (typeof netns !== 'boolean')
+    throw new DispatchConfigError(`${source}: netns: expected true or false, got ${JSON.stringify(netns)}`);
+  out.netns = netns;
   return out as unknown as DispatchConfig;
 }
 

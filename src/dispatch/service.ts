@@ -15,7 +15,7 @@ import { startDispatcher, type RunningDispatcher } from './run.js';
 /** Opens the configured cloud driver. */
 export async function openDriver(dcfg: DispatchConfig, home: string): Promise<Driver> {
   const { LocalDriver } = await import('../cloud/local/driver.js');
-  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs });
+  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns });
 }
 
 export interface DispatchService {

@@ -11,18 +11,28 @@
 // writer left to refuse. The API listens on 0.0.0.0 for this test only, so that agents reach it at their
 // veth's host address; all traffic goes to loopback or to the addresses of the namespaces made here.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../src/agent/runtimes/procfs.js';
 import type { CloudInstance, Driver, Tags } from '../../src/cloud/driver.js';
 import { CloudApiError } from '../../src/cloud/errors.js';
 import { LocalDriver } from '../../src/cloud/local/driver.js';
 import type { LocalInstanceRecord } from '../../src/cloud/local/instance-list.js';
-import { netnsUnusable, removeNetns } from '../../src/cloud/local/netns.js';
+import { apiUrlFor, netnsUnusable, removeNetns } from '../../src/cloud/local/netns.js';
 import { loadConfig } from '../../src/config/options.js';
-import { parseDispatchConfig } from '../../src/dispatch/config.js';
+import { DispatchConfigError, parseDispatchConfig } from '../../src/dispatch/config.js';
 import type { DispatchEvent } from '../../src/dispatch/dispatcher.js';
 import { startDispatcher, type RunningDispatcher } from '../../src/dispatch/run.js';
 import type { InstanceType } from '../../src/model/types.js';
@@ -65,7 +75,9 @@ let driver: HoldingDriver;
 const events: DispatchEvent[] = [];
 
 function records(): LocalInstanceRecord[] {
-  const text = existsSync(join(home, 'instances.json')) ? readFileSync(join(home, 'instances.json'), 'utf8') : null;
+  const text = existsSync(join(home, 'instances.json'))
+    ? readFileSync(join(home, 'instances.json'), 'utf8')
+    : null;
   return text ? (JSON.parse(text) as { instances: LocalInstanceRecord[] }).instances : [];
 }
 
@@ -131,7 +143,11 @@ describe('network partition', () => {
     'a partitioned node is failed and its container completes elsewhere; the old agent is refused and stops',
     { timeout: 240_000 },
     async () => {
-      const cfg = loadConfig({ home, listen: '0.0.0.0:0', log_level: 'silent' }, {});
+      // BERTH_TEST_LOG_LEVEL=error shows the server's log when debugging this test.
+      const cfg = loadConfig(
+        { home, listen: '0.0.0.0:0', log_level: process.env.BERTH_TEST_LOG_LEVEL ?? 'silent' },
+        {},
+      );
       server = await startServer(cfg);
       const port = new URL(server.url).port;
       const api = `http://127.0.0.1:${port}`;
@@ -139,7 +155,10 @@ describe('network partition', () => {
       const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
         const r = await fetch(`${api}${path}`, {
           method,
-          headers: { authorization: `Bearer ${admin}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+          headers: {
+            authorization: `Bearer ${admin}`,
+            ...(body ? { 'content-type': 'application/json' } : {}),
+          },
           body: body ? JSON.stringify(body) : undefined,
         });
         if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`);
@@ -150,7 +169,7 @@ describe('network partition', () => {
         cluster: 'part',
         instance_types: [{ name: 'small', vcpus: 1, ram: '1GiB', price: 0.05 }],
         scheduler: { idle_timeout: '60s', max_instances: 3 },
-        node_lost_after: '4s',
+        node_lost_after: '5s',
         boot_delay: '200ms',
         tick_interval: '300ms',
         sync_interval: '1s',
@@ -191,7 +210,13 @@ describe('network partition', () => {
         ram: '128MiB',
       });
       const first = req.container_id;
-      type Ctr = { id: string; state: string; instance_id: string | null; node_id: string | null; failure_class: string | null };
+      type Ctr = {
+        id: string;
+        state: string;
+        instance_id: string | null;
+        node_id: string | null;
+        failure_class: string | null;
+      };
       const container = (id: string) => call<Ctr>('GET', `/v1/containers/${id}`);
       const running = await until(
         async () => {
@@ -274,26 +299,41 @@ describe('network partition', () => {
       // Once the cloud lets it, the instance goes, and with it its namespace and veth.
       driver.held.delete(rec!.id);
       await until(
-        () => !namespaces().includes(link.name) && !linkExists(link.hostDev),
+        () =>
+          records().find((r) => r.id === rec!.id)?.state === 'terminated' &&
+          !namespaces().includes(link.name) &&
+          !linkExists(link.hostDev),
         30_000,
-        'the namespace and veth of the old instance to be removed',
+        'the old instance, its namespace and its veth to be gone',
       );
-      expect(records().find((r) => r.id === rec!.id)?.state).toBe('terminated');
     },
   );
 
-  itNetns('every namespace and veth made by the test is gone after destroy', { timeout: 60_000 }, async () => {
-    expect(disp, 'the partition test ran').not.toBeNull();
-    await disp!.stop();
-    disp = null;
-    for (const r of records()) if (r.state === 'running') await local.destroy(r.id);
-    const made = records().filter((r) => r.netns);
-    expect(made.length).toBeGreaterThanOrEqual(2);
-    const ns = namespaces();
-    for (const r of made) {
-      expect(ns).not.toContain(r.netns!.name);
-      expect(linkExists(r.netns!.hostDev)).toBe(false);
-    }
-    mkdirSync(marks, { recursive: true });
+  itNetns(
+    'every namespace and veth made by the test is gone after destroy',
+    { timeout: 60_000 },
+    async () => {
+      expect(disp, 'the partition test ran').not.toBeNull();
+      await disp!.stop();
+      disp = null;
+      for (const r of records()) if (r.state === 'running') await local.destroy(r.id);
+      const made = records().filter((r) => r.netns);
+      expect(made.length).toBeGreaterThanOrEqual(2);
+      const ns = namespaces();
+      for (const r of made) {
+        expect(ns).not.toContain(r.netns!.name);
+        expect(linkExists(r.netns!.hostDev)).toBe(false);
+      }
+    },
+  );
+
+  it('the netns option: a dispatch config boolean; agents get the API URL at their veth host address', () => {
+    expect(parseDispatchConfig({}).netns).toBe(false);
+    expect(parseDispatchConfig({ netns: true }).netns).toBe(true);
+    expect(() => parseDispatchConfig({ netns: 'yes' })).toThrow(DispatchConfigError);
+    expect(() => parseDispatchConfig({ netns: 'yes' })).toThrow(/netns: expected true or false, got "yes"/);
+    const link = { name: 'berth-x', hostDev: 'bhx', hostAddr: '10.213.7.9', nsAddr: '10.213.7.10' };
+    expect(apiUrlFor(link, 'http://0.0.0.0:8470')).toBe('http://10.213.7.9:8470');
+    expect(apiUrlFor(link, 'http://127.0.0.1:41234/')).toBe('http://10.213.7.9:41234');
   });
 });

@@ -35,24 +35,28 @@ async function submit(): Promise<number> {
 }
 
 describe('embedded PostgreSQL supervision', () => {
-  it('a SIGKILLed PostgreSQL is started again and the API recovers; nothing committed is lost', { timeout: 120_000 }, async () => {
-    expect(await submit()).toBe(201);
-    const before = server.db.embedded!.pid;
-    process.kill(before, 'SIGKILL');
-    // Requests fail (503) while it is down, then succeed again: wait for that with a deadline.
-    const deadline = Date.now() + 90_000;
-    let status = 0;
-    while (status !== 201 && Date.now() < deadline) {
-      status = await submit().catch(() => 0);
-      if (status !== 201) {
-        expect([0, 503]).toContain(status);
-        await new Promise((r) => setTimeout(r, 200));
+  it(
+    'a SIGKILLed PostgreSQL is started again and the API recovers; nothing committed is lost',
+    { timeout: 120_000 },
+    async () => {
+      expect(await submit()).toBe(201);
+      const before = server.db.embedded!.pid;
+      process.kill(before, 'SIGKILL');
+      // Requests fail (503) while it is down, then succeed again: wait for that with a deadline.
+      const deadline = Date.now() + 90_000;
+      let status = 0;
+      while (status !== 201 && Date.now() < deadline) {
+        status = await submit().catch(() => 0);
+        if (status !== 201) {
+          expect([0, 503]).toContain(status);
+          await new Promise((r) => setTimeout(r, 200));
+        }
       }
-    }
-    expect(status).toBe(201);
-    expect(server.db.embedded!.pid).not.toBe(before);
-    expect(progress.join('\n')).toMatch(/PostgreSQL exited unexpectedly \(SIGKILL\); starting it again/);
-    const n = await server.store.ctx.pool.query('SELECT count(*)::int AS n FROM container_requests');
-    expect(n.rows[0].n).toBe(2);
-  });
+      expect(status).toBe(201);
+      expect(server.db.embedded!.pid).not.toBe(before);
+      expect(progress.join('\n')).toMatch(/PostgreSQL exited unexpectedly \(SIGKILL\); starting it again/);
+      const n = await server.store.ctx.pool.query('SELECT count(*)::int AS n FROM container_requests');
+      expect(n.rows[0].n).toBe(2);
+    },
+  );
 });

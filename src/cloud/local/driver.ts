@@ -20,6 +20,7 @@ import type { InstanceType } from '../../model/types.js';
 import { matchesTags, type CloudInstance, type Driver, type Tags } from '../driver.js';
 import { CloudApiError, NotFoundError } from '../errors.js';
 import { InstanceList, type LocalInstanceRecord } from './instance-list.js';
+import { apiUrlFor, createNetns, netnsExec, netnsUnusable, removeNetns, type NetnsLink } from './netns.js';
 
 /** What the dispatcher hands to create() as bootData (JSON); the same shape as src/dispatch/run.ts BootData. */
 export interface LocalBootData {
@@ -47,6 +48,12 @@ export interface LocalDriverOptions {
   nodeBin?: string;
   /** Environment for the agents (default: this process's). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Run each agent in its own network namespace, linked to the host by a veth pair on a private /30
+   * (see netns.ts; root only). The agent reaches the API at the host end's address, so the API must
+   * listen there (e.g. on 0.0.0.0). Default false.
+   */
+  netns?: boolean;
 }
 
 /** Parent of the instance slices in every cgroup v1 hierarchy. */
@@ -126,13 +133,26 @@ export class LocalDriver implements Driver {
       cgroup = new CgroupV1(`${LOCAL_CGROUP_PARENT}/${id}`);
       await cgroup.create({ vcpus: type.vcpus, ram: type.ram });
     }
+    let netns: NetnsLink | null = null;
+    if (this.o.netns) {
+      try {
+        const why = await netnsUnusable();
+        if (why) throw new CloudApiError(`local driver: netns requested but ${why}`, false);
+        netns = await createNetns(id);
+      } catch (err) {
+        await cgroup?.remove().catch(() => {});
+        await rm(dir, { recursive: true, force: true });
+        if (err instanceof CloudApiError) throw err;
+        throw new CloudApiError(`cannot create the instance's network namespace: ${(err as Error).message}`);
+      }
+    }
     const now = new Date();
     const bootDelayMs = this.o.bootDelayMs ?? 0;
     const args = [
       this.o.berthBin ?? defaultBerthBin(),
       'agent',
       '--api-url',
-      boot.api_url,
+      netns ? apiUrlFor(netns, boot.api_url) : boot.api_url,
       '--node-id',
       boot.node_id,
       '--bootstrap-secret-file',
@@ -150,10 +170,12 @@ export class LocalDriver implements Driver {
       `sleep ${(bootDelayMs / 1000).toFixed(3)}`,
       `exec ${[this.o.nodeBin ?? process.execPath, ...args].map(sh).join(' ')}`,
     ].join('; ');
+    // nsenter changes only the network namespace (`ip netns exec` would also remount /sys, hiding cgroups).
+    const argv = netns ? [...netnsExec(netns), '/bin/sh', '-c', script] : ['/bin/sh', '-c', script];
     const log = await open(join(dir, 'agent.log'), 'a', 0o600);
     let ref: ProcessRef | null;
     try {
-      const child = spawn('/bin/sh', ['-c', script], {
+      const child = spawn(argv[0]!, argv.slice(1), {
         detached: true, // own session and process group: survives the dispatcher, like a VM
         stdio: ['ignore', log.fd, log.fd],
         env: {
@@ -172,6 +194,7 @@ export class LocalDriver implements Driver {
       ref = (await processRef(pid)) ?? { pid, startTicks: -1 };
     } catch (err) {
       await cgroup?.remove().catch(() => {});
+      if (netns) await removeNetns(netns);
       await rm(dir, { recursive: true, force: true });
       throw new CloudApiError(`cannot start the instance's agent: ${(err as Error).message}`);
     } finally {
@@ -193,6 +216,7 @@ export class LocalDriver implements Driver {
       interruptionNotice: null,
       dir,
       cgroup: cgroup?.path ?? null,
+      ...(netns ? { netns } : {}),
     };
     await this.list_.update((list) => void list.push(rec));
     return toCloud(rec, 'pending');
@@ -303,6 +327,8 @@ export class LocalDriver implements Driver {
       }
       await cg.remove();
     }
+    // Only now that its processes are gone (removeNetns also kills any left inside).
+    if (rec.netns) await removeNetns(rec.netns);
     await rm(rec.dir, { recursive: true, force: true });
   }
 }

@@ -8,6 +8,7 @@ import { open, readFile, rename, unlink, mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { isAlive, processRef, type ProcessRef } from '../../agent/runtimes/procfs.js';
 import type { Tags } from '../driver.js';
+import type { NetnsLink } from './netns.js';
 
 /** One instance as the local cloud records it. */
 export interface LocalInstanceRecord {
@@ -31,6 +32,8 @@ export interface LocalInstanceRecord {
   dir: string;
   /** cgroup v1 path (below each hierarchy) of the instance's slice, or null without limits. */
   cgroup: string | null;
+  /** The instance's network namespace and link, when the driver runs agents in namespaces. */
+  netns?: NetnsLink;
 }
 
 interface ListFile {
