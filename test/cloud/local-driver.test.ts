@@ -1,6 +1,7 @@
 // The local cloud driver against a real API: an instance is a detached `berth agent` process (from dist/)
 // that registers and runs containers; the list survives a new driver object; destroy leaves no process,
 // cgroup or directory; a killed agent is listed as terminated; a spot interruption is announced then kills.
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -146,7 +147,7 @@ describe('local driver', () => {
     await expect(driver.destroy('local-nope')).rejects.toBeInstanceOf(NotFoundError);
   });
 
-  it('an agent that died is listed as terminated', async () => {
+  it('an instance whose machine died (its boot wrapper killed) is listed as terminated and cleaned up', async () => {
     const { ci, nodeId } = await boot({ role: 'c' });
     await until(async () => (await h.store.nodes.get(nodeId)).registered_at, 30_000, 'the agent to register');
     const rec = await record(ci.id);
@@ -157,6 +158,32 @@ describe('local driver', () => {
       'terminated',
     );
     expect(existsSync(rec.dir)).toBe(false);
+  });
+
+  it('an agent that dies is started again on its instance, re-attaches, and reports its container once', async () => {
+    const { ci, nodeId } = await boot({ role: 'restart' });
+    await until(async () => (await h.store.nodes.get(nodeId)).registered_at, 30_000, 'the agent to register');
+    const cid = await h.submit({ command: ['sh', '-c', 'sleep 2; echo survived'] });
+    const [lock] = await h.store.containers.lock([cid], 'd-restart');
+    await h.store.containers.assign(cid, 'd-restart', ci.id, nodeId);
+    await until(async () => (await h.store.containers.get(cid)).state === 'Running', 20_000, 'Running');
+    const rec = await record(ci.id);
+    const agentPid = Number(
+      execFileSync('pgrep', ['-P', String(rec.process.pid)], { encoding: 'utf8' })
+        .trim()
+        .split('\n')[0],
+    );
+    process.kill(agentPid, 'SIGKILL');
+    await until(
+      async () => (await h.store.containers.get(cid)).state === 'Complete',
+      60_000,
+      'the container to complete',
+    );
+    const c = await h.store.containers.get(cid);
+    expect(c.exit_code).toBe(0);
+    expect((await h.store.logs.read(cid)).map((l) => l.data).join('')).toBe('survived\n');
+    expect((await driver.list({ role: 'restart' }))[0]?.state).toBe('running');
+    expect(lock).toBeDefined();
   });
 
   it('a spot interruption is announced, then kills the instance', async () => {

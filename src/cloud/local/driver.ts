@@ -168,7 +168,10 @@ export class LocalDriver implements Driver {
     const script = [
       join_ || ':',
       `sleep ${(bootDelayMs / 1000).toFixed(3)}`,
-      `exec ${[this.o.nodeBin ?? process.execPath, ...args].map(sh).join(' ')}`,
+      // Like an init system on a VM: an agent that dies (killed, crashed) is started again and re-attaches
+      // to its containers from its journal. It stays down when it exits on purpose: 0 (stopped), 2 (bad
+      // flags), 3 (node failed or token revoked).
+      `while :; do ${[this.o.nodeBin ?? process.execPath, ...args].map(sh).join(' ')}; rc=$?; case $rc in 0|2|3) exit $rc;; esac; sleep 1; done`,
     ].join('; ');
     // nsenter changes only the network namespace (`ip netns exec` would also remount /sys, hiding cgroups).
     const argv = netns ? [...netnsExec(netns), '/bin/sh', '-c', script] : ['/bin/sh', '-c', script];
