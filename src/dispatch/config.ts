@@ -162,9 +162,16 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
     );
   let snap;
   try {
+    // The default local types share this machine: without a cap a deep queue would start an agent per
+    // container. Cap the instances at twice the CPUs unless the config says otherwise.
+    const scheduler = (o.scheduler ?? {}) as Record<string, unknown>;
+    const localDefault =
+      o.instance_types === undefined &&
+      (o.driver ?? 'local') === 'local' &&
+      scheduler.max_instances === undefined;
     snap = parseSnapshot({
       now: '2026-01-01T00:00:00Z',
-      config: o.scheduler ?? {},
+      config: localDefault ? { ...scheduler, max_instances: Math.max(4, 2 * cpus().length) } : scheduler,
       instance_types: o.instance_types ?? localInstanceTypes(),
       instances: [],
       containers: [],

@@ -1,0 +1,253 @@
+// `npm run bench -- vs-slurm [--jobs N] [--json] [...]`: N trivial one-CPU jobs through SLURM and through
+// Berth on this machine, side by side. SLURM: a private one-node cluster (munged, slurmctld, slurmd, the
+// node = this machine's CPUs) started and stopped here, one `sbatch` per job. Berth: the `berth up` setup
+// (local driver, one warm instance the size of the machine, process runtime). Both get the same command,
+// 1 CPU and the same memory per job, the same submission concurrency, and the same 100 ms completion poll.
+// See docs/performance/vs-slurm.md for results and the fairness notes.
+import { cpus, loadavg, totalmem } from 'node:os';
+import { runBerthJobs, type SubmitMode } from './vs-slurm/berth.js';
+import { pct, type SideResult } from './vs-slurm/common.js';
+import { missingSlurmPrograms, runSlurmJobs, SLURM_INSTALL, startSlurm } from './vs-slurm/slurm.js';
+
+/**
+ * SLURM's scheduler settings for the comparison. `tuned`: batch_sched_delay=0 — by default (3 s) slurmctld
+ * batches the scheduling that follows job submissions and completions into one pass per 3 s, which caps a
+ * node of short jobs at one wave per 3 s; 0 is what SLURM's high-throughput guide points at for this.
+ * `stock`: no SchedulerParameters line at all.
+ */
+const SLURM_SCHED = { tuned: 'batch_sched_delay=0', stock: null } as const;
+
+interface Args {
+  jobs: number;
+  json: boolean;
+  concurrency: number;
+  submit: SubmitMode;
+  slurmSched: keyof typeof SLURM_SCHED;
+  sides: { slurm: boolean; berth: boolean };
+}
+
+const USAGE =
+  'options: --jobs N (1000), --json, --concurrency K (8 submissions in flight), --berth-submit single|batch, --slurm-sched tuned|stock, --only slurm|berth';
+
+function parse(argv: string[]): Args {
+  const a: Args = {
+    jobs: 1000,
+    json: false,
+    concurrency: 8,
+    submit: 'single',
+    slurmSched: 'tuned',
+    sides: { slurm: true, berth: true },
+  };
+  const value = (i: number, name: string) => {
+    const v = argv[i];
+    if (v === undefined) throw new Error(`${name} needs a value (${USAGE})`);
+    return v;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    if (k === '--json') a.json = true;
+    else if (k === '--jobs') a.jobs = Number(value(++i, k));
+    else if (k === '--concurrency') a.concurrency = Number(value(++i, k));
+    else if (k === '--berth-submit') {
+      const v = value(++i, k);
+      if (v !== 'single' && v !== 'batch')
+        throw new Error(`--berth-submit: expected single or batch, got ${v}`);
+      a.submit = v;
+    } else if (k === '--slurm-sched') {
+      const v = value(++i, k);
+      if (v !== 'tuned' && v !== 'stock') throw new Error(`--slurm-sched: expected tuned or stock, got ${v}`);
+      a.slurmSched = v;
+    } else if (k === '--only') {
+      const v = value(++i, k);
+      if (v !== 'slurm' && v !== 'berth') throw new Error(`--only: expected slurm or berth, got ${v}`);
+      a.sides = { slurm: v === 'slurm', berth: v === 'berth' };
+    } else throw new Error(`unknown option ${k} (${USAGE})`);
+  }
+  for (const [name, v] of [
+    ['--jobs', a.jobs],
+    ['--concurrency', a.concurrency],
+  ] as const)
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: expected a whole number ≥ 1, got ${v}`);
+  return a;
+}
+
+interface SideReport {
+  jobs: number;
+  recorded: number;
+  succeeded: number;
+  submit_s: number;
+  all_finished_s: number;
+  jobs_per_s: number;
+  submit_to_start_p50_ms: number;
+  submit_to_start_p99_ms: number;
+  submit_to_start_max_ms: number;
+  run_p50_ms: number;
+  run_p99_ms: number;
+  max_running: number | null;
+  load_before: number[];
+  load_after: number[];
+}
+
+function report(r: SideResult, before: number[]): SideReport {
+  const ms = [...r.submitToStartMs].sort((x, y) => x - y);
+  const run = [...r.runMs].sort((x, y) => x - y);
+  const round = (x: number, d = 1) => +x.toFixed(d);
+  return {
+    jobs: r.jobs,
+    recorded: r.recorded,
+    succeeded: r.succeeded,
+    submit_s: round(r.submitSeconds, 2),
+    all_finished_s: round(r.makespanSeconds, 2),
+    jobs_per_s: round(r.jobs / r.makespanSeconds, 2),
+    submit_to_start_p50_ms: round(pct(ms, 50)),
+    submit_to_start_p99_ms: round(pct(ms, 99)),
+    submit_to_start_max_ms: round(ms[ms.length - 1] ?? 0),
+    run_p50_ms: round(pct(run, 50)),
+    run_p99_ms: round(pct(run, 99)),
+    max_running: r.maxRunning,
+    load_before: before.map((x) => round(x, 2)),
+    load_after: loadavg().map((x) => round(x, 2)),
+  };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const a = parse(argv);
+  const say = (s: string) => !a.json && console.error(s);
+  const missing = a.sides.slurm ? missingSlurmPrograms() : [];
+  if (missing.length > 0) {
+    console.error(
+      `vs-slurm: SLURM is not installed here (missing: ${missing.join(', ')}).\n` +
+        `Install it as root with:\n  ${SLURM_INSTALL}\n` +
+        `(or run only the Berth side with --only berth)`,
+    );
+    return 2;
+  }
+  const nCpus = Math.max(1, cpus().length);
+  const totalMiB = Math.floor(totalmem() / 1024 ** 2);
+  const machine = { cpus: nCpus, ram_mib: totalMiB, node_ram_mib: Math.floor(totalMiB * 0.75) };
+  const job = { command: ['true'], cpus: 1, ram_mib: 64 };
+  const out: {
+    machine: typeof machine;
+    job: typeof job;
+    submission_concurrency: number;
+    slurm?: SideReport & { submission: string; scheduler_config: string[] };
+    berth?: SideReport & { submission: string };
+    ratios?: { jobs_per_s: number; p50: number; p99: number };
+    targets: { jobs_per_s_ratio_min: number; latency_ratio_max: number };
+  } = {
+    machine,
+    job,
+    submission_concurrency: a.concurrency,
+    targets: { jobs_per_s_ratio_min: 3, latency_ratio_max: 0.2 },
+  };
+
+  if (a.sides.slurm) {
+    say(
+      `slurm: starting munged, slurmctld, slurmd (SchedulerParameters: ${SLURM_SCHED[a.slurmSched] ?? 'defaults'})…`,
+    );
+    const cluster = await startSlurm({
+      cpus: nCpus,
+      realMemoryMiB: machine.node_ram_mib,
+      schedulerParameters: SLURM_SCHED[a.slurmSched],
+      say,
+    });
+    // Ctrl-C mid-run still stops the daemons and removes the temp dir.
+    const onSignal = () => void cluster.stop().finally(() => process.exit(130));
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    try {
+      say(`slurm: ${a.jobs} jobs (one sbatch each, ${a.concurrency} at a time)…`);
+      const before = loadavg();
+      const r = await runSlurmJobs(cluster, {
+        jobs: a.jobs,
+        concurrency: a.concurrency,
+        command: job.command,
+        ramMiB: job.ram_mib,
+      });
+      out.slurm = {
+        ...report(r, before),
+        submission: `one sbatch per job, ${a.concurrency} at a time`,
+        scheduler_config: cluster.schedulerConfig,
+      };
+      say(`slurm: done in ${out.slurm.all_finished_s} s`);
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      await cluster.stop();
+    }
+  }
+
+  if (a.sides.berth) {
+    say('berth: starting (embedded PostgreSQL, server, dispatcher, one warm local instance)…');
+    const before = loadavg();
+    const r = await runBerthJobs({
+      jobs: a.jobs,
+      concurrency: a.concurrency,
+      submit: a.submit,
+      command: job.command,
+      ramMiB: job.ram_mib,
+      vcpus: nCpus,
+      instanceRamMiB: machine.node_ram_mib,
+      say,
+    });
+    out.berth = {
+      ...report(r, before),
+      submission:
+        a.submit === 'single'
+          ? `one POST /v1/requests per job, ${a.concurrency} at a time`
+          : `POST /v1/requests/batch, up to 1000 per call`,
+    };
+    say(`berth: done in ${out.berth.all_finished_s} s`);
+  }
+
+  if (out.slurm && out.berth) {
+    const div = (x: number, y: number) => (y === 0 ? Infinity : +(x / y).toFixed(3));
+    out.ratios = {
+      jobs_per_s: div(out.berth.jobs_per_s, out.slurm.jobs_per_s),
+      p50: div(out.berth.submit_to_start_p50_ms, out.slurm.submit_to_start_p50_ms),
+      p99: div(out.berth.submit_to_start_p99_ms, out.slurm.submit_to_start_p99_ms),
+    };
+  }
+
+  if (a.json) console.log(JSON.stringify(out, null, 2));
+  else printTable(out);
+  return 0;
+}
+
+function printTable(out: {
+  machine: { cpus: number; node_ram_mib: number };
+  slurm?: SideReport & { submission: string; scheduler_config: string[] };
+  berth?: SideReport & { submission: string };
+  ratios?: { jobs_per_s: number; p50: number; p99: number };
+}): void {
+  const s = out.slurm;
+  const b = out.berth;
+  const cell = (v: number | string | undefined) => String(v ?? '–').padStart(12);
+  const rows: [string, keyof SideReport | null, string, string][] = [
+    ['jobs in records', 'recorded', '', ''],
+    ['jobs succeeded', 'succeeded', '', ''],
+    ['submit all (s)', 'submit_s', '', ''],
+    ['all finished (s)', 'all_finished_s', '', ''],
+    ['jobs/s', 'jobs_per_s', out.ratios ? `${out.ratios.jobs_per_s}×` : '', '≥ 3×'],
+    ['submit→start p50 (ms)', 'submit_to_start_p50_ms', out.ratios ? `${out.ratios.p50}×` : '', '≤ 0.2×'],
+    ['submit→start p99 (ms)', 'submit_to_start_p99_ms', out.ratios ? `${out.ratios.p99}×` : '', '≤ 0.2×'],
+    ['submit→start max (ms)', 'submit_to_start_max_ms', '', ''],
+    ['start→end p50 (ms)', 'run_p50_ms', '', ''],
+    ['start→end p99 (ms)', 'run_p99_ms', '', ''],
+    ['most running at once', 'max_running', '', ''],
+  ];
+  console.log(`${''.padEnd(24)}${cell('SLURM')}${cell('Berth')}${cell('Berth/SLURM')}${cell('target')}`);
+  for (const [label, key, ratio, target] of rows)
+    console.log(
+      `${label.padEnd(24)}${cell(key && s ? (s[key] as number) : undefined)}${cell(key && b ? (b[key] as number) : undefined)}${cell(ratio)}${cell(target)}`,
+    );
+  console.log(
+    `machine: ${out.machine.cpus} CPUs; SLURM node and Berth instance: ${out.machine.cpus} CPUs, ${out.machine.node_ram_mib} MiB`,
+  );
+  if (s)
+    console.log(
+      `SLURM: ${s.submission}; ${s.scheduler_config.join(', ')}; load ${s.load_before.join(' ')} → ${s.load_after.join(' ')}`,
+    );
+  if (b) console.log(`Berth: ${b.submission}; load ${b.load_before.join(' ')} → ${b.load_after.join(' ')}`);
+  if (s) console.log('SLURM times are whole seconds: its latencies are ±1 s.');
+}
