@@ -94,7 +94,7 @@ export const DISPATCH_KEYS: { key: string; default: string; help: string }[] = [
   },
   {
     key: 'instance_types',
-    default: 'sized for this machine',
+    default: 'three types sized for this machine (then max_instances defaults to 2 × CPUs)',
     help: 'List of {name, provider_type?, vcpus, ram, scratch?, gpus?, price, preemptible?}.',
   },
   {
