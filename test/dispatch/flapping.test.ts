@@ -86,7 +86,6 @@ describe('no flapping', () => {
         ? [ctr(`h${pass}`, { priority: 2 + pass, queuedAt: new Date(NOW.getTime() + pass * 10_000) })]
         : [];
     const counts = run(s, 30, 5, arrivals);
-    console.log('DBG', counts.locks.size, counts.unlocks.size, counts.started.size);
     expect(counts.unlocks.size).toBeGreaterThan(0);
     for (const [id, n] of counts.unlocks) expect(n, id).toBeLessThanOrEqual(1);
     for (const [id, n] of counts.locks) expect(n, id).toBeLessThanOrEqual(2);
