@@ -55,7 +55,11 @@ async function load(workers: number, seconds: number, op: () => Promise<number>)
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: workers }, async () => {
-      while (performance.now() < end) done += await op();
+      while (performance.now() < end) {
+        // Not `done += await op()`: that reads `done` before the await and loses the other workers' counts.
+        const n = await op();
+        done += n;
+      }
     }),
   );
   return done / ((performance.now() - t0) / 1000);
