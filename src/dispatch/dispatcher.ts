@@ -17,6 +17,8 @@ export type DispatchEvent =
   | { kind: 'instance-ready'; at: Date; instance: string }
   | { kind: 'instance-shutdown'; at: Date; instance: string; reason: string }
   | { kind: 'instance-gone'; at: Date; instance: string }
+  /** The cloud announced it will reclaim the instance (spot): it is drained. */
+  | { kind: 'instance-interrupted'; at: Date; instance: string; noticeAt: Date }
   | { kind: 'container-placed'; at: Date; container: string; instance: string }
   | { kind: 'node-lost'; at: Date; node: string; instance: string | null; reason: string }
   | { kind: 'create-failed'; at: Date; type: string; message: string }
@@ -151,6 +153,16 @@ export class Dispatcher {
       const known = this.instances.get(ci.id);
       if (!known) this.instances.set(ci.id, adopt(ci, this.types, now));
       else {
+        if (ci.interruptionNotice && !known.interruptionNotice && known.idleBehavior !== 'drain') {
+          // The cloud will reclaim it: give it no new work, and let it go as soon as it is empty.
+          known.idleBehavior = 'drain';
+          this.emit({
+            kind: 'instance-interrupted',
+            at: now,
+            instance: known.id,
+            noticeAt: ci.interruptionNotice,
+          });
+        }
         known.interruptionNotice = ci.interruptionNotice;
         // Destroyed, but the cloud still lists it as live after shutdown_retry: destroy again.
         const retry = o.shutdownRetryMs ?? 30_000;

@@ -156,3 +156,41 @@ describe('dispatcher and cloud failures', () => {
     expect(h.cloud.controls.count('destroy')).toBe(2);
   });
 });
+
+describe('spot interruption', () => {
+  it('an interruption notice drains the instance; when the cloud reclaims it, its container is retried (temp) elsewhere', async () => {
+    const h = await harness({ config: { maxContainersPerInstance: 1 } });
+    const d = h.make();
+    const [first] = await h.submit({ vcpus: 1, ram: '1GiB', preemptible: true });
+    await d.tick();
+    await h.advance(30_000);
+    await d.tick();
+    await h.pingAll();
+    expect(await h.state(first!)).toBe('Running');
+    const [spot] = [...h.agents.values()];
+    h.cloud.interrupt(spot!.instanceId, 120_000);
+    await h.advance(10_000); // past sync_interval: the dispatcher sees the notice
+    await d.tick();
+    expect(h.events.filter((e) => e.kind === 'instance-interrupted')).toHaveLength(1);
+    expect(d.instances.get(spot!.instanceId)!.idleBehavior).toBe('drain');
+    // new work does not go to the draining instance
+    const [second] = await h.submit({ vcpus: 1, ram: '1GiB', preemptible: true });
+    await d.tick();
+    expect(h.events.filter((e) => e.kind === 'instance-created')).toHaveLength(2);
+    await h.advance(111_000); // reclaimed
+    await d.tick();
+    const c = await h.store.containers.get(first!);
+    expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
+    const req = await h.store.requests.get(c.request_id);
+    expect(req).toMatchObject({ state: 'Committed', temp_failures: 1, attempts: 0 });
+    // the retry and the second container run to completion on other instances
+    for (let i = 0; i < 6; i++) {
+      await h.advance(30_000);
+      await d.tick();
+      await h.pingAll();
+      await h.finishAll(0);
+    }
+    expect((await h.store.requests.get(c.request_id)).outcome).toBe('success');
+    expect(await h.state(second!)).toBe('Complete');
+  });
+});

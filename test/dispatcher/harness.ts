@@ -142,6 +142,11 @@ export async function harness(
     async finishAll(exitCode = 0): Promise<string[]> {
       const done: string[] = [];
       for (const a of agents.values()) {
+        // An agent whose machine is gone reports nothing more.
+        if (cloud.get(a.instanceId)?.state !== 'running') {
+          a.running.clear();
+          continue;
+        }
         for (const [id, token] of a.running) {
           await store.containers.complete(id, a.nodeId, token, { exitCode, oomKilled: false, usage: null });
           done.push(id);
