@@ -1,6 +1,7 @@
 // The agent's HTTP client for the agent-facing API (DESIGN §5): register, long-poll ping, start, logs,
 // complete, cancel. Errors are classified once, here: `isTransient` says whether repeating the same call
 // later may succeed (network error, timeout, 5xx, 429), so callers retry on facts, not message text.
+import type { StartOrder } from '../store/containers.js';
 
 /** An answer from the API with a non-2xx status. */
 export class ApiHttpError extends Error {
@@ -26,20 +27,8 @@ export function isTransient(err: unknown): boolean {
   return false;
 }
 
-/** A container to start, as the ping returns it. */
-export interface StartOrder {
-  id: string;
-  lock_token: string;
-  image: string | null;
-  command: string[];
-  env: Record<string, string>;
-  cwd: string | null;
-  vcpus: number;
-  ram: number;
-  scratch: number;
-  gpus: number;
-  max_run_time_ms: number | null;
-}
+/** A container to start, as the ping returns it (the API's type). */
+export type { StartOrder };
 
 export type NodeReportState = 'idle' | 'busy' | 'draining' | 'drained';
 

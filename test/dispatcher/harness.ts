@@ -9,6 +9,7 @@ import { normalizeRequest, type RequestInput } from '../../src/model/request.js'
 import type { InstanceType } from '../../src/model/types.js';
 import { VirtualClock } from '../../src/sim/clock.js';
 import { Store } from '../../src/store/store.js';
+import { DEFAULT_CONFIG } from '../dispatch/builders.js';
 import { testDb } from '../helpers/db.js';
 
 export const GiB = 1024 ** 3;
@@ -36,20 +37,8 @@ export const TYPES: InstanceType[] = [
   },
 ];
 
-export const CONFIG: SchedulerConfig = {
-  maxInstances: 10,
-  maxSpendPerHour: null,
-  maxPriceFactor: 1.5,
-  maxContainersPerInstance: 0,
-  idleTimeoutMs: 60_000,
-  bootTimeoutMs: 600_000,
-  maxInstancesPerType: {},
-  minInstances: 0,
-  ramOverhead: 0,
-  billingPeriodMs: 0,
-  shutdownWindowMs: 0,
-  maxDispatchAttempts: 10,
-};
+/** The scheduler defaults of the scenario tests, with a cap of 10 instances. */
+export const CONFIG: SchedulerConfig = { ...DEFAULT_CONFIG, maxInstances: 10 };
 
 /** An agent the test drives: registered with the boot data's secret, holding its node token. */
 export interface FakeAgent {

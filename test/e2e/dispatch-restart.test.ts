@@ -1,12 +1,12 @@
 // The dispatcher on the local driver, as separate processes (`berth server`, `berth dispatch`): 50
 // containers of mixed sizes; the dispatcher is killed with SIGKILL in the middle and started again. It
 // adopts every instance; no container is lost or run twice; afterwards every instance goes away.
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   assertBuilt,
+  testHome,
   berthDaemon,
   readIfExists,
   until,
@@ -40,15 +40,7 @@ function liveInstances(): number {
 
 beforeAll(async () => {
   assertBuilt();
-  home = mkdtempSync(join(tmpdir(), 'berth-dispatch-'));
-  chmodSync(home, 0o711);
-  env = {
-    BERTH_HOME: home,
-    BERTH_DATABASE_URL: '',
-    BERTH_API_URL: '',
-    BERTH_TOKEN: '',
-    BERTH_LOG_LEVEL: 'silent',
-  };
+  ({ home, env } = testHome('berth-dispatch-'));
   const server = berthDaemon(['server', '--listen', '127.0.0.1:0'], env);
   daemons.push(server);
   url = (await until(() => readIfExists(join(home, 'api-url')), 60_000, 'the server'))

@@ -2,13 +2,13 @@
 // container run exactly once (the agents, detached like VMs, keep running; the new dispatcher adopts their
 // instances). And, with `berth up` running, a container past its memory limit is OOM-killed and reported so.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/store/embedded.js';
 import {
   assertBuilt,
+  testHome,
   berth,
   berthDaemon,
   killProcessesMentioning,
@@ -24,15 +24,7 @@ const daemons: ReturnType<typeof berthDaemon>[] = [];
 
 beforeAll(async () => {
   assertBuilt();
-  home = mkdtempSync(join(tmpdir(), 'berth-upkill-'));
-  chmodSync(home, 0o711);
-  env = {
-    BERTH_HOME: home,
-    BERTH_DATABASE_URL: '',
-    BERTH_API_URL: '',
-    BERTH_TOKEN: '',
-    BERTH_LOG_LEVEL: 'silent',
-  };
+  ({ home, env } = testHome('berth-upkill-'));
   // The agents keep the API URL from their boot data: a restarted `berth up` must listen where they look.
   listen = `127.0.0.1:${await freePort()}`;
 });

@@ -1,11 +1,11 @@
 // `berth up --demo` end to end: embedded PostgreSQL, server, dispatcher, local instances running real
 // processes; Ctrl-C in the middle stops everything cleanly and a new start resumes; nothing is left behind.
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   assertBuilt,
+  testHome,
   berthDaemon,
   until,
   killProcessesMentioning,
@@ -18,15 +18,7 @@ const daemons: ReturnType<typeof berthDaemon>[] = [];
 
 beforeAll(() => {
   assertBuilt();
-  home = mkdtempSync(join(tmpdir(), 'berth-up-'));
-  chmodSync(home, 0o711);
-  env = {
-    BERTH_HOME: home,
-    BERTH_DATABASE_URL: '',
-    BERTH_API_URL: '',
-    BERTH_TOKEN: '',
-    BERTH_LOG_LEVEL: 'silent',
-  };
+  ({ home, env } = testHome('berth-up-'));
 });
 
 afterAll(async () => {

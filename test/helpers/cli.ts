@@ -1,6 +1,7 @@
 // Running the real `berth` executable (the compiled CLI: `npm test` builds it first).
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -87,4 +88,23 @@ export function killProcessesMentioning(path: string): void {
       /* already gone */
     }
   }
+}
+
+/**
+ * A fresh BERTH_HOME for a test (0711: as root the embedded PostgreSQL runs as `postgres` and must reach
+ * its data inside) and the environment that points the real executable at it and nowhere else.
+ */
+export function testHome(prefix: string): { home: string; env: NodeJS.ProcessEnv } {
+  const home = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(home, 0o711);
+  return {
+    home,
+    env: {
+      BERTH_HOME: home,
+      BERTH_DATABASE_URL: '',
+      BERTH_API_URL: '',
+      BERTH_TOKEN: '',
+      BERTH_LOG_LEVEL: 'silent',
+    },
+  };
 }
