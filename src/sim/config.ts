@@ -22,7 +22,17 @@ export interface SimConfig {
   /** Berth's own limits on cloud calls (the rate-limit decorator). */
   limits: { opsPerSecond: number | null; burst: number | null; maxConcurrentCreates: number | null };
   agent: { startDelayMs: number; pingIntervalMs: number };
-  dispatcher: { nodeLostAfterMs: number; syncIntervalMs: number; safetyTickMs: number };
+  /**
+   * minPassIntervalMs: passes run at least this far apart in virtual time (what happens meanwhile waits
+   * for the next pass, as it would while a real dispatcher's pass takes that long); 0 = a pass at every
+   * instant something happened.
+   */
+  dispatcher: {
+    nodeLostAfterMs: number;
+    syncIntervalMs: number;
+    safetyTickMs: number;
+    minPassIntervalMs: number;
+  };
   /** Stop the run this long after its start, finished or not; null = last arrival + 30 days. */
   timeLimitMs: number | null;
 }
@@ -327,11 +337,12 @@ export function parseSimConfig(value: unknown, baseDir = process.cwd()): SimConf
         nodeLostAfterMs: d.get('node_lost_after', duration, 60_000),
         syncIntervalMs: d.get('sync_interval', duration, 300_000),
         safetyTickMs: d.get('safety_tick', duration, 300_000),
+        minPassIntervalMs: d.get('min_pass_interval', duration, 0),
       };
-      d.done(['node_lost_after', 'sync_interval', 'safety_tick']);
+      d.done(['node_lost_after', 'sync_interval', 'safety_tick', 'min_pass_interval']);
       return out;
     },
-    { nodeLostAfterMs: 60_000, syncIntervalMs: 300_000, safetyTickMs: 300_000 },
+    { nodeLostAfterMs: 60_000, syncIntervalMs: 300_000, safetyTickMs: 300_000, minPassIntervalMs: 0 },
   );
   if (dispatcher.safetyTickMs <= 0)
     throw new SimConfigError('dispatcher.safety_tick: expected a duration above 0');

@@ -7,6 +7,8 @@
 // happened (several at one instant coalesce into one pass), at the deadlines the dispatcher acts on
 // (idle timeout after an instance empties, boot timeout, node_lost_after after an agent stops, a retry's
 // run_after, a rate limit's earliest retry), and on a periodic safety tick while anything is alive.
+// With dispatcher.min_pass_interval > 0, passes are at least that far apart (large runs: one pass per
+// arrival second at 10k instances is far more than a real dispatcher's pass rate).
 import { Registry } from 'prom-client';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
@@ -342,9 +344,25 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   const limit = start + (cfg.timeLimitMs ?? lastArrival + 30 * 86_400_000);
   const every = o.progressEvery ?? 5000;
   const done = (): boolean => next >= jobs.length && quiet();
+  // dispatcher.min_pass_interval: a pass wanted sooner than that after the last one waits for one
+  // deferred pass (0, the default, never defers: every instant with news gets its pass).
+  const minGap = cfg.dispatcher.minPassIntervalMs;
+  let lastPassAt = -Infinity;
+  let deferred = false;
   for (;;) {
+    if (passWanted && clock.nowMs() < lastPassAt + minGap) {
+      passWanted = false;
+      if (!deferred) {
+        deferred = true;
+        clock.schedule(lastPassAt + minGap, () => {
+          deferred = false;
+          passWanted = true;
+        });
+      }
+    }
     if (passWanted) {
       passWanted = false;
+      lastPassAt = clock.nowMs();
       inPass = true;
       try {
         await dispatcher.tick();

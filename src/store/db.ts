@@ -18,6 +18,10 @@ export function createPool(url: string, max = 10): pg.Pool {
 /** Runs fn in a transaction; rolls back and rethrows on error. */
 export async function withTx<T>(pool: pg.Pool, fn: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // A connection that dies while checked out between two queries (the server restarting) emits 'error' on
+  // the client itself, which would crash the process without a listener; the next query fails instead.
+  const onError = () => {};
+  client.on('error', onError);
   const after: (() => void)[] = [];
   (client as pg.PoolClient & { afterCommit?: (() => void)[] }).afterCommit = after;
   try {
@@ -31,6 +35,7 @@ export async function withTx<T>(pool: pg.Pool, fn: (tx: pg.PoolClient) => Promis
     throw err;
   } finally {
     delete (client as pg.PoolClient & { afterCommit?: unknown }).afterCommit;
+    client.off('error', onError);
     client.release();
   }
 }

@@ -33,6 +33,7 @@ export function loadMigrations(dir = migrationsDir()): Migration[] {
 export async function migrate(pool: pg.Pool): Promise<string[]> {
   const applied: string[] = [];
   const client = await pool.connect();
+  client.on('error', () => {}); // a dying connection fails the next query instead of crashing the process
   try {
     await client.query(`CREATE TABLE IF NOT EXISTS berth_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);

@@ -43,4 +43,22 @@ describe('runSimulation', () => {
     // b arrives 10 s into a's idle time and starts at once.
     expect(report.wait.p50).toBe(0);
   });
+
+  it('dispatcher.min_pass_interval defers a pass wanted too soon after the last one', async () => {
+    const jobs = [job('a', 0, 100), job('b', 10, 100)];
+    const run = (gap: string) =>
+      runSimulation({
+        jobs,
+        config: config({ dispatcher: { min_pass_interval: gap } }),
+        seed: 1,
+        policy: 'berth',
+      });
+    // Passes at 0 (a: create), 10 (b: onto the booting instance), 60 (registered: both start).
+    const every = await run('0s');
+    expect(every.record.containers.map((c) => c.start! - c.arrival)).toEqual([60_000, 50_000]);
+    // With 45 s between passes: b waits for the pass at 45 s, the registration at 60 s for the one at 90 s.
+    const spaced = await run('45s');
+    expect(spaced.record.containers.map((c) => c.start! - c.arrival)).toEqual([90_000, 80_000]);
+    expect(spaced.report.instances.created).toBe(1);
+  });
 });

@@ -151,7 +151,12 @@ describe('parseSimConfig', () => {
     expect(c.catalog.length).toBe(80);
     expect(c.scheduler.idleTimeoutMs).toBe(60_000);
     expect(c.cloud.bootTime).toEqual({ kind: 'lognormal', medianMs: 60_000, sigma: 0.25 });
-    expect(c.dispatcher).toEqual({ nodeLostAfterMs: 60_000, syncIntervalMs: 300_000, safetyTickMs: 300_000 });
+    expect(c.dispatcher).toEqual({
+      nodeLostAfterMs: 60_000,
+      syncIntervalMs: 300_000,
+      safetyTickMs: 300_000,
+      minPassIntervalMs: 0,
+    });
   });
 
   it('reads every section', () => {
