@@ -82,9 +82,11 @@ describe('berth up under faults', () => {
       expect(agent, 'an agent process').toBeDefined();
       process.kill(Number(agent!.trim().split(/\s+/)[0]), 'SIGKILL');
 
-      await until(async () => (await finished()) === 300, 360_000, 'all 300 requests to finish').catch((err: Error) => {
-      throw new Error(`${err.message}\n--- berth up said:\n${daemons[0]!.output().slice(-4000)}`);
-    });
+      await until(async () => (await finished()) === 300, 360_000, 'all 300 requests to finish').catch(
+        (err: Error) => {
+          throw new Error(`${err.message}\n--- berth up said:\n${daemons[0]!.output().slice(-4000)}`);
+        },
+      );
       for (const r of items) {
         const req = await api<{ outcome: string }>('GET', `/v1/requests/${r.id}`);
         expect(req.outcome, r.id).toBe('success');
