@@ -121,14 +121,7 @@ export class Containers {
          RETURNING id, lock_generation`,
         [ids, dispatcherId, now],
       );
-      await this.events(
-        tx,
-        now,
-        r.rows.map((row) => row.id),
-        'state',
-        `Locked by dispatcher ${dispatcherId}`,
-      );
-      return r.rows.map((row) => ({ id: row.id, token: lockToken(key, row.id, row.lock_generation) }));
+      return this.granted(tx, now, dispatcherId, key, r.rows);
     });
   }
 
@@ -148,14 +141,7 @@ export class Containers {
          FROM picked WHERE c.id = picked.id RETURNING c.id, c.lock_generation`,
         [dispatcherId, limit, now],
       );
-      await this.events(
-        tx,
-        now,
-        r.rows.map((row) => row.id),
-        'state',
-        `Locked by dispatcher ${dispatcherId}`,
-      );
-      return r.rows.map((row) => ({ id: row.id, token: lockToken(key, row.id, row.lock_generation) }));
+      return this.granted(tx, now, dispatcherId, key, r.rows);
     });
   }
 
@@ -362,6 +348,24 @@ export class Containers {
     if (!isLegalTransition(row.state, to)) {
       throw new ConflictError(`illegal transition for container ${row.id}: ${row.state} → ${to}`);
     }
+  }
+
+  /** Records the lock events of freshly locked rows and hands out their per-lock tokens. */
+  private async granted(
+    tx: Tx,
+    now: Date,
+    dispatcherId: string,
+    key: Buffer,
+    rows: { id: string; lock_generation: number }[],
+  ): Promise<GrantedLock[]> {
+    await this.events(
+      tx,
+      now,
+      rows.map((row) => row.id),
+      'state',
+      `Locked by dispatcher ${dispatcherId}`,
+    );
+    return rows.map((row) => ({ id: row.id, token: lockToken(key, row.id, row.lock_generation) }));
   }
 
   private async events(tx: Tx, at: Date, ids: string[], kind: string, message: string): Promise<void> {

@@ -17,24 +17,13 @@ import type { RequestInput } from '../../src/model/request.js';
 import { Notifier } from '../../src/store/notifier.js';
 import type { Store } from '../../src/store/store.js';
 import { BIN } from '../helpers/cli.js';
+import { until } from '../helpers/cli.js';
 import { submit, testStore } from '../helpers/store.js';
 
 export const DISPATCHER = 'd-test';
 
-/** Waits for a condition, polling, with a deadline. */
-export async function until<T>(
-  fn: () => T | null | undefined | false | Promise<T | null | undefined | false>,
-  timeoutMs: number,
-  what: string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Waits for a condition with a deadline (the shared helper, re-exported for these tests). */
+export { until };
 
 export interface SpawnedAgent {
   child: ChildProcess;

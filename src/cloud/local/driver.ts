@@ -171,6 +171,8 @@ export class LocalDriver implements Driver {
       // Like an init system on a VM: an agent that dies (killed, crashed) is started again and re-attaches
       // to its containers from its journal. It stays down when it exits on purpose: 0 (stopped), 2 (bad
       // flags), 3 (node failed or token revoked).
+      // A destroy (SIGTERM to the group) ends the wrapper too, so it never starts the agent again.
+      "trap 'exit 143' TERM",
       `while :; do ${[this.o.nodeBin ?? process.execPath, ...args].map(sh).join(' ')}; rc=$?; case $rc in 0|2|3) exit $rc;; esac; sleep 1; done`,
     ].join('; ');
     // nsenter changes only the network namespace (`ip netns exec` would also remount /sys, hiding cgroups).
