@@ -63,7 +63,9 @@ interface JournalFile {
 
 export class Journal {
   private writing: Promise<void> | null = null;
-  private dirty = false;
+  /** save() calls so far, and how many of them the last finished write covers. */
+  private requested = 0;
+  private written = 0;
   private seq = 0;
 
   private constructor(
@@ -95,16 +97,24 @@ export class Journal {
     return new Journal(path, map);
   }
 
-  /** Writes the current state; resolves once a write that includes every change made before the call is done. */
+  /**
+   * Writes the current state; resolves once a write that started after this call (and so includes every
+   * change made before it) is on disk. A write in flight when save() is called may predate the change:
+   * it does not count, however the waiting callers interleave.
+   */
   async save(): Promise<void> {
-    this.dirty = true;
-    while (this.dirty) {
+    const mine = ++this.requested;
+    while (this.written < mine) {
       if (this.writing) {
         await this.writing;
         continue;
       }
-      this.dirty = false;
-      this.writing = this.write().finally(() => (this.writing = null));
+      const covers = this.requested;
+      this.writing = this.write()
+        .then(() => {
+          this.written = Math.max(this.written, covers);
+        })
+        .finally(() => (this.writing = null));
       await this.writing;
     }
   }

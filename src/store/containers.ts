@@ -69,6 +69,9 @@ interface Row {
   run_after: Date | null;
 }
 
+/** How long a Running container may be missing from its agent's pings before it counts as lost. */
+export const UNKNOWN_TO_AGENT_GRACE_MS = 90_000;
+
 export class Containers {
   private key: Buffer | null = null;
 
@@ -259,6 +262,42 @@ export class Containers {
       if (row.node_id) onCommit(tx, () => this.ctx.wake.send('berth_node', row.node_id!));
       return finishContainer(this.ctx, tx, id, { state: 'Cancelled', failureClass, reason });
     });
+  }
+
+  /**
+   * Containers Running on the node that its agent does not report running, though they started more
+   * than `graceMs` ago: the agent has lost them (its journal did not hold them when it restarted, or its
+   * disk was replaced), so no exit will ever be reported. They are cancelled (temp) and retried. The
+   * grace outlasts the longest ping (60 s), so a ping sent before a container started never counts.
+   */
+  async cancelUnknownToAgent(
+    nodeId: string,
+    running: string[],
+    graceMs = UNKNOWN_TO_AGENT_GRACE_MS,
+  ): Promise<string[]> {
+    const before = new Date(this.ctx.clock.now().getTime() - graceMs);
+    const lost = await this.ctx.pool.query(
+      `SELECT id FROM containers
+       WHERE node_id = $1 AND state = 'Running' AND started_at < $2 AND NOT (id = ANY($3)) ORDER BY id`,
+      [nodeId, before, running],
+    );
+    const cancelled: string[] = [];
+    for (const { id } of lost.rows as { id: string }[]) {
+      const done = await withRetriedTx(this.ctx.pool, async (tx) => {
+        const row = await this.row(tx, id);
+        // Re-checked under the row lock: it may have completed meanwhile.
+        if (row.state !== 'Running' || row.node_id !== nodeId) return false;
+        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
+        await finishContainer(this.ctx, tx, id, {
+          state: 'Cancelled',
+          failureClass: 'temp',
+          reason: `the agent on node ${nodeId} no longer reports it running (lost in an agent restart)`,
+        });
+        return true;
+      });
+      if (done) cancelled.push(id);
+    }
+    return cancelled;
   }
 
   /**

@@ -174,4 +174,67 @@ describe('agent flow', () => {
     expect(late.status).toBe(409);
     expect(late.json.error.message).toMatch(/stale lock token/);
   });
+
+  it('a Running container its agent stops reporting is cancelled (temp) and retried after the grace, not before', async () => {
+    const n = await t.node('i-forgot');
+    const submitted = async () =>
+      (
+        await t.call(t.tokens.alice, {
+          method: 'POST',
+          url: '/v1/requests',
+          payload: { command: ['sleep', '1000'] },
+        })
+      ).json() as { id: string; container_id: string };
+    const running = async () => {
+      const r = await submitted();
+      const lock = (
+        await t.call(t.tokens.dispatcher, {
+          method: 'POST',
+          url: '/v1/containers/lock',
+          payload: { dispatcher_id: 'd-1', ids: [r.container_id] },
+        })
+      ).json();
+      await t.call(t.tokens.dispatcher, {
+        method: 'POST',
+        url: `/v1/containers/${r.container_id}/assign`,
+        payload: { dispatcher_id: 'd-1', instance_id: 'i-forgot', node_id: n.id },
+      });
+      const st = await http(n.token, 'POST', `/v1/containers/${r.container_id}/start`, {
+        lock_token: lock.locks[0].token,
+      });
+      expect(st.status).toBe(200);
+      return r;
+    };
+    const forgotten = await running();
+    const known = await running();
+    const ping = (list: string[] | undefined) =>
+      http(n.token, 'POST', `/v1/nodes/${n.id}/ping`, {
+        state: 'busy',
+        ...(list ? { running: list } : {}),
+      });
+    const state = async (id: string) => (await t.store.containers.get(id)).state;
+
+    // Within the grace a missing container may simply have started after the ping was sent.
+    t.clock.advance(89_000);
+    expect((await ping([known.container_id])).status).toBe(200);
+    expect(await state(forgotten.container_id)).toBe('Running');
+    // A ping without a list says nothing about what runs.
+    t.clock.advance(2_000);
+    expect((await ping(undefined)).status).toBe(200);
+    expect(await state(forgotten.container_id)).toBe('Running');
+
+    // Past the grace, missing from the agent's own list: lost. It is cancelled temp and retried.
+    const p = await ping([known.container_id]);
+    expect(p.status).toBe(200);
+    const c = await t.store.containers.get(forgotten.container_id);
+    expect(c.state).toBe('Cancelled');
+    expect(c.failure_class).toBe('temp');
+    expect(c.runtime_status).toMatch(/no longer reports it running/);
+    const req = await t.store.requests.get(forgotten.id);
+    expect(req.state).toBe('Committed');
+    expect(req.container_id).not.toBe(forgotten.container_id);
+    expect(await state(req.container_id!)).toBe('Queued');
+    // The container the agent does report is untouched.
+    expect(await state(known.container_id)).toBe('Running');
+  });
 });

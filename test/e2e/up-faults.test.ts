@@ -1,6 +1,6 @@
 // With `berth up` running a few hundred containers, SIGKILL its embedded PostgreSQL and one agent in the
 // middle: everything carries on by itself, no request is lost, and no successful container runs twice.
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/store/embedded.js';
@@ -55,7 +55,22 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const d of daemons) await d.stop('SIGINT');
   killProcessesMentioning(home);
+  rmSync(home, { recursive: true, force: true });
 });
+
+// What is still open, for the failure message: each unfinished request with its containers' states.
+async function unfinished(): Promise<string> {
+  const open = await api<{ items: { id: string; state: string; name: string }[] }>(
+    'GET',
+    '/v1/requests?name=f-&state=Committed&limit=1000',
+  );
+  const lines: string[] = [];
+  for (const r of open.items.slice(0, 20)) {
+    const cs = await api<{ items: Record<string, unknown>[] }>('GET', `/v1/containers?request_id=${r.id}`);
+    lines.push(`${r.name} ${r.id} ${r.state}: ${JSON.stringify(cs.items)}`);
+  }
+  return `${open.items.length} open\n${lines.join('\n')}`;
+}
 
 describe('berth up under faults', () => {
   it(
@@ -83,8 +98,10 @@ describe('berth up under faults', () => {
       process.kill(Number(agent!.trim().split(/\s+/)[0]), 'SIGKILL');
 
       await until(async () => (await finished()) === 300, 360_000, 'all 300 requests to finish').catch(
-        (err: Error) => {
-          throw new Error(`${err.message}\n--- berth up said:\n${daemons[0]!.output().slice(-4000)}`);
+        async (err: Error) => {
+          throw new Error(
+            `${err.message}\n--- not finished:\n${await unfinished()}\n--- berth up said:\n${daemons[0]!.output().slice(-4000)}`,
+          );
         },
       );
       for (const r of items) {

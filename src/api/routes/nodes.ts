@@ -132,6 +132,9 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       try {
         let node = await store.nodes.ping(id, b.state);
         if (b.usage) await store.containers.recordUsage(id, b.usage);
+        // Only this ping's own list counts (not after the long wait below: by then it may be stale); a
+        // ping without a list says nothing about what the node runs.
+        if (b.running) await store.containers.cancelUnknownToAgent(id, b.running);
         let work = await store.containers.workFor(id, b.running ?? []);
         if (work.start.length === 0 && work.kill.length === 0 && (b.wait_ms ?? 0) > 0) {
           await waiter.next(b.wait_ms!);
