@@ -202,6 +202,13 @@ export class ContainerRunner {
           ? 'the agent restarted before the container was started'
           : `the ${entry.runtime} runtime has no trace of the container after an agent restart`;
       ctx.log(`container ${entry.id}: ${why}`);
+      // A start cut short may still have left a running process or engine container: it must not run on
+      // unseen while the retry runs elsewhere.
+      await runtime
+        ?.discard(entry.id, entry.runDir)
+        .catch((err: Error) =>
+          ctx.log(`container ${entry.id}: discarding its leftovers failed: ${err.message}`),
+        );
       await this.cancel(entry, 'temp', why);
       return;
     }

@@ -2,7 +2,8 @@
 // (process.test.ts, runc.test.ts, docker.test.ts, podman.test.ts call `runtimeConformance`).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect } from 'vitest';
 import { Supervisor } from '../../src/agent/supervisor.js';
@@ -95,6 +96,28 @@ export function runtimeConformance(
       expect(info.exitCode).toBe(137);
       expect(info.signal).toBe('SIGKILL');
       expect(info.oomKilled).toBe(false);
+    });
+
+    it('discard: a started container with no run record (agent killed before writing it) is stopped and removed', async () => {
+      const s = await spec(image, sh('echo ready; sleep 300'));
+      const h = await runtime.start(s);
+      await waitForOutput(h, 'ready');
+      await rm(join(s.workDir, 'run.json'));
+      expect(await runtime.reattach(s.id, s.workDir)).toBeNull();
+      await runtime.discard(s.id, s.workDir);
+      // Stopped: the handle of the lost start sees its end (it would wait 300 s otherwise).
+      let timer: NodeJS.Timeout | undefined;
+      const stopped = await Promise.race([
+        h.wait().then(
+          () => true,
+          () => true,
+        ),
+        new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 15_000))),
+      ]);
+      clearTimeout(timer);
+      expect(stopped, 'the container stopped').toBe(true);
+      // And afterEach finds no cgroup, mount or engine container left. Discarding again is harmless.
+      await runtime.discard(s.id, s.workDir);
     });
 
     it('captures 10,000 interleaved stdout and stderr lines complete and in order', async () => {

@@ -168,6 +168,10 @@ describe('local driver', () => {
     await h.store.containers.assign(cid, 'd-restart', ci.id, nodeId);
     await until(async () => (await h.store.containers.get(cid)).state === 'Running', 20_000, 'Running');
     const rec = await record(ci.id);
+    // Running is recorded before the runtime starts the process; killing the agent in between is the
+    // other path (cancelled temp, retried). This test is about re-attaching: wait for the runtime's record.
+    const runJson = join(rec.dir, 'work', 'containers', cid, 'run', 'run.json');
+    await until(async () => existsSync(runJson), 20_000, 'the runtime to record the container');
     const agentPid = Number(
       execFileSync('pgrep', ['-P', String(rec.process.pid)], { encoding: 'utf8' })
         .trim()

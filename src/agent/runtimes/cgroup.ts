@@ -160,6 +160,25 @@ export class CgroupV1 {
   }
 }
 
+/** SIGKILLs every process in the group until none is left (or `deadlineMs` passes), then removes it. */
+export async function killCgroup(cgroup: CgroupV1, deadlineMs = 5000): Promise<void> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const pids = await cgroup.pids();
+    if (pids.length === 0) break;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    if (Date.now() > until) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await cgroup.remove(Math.max(0, until - Date.now()));
+}
+
 async function removeTree(dir: string): Promise<void> {
   let entries;
   try {

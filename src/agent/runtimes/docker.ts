@@ -112,6 +112,11 @@ export class DockerRuntime implements Runtime {
     return new EngineHandle(this.engine, id, workDir, CgroupV1.forContainer(id));
   }
 
+  async discard(id: string): Promise<void> {
+    await this.engine.remove(`berth-${id}`);
+    await CgroupV1.forContainer(id).remove();
+  }
+
   /** The image name to create the container from; imports a root-filesystem tarball once. */
   private async resolveImage(image: string | null): Promise<string> {
     const ref = classifyImage(image);

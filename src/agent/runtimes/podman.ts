@@ -94,6 +94,11 @@ export class PodmanRuntime implements Runtime {
     return new EngineHandle(this.engine, id, workDir, CgroupV1.forContainer(id));
   }
 
+  async discard(id: string): Promise<void> {
+    await this.engine.remove(`berth-${id}`);
+    await CgroupV1.forContainer(id).remove();
+  }
+
   private async resolveImage(image: string | null): Promise<string> {
     const ref = classifyImage(image);
     if (ref.kind === 'none')
@@ -180,7 +185,7 @@ class PodmanEngine implements ContainerEngine {
   }
 
   async remove(container: string): Promise<void> {
-    await exec(this.podman, ['rm', '--force', '--ignore', container]).catch(() => {});
+    await exec(this.podman, ['rm', '--force', '--time', '0', '--ignore', container]).catch(() => {});
   }
 
   async kill(container: string, sig: NodeJS.Signals): Promise<void> {

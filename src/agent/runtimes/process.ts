@@ -3,7 +3,7 @@
 // still runs, unlimited, and says so in the handle's warning (the agent writes it to the container log).
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CGROUP_ROOT, CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { CGROUP_ROOT, CgroupV1, cgroupV1Unusable, killCgroup } from './cgroup.js';
 import { ShimHandle, clearRunFiles, readRunState, spawnShim, writeRunState, type RunState } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
@@ -73,5 +73,11 @@ export class ProcessRuntime implements Runtime {
     if (!state || state.runtime !== this.name || state.id !== id) return null;
     const cgroup = state.cgroup ? new CgroupV1(state.cgroup, this.cgroupRoot) : null;
     return new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') });
+  }
+
+  async discard(id: string): Promise<void> {
+    // Its processes can only be found through its cgroup; without cgroups a lost start cannot be traced.
+    if (await cgroupV1Unusable(this.cgroupRoot)) return;
+    await killCgroup(CgroupV1.forContainer(id, this.cgroupRoot));
   }
 }

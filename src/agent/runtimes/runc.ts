@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { access, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { CgroupV1, cgroupV1Unusable, killCgroup } from './cgroup.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, ensureRootfs } from './image.js';
 import { ociConfig } from './oci.js';
@@ -136,6 +136,17 @@ export class RuncRuntime implements Runtime {
     const state = await readRunState(workDir);
     if (!state || state.runtime !== this.name || state.id !== id) return null;
     return new ShimHandle(state, workDir, this.hooks(state, workDir));
+  }
+
+  async discard(id: string, workDir: string): Promise<void> {
+    await killCgroup(CgroupV1.forContainer(id));
+    const bundle = join(workDir, 'bundle');
+    await this.release({
+      name: `berth-${id}`,
+      bundle,
+      rootfs: join(bundle, 'rootfs'),
+      ovlWork: join(workDir, '.overlay-work'),
+    });
   }
 
   private hooks(state: RunState, workDir: string): ShimHooks {

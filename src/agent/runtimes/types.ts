@@ -91,6 +91,12 @@ export interface Runtime {
   start(spec: RunSpec): Promise<RunHandle>;
   /** Finds a container started earlier (possibly by a previous agent); null if this runtime has no trace of it. */
   reattach(id: string, workDir: string): Promise<RunHandle | null>;
+  /**
+   * Stops and removes whatever a start that never finished recording may have left (an agent killed
+   * between starting the container and writing run.json): reattach found no trace, but a process or an
+   * engine container may be running. Best effort; a no-op when nothing is there.
+   */
+  discard(id: string, workDir: string): Promise<void>;
 }
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
