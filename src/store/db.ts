@@ -37,7 +37,12 @@ function statementName(text: string): string {
 }
 
 export function createPool(url: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 10_000, Client: PreparingClient });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    idleTimeoutMillis: 10_000,
+    Client: PreparingClient,
+  });
   // A dropped connection (server restart) must not crash the process: the next query reconnects.
   pool.on('error', () => {});
   return pool;
