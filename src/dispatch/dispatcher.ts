@@ -409,8 +409,7 @@ export class Dispatcher {
     const interval = this.o.statusIntervalMs ?? 2_000;
     if (now.getTime() - this.lastStatusWrite < interval) return;
     const changed = new Map<string, string>();
-    for (const id in plan.status) {
-      const s = plan.status[id]!;
+    for (const [id, s] of plan.status) {
       if (this.lastStatus.get(id) !== s) {
         changed.set(id, s);
         if (changed.size >= MAX_STATUS_WRITES) break;
@@ -420,8 +419,8 @@ export class Dispatcher {
     await this.o.queue.setStatuses(changed);
     for (const [id, s] of changed) this.lastStatus.set(id, s);
     // Forget containers no longer waiting, so the map does not grow without bound.
-    if (this.lastStatus.size > 2 * Object.keys(plan.status).length + MAX_STATUS_WRITES) {
-      for (const id of [...this.lastStatus.keys()]) if (!(id in plan.status)) this.lastStatus.delete(id);
+    if (this.lastStatus.size > 2 * plan.status.size + MAX_STATUS_WRITES) {
+      for (const id of [...this.lastStatus.keys()]) if (!plan.status.has(id)) this.lastStatus.delete(id);
     }
     this.lastStatusWrite = now.getTime();
   }

@@ -286,6 +286,6 @@ export function parseSnapshotText(text: string): Snapshot {
 /** The §6.4 output: actions in plan order, status keys sorted so the bytes never depend on insertion order. */
 export function planToJson(p: Plan, pretty = false): string {
   const status: Record<string, string> = {};
-  for (const k of Object.keys(p.status).sort()) status[k] = p.status[k]!;
+  for (const k of [...p.status.keys()].sort()) status[k] = p.status.get(k)!;
   return JSON.stringify({ actions: p.actions, status }, null, pretty ? 2 : undefined);
 }

@@ -50,7 +50,7 @@ export function fifoPlanner(inner: (s: Snapshot) => Plan): (s: Snapshot) => Plan
       ...first.actions.filter((a) => a.op === 'cancel' && blocked.has(a.container)),
     ];
     const text = `fifo: behind container ${head} at the head of the queue`;
-    for (const id of blocked) p.status[id] = cancelled.has(id) ? first.status[id]! : text;
+    for (const id of blocked) p.status.set(id, cancelled.has(id) ? first.status.get(id)! : text);
     return { actions, status: p.status };
   };
 }

@@ -190,7 +190,7 @@ function violations(s: Snapshot, p: Plan): string | null {
     }
   }
   for (const c of s.containers)
-    if (c.state !== 'Running' && !(typeof p.status[c.id] === 'string' && p.status[c.id]!.length > 0))
+    if (c.state !== 'Running' && !(typeof p.status.get(c.id) === 'string' && p.status.get(c.id)!.length > 0))
       return `no status for ${c.id}`;
   return null;
 }

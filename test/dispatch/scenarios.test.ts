@@ -491,14 +491,14 @@ describe('scheduler rules', () => {
   it.each(rows.map((r) => [r.name, r] as const))('%s', (_name, row) => {
     const p = plan(row.snapshot);
     expect(p.actions).toEqual(row.actions);
-    for (const [id, text] of Object.entries(row.status ?? {})) expect(p.status[id]).toContain(text);
+    for (const [id, text] of Object.entries(row.status ?? {})) expect(p.status.get(id)).toContain(text);
   });
 
   it('every waiting container gets a status with its queue position', () => {
     const p = plan(
       snap({ config: { maxInstances: 0 }, containers: [ctr('a', { priority: 3 }), ctr('b'), ctr('c')] }),
     );
-    expect(p.status).toEqual({
+    expect(Object.fromEntries(p.status)).toEqual({
       a: 'queue position 1; waits for a t1 instance; max_instances=0 reached; starts when an instance is freed or the limit is raised',
       b: 'queue position 2; 1 higher-priority container ahead; waits for a t1 instance; max_instances=0 reached; new instances go to container a and others ahead first',
       c: 'queue position 3; 1 higher-priority container ahead; waits for a t1 instance; max_instances=0 reached; new instances go to container a and others ahead first',

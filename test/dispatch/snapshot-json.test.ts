@@ -421,7 +421,10 @@ describe('planToJson', () => {
   it('sorts status keys and keeps action field order', () => {
     const text = planToJson({
       actions: [{ op: 'start', container: 'c1', instance: 'i-1' }],
-      status: { b: 'x', a: 'y' },
+      status: new Map([
+        ['b', 'x'],
+        ['a', 'y'],
+      ]),
     });
     expect(text).toBe(
       '{"actions":[{"op":"start","container":"c1","instance":"i-1"}],"status":{"a":"y","b":"x"}}',

@@ -27,7 +27,7 @@ describe('fifoPlanner', () => {
     const p = fifoPlanner(plan)(s);
     expect(p.actions.some((a) => (a.op === 'lock' || a.op === 'start') && a.container === 'L')).toBe(false);
     expect(p.actions).toContainEqual(expect.objectContaining({ op: 'shutdown', instance: 'i-1' }));
-    expect(p.status.L).toBe('fifo: behind container H at the head of the queue');
+    expect(p.status.get('L')).toBe('fifo: behind container H at the head of the queue');
   });
 
   it('changes nothing when no container is blocked', () => {

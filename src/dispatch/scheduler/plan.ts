@@ -97,7 +97,7 @@ export function plan(snap: Snapshot): Plan {
   const typesByName = new Map<string, InstanceType>(sortedTypes.map((t) => [t.name, t]));
   const typeIndex = new Map<string, number>(sortedTypes.map((t, i) => [t.name, i]));
   const limits = new Limits(snap);
-  const status: Record<string, string> = {};
+  const status = new Map<string, string>();
   const kills: Action[] = [];
   const cancels: Action[] = [];
   const unlocks: Action[] = [];
@@ -118,19 +118,19 @@ export function plan(snap: Snapshot): Plan {
     if (c.priority <= 0) {
       if (c.state === 'Locked') {
         unlocks.push({ op: 'unlock', container: c.id, reason: statusText.priorityZero });
-        status[c.id] = statusText.unlocked(statusText.priorityZero);
-      } else status[c.id] = statusText.notScheduled;
+        status.set(c.id, statusText.unlocked(statusText.priorityZero));
+      } else status.set(c.id, statusText.notScheduled);
       continue;
     }
     if (c.state === 'Locked' && placed) {
       const inst = pool.instanceOf.get(c.instance!);
-      status[c.id] = statusText.assigned(c.instance!, inst?.state ?? 'held or draining');
+      status.set(c.id, statusText.assigned(c.instance!, inst?.state ?? 'held or draining'));
       continue;
     }
     if (c.state === 'Queued' && c.lockCount >= config.maxDispatchAttempts) {
       const reason = statusText.dispatchAttempts(c.lockCount, config.maxDispatchAttempts);
       cancels.push({ op: 'cancel', container: c.id, class: 'perm', reason });
-      status[c.id] = statusText.cancelled(reason);
+      status.set(c.id, statusText.cancelled(reason));
       continue;
     }
     waiting.push(c);
@@ -173,12 +173,12 @@ export function plan(snap: Snapshot): Plan {
     if (slot.ready) {
       action = placeActions.length;
       placeActions.push({ op: 'start', container: c.id, instance: slot.id });
-      status[c.id] = statusText.starting(slot.id);
+      status.set(c.id, statusText.starting(slot.id));
     } else if (slot.createFor !== null) {
       slot.createFor.push(c.id);
-      status[c.id] = statusText.waitingNew(slot.type.name);
+      status.set(c.id, statusText.waitingNew(slot.type.name));
     } else {
-      status[c.id] = statusText.waitingExisting(slot.id, slot.state, slot.type.name);
+      status.set(c.id, statusText.waitingExisting(slot.id, slot.state, slot.type.name));
     }
     if (c.state === 'Locked') {
       evictable.push({ c, slot, action, evicted: false });
@@ -215,7 +215,7 @@ export function plan(snap: Snapshot): Plan {
         if (slot.createFor !== null) slot.createFor.splice(slot.createFor.indexOf(p.c.id), 1);
         const reason = statusText.unlockedForHigher(slot.id, c.id, limit);
         unlocks.push({ op: 'unlock', container: p.c.id, reason });
-        status[p.c.id] = statusText.unlocked(reason);
+        status.set(p.c.id, statusText.unlocked(reason));
       }
       evictVersion++;
       capacity.resetCursors();
@@ -241,7 +241,7 @@ export function plan(snap: Snapshot): Plan {
     const shape = shapes.get(c);
     if (shape.unsatisfiable !== null) {
       cancels.push({ op: 'cancel', container: c.id, class: 'perm', reason: shape.unsatisfiable });
-      status[c.id] = statusText.cancelled(shape.unsatisfiable);
+      status.set(c.id, statusText.cancelled(shape.unsatisfiable));
       continue;
     }
     const slot = capacity.find(shape);
@@ -252,19 +252,19 @@ export function plan(snap: Snapshot): Plan {
     // No room anywhere: an instance must be created (or the container waits).
     const choice = choose(shape);
     if (choice.type === null) {
-      status[c.id] = `${waitPosition(c.priority)}; ${choice.waitText}`;
+      status.set(c.id, `${waitPosition(c.priority)}; ${choice.waitText}`);
       continue;
     }
     const type = choice.type;
     if (head !== null && c.priority <= head.container.priority) {
       const taken = tryEvict(c, shape, head.limit);
       if (taken !== null) place(c, taken);
-      else status[c.id] = `${waitPosition(c.priority)}; ${behindHeadText(choice, head)}`;
+      else status.set(c.id, `${waitPosition(c.priority)}; ${behindHeadText(choice, head)}`);
       continue;
     }
     const block = choice.block;
     if (block !== null && block.kind === 'rate') {
-      status[c.id] = `${waitPosition(c.priority)}; ${choice.waitText}`;
+      status.set(c.id, `${waitPosition(c.priority)}; ${choice.waitText}`);
       continue;
     }
     if (block !== null) {
@@ -274,7 +274,7 @@ export function plan(snap: Snapshot): Plan {
         continue;
       }
       if (head === null || c.priority > head.container.priority) head = { container: c, limit: block.text };
-      status[c.id] = `${waitPosition(c.priority)}; ${choice.waitText}`;
+      status.set(c.id, `${waitPosition(c.priority)}; ${choice.waitText}`);
       continue;
     }
     const created: Slot = {

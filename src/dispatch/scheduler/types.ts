@@ -89,6 +89,9 @@ export type Action =
 
 export interface Plan {
   actions: Action[];
-  /** A human-readable status for every waiting container (DESIGN §6.2 rule 7). */
-  status: Record<string, string>;
+  /**
+   * A human-readable status for every waiting container (DESIGN §6.2 rule 7), by container id. A Map, not
+   * an object: at 100k waiting containers the object's dictionary inserts were 40% of a pass.
+   */
+  status: Map<string, string>;
 }
