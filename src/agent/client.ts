@@ -1,6 +1,9 @@
 // The agent's HTTP client for the agent-facing API (DESIGN §5): register, long-poll ping, start, logs,
 // complete, cancel. Errors are classified once, here: `isTransient` says whether repeating the same call
 // later may succeed (network error, timeout, 5xx, 429), so callers retry on facts, not message text.
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import { text as readText } from 'node:stream/consumers';
 import type { StartOrder } from '../store/containers.js';
 
 /** An answer from the API with a non-2xx status. */
@@ -126,32 +129,25 @@ export class AgentClient {
   ): Promise<T> {
     const timeout = AbortSignal.timeout(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
-    let res: Response;
+    let res: { status: number; body: IncomingMessage };
     try {
-      res = await fetch(`${this.baseUrl}${path}`, {
-        method,
-        headers: {
-          'content-type': 'application/json',
-          ...(opts.auth !== false && this.token ? { authorization: `Bearer ${this.token}` } : {}),
-        },
-        body: JSON.stringify(body),
-        signal,
+      res = await send(new URL(`${this.baseUrl}${path}`), method, JSON.stringify(body), signal, {
+        'content-type': 'application/json',
+        ...(opts.auth !== false && this.token ? { authorization: `Bearer ${this.token}` } : {}),
       });
     } catch (err) {
-      const e = err as Error & { cause?: Error };
       if (opts.signal?.aborted) throw new AbortedError();
-      throw new ApiUnreachableError(
-        `cannot reach the API at ${this.baseUrl}: ${e.cause?.message ?? e.message}`,
-      );
+      throw new ApiUnreachableError(`cannot reach the API at ${this.baseUrl}: ${(err as Error).message}`);
     }
     let text: string;
     try {
-      text = await res.text();
+      text = await readText(res.body);
     } catch (err) {
       if (opts.signal?.aborted) throw new AbortedError();
       throw new ApiUnreachableError(`reading the answer from ${this.baseUrl}: ${(err as Error).message}`);
     }
-    if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
+    const ok = res.status >= 200 && res.status < 300;
+    if (ok) return (text ? JSON.parse(text) : undefined) as T;
     let code = 'error';
     let message = text.slice(0, 500);
     try {
@@ -227,4 +223,33 @@ export async function retrying<T>(
       await pause(d, opts.signal);
     }
   }
+}
+
+// node:http rather than fetch: fetch loads undici, ~12 MB of resident memory in every agent for nothing
+// the agent needs (measured: an idle Node process grows from 39 to 51 MB after one fetch, 1 MB with http).
+const keepAlive = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+
+/** One HTTP request; resolves with the status and the (unread) response body once the headers are in. */
+function send(
+  url: URL,
+  method: string,
+  body: string,
+  signal: AbortSignal,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: IncomingMessage }> {
+  const secure = url.protocol === 'https:';
+  return new Promise((resolve, reject) => {
+    const req = (secure ? https : http).request(
+      url,
+      {
+        method,
+        signal,
+        agent: secure ? keepAlive.https : keepAlive.http,
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+      },
+      (res) => resolve({ status: res.statusCode ?? 0, body: res }),
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
 }

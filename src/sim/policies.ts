@@ -5,18 +5,14 @@ import { queueOrder } from '../dispatch/scheduler/ordering.js';
 import { plan } from '../dispatch/scheduler/plan.js';
 import type { Action, Plan, SchedulerConfig, Snapshot } from '../dispatch/scheduler/types.js';
 
-export const POLICIES = ['berth', 'one-per-instance', 'fifo'] as const;
-export type PolicyName = (typeof POLICIES)[number];
+import { type PolicyName } from './policy-names.js';
+export { isPolicyName, POLICIES, type PolicyName } from './policy-names.js';
 
 /** What a policy hands the dispatcher: its scheduler config and planner. */
 export interface Policy {
   name: PolicyName;
   config: SchedulerConfig;
   planner: (s: Snapshot) => Plan;
-}
-
-export function isPolicyName(s: string): s is PolicyName {
-  return (POLICIES as readonly string[]).includes(s);
 }
 
 /**

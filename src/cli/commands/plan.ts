@@ -2,8 +2,6 @@
 // A dry run: nothing is locked, created or destroyed.
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { plan } from '../../dispatch/scheduler/plan.js';
-import { parseSnapshotText, planToJson, SnapshotError } from '../../dispatch/snapshot-json.js';
 import { UsageError } from '../main.js';
 
 async function readInput(file: string): Promise<string> {
@@ -28,6 +26,10 @@ export function registerPlan(program: Command): void {
     .requiredOption('--snapshot <file>', 'snapshot file (DESIGN §6.4 format), or - for standard input')
     .option('--pretty', 'indent the JSON output')
     .action(async (opts: { snapshot: string; pretty?: boolean }) => {
+      // Loaded here, not at the top: every other command (the agent above all) would carry it in memory.
+      const { plan } = await import('../../dispatch/scheduler/plan.js');
+      const { parseSnapshotText, planToJson, SnapshotError } =
+        await import('../../dispatch/snapshot-json.js');
       const text = await readInput(opts.snapshot);
       let snapshot;
       try {

@@ -2,129 +2,11 @@
 // (DESIGN §10), write report.json and report.html, print a summary; `berth sim compare A B` prints two
 // reports side by side.
 import type { Command } from 'commander';
-import { performance } from 'node:perf_hooks';
-import { formatDuration } from '../../model/units.js';
-import { defaultSimConfig, loadSimConfig, SimConfigError, type SimConfig } from '../../sim/config.js';
-import { isPolicyName, POLICIES, type PolicyName } from '../../sim/policies.js';
-import type { Report } from '../../sim/report/build.js';
-import { compareReports } from '../../sim/report/compare.js';
-import { readReport, writeReport } from '../../sim/report/files.js';
-import { runSimulation, type Progress } from '../../sim/run.js';
-import { loadWorkload } from '../../sim/workload/load.js';
-import { WorkloadError, type WorkloadJob } from '../../sim/workload/types.js';
-import { UsageError } from '../errors.js';
+import { POLICIES } from '../../sim/policy-names.js';
+import type { SimOpts } from './sim-run.js';
 
-interface SimOpts {
-  workload?: string;
-  config?: string;
-  seed: string;
-  policy: string;
-  limitJobs?: string;
-  timeScale?: string;
-  out?: string;
-  json?: boolean;
-}
-
-function wholeNumber(flag: string, v: string, min: number): number {
-  if (!/^-?\d+$/.test(v) || Number(v) < min || !Number.isSafeInteger(Number(v)))
-    throw new UsageError(`${flag}: expected a whole number >= ${min}, got ${JSON.stringify(v)}`);
-  return Number(v);
-}
-
-function scaleFlag(v: string): number {
-  const f = Number(v);
-  if (v.trim() === '' || !Number.isFinite(f) || f <= 0)
-    throw new UsageError(`--time-scale: expected a number above 0 such as 0.5, got ${JSON.stringify(v)}`);
-  return f;
-}
-
-/** Multiplies arrivals and run times: 0.5 plays the same workload in half the virtual time. */
-function scaled(jobs: WorkloadJob[], f: number): WorkloadJob[] {
-  if (f === 1) return jobs;
-  return jobs.map((j) => ({
-    ...j,
-    arrival: Math.round(j.arrival * f),
-    duration: Math.max(1, Math.round(j.duration * f)),
-  }));
-}
-
-const money = (x: number | null): string => (x === null ? '-' : x.toFixed(2));
-const secs = (x: number | null): string => (x === null ? '-' : `${x.toFixed(1)}s`);
-
-/** The short text summary of one run. */
-export function summary(r: Report): string {
-  const c = r.containers;
-  return [
-    `policy ${r.policy}, seed ${r.seed}: ${c.total} containers, ${c.completed} completed, ${c.neverStarted} never started; ${r.instances.created} instances`,
-    `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  idle ${money(r.cost.idle)}`,
-    `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
-    `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
-  ].join('\n');
-}
-
-async function runCommand(opts: SimOpts): Promise<void> {
-  if (opts.workload === undefined)
-    throw new UsageError('--workload: required (a .swf, .swf.gz or .json file)');
-  if (opts.out === undefined)
-    throw new UsageError('--out: required (the directory for report.json and report.html)');
-  if (!isPolicyName(opts.policy))
-    throw new UsageError(
-      `--policy: expected one of ${POLICIES.join(', ')}, got ${JSON.stringify(opts.policy)}`,
-    );
-  const policy: PolicyName = opts.policy;
-  const seed = wholeNumber('--seed', opts.seed, 0);
-  const limit = opts.limitJobs === undefined ? undefined : wholeNumber('--limit-jobs', opts.limitJobs, 1);
-  const scale = opts.timeScale === undefined ? 1 : scaleFlag(opts.timeScale);
-
-  let config: SimConfig;
-  let jobs: WorkloadJob[];
-  try {
-    config = opts.config === undefined ? defaultSimConfig() : loadSimConfig(opts.config);
-    const w = loadWorkload(opts.workload, limit === undefined ? {} : { limit });
-    jobs = scaled(limit === undefined ? w.jobs : w.jobs.slice(0, limit), scale);
-  } catch (err) {
-    if (err instanceof SimConfigError) throw new UsageError(`--config ${err.message}`);
-    if (err instanceof WorkloadError) throw new UsageError(`--workload ${err.message}`);
-    throw err;
-  }
-
-  const t0 = performance.now();
-  let lastLine = t0;
-  const onProgress = (p: Progress): void => {
-    const t = performance.now();
-    if (t - lastLine < 2000) return;
-    lastLine = t;
-    process.stderr.write(
-      `sim: ${formatDuration(p.virtualMs)} virtual, ${p.submitted}/${p.jobs} submitted, ${p.active} active, ` +
-        `${p.liveInstances} instances, ${p.passes} passes, ${((t - t0) / 1000).toFixed(0)}s\n`,
-    );
-  };
-  const { report, stats } = await runSimulation({
-    jobs,
-    config,
-    seed,
-    policy,
-    onProgress,
-    progressEvery: 500,
-  });
-  const elapsed = (performance.now() - t0) / 1000;
-  const files = writeReport(opts.out, report);
-  if (opts.json) {
-    process.stdout.write(
-      `${JSON.stringify({ report, stats, seconds: Math.round(elapsed * 1000) / 1000 }, null, 2)}\n`,
-    );
-    return;
-  }
-  process.stdout.write(`${summary(report)}\n`);
-  if (stats.hitTimeLimit)
-    process.stdout.write(
-      `warning: stopped at the time limit (${formatDuration(stats.virtualMs)} virtual) with work or instances left\n`,
-    );
-  process.stdout.write(
-    `wrote ${files.json} and ${files.html}; ${formatDuration(stats.virtualMs)} simulated in ${elapsed.toFixed(1)}s (${stats.passes} dispatcher passes)\n`,
-  );
-}
-
+// The implementation (simulator, scheduler, report) is loaded only when the command runs, so that other
+// commands (the agent above all) do not carry it in memory.
 export function registerSim(program: Command): void {
   const sim = program
     .command('sim')
@@ -137,19 +19,9 @@ export function registerSim(program: Command): void {
     .option('--time-scale <f>', 'multiply arrival times and run times (0.5 = twice as fast)')
     .option('--out <dir>', 'directory for report.json and report.html')
     .option('--json', 'print the report and run statistics as JSON instead of the summary')
-    .action(async (opts: SimOpts) => runCommand(opts));
+    .action(async (opts: SimOpts) => (await import('./sim-run.js')).runCommand(opts));
   sim
     .command('compare <a> <b>')
     .description('print two report.json files side by side')
-    .action((a: string, b: string) => {
-      let ra: Report;
-      let rb: Report;
-      try {
-        ra = readReport(a);
-        rb = readReport(b);
-      } catch (err) {
-        throw new UsageError((err as Error).message);
-      }
-      process.stdout.write(compareReports(ra, rb));
-    });
+    .action(async (a: string, b: string) => (await import('./sim-run.js')).compareCommand(a, b));
 }
