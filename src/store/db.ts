@@ -42,6 +42,9 @@ export function createPool(url: string, max = 10): pg.Pool {
     max,
     idleTimeoutMillis: 10_000,
     Client: PreparingClient,
+    // Prepared statements save the parse; a plan is still made for each call's own values, so a list
+    // filter on a rare state never runs on a generic plan made for a common one.
+    options: '-c plan_cache_mode=force_custom_plan',
   });
   // A dropped connection (server restart) must not crash the process: the next query reconnects.
   pool.on('error', () => {});
