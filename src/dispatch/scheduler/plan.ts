@@ -150,18 +150,21 @@ export function plan(snap: Snapshot): Plan {
   let position = 0;
   let planned = 0;
 
-  /** The queue position text of the next container that waits, counted among waiting containers. */
-  // Containers of one priority mostly see the same count ahead, so its text is reused, not rebuilt.
+  /** The status of the next container that waits: its queue position among waiting containers, then why. */
+  // Containers of one priority mostly see the same count ahead and the same reason, so everything after
+  // the position is built once per change and shared: one concatenation per container.
   let lastAhead = -1;
-  let lastAheadText = '';
-  const waitPosition = (priority: number): string => {
+  let lastReason = '';
+  let lastSuffix = '';
+  const waitStatus = (priority: number, reason: string): string => {
     const higher = ahead.higherThan(priority);
-    if (higher !== lastAhead) {
+    if (higher !== lastAhead || reason !== lastReason) {
       lastAhead = higher;
-      lastAheadText = aheadText(higher);
+      lastReason = reason;
+      lastSuffix = `${aheadText(higher)}; ${reason}`;
     }
     ahead.add(priority);
-    return `queue position ${++position}${lastAheadText}`;
+    return 'queue position ' + ++position + lastSuffix;
   };
 
   const place = (c: SnapshotContainer, slot: Slot): void => {
@@ -252,19 +255,19 @@ export function plan(snap: Snapshot): Plan {
     // No room anywhere: an instance must be created (or the container waits).
     const choice = choose(shape);
     if (choice.type === null) {
-      status.set(c.id, `${waitPosition(c.priority)}; ${choice.waitText}`);
+      status.set(c.id, waitStatus(c.priority, choice.waitText));
       continue;
     }
     const type = choice.type;
     if (head !== null && c.priority <= head.container.priority) {
       const taken = tryEvict(c, shape, head.limit);
       if (taken !== null) place(c, taken);
-      else status.set(c.id, `${waitPosition(c.priority)}; ${behindHeadText(choice, head)}`);
+      else status.set(c.id, waitStatus(c.priority, behindHeadText(choice, head)));
       continue;
     }
     const block = choice.block;
     if (block !== null && block.kind === 'rate') {
-      status.set(c.id, `${waitPosition(c.priority)}; ${choice.waitText}`);
+      status.set(c.id, waitStatus(c.priority, choice.waitText));
       continue;
     }
     if (block !== null) {
@@ -274,7 +277,7 @@ export function plan(snap: Snapshot): Plan {
         continue;
       }
       if (head === null || c.priority > head.container.priority) head = { container: c, limit: block.text };
-      status.set(c.id, `${waitPosition(c.priority)}; ${choice.waitText}`);
+      status.set(c.id, waitStatus(c.priority, choice.waitText));
       continue;
     }
     const created: Slot = {
