@@ -257,6 +257,13 @@ export class Agents {
     a.running.clear();
   }
 
+  /** Live agents running nothing: room for work. */
+  idle(): number {
+    let n = 0;
+    for (const a of this.agents.values()) if (a.state === 'live' && a.running.size === 0) n++;
+    return n;
+  }
+
   /** Live agents right now (for the outage: they keep pinging while the database is down). */
   live(): string[] {
     return [...this.agents.values()].filter((a) => a.state === 'live').map((a) => a.nodeId);

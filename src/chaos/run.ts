@@ -29,6 +29,11 @@ export interface ChaosOptions {
   signal?: AbortSignal;
   /** Progress lines (to stderr in the CLI). */
   log?: (line: string) => void;
+  /**
+   * A deliberately broken dispatcher, to show that the stall check bites: once this share of requests
+   * has finished, no pass runs for `forMs` of virtual time. Never set in a real chaos run.
+   */
+  freeze?: { atShare: number; forMs: number };
 }
 
 /** The faults the run injects into the control plane, in order, at a share of requests finished. */
@@ -40,8 +45,12 @@ const FAULTS: { at: number; what: 'kill' | 'pg-restart'; point?: KillPoint }[] =
 ];
 /** An armed mid-pass kill that has not fired after this long becomes a kill between passes. */
 const ARMED_FOR_MS = 1_200_000;
-/** The dispatcher's safety tick (its sync interval); timers it cannot be told about are at least this coarse. */
-const SAFETY_TICK_MS = 10_000;
+/**
+ * The harness's safety tick: a pass at least this often (the dispatcher's own default tick_interval is
+ * 1 s; 5 s keeps runs cheap). It bounds how long nothing can happen, so it must stay well under the stall
+ * limit: at 10 s the longest stalls measured 9.1–9.6 s, at 5 s 4.6 s.
+ */
+const SAFETY_TICK_MS = 5_000;
 const COALESCE_MS = 1_000;
 const STALL_LIMIT_MS = 10_000;
 
@@ -121,8 +130,9 @@ async function run(
     dirty = true;
   });
 
-  // Cloud events reach the agents; a free quota slot is remembered for the stall measure.
-  let quotaFreeSince: number | null = t0;
+  // Cloud events reach the agents; room for work (a free quota slot, or a live instance running nothing)
+  // is remembered for the stall measure.
+  let roomSince: number | null = t0;
   let broken = 0;
   let maxLive = 0;
   const terminatedAt = new Map<string, number>();
@@ -132,7 +142,7 @@ async function run(
     else if (e.type === 'terminated') {
       agents.terminated(e.id);
       terminatedAt.set(e.id, clock.nowMs());
-      if (cloud.live < QUOTA && quotaFreeSince === null) quotaFreeSince = clock.nowMs();
+      if (cloud.live < QUOTA && roomSince === null) roomSince = clock.nowMs();
     }
   });
 
@@ -152,7 +162,15 @@ async function run(
   const onEvent = (e: DispatchEvent) => {
     events.set(e.kind, (events.get(e.kind) ?? 0) + 1);
     if (e.kind === 'container-placed') agents.wake(e.instance);
-    if (e.kind === 'instance-created' || e.kind === 'instance-ready') progress(e.kind);
+    // The dispatcher acting on the queue or the pool is progress: placing work, and shutting an idle
+    // instance down to make room (rule 5), as much as an instance coming up.
+    if (
+      e.kind === 'instance-created' ||
+      e.kind === 'instance-ready' ||
+      e.kind === 'container-placed' ||
+      e.kind === 'instance-shutdown'
+    )
+      progress(e.kind);
     if (e.kind === 'node-lost') progress('node-lost'); // its Running containers finish (temp)
     dirty = true;
   };
@@ -233,14 +251,16 @@ async function run(
     ORDER BY 2 LIMIT 100`;
   const measureStall = async () => {
     const now = clock.nowMs();
-    if (cloud.live >= QUOTA) quotaFreeSince = null;
-    else quotaFreeSince ??= now;
-    if (quotaFreeSince === null || now - lastProgressAt <= STALL_LIMIT_MS / 2) return;
+    // Room: the dispatcher may create an instance, or a live one runs nothing (work goes there, or it is
+    // shut down to make room). At the quota with every instance busy, waiting is no stall.
+    if (cloud.live >= QUOTA && agents.idle() === 0) roomSince = null;
+    else roomSince ??= now;
+    if (roomSince === null || now - lastProgressAt <= STALL_LIMIT_MS / 2) return;
     const r = await observer.query(readySql, [new Date(now)]);
     const runnable = r.rows.filter((row) => fitsAvailableType(jobByRequest.get(row.request_id)!));
     if (runnable.length === 0) return;
     const readySince = (runnable[0].ready as Date).getTime();
-    const stall = now - Math.max(lastProgressAt, readySince, quotaFreeSince);
+    const stall = now - Math.max(lastProgressAt, readySince, roomSince);
     if (stall > maxStall) {
       maxStall = stall;
       maxStallAt = `${vt()}: ${runnable.length} runnable, ${cloud.live} live instances`;
@@ -253,6 +273,7 @@ async function run(
   const doneSql = `SELECT count(*)::int AS n FROM container_requests WHERE state <> 'Final'`;
   let submitted = 0;
   let lastLog = Date.now();
+  let frozenUntil: number | null = null;
 
   for (;;) {
     if (Date.now() - wallStart > wallLimit) {
@@ -292,8 +313,13 @@ async function run(
       await proc.kill('between passes (armed kill did not fire)');
     }
 
+    if (opts.freeze && frozenUntil === null && successes >= opts.freeze.atShare * n) {
+      frozenUntil = clock.nowMs() + opts.freeze.forMs;
+      faults.push(`${vt()} dispatcher frozen for ${opts.freeze.forMs / 1000} s (a stall on purpose)`);
+    }
     const now = clock.nowMs();
-    if ((dirty && now >= lastTick + COALESCE_MS) || now >= nextSafety || proc.dead) await pass();
+    const frozen = frozenUntil !== null && now < frozenUntil;
+    if (!frozen && ((dirty && now >= lastTick + COALESCE_MS) || now >= nextSafety || proc.dead)) await pass();
     await agents.drain();
 
     if (drainedAt === null && successes >= n) {
@@ -321,11 +347,13 @@ async function run(
     }
 
     // Next: the next clock event, the safety tick, or the coalesced tick something asked for.
-    const next = Math.min(
-      clock.peek() ?? Infinity,
-      nextSafety,
-      dirty ? Math.max(lastTick + COALESCE_MS, clock.nowMs()) : Infinity,
-    );
+    const next = frozen
+      ? Math.min(clock.peek() ?? Infinity, frozenUntil!)
+      : Math.min(
+          clock.peek() ?? Infinity,
+          nextSafety,
+          dirty ? Math.max(lastTick + COALESCE_MS, clock.nowMs()) : Infinity,
+        );
     clock.runUntil(next);
   }
 

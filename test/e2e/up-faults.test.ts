@@ -99,8 +99,11 @@ describe('berth up under faults', () => {
 
       await until(async () => (await finished()) === 300, 360_000, 'all 300 requests to finish').catch(
         async (err: Error) => {
+          const open = await unfinished().catch((e: Error) => `(cannot list them: ${e.message})`);
+          const up = daemons[0]!;
+          const state = up.child.exitCode ?? up.child.signalCode;
           throw new Error(
-            `${err.message}\n--- not finished:\n${await unfinished()}\n--- berth up said:\n${daemons[0]!.output().slice(-4000)}`,
+            `${err.message}\n--- not finished:\n${open}\n--- berth up ${state === null ? 'is running' : `exited (${state})`}; it said:\n${up.output().slice(-6000)}`,
           );
         },
       );
