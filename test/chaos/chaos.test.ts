@@ -34,20 +34,20 @@ describe('chaos', () => {
   });
 
   it(
-    'the stall check bites: a dispatcher frozen for 2 minutes of virtual time is reported',
+    'the stall check bites: a dispatcher frozen for 10 minutes of virtual time is reported',
     { timeout: 300_000 },
     async () => {
       const frozen = await runChaos({
         containers: 100,
         seed: 3,
         wallLimitMs: 240_000,
-        freeze: { atShare: 0.2, forMs: 120_000 },
+        freeze: { atShare: 0.2, forMs: 600_000 },
       });
-      expect(frozen.faults.some((f) => /frozen for 120 s/.test(f))).toBe(true);
+      expect(frozen.faults.some((f) => /frozen for 600 s/.test(f))).toBe(true);
       const stall = frozen.checks.find((c) => c.name.startsWith('no stall'));
       expect(stall?.ok, stall?.detail).toBe(false);
       const seconds = Number(/longest ([\d.]+) s/.exec(stall!.detail)?.[1]);
-      expect(seconds).toBeGreaterThan(30); // of the 120 s frozen, the first part still sees running work finish
+      expect(seconds).toBeGreaterThan(10); // the limit; how much more depends on the work running when it froze
       // Frozen, not broken: once it thaws, every request still ends as it should.
       const finished = frozen.checks.find((c) => /every request reaches Final/i.test(c.name));
       expect(finished?.ok, finished?.detail).toBe(true);
