@@ -1,5 +1,4 @@
 // Connection pool and transactions.
-import { createHash } from 'node:crypto';
 import pg from 'pg';
 
 // bigint columns (ram, scratch) fit in a double for any real size; return them as numbers.
@@ -9,43 +8,8 @@ export type Db = pg.Pool;
 export type Tx = pg.PoolClient;
 export type Queryable = pg.Pool | pg.PoolClient;
 
-/**
- * A client that sends every parameterized statement as a named (prepared) one, named after a hash of its
- * text: PostgreSQL parses and plans it once per connection instead of on every call. The store's
- * statements are fixed texts (list filters combine a few fixed clauses), so each connection prepares a
- * bounded set. Measured on the submit path: PostgreSQL's CPU per submission fell from ~1 ms to ~0.4 ms.
- */
-class PreparingClient extends pg.Client {
-  override query(...args: unknown[]): never {
-    const [first, values] = args;
-    if (typeof first === 'string' && Array.isArray(values) && values.length > 0 && args.length <= 3) {
-      args[0] = { name: statementName(first), text: first, values };
-      args.splice(1, 1);
-    }
-    return (super.query as (...a: unknown[]) => never)(...args);
-  }
-}
-
-const names = new Map<string, string>();
-function statementName(text: string): string {
-  let name = names.get(text);
-  if (name === undefined) {
-    name = `berth_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
-    names.set(text, name);
-  }
-  return name;
-}
-
 export function createPool(url: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({
-    connectionString: url,
-    max,
-    idleTimeoutMillis: 10_000,
-    Client: PreparingClient,
-    // Prepared statements save the parse; a plan is still made for each call's own values, so a list
-    // filter on a rare state never runs on a generic plan made for a common one.
-    options: '-c plan_cache_mode=force_custom_plan',
-  });
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 10_000 });
   // A dropped connection (server restart) must not crash the process: the next query reconnects.
   pool.on('error', () => {});
   return pool;
