@@ -2,14 +2,7 @@
 // Berth in this process (embedded PostgreSQL, server, dispatcher with the local driver and one warm
 // instance); each run submits a `true` container over HTTP and waits for it to finish; the latency is
 // the server-side started_at − queued_at, so the measurement itself adds no polling delay.
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { LocalDriver } from '../src/cloud/local/driver.js';
-import { loadConfig } from '../src/config/options.js';
-import { parseDispatchConfig } from '../src/dispatch/config.js';
-import { startDispatcher } from '../src/dispatch/run.js';
-import { startServer } from '../src/server/server.js';
+import { startWarmBerth } from './warm-berth.js';
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
@@ -25,38 +18,17 @@ export async function run(argv: string[]): Promise<number> {
   }
   if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs takes a whole number ≥ 1');
   const say = (s: string) => !json && console.error(s);
-  const home = mkdtempSync(join(tmpdir(), 'berth-latency-'));
-  chmodSync(home, 0o711);
-  const cfg = loadConfig({ home, listen: '127.0.0.1:0', log_level: 'silent' }, {});
-  const server = await startServer(cfg);
-  const dcfg = parseDispatchConfig({
-    instance_types: [{ name: 'warm', vcpus: 2, ram: '2GiB', price: 0.1 }],
-    scheduler: { min_instances: 1, idle_timeout: '10m' },
-    boot_delay: '0s',
+  say('starting Berth and waiting for the warm instance…');
+  const berth = await startWarmBerth({
+    prefix: 'berth-latency-',
+    instance: { name: 'warm', vcpus: 2, ram: '2GiB' },
   });
-  const driver = new LocalDriver({
-    home,
-    bootDelayMs: 0,
-    runtime: 'process',
-    agentArgs: ['--ping-wait', '30s'],
-  });
-  const disp = await startDispatcher({
-    cfg: dcfg,
-    store: server.store,
-    dbUrl: server.db.url,
-    notifier: server.notifier,
-    driver,
-    apiUrl: server.url,
-  });
+  const { server } = berth;
   try {
-    const token = server.createdAdminToken!;
-    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-    say('waiting for the warm instance…');
-    const deadline = Date.now() + 60_000;
-    while (![...disp.dispatcher.instances.values()].some((i) => i.state === 'idle')) {
-      if (Date.now() > deadline) throw new Error('the warm instance did not come up in 60 s');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const headers = {
+      authorization: `Bearer ${server.createdAdminToken!}`,
+      'content-type': 'application/json',
+    };
     const ids: string[] = [];
     say(`${runs} submissions, one at a time…`);
     for (let i = 0; i < runs; i++) {
@@ -94,9 +66,6 @@ export async function run(argv: string[]): Promise<number> {
       );
     return 0;
   } finally {
-    await disp.stop();
-    await disp.dispatcher.shutdownAll('benchmark done');
-    await server.stop();
-    rmSync(home, { recursive: true, force: true });
+    await berth.stop();
   }
 }

@@ -1,14 +1,7 @@
 // The Berth side of `bench vs-slurm`: the same setup as `berth up` in this process (embedded PostgreSQL,
 // API server, dispatcher, local driver) with ONE warm instance the size of the machine, and N jobs
 // submitted over HTTP. Latencies come from the database (queued_at → started_at, microseconds).
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { LocalDriver } from '../../src/cloud/local/driver.js';
-import { loadConfig } from '../../src/config/options.js';
-import { parseDispatchConfig } from '../../src/dispatch/config.js';
-import { startDispatcher } from '../../src/dispatch/run.js';
-import { startServer } from '../../src/server/server.js';
+import { startWarmBerth } from '../warm-berth.js';
 import { maxOverlap, pollUntil, runPool, type SideResult } from './common.js';
 
 export type SubmitMode = 'single' | 'batch';
@@ -29,44 +22,23 @@ export interface BerthOptions {
 const BATCH_MAX = 1000;
 
 export async function runBerthJobs(o: BerthOptions): Promise<SideResult> {
-  const home = mkdtempSync(join(tmpdir(), 'berth-vs-slurm-'));
-  chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
-  const cfg = loadConfig({ home, listen: '127.0.0.1:0', log_level: 'silent' }, {});
-  let server: Awaited<ReturnType<typeof startServer>> | null = null;
-  let disp: Awaited<ReturnType<typeof startDispatcher>> | null = null;
+  o.say('berth: starting and waiting for the warm instance…');
+  // max_instances 1: with a deep queue the dispatcher would otherwise add instances (128 local agents for
+  // 1,000 jobs on this 2-core machine), which is not the one-warm-node setup being compared.
+  const berth = await startWarmBerth({
+    prefix: 'berth-vs-slurm-',
+    instance: { name: 'machine', vcpus: o.vcpus, ram: `${o.instanceRamMiB}MiB` },
+    maxInstances: 1,
+  });
+  const { server } = berth;
   try {
-    server = await startServer(cfg);
-    const dcfg = parseDispatchConfig({
-      instance_types: [{ name: 'machine', vcpus: o.vcpus, ram: `${o.instanceRamMiB}MiB`, price: 0.1 }],
-      // max_instances 1: with a deep queue the dispatcher would otherwise add instances (128 local agents for
-      // 1,000 jobs on this 2-core machine), which is not the one-warm-node setup being compared.
-      scheduler: { min_instances: 1, max_instances: 1, idle_timeout: '10m' },
-      boot_delay: '0s',
-    });
-    const driver = new LocalDriver({
-      home,
-      bootDelayMs: 0,
-      runtime: 'process',
-      agentArgs: ['--ping-wait', '30s'],
-    });
-    disp = await startDispatcher({
-      cfg: dcfg,
-      store: server.store,
-      dbUrl: server.db.url,
-      notifier: server.notifier,
-      driver,
-      apiUrl: server.url,
-    });
-    o.say('berth: waiting for the warm instance…');
-    const d = disp;
-    await pollUntil(async () => [...d.dispatcher.instances.values()].some((i) => i.state === 'idle'), 60_000);
     const headers = {
       authorization: `Bearer ${server.createdAdminToken!}`,
       'content-type': 'application/json',
     };
     const spec = { command: o.command, vcpus: 1, ram: `${o.ramMiB}MiB` };
     const post = async (path: string, body: unknown) => {
-      const r = await fetch(`${server!.url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+      const r = await fetch(`${server.url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
       if (!r.ok) throw new Error(`POST ${path}: HTTP ${r.status} ${await r.text()}`);
       await r.arrayBuffer();
     };
@@ -123,9 +95,6 @@ export async function runBerthJobs(o: BerthOptions): Promise<SideResult> {
       maxRunning: maxOverlap(ran),
     };
   } finally {
-    await disp?.stop();
-    await disp?.dispatcher.shutdownAll('benchmark done');
-    await server?.stop();
-    rmSync(home, { recursive: true, force: true });
+    await berth.stop();
   }
 }

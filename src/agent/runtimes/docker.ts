@@ -2,11 +2,17 @@
 // named berth-<id> and labelled; the handle (engine-handle.ts) keeps state in the daemon, so a restarted
 // agent re-attaches by name.
 import { createReadStream } from 'node:fs';
-import { readFile, writeFile, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
+import { type FileHandle } from 'node:fs/promises';
 import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
 import { DockerApi, DockerApiError, readAll } from './docker-api.js';
-import { EngineHandle, type ContainerEngine, type EngineState } from './engine-handle.js';
+import {
+  discardEngine,
+  EngineHandle,
+  reattachEngine,
+  recordEngineRun,
+  type ContainerEngine,
+  type EngineState,
+} from './engine-handle.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, tarballKey } from './image.js';
 import { clearRunFiles } from './shim.js';
@@ -87,34 +93,16 @@ export class DockerRuntime implements Runtime {
       await cgroup.remove().catch(() => {});
       throw classify(err, spec.image ?? '');
     }
-    await writeFile(
-      join(spec.workDir, 'run.json'),
-      JSON.stringify({ runtime: this.name, id: spec.id, name }),
-    );
+    await recordEngineRun(this.name, spec.id, spec.workDir);
     return new EngineHandle(this.engine, spec.id, spec.workDir, cgroup);
   }
 
-  async reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    const state = await readFile(join(workDir, 'run.json'), 'utf8').then(
-      (t) => JSON.parse(t) as { runtime: string; id: string },
-      () => null,
-    );
-    if (!state || state.runtime !== this.name || state.id !== id) return null;
-    const result = await readFile(join(workDir, 'result.json'), 'utf8').catch(() => null);
-    if (!result) {
-      try {
-        await this.api.call({ path: `/containers/berth-${id}/json` });
-      } catch (err) {
-        if (err instanceof DockerApiError && err.status === 404) return null;
-        throw err;
-      }
-    }
-    return new EngineHandle(this.engine, id, workDir, CgroupV1.forContainer(id));
+  reattach(id: string, workDir: string): Promise<RunHandle | null> {
+    return reattachEngine(this.engine, id, workDir);
   }
 
-  async discard(id: string): Promise<void> {
-    await this.engine.remove(`berth-${id}`);
-    await CgroupV1.forContainer(id).remove();
+  discard(id: string): Promise<void> {
+    return discardEngine(this.engine, id);
   }
 
   /** The image name to create the container from; imports a root-filesystem tarball once. */

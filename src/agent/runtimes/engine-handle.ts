@@ -9,9 +9,10 @@
 import { appendFile, open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { join } from 'node:path';
-import type { CgroupStats, CgroupV1 } from './cgroup.js';
+import { CgroupV1, type CgroupStats } from './cgroup.js';
 import { diskUsage } from './du.js';
 import { OncePerKey } from './once.js';
+import { readSavedResult, saveResult } from './result-file.js';
 import { tailFiles } from './tail.js';
 import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
 
@@ -81,13 +82,7 @@ export class EngineHandle implements RunHandle {
   }
 
   private async copyLogs(): Promise<void> {
-    if (
-      await readFile(join(this.workDir, 'result.json')).then(
-        () => true,
-        () => false,
-      )
-    )
-      return;
+    if (await readSavedResult(this.workDir)) return;
     const files = { stdout: join(this.workDir, 'stdout'), stderr: join(this.workDir, 'stderr') };
     await this.copyInto(files, true);
     // A following reader can stop before the last lines are in (docker 20.10 and podman 4.3 both lose
@@ -132,10 +127,10 @@ export class EngineHandle implements RunHandle {
   }
 
   private async collect(): Promise<ExitInfo> {
-    const saved = await readFile(join(this.workDir, 'result.json'), 'utf8').catch(() => null);
+    const saved = await readSavedResult(this.workDir);
     if (saved) {
       this.done = true;
-      return JSON.parse(saved) as ExitInfo;
+      return saved;
     }
     await this.engine.wait(this.container);
     await this.copied.catch(() => {});
@@ -154,7 +149,7 @@ export class EngineHandle implements RunHandle {
     if (!s) info.reason = `the ${this.runtime} container disappeared before its exit was recorded`;
     await this.engine.remove(this.container);
     await this.cgroup.remove();
-    await writeFile(join(this.workDir, 'result.json'), JSON.stringify(info));
+    await saveResult(this.workDir, info);
     this.done = true;
     return info;
   }
@@ -192,4 +187,33 @@ export class EngineHandle implements RunHandle {
       async () => this.copyDone,
     );
   }
+}
+
+/** Records an engine container started for `id` (run.json), so that a new agent can re-attach to it. */
+export async function recordEngineRun(runtime: string, id: string, workDir: string): Promise<void> {
+  await writeFile(join(workDir, 'run.json'), JSON.stringify({ runtime, id, name: `berth-${id}` }));
+}
+
+/**
+ * The handle of an engine container this runtime recorded for `id`: null when there is no record of
+ * this runtime, or the container is gone without a saved result.
+ */
+export async function reattachEngine(
+  engine: ContainerEngine,
+  id: string,
+  workDir: string,
+): Promise<EngineHandle | null> {
+  const state = await readFile(join(workDir, 'run.json'), 'utf8').then(
+    (t) => JSON.parse(t) as { runtime: string; id: string },
+    () => null,
+  );
+  if (!state || state.runtime !== engine.name || state.id !== id) return null;
+  if (!(await readSavedResult(workDir)) && !(await engine.inspect(`berth-${id}`))) return null;
+  return new EngineHandle(engine, id, workDir, CgroupV1.forContainer(id));
+}
+
+/** Removes the engine container of `id` and its parent cgroup, whatever state they are in. */
+export async function discardEngine(engine: ContainerEngine, id: string): Promise<void> {
+  await engine.remove(`berth-${id}`);
+  await CgroupV1.forContainer(id).remove();
 }

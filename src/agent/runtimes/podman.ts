@@ -9,11 +9,18 @@
 // `--cgroups=no-conmon` keeps podman's monitor out of the group, so only the container is limited and measured. `--ulimit` values: root here lacks CAP_SYS_RESOURCE and the hard
 // limits are below podman's defaults (ENVIRONMENT.md).
 import { execFile } from 'node:child_process';
-import { open, readFile, writeFile, type FileHandle } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
-import { EngineHandle, type ContainerEngine, type EngineState } from './engine-handle.js';
+import {
+  discardEngine,
+  EngineHandle,
+  reattachEngine,
+  recordEngineRun,
+  type ContainerEngine,
+  type EngineState,
+} from './engine-handle.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, tarballKey } from './image.js';
 import { isAlive, processRef } from './procfs.js';
@@ -76,27 +83,16 @@ export class PodmanRuntime implements Runtime {
       await cgroup.remove().catch(() => {});
       throw new RuntimeTransientError(this.name, `podman run failed: ${firstLine(err)}`, { cause: err });
     }
-    await writeFile(
-      join(spec.workDir, 'run.json'),
-      JSON.stringify({ runtime: this.name, id: spec.id, name }),
-    );
+    await recordEngineRun(this.name, spec.id, spec.workDir);
     return new EngineHandle(this.engine, spec.id, spec.workDir, cgroup);
   }
 
-  async reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    const state = await readFile(join(workDir, 'run.json'), 'utf8').then(
-      (t) => JSON.parse(t) as { runtime: string; id: string },
-      () => null,
-    );
-    if (!state || state.runtime !== this.name || state.id !== id) return null;
-    const result = await readFile(join(workDir, 'result.json'), 'utf8').catch(() => null);
-    if (!result && !(await this.engine.inspect(`berth-${id}`))) return null;
-    return new EngineHandle(this.engine, id, workDir, CgroupV1.forContainer(id));
+  reattach(id: string, workDir: string): Promise<RunHandle | null> {
+    return reattachEngine(this.engine, id, workDir);
   }
 
-  async discard(id: string): Promise<void> {
-    await this.engine.remove(`berth-${id}`);
-    await CgroupV1.forContainer(id).remove();
+  discard(id: string): Promise<void> {
+    return discardEngine(this.engine, id);
   }
 
   private async resolveImage(image: string | null): Promise<string> {

@@ -13,6 +13,7 @@ import { diskUsage } from './du.js';
 import type { CgroupV1 } from './cgroup.js';
 import { isAlive, processGroupMembers, processGroupUsage, processRef, type ProcessRef } from './procfs.js';
 import { OncePerKey } from './once.js';
+import { readSavedResult, saveResult } from './result-file.js';
 import { tailFiles } from './tail.js';
 import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
 
@@ -151,10 +152,10 @@ export class ShimHandle implements RunHandle {
   }
 
   private async collect(): Promise<ExitInfo> {
-    const saved = await readFile(join(this.workDir, 'result.json'), 'utf8').catch(() => null);
+    const saved = await readSavedResult(this.workDir);
     if (saved) {
       this.done = true;
-      return JSON.parse(saved) as ExitInfo;
+      return saved;
     }
     // The exit event (when this process started the shim) wakes us at once; the timer polls for a shim
     // started by an earlier agent, and keeps the event loop alive (the shim child is unref'd).
@@ -194,7 +195,7 @@ export class ShimHandle implements RunHandle {
       if (name) info.signal = name;
     }
     if (exitCode === null) info.reason = 'the container shim disappeared without recording an exit code';
-    await writeFile(join(this.workDir, 'result.json'), JSON.stringify(info));
+    await saveResult(this.workDir, info);
     this.done = true;
     return info;
   }
