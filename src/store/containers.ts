@@ -3,9 +3,9 @@
 // illegal change with a ConflictError that says why, changing nothing.
 import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { onCommit, withRetriedTx, type Tx } from './db.js';
+import { withRetriedTx, type Tx } from './db.js';
 import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
-import { addEvent, finishContainer } from './finish.js';
+import { addEvent, cancelContainer, finishContainer } from './finish.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
 import { lockKey, lockToken, lockTokenValid } from './secrets.js';
 
@@ -161,12 +161,13 @@ export class Containers {
       const now = this.ctx.clock.now();
       const max = this.ctx.options.maxDispatchAttempts;
       if (row.lock_count >= max) {
-        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
-        await finishContainer(this.ctx, tx, id, {
-          state: 'Cancelled',
-          failureClass: 'perm',
-          reason: `locked and unlocked ${row.lock_count} times (max_dispatch_attempts=${max}); last: ${reason}`,
-        });
+        await cancelContainer(
+          this.ctx,
+          tx,
+          id,
+          'perm',
+          `locked and unlocked ${row.lock_count} times (max_dispatch_attempts=${max}); last: ${reason}`,
+        );
         return 'Cancelled';
       }
       await tx.query(
@@ -258,9 +259,7 @@ export class Containers {
         );
       }
       this.expect(row, 'Cancelled');
-      await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
-      if (row.node_id) onCommit(tx, () => this.ctx.wake.send('berth_node', row.node_id!));
-      return finishContainer(this.ctx, tx, id, { state: 'Cancelled', failureClass, reason });
+      return cancelContainer(this.ctx, tx, id, failureClass, reason);
     });
   }
 
@@ -287,12 +286,13 @@ export class Containers {
         const row = await this.row(tx, id);
         // Re-checked under the row lock: it may have completed meanwhile.
         if (row.state !== 'Running' || row.node_id !== nodeId) return false;
-        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [id]);
-        await finishContainer(this.ctx, tx, id, {
-          state: 'Cancelled',
-          failureClass: 'temp',
-          reason: `the agent on node ${nodeId} no longer reports it running (lost in an agent restart)`,
-        });
+        await cancelContainer(
+          this.ctx,
+          tx,
+          id,
+          'temp',
+          `the agent on node ${nodeId} no longer reports it running (lost in an agent restart)`,
+        );
         return true;
       });
       if (done) cancelled.push(id);

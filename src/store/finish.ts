@@ -33,6 +33,27 @@ export async function addEvent(
 }
 
 /**
+ * Cancels a container (already locked FOR UPDATE by the caller, in a non-final state): its per-lock token
+ * is revoked (the lock generation moves on), the node it is assigned to is woken to drop it, and it ends
+ * Cancelled with the class and reason; then its request retries or is finalised.
+ */
+export async function cancelContainer(
+  ctx: StoreContext,
+  tx: Tx,
+  containerId: string,
+  failureClass: FailureClass,
+  reason: string,
+): Promise<{ retryId: string | null }> {
+  const u = await tx.query(
+    `UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id`,
+    [containerId],
+  );
+  const nodeId = u.rows[0]?.node_id as string | null | undefined;
+  if (nodeId) onCommit(tx, () => ctx.wake.send('berth_node', nodeId));
+  return finishContainer(ctx, tx, containerId, { state: 'Cancelled', failureClass, reason });
+}
+
+/**
  * Marks a container (already locked FOR UPDATE by the caller, and in a non-final state) as ended, then
  * retries or finalises its request. Returns the new container's id when one was queued.
  */

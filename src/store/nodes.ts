@@ -4,7 +4,7 @@ import { newId } from '../model/ids.js';
 import type { NodeState } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { onCommit, withRetriedTx } from './db.js';
-import { addEvent, finishContainer } from './finish.js';
+import { addEvent, cancelContainer } from './finish.js';
 import { ConflictError, NotFoundError, UnauthorizedError } from './errors.js';
 import { newSecret, sha256 } from './secrets.js';
 import type { Tokens } from './tokens.js';
@@ -142,10 +142,10 @@ export class Nodes {
       const requeued: string[] = [];
       const cancelled: string[] = [];
       for (const c of cs.rows) {
-        await tx.query(`UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1`, [c.id]);
         if (c.state === 'Locked') {
           await tx.query(
-            `UPDATE containers SET state = 'Queued', locked_by = NULL, instance_id = NULL, node_id = NULL, updated_at = $2 WHERE id = $1`,
+            `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1,
+               instance_id = NULL, node_id = NULL, updated_at = $2 WHERE id = $1`,
             [c.id, now],
           );
           await addEvent(
@@ -157,11 +157,7 @@ export class Nodes {
           );
           requeued.push(c.id);
         } else {
-          await finishContainer(this.ctx, tx, c.id, {
-            state: 'Cancelled',
-            failureClass: 'temp',
-            reason: `node ${nodeId} failed: ${reason}`,
-          });
+          await cancelContainer(this.ctx, tx, c.id, 'temp', `node ${nodeId} failed: ${reason}`);
           cancelled.push(c.id);
         }
       }

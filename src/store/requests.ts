@@ -4,9 +4,9 @@ import { newId } from '../model/ids.js';
 import type { RequestSpec } from '../model/request.js';
 import type { RequestState } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { onCommit, withRetriedTx } from './db.js';
+import { withRetriedTx } from './db.js';
 import { NotFoundError } from './errors.js';
-import { addEvent, finishContainer } from './finish.js';
+import { addEvent, cancelContainer } from './finish.js';
 import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
 import { REQUEST_COLUMNS, type RequestRecord } from './records.js';
@@ -134,20 +134,7 @@ export class Requests {
       const c = await tx.query(`SELECT state FROM containers WHERE id = $1 FOR UPDATE`, [req.container_id]);
       const state = c.rows[0]?.state;
       if (state === 'Queued' || state === 'Locked' || state === 'Running') {
-        await tx
-          .query(
-            `UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id`,
-            [req.container_id],
-          )
-          .then(
-            (u) =>
-              u.rows[0]?.node_id && onCommit(tx, () => this.ctx.wake.send('berth_node', u.rows[0].node_id)),
-          );
-        await finishContainer(this.ctx, tx, req.container_id!, {
-          state: 'Cancelled',
-          failureClass: 'user',
-          reason,
-        });
+        await cancelContainer(this.ctx, tx, req.container_id!, 'user', reason);
       } else {
         // Between attempts (e.g. the container just ended and no retry is queued): finalise directly.
         await tx.query(
