@@ -33,7 +33,8 @@ import_into() { # $1 = docker|podman
   local have
   have=$("$1" image inspect --format '{{index .Config.Labels "berth.rootfs.sha256"}}' "$IMAGE" 2>/dev/null || true)
   if [ "$have" != "$digest" ]; then
-    "$1" import --quiet --change "LABEL berth.rootfs.sha256=$digest" --change 'CMD ["/bin/sh"]' "$TAR" "$IMAGE" >/dev/null
+    # No --quiet: docker's import has no such flag (podman's has); the image id it prints goes to /dev/null.
+    "$1" import --change "LABEL berth.rootfs.sha256=$digest" --change 'CMD ["/bin/sh"]' "$TAR" "$IMAGE" >/dev/null
     echo "build-test-image: imported $IMAGE into $1"
   fi
 }
