@@ -1,7 +1,8 @@
 // The HTTP API (DESIGN §2, §4): fastify with schema validation, bearer auth, one error shape,
 // /healthz, /metrics and /openapi.json.
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { silentLogger, type Logger } from '../log/logger.js';
 import type { Notifier, Waiter } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { FailureThrottle, installAuth } from './auth.js';
@@ -39,7 +40,8 @@ export interface ApiOptions {
   notifier?: Notifier | null;
   /** Extra metric registries to serve on /metrics (e.g. the dispatcher's, in `berth up`). */
   registries?: Registry[];
-  logger?: boolean | object;
+  /** The process's logger: errors, and one line per request at debug. Default: none. */
+  logger?: Logger;
   /** Largest request body in bytes (default 1 MiB; batch and log routes allow 16 MiB). */
   bodyLimit?: number;
 }
@@ -55,8 +57,11 @@ function pollingWaiter(): Waiter {
 }
 
 export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
+  const loggerInstance: FastifyBaseLogger = (opts.logger ?? silentLogger).child({ component: 'api' });
   const app = Fastify({
-    logger: opts.logger ?? false,
+    loggerInstance,
+    // One line per request, at debug, from the onResponse hook below (fastify's own are two, at info).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     // Strict validation: no type coercion, no silent removal of unknown fields, every problem reported.
     ajv: {
@@ -103,6 +108,17 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
     const route = req.routeOptions.url ?? 'unknown';
     metrics.http.inc({ method: req.method, route, status: String(reply.statusCode) });
     metrics.httpSeconds.observe({ route }, reply.elapsedTime / 1000);
+    // The path without its query string; tokens travel in headers, never logged.
+    req.log.debug(
+      {
+        method: req.method,
+        path: req.url.split('?')[0],
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+      },
+      'request',
+    );
   });
 
   app.get(
