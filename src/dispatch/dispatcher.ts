@@ -148,7 +148,7 @@ export class Dispatcher {
     }
     if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
     if (o.mirror) await this.applyOperatorRequests(now);
-    const nodes = await o.queue.nodes(o.cluster, o.tag);
+    const nodes = await o.queue.nodes(o.cluster, o.tag, now);
     const containers = await o.queue.containers(o.id, now);
     await this.observe(nodes, containers, now);
     await this.retryDestroys(now);
@@ -523,6 +523,6 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     await this.running?.catch(() => {});
-    await this.o.queue.release(this.o.id);
+    await this.o.queue.release(this.o.id, this.o.clock.now());
   }
 }
