@@ -44,6 +44,8 @@ export interface ApiOptions {
   logger?: Logger;
   /** Largest request body in bytes (default 1 MiB; batch and log routes allow 16 MiB). */
   bodyLimit?: number;
+  /** Slows down clients that fail to authenticate (default: 100 ms doubling to 2 s, real timers). */
+  throttle?: FailureThrottle;
 }
 
 function pollingWaiter(): Waiter {
@@ -103,7 +105,9 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
   });
-  installAuth(app, opts.store.tokens, new FailureThrottle(), () => opts.store.ctx.clock.now().getTime());
+  installAuth(app, opts.store.tokens, opts.throttle ?? new FailureThrottle(), () =>
+    opts.store.ctx.clock.now().getTime(),
+  );
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unknown';
     metrics.http.inc({ method: req.method, route, status: String(reply.statusCode) });
