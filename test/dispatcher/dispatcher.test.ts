@@ -1,5 +1,6 @@
 // The dispatcher against a real PostgreSQL queue and the sim cloud on a virtual clock.
 import { describe, expect, it } from 'vitest';
+import { ConflictError } from '../../src/store/errors.js';
 import { harness } from './harness.js';
 
 describe('dispatcher', () => {
@@ -80,14 +81,18 @@ describe('dispatcher', () => {
     await d.tick();
     await h.pingAll();
     expect(await h.state(req.container_id!)).toBe('Running');
-    // the old agent's late report is refused
-    await expect(
-      h.store.containers.complete(id!, first.nodeId, first.running.get(id!)!, {
-        exitCode: 0,
-        oomKilled: false,
-        usage: null,
-      }),
-    ).rejects.toThrow();
+    // the old agent's late report is refused: its per-lock token was revoked when the node failed
+    const late = await h.store.containers
+      .complete(id!, first.nodeId, first.running.get(id!)!, { exitCode: 0, oomKilled: false, usage: null })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(late).toBeInstanceOf(ConflictError);
+    expect((late as Error).message).toMatch(
+      /^stale lock token for container \S+: it was unlocked, cancelled/,
+    );
+    expect(await h.store.containers.get(id!)).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
   });
 
   it('an unsatisfiable container is cancelled perm with the reason', async () => {
