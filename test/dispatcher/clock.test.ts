@@ -49,34 +49,27 @@ describe.each([
 describe('dispatcher on PostgreSQL at 2026-01-01', () => {
   it('a node that declares itself failed: its container is retried and its instance shut down for it', async () => {
     const h = await harness();
-    const d = h.make();
-    const [id] = await h.submit({ vcpus: 1, ram: '1GiB' });
-    await d.tick();
-    await h.advance(30_000);
-    await d.tick();
-    await h.pingAll();
-    expect(await h.state(id!)).toBe('Running');
-    const [agent] = [...h.agents.values()];
-    await h.store.nodes.fail(agent!.nodeId, 'disk full');
+    const { d, id, agent } = await h.oneRunning();
+    await h.store.nodes.fail(agent.nodeId, 'disk full');
     await h.advance(1_000); // well inside node_lost_after: only the failed state tells
     await d.tick();
     expect(h.events.filter((e) => e.kind === 'instance-shutdown')).toMatchObject([
-      { instance: agent!.instanceId, reason: 'its node failed' },
+      { instance: agent.instanceId, reason: 'its node failed' },
     ]);
-    expect(h.cloud.get(agent!.instanceId)!.state).toBe('terminated');
-    expect(await h.store.containers.get(id!)).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
+    expect(h.cloud.get(agent.instanceId)!.state).toBe('terminated');
+    expect(await h.store.containers.get(id)).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
     expect(h.events.filter((e) => e.kind === 'error')).toEqual([]);
   });
 
   it('a graceful release writes the application clock, not the database clock', async () => {
     const h = await harness();
     const d = h.make();
-    const [id] = await h.submit({ vcpus: 1, ram: '1GiB' });
+    const [id] = (await h.submit({ vcpus: 1, ram: '1GiB' })) as [string];
     await d.tick(); // locked, instance booting
-    expect(await h.state(id!)).toBe('Locked');
+    expect(await h.state(id)).toBe('Locked');
     await h.advance(5_000);
     await d.stop();
-    const c = await h.store.containers.get(id!);
+    const c = await h.store.containers.get(id);
     expect(c.state).toBe('Queued');
     expect(c.updated_at).toEqual(h.clock.now());
     const r = await h.db.pool.query(`SELECT stopped_at FROM dispatchers WHERE id = 'c1/t1'`);
