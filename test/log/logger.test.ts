@@ -61,6 +61,28 @@ describe('createLogger', () => {
     expect(e.config.listen).toBe('127.0.0.1:0');
   });
 
+  it('redacts secrets at any depth of a logged dispatch config, and nothing else', () => {
+    const { logger, lines } = capture();
+    logger.info(
+      {
+        dispatch: {
+          cluster: 'c',
+          driver: {
+            ec2: { region: 'us-east-1', secret_access_key: 'AKIA-secret', session_token: 'st-secret' },
+          },
+          instance_types: [{ name: 'small', vcpus: 1 }],
+        },
+      },
+      'configuration',
+    );
+    expect(lines.join('')).not.toMatch(/AKIA-secret|st-secret/);
+    expect(JSON.parse(lines[0]!).dispatch).toEqual({
+      cluster: 'c',
+      driver: { ec2: { region: 'us-east-1', secret_access_key: '[redacted]', session_token: '[redacted]' } },
+      instance_types: [{ name: 'small', vcpus: 1 }],
+    });
+  });
+
   it('writes readable lines when pretty', () => {
     const { logger, lines } = capture('info', true);
     logger.warn(
