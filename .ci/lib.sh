@@ -14,3 +14,7 @@ step() {
   fi
   return $rc
 }
+
+# quietly CMD [ARGS...]: runs CMD with its standard output discarded; errors still show (use it inside
+# `step`: a redirection after `step` would discard the timing line too).
+quietly() { "$@" >/dev/null; }

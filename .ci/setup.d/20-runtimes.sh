@@ -21,12 +21,12 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v runc >/dev/null || need+=(runc)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
-  step "20-runtimes: apt-get install ${need[*]}" apt-get install -y -qq "${need[@]}" >/dev/null
+  step "20-runtimes: apt-get install ${need[*]}" quietly apt-get install -y -qq "${need[@]}"
 else
   echo "20-runtimes: docker.io, runc, busybox-static already installed"
 fi
 if ! command -v podman >/dev/null; then
-  step "20-runtimes: apt-get install podman" apt-get install -y -qq podman >/dev/null 2>&1 ||
+  step "20-runtimes: apt-get install podman" quietly apt-get install -y -qq podman ||
     echo "20-runtimes: podman did not install; podman tests will skip"
 else
   echo "20-runtimes: podman already installed"
