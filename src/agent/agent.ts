@@ -11,6 +11,7 @@
 import { hostname } from 'node:os';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { createRuntime, detectRuntime, RUNTIME_NAMES, type RuntimeName } from './runtimes/detect.js';
 import { ProcessRuntime } from './runtimes/process.js';
 import type { Runtime } from './runtimes/types.js';
@@ -48,8 +49,8 @@ export interface AgentOptions {
   /** Usage sampling interval (default 5 s). */
   sampleIntervalMs?: number;
   shipper?: Partial<ShipperOptions>;
-  /** Where the agent's own log lines go (default stderr). */
-  log?: (line: string) => void;
+  /** The process's logger (default: none); the agent logs through a child carrying its node id. */
+  logger?: Logger;
   /**
    * Whether to send usage samples with the ping (default true). An API without the `usage` ping field
    * answers 400 once; the agent then stops sending them.
@@ -78,13 +79,13 @@ export class Agent {
   private journal: Journal | null = null;
   private draining = false;
   private sendUsage: boolean;
-  private readonly log: (line: string) => void;
+  private readonly log: Logger;
   /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
   runtimeNote = '';
 
   constructor(private readonly opts: AgentOptions) {
     this.client = new AgentClient(opts.apiUrl.replace(/\/+$/, ''));
-    this.log = opts.log ?? ((line) => process.stderr.write(`berth agent: ${line}\n`));
+    this.log = (opts.logger ?? silentLogger).child({ node: opts.nodeId });
     this.sendUsage = opts.sendUsage ?? true;
   }
 
@@ -133,7 +134,10 @@ export class Agent {
       main = d.runtime;
       const skipped = Object.entries(d.skipped).map(([n, why]) => `${n}: ${why}`);
       this.runtimeNote = skipped.join('; ');
-      this.log(`runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`);
+      this.log.info(
+        { runtime: main.name },
+        `runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`,
+      );
     } else {
       if (!RUNTIME_NAMES.includes(setting))
         throw new AgentFatalError(
@@ -143,7 +147,7 @@ export class Agent {
       main = setting === 'process' ? processRt : createRuntime(setting);
       const why = await main.available();
       if (why) throw new AgentFatalError(`--runtime ${setting}: not usable here: ${why}`, 2);
-      this.log(`runtime ${main.name}`);
+      this.log.info({ runtime: main.name }, `runtime ${main.name}`);
     }
     const all = new Map<string, Runtime>([
       [processRt.name, processRt],
@@ -168,7 +172,7 @@ export class Agent {
     const saved = await readCredentials(opts.workDir, opts.nodeId);
     if (saved) {
       this.client.token = saved.token;
-      this.log(`node ${opts.nodeId}: using the saved node token`);
+      this.log.info('using the saved node token');
       return;
     }
     if (!opts.bootstrapSecretFile)
@@ -191,7 +195,7 @@ export class Agent {
     try {
       const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
         signal: this.stopper.signal,
-        onRetry: (err, d) => this.log(`register: ${err.message}; retry in ${d} ms`),
+        onRetry: (err, d) => this.log.warn({ ...errorFields(err), retry_ms: d }, 'register failed; retrying'),
       });
       this.client.token = r.token;
     } catch (err) {
@@ -199,7 +203,7 @@ export class Agent {
       throw new AgentFatalError(`registration of node ${opts.nodeId} refused: ${(err as Error).message}`);
     }
     await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
-    this.log(`node ${opts.nodeId}: registered`);
+    this.log.info('registered');
   }
 
   private track(runner: ContainerRunner): void {
@@ -250,7 +254,7 @@ export class Agent {
           AbortSignal.any([stop, this.wakeup.signal]),
         );
         backoff.reset();
-        if (lastError) this.log('API reachable again');
+        if (lastError) this.log.info('API reachable again');
         lastError = '';
       } catch (err) {
         if (err instanceof AbortedError) continue;
@@ -261,12 +265,13 @@ export class Agent {
         if (err instanceof ApiHttpError && (err.status === 403 || err.status === 404))
           await this.fatal(`the API refuses this node: ${err.message}`);
         if (err instanceof ApiHttpError && err.status === 400 && usage) {
-          this.log(`ping refused with usage samples (${err.message}); sending pings without them`);
+          this.log.warn(errorFields(err), 'ping refused with usage samples; sending pings without them');
           this.sendUsage = false;
           continue;
         }
         const msg = (err as Error).message;
-        if (msg !== lastError) this.log(`ping failed: ${msg}${isTransient(err) ? '; retrying' : ''}`);
+        if (msg !== lastError)
+          this.log.warn(errorFields(err), `ping failed${isTransient(err) ? '; retrying' : ''}`);
         lastError = msg;
         await pause(backoff.delay(), stop);
         continue;
@@ -274,7 +279,7 @@ export class Agent {
       try {
         this.apply(ctx, ans);
       } catch (err) {
-        this.log(`handling the ping answer failed: ${(err as Error).stack ?? String(err)}`);
+        this.log.error({ err }, 'handling the ping answer failed');
       }
     }
   }
@@ -282,26 +287,28 @@ export class Agent {
   private apply(ctx: RunnerContext, ans: PingAnswer): void {
     if (ans.drain && !this.draining) {
       this.draining = true;
-      this.log('draining: starting nothing new');
+      this.log.info('draining: starting nothing new');
     }
     for (const id of ans.kill) this.runners.get(id)?.kill('cancelled');
     for (const order of ans.start) {
       if (this.runners.has(order.id)) continue;
       if (this.draining) continue; // left Locked: the dispatcher unlocks it
-      this.log(`container ${order.id}: starting`);
+      this.log.info({ container: order.id }, 'starting');
       this.track(ContainerRunner.launch(ctx, order));
     }
   }
 
   /** Kills everything this agent runs and throws: it must not run anything for a failed node. */
   private async fatal(message: string): Promise<never> {
-    this.log(`${message}; killing ${this.runners.size} container(s) and exiting`);
+    this.log.error(`${message}; killing ${this.runners.size} container(s) and exiting`);
     const runners = [...this.runners.values()];
     await Promise.all(runners.map((r) => r.killNow()));
     this.stopper.abort();
     if (this.journal) {
       this.journal.containers.clear();
-      await this.journal.save().catch(() => {});
+      await this.journal
+        .save()
+        .catch((err: unknown) => this.log.warn(errorFields(err), 'clearing the journal failed'));
     }
     throw new AgentFatalError(message);
   }

@@ -1,7 +1,8 @@
 // The HTTP API (DESIGN §2, §4): fastify with schema validation, bearer auth, one error shape,
 // /healthz, /metrics and /openapi.json.
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { silentLogger, type Logger } from '../log/logger.js';
 import type { Notifier, Waiter } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { FailureThrottle, installAuth } from './auth.js';
@@ -39,9 +40,12 @@ export interface ApiOptions {
   notifier?: Notifier | null;
   /** Extra metric registries to serve on /metrics (e.g. the dispatcher's, in `berth up`). */
   registries?: Registry[];
-  logger?: boolean | object;
+  /** The process's logger: errors, and one line per request at debug. Default: none. */
+  logger?: Logger;
   /** Largest request body in bytes (default 1 MiB; batch and log routes allow 16 MiB). */
   bodyLimit?: number;
+  /** Slows down clients that fail to authenticate (default: 100 ms doubling to 2 s, real timers). */
+  throttle?: FailureThrottle;
 }
 
 function pollingWaiter(): Waiter {
@@ -55,8 +59,11 @@ function pollingWaiter(): Waiter {
 }
 
 export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
+  const loggerInstance: FastifyBaseLogger = (opts.logger ?? silentLogger).child({ component: 'api' });
   const app = Fastify({
-    logger: opts.logger ?? false,
+    loggerInstance,
+    // One line per request, at debug, from the onResponse hook below (fastify's own are two, at info).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     // Strict validation: no type coercion, no silent removal of unknown fields, every problem reported.
     ajv: {
@@ -98,11 +105,24 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
   });
-  installAuth(app, opts.store.tokens, new FailureThrottle(), () => opts.store.ctx.clock.now().getTime());
+  installAuth(app, opts.store.tokens, opts.throttle ?? new FailureThrottle(), () =>
+    opts.store.ctx.clock.now().getTime(),
+  );
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unknown';
     metrics.http.inc({ method: req.method, route, status: String(reply.statusCode) });
     metrics.httpSeconds.observe({ route }, reply.elapsedTime / 1000);
+    // The path without its query string; tokens travel in headers, never logged.
+    req.log.debug(
+      {
+        method: req.method,
+        path: req.url.split('?')[0],
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+      },
+      'request',
+    );
   });
 
   app.get(

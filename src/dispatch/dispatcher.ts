@@ -4,25 +4,44 @@
 import type { Driver } from '../cloud/driver.js';
 import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
-import type { IdleBehavior, InstanceType } from '../model/types.js';
+import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js';
 import { CloudMemory } from './cloud-memory.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { DispatchQueue, NodeView } from './ports.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type { Action, Plan, SchedulerConfig, Snapshot, SnapshotContainer } from './scheduler/types.js';
 
-/** What happened, for metrics, logs, the event stream and simulation reports. */
+/**
+ * What happened, for metrics, logs, the event stream and simulation reports: every action the dispatcher
+ * takes, and every one it fails to take (`error`, with the ids it concerned and the error's class).
+ */
 export type DispatchEvent =
   | { kind: 'instance-created'; at: Date; instance: string; type: string; price: number; for: string[] }
   | { kind: 'instance-ready'; at: Date; instance: string }
   | { kind: 'instance-shutdown'; at: Date; instance: string; reason: string }
+  /** The driver accepted a destroy (the instance is gone once the cloud's list no longer shows it). */
+  | { kind: 'instance-destroyed'; at: Date; instance: string; type: string }
   | { kind: 'instance-gone'; at: Date; instance: string }
   /** The cloud announced it will reclaim the instance (spot): it is drained. */
   | { kind: 'instance-interrupted'; at: Date; instance: string; noticeAt: Date }
+  /** Locks granted, and those another dispatcher (or a state change) took first. */
+  | { kind: 'containers-locked'; at: Date; containers: string[]; refused: string[] }
   | { kind: 'container-placed'; at: Date; container: string; instance: string }
+  /** A start the plan asked for, not done this pass because the instance cannot take work yet. */
+  | { kind: 'start-deferred'; at: Date; container: string; instance: string; reason: string }
+  | { kind: 'container-unlocked'; at: Date; container: string; reason: string }
+  | { kind: 'container-cancelled'; at: Date; container: string; failureClass: FailureClass; reason: string }
   | { kind: 'node-lost'; at: Date; node: string; instance: string | null; reason: string }
-  | { kind: 'create-failed'; at: Date; type: string; message: string }
-  | { kind: 'error'; at: Date; op: string; message: string };
+  | { kind: 'create-failed'; at: Date; type: string; message: string; errorClass: string }
+  | ({ kind: 'error'; at: Date; op: string; message: string; errorClass: string } & ErrorSubject);
+
+/** The ids an action concerned, carried by its `error` event. */
+export interface ErrorSubject {
+  container?: string;
+  instance?: string;
+  type?: string;
+  node?: string;
+}
 
 export interface DispatcherOptions {
   id: string;
@@ -62,6 +81,24 @@ export interface InstanceMirror {
 
 export class LeaseLostError extends Error {}
 
+/** The ids a planned action concerns. */
+function actionSubject(a: Action, instances: Map<string, PoolInstance>): ErrorSubject {
+  const typeOf = (id: string) => instances.get(id)?.type;
+  switch (a.op) {
+    case 'lock':
+    case 'unlock':
+    case 'cancel':
+      return { container: a.container };
+    case 'start':
+    case 'kill':
+      return { container: a.container, instance: a.instance, type: typeOf(a.instance) };
+    case 'create':
+      return { type: a.type };
+    case 'shutdown':
+      return { instance: a.instance, type: typeOf(a.instance) };
+  }
+}
+
 /** Most status texts written in one pass (the rest follow in later writes). */
 const MAX_STATUS_WRITES = 5_000;
 
@@ -90,6 +127,12 @@ export class Dispatcher {
     this.o.onEvent?.(e);
   }
 
+  /** An action that failed: reported with what it concerned; the next pass tries again. */
+  private failed(op: string, err: unknown, now: Date, subject: ErrorSubject): void {
+    const e = err instanceof Error ? err : new Error(String(err));
+    this.emit({ kind: 'error', at: now, op, message: e.message, errorClass: e.constructor.name, ...subject });
+  }
+
   /** One pass. Concurrent calls share the pass in flight (callers coalesce events into ticks). */
   tick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
@@ -105,7 +148,7 @@ export class Dispatcher {
     }
     if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
     if (o.mirror) await this.applyOperatorRequests(now);
-    const nodes = await o.queue.nodes(o.cluster, o.tag);
+    const nodes = await o.queue.nodes(o.cluster, o.tag, now);
     const containers = await o.queue.containers(o.id, now);
     await this.observe(nodes, containers, now);
     await this.retryDestroys(now);
@@ -143,7 +186,7 @@ export class Dispatcher {
       listed = await o.driver.list({ [TAG.cluster]: o.cluster, [TAG.tag]: o.tag });
     } catch (err) {
       // The pass goes on with the view we have; the sync is tried again at the next pass.
-      this.emit({ kind: 'error', at: now, op: 'list', message: (err as Error).message });
+      this.failed('list', err, now, {});
       return;
     }
     const seen = new Set<string>();
@@ -243,7 +286,7 @@ export class Dispatcher {
       await this.o.queue.failNode(nodeId, reason);
       this.emit({ kind: 'node-lost', at: now, node: nodeId, instance: instanceId, reason });
     } catch (err) {
-      this.emit({ kind: 'error', at: now, op: 'failNode', message: (err as Error).message });
+      this.failed('failNode', err, now, { node: nodeId, ...(instanceId ? { instance: instanceId } : {}) });
     }
   }
 
@@ -254,6 +297,8 @@ export class Dispatcher {
       .map((a) => a.container);
     const granted = new Set(toLock.length > 0 ? await o.queue.lock(toLock, o.id) : []);
     const refused = new Set(toLock.filter((id) => !granted.has(id)));
+    if (toLock.length > 0)
+      this.emit({ kind: 'containers-locked', at: now, containers: [...granted], refused: [...refused] });
     for (const a of plan.actions) {
       try {
         switch (a.op) {
@@ -263,7 +308,17 @@ export class Dispatcher {
             if (refused.has(a.container)) break;
             const inst = this.instances.get(a.instance);
             // Work goes only to an instance whose agent is there to take it.
-            if (!inst || !inst.nodeId || (inst.state !== 'idle' && inst.state !== 'running')) break;
+            if (!inst || !inst.nodeId || (inst.state !== 'idle' && inst.state !== 'running')) {
+              const reason = !inst ? 'unknown instance' : !inst.nodeId ? 'no node' : `instance ${inst.state}`;
+              this.emit({
+                kind: 'start-deferred',
+                at: now,
+                container: a.container,
+                instance: a.instance,
+                reason,
+              });
+              break;
+            }
             await o.queue.assign(a.container, o.id, inst.id, inst.nodeId);
             inst.containers.push(a.container);
             setState(inst, 'running', now);
@@ -275,13 +330,30 @@ export class Dispatcher {
             break;
           case 'unlock':
             await o.queue.unlock(a.container, o.id, a.reason);
+            this.emit({ kind: 'container-unlocked', at: now, container: a.container, reason: a.reason });
             break;
           case 'cancel':
             await o.queue.cancel(a.container, o.id, a.class, a.reason);
+            this.emit({
+              kind: 'container-cancelled',
+              at: now,
+              container: a.container,
+              failureClass: a.class,
+              reason: a.reason,
+            });
             break;
-          case 'kill':
-            await o.queue.cancel(a.container, o.id, 'user', 'priority is 0 (withdrawn)');
+          case 'kill': {
+            const reason = 'priority is 0 (withdrawn)';
+            await o.queue.cancel(a.container, o.id, 'user', reason);
+            this.emit({
+              kind: 'container-cancelled',
+              at: now,
+              container: a.container,
+              failureClass: 'user',
+              reason,
+            });
             break;
+          }
           case 'shutdown': {
             const inst = this.instances.get(a.instance);
             if (inst) await this.shutdown(inst, a.reason, now);
@@ -290,7 +362,7 @@ export class Dispatcher {
         }
       } catch (err) {
         // Failed actions are retried by the next pass, never by ad-hoc loops (DESIGN §6.1).
-        this.emit({ kind: 'error', at: now, op: a.op, message: (err as Error).message });
+        this.failed(a.op, err, now, actionSubject(a, this.instances));
       }
     }
   }
@@ -312,8 +384,17 @@ export class Dispatcher {
         (i) => i.state !== 'shutdown' && i.state !== 'gone',
       ).length;
       const what = this.cloud.learn(err, type, o.instanceTypes, live, now.getTime());
-      await o.queue.failNode(nodeId, `instance create failed: ${(err as Error).message}`).catch(() => {});
-      this.emit({ kind: 'create-failed', at: now, type: type.name, message: what });
+      this.emit({
+        kind: 'create-failed',
+        at: now,
+        type: type.name,
+        message: what,
+        errorClass: err instanceof Error ? err.constructor.name : typeof err,
+      });
+      // The node record never gets an instance; the next passes ignore a failed node without one.
+      await o.queue
+        .failNode(nodeId, `instance create failed: ${(err as Error).message}`)
+        .catch((e: unknown) => this.failed('failNode', e, now, { node: nodeId, type: type.name }));
       return;
     }
     await o.queue.bindNode(nodeId, ci.id);
@@ -361,16 +442,12 @@ export class Dispatcher {
     } catch (err) {
       if (!(err instanceof CloudNotFound)) {
         inst.destroyFailed = true;
-        this.emit({
-          kind: 'error',
-          at: now,
-          op: 'destroy',
-          message: `${inst.id}: ${(err as Error).message}`,
-        });
+        this.failed('destroy', err, now, { instance: inst.id, type: inst.type });
         return;
       }
     }
     // Gone from the cloud's side; the next sync forgets it when the list no longer shows it.
+    this.emit({ kind: 'instance-destroyed', at: now, instance: inst.id, type: inst.type });
   }
 
   private async retryDestroys(now: Date): Promise<void> {
@@ -395,7 +472,7 @@ export class Dispatcher {
         inst.idleBehavior = r.idleBehavior;
         await this.o.driver
           .setTags(inst.id, { [TAG.idle]: r.idleBehavior })
-          .catch((err: Error) => this.emit({ kind: 'error', at: now, op: 'setTags', message: err.message }));
+          .catch((err: unknown) => this.failed('setTags', err, now, { instance: inst.id, type: inst.type }));
       }
     }
   }
@@ -434,8 +511,8 @@ export class Dispatcher {
     let n = 0;
     for (const inst of this.instances.values()) {
       if (inst.state === 'gone') continue;
-      await this.shutdown(inst, reason, now).catch((err: Error) =>
-        this.emit({ kind: 'error', at: now, op: 'shutdown', message: err.message }),
+      await this.shutdown(inst, reason, now).catch((err: unknown) =>
+        this.failed('shutdown', err, now, { instance: inst.id, type: inst.type }),
       );
       n++;
     }
@@ -446,6 +523,6 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     await this.running?.catch(() => {});
-    await this.o.queue.release(this.o.id);
+    await this.o.queue.release(this.o.id, this.o.clock.now());
   }
 }

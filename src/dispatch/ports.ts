@@ -14,7 +14,16 @@ export interface NodeView {
   lastPingAt: Date | null;
 }
 
-/** The queue and node records, for one dispatcher. Every method is one transaction. */
+/**
+ * How long a failed node stays in nodes(): long enough for the dispatcher to see it failed and shut its
+ * instance down, short enough that the list holds only recent failures. Measured on the application clock.
+ */
+export const FAILED_NODE_VISIBLE_MS = 3_600_000;
+
+/**
+ * The queue and node records, for one dispatcher. Every method is one transaction. Times that decide
+ * something are the dispatcher's clock (`now`), never the database's: tests and the simulator control it.
+ */
 export interface DispatchQueue {
   /**
    * Takes (first call) or renews this dispatcher's lease; false when another live process holds it. Also
@@ -28,7 +37,7 @@ export interface DispatchQueue {
     lostAfterMs: number,
   ): Promise<boolean>;
   /** Releases the lease at a graceful stop: its unplaced Locked containers go back to the queue. */
-  release(dispatcherId: string): Promise<void>;
+  release(dispatcherId: string, now: Date): Promise<void>;
   /**
    * The containers the scheduler considers: Queued ones with priority > 0 whose run_after has passed, and
    * every container locked by this dispatcher (Locked or Running, with the instance it is assigned to).
@@ -51,8 +60,8 @@ export interface DispatchQueue {
     tag: string,
   ): Promise<{ nodeId: string; bootstrapSecret: string }>;
   bindNode(nodeId: string, instanceId: string): Promise<void>;
-  /** Nodes of this cluster/tag (failed ones included while their instance may still exist). */
-  nodes(cluster: string, tag: string): Promise<NodeView[]>;
+  /** Nodes of this cluster/tag; failed ones for FAILED_NODE_VISIBLE_MS after they failed. */
+  nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]>;
   /**
    * Declares a node failed: its token is revoked, its Locked containers go back to the queue and its
    * Running containers are cancelled (temp) so they are retried elsewhere.

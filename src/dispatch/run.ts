@@ -5,11 +5,13 @@ import { Registry } from 'prom-client';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
+import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { systemClock, type Clock } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import type { DispatchConfig } from './config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from './dispatcher.js';
+import { logDispatchEvents } from './log.js';
 import { dispatcherMetrics } from './metrics.js';
 import { PgMirror } from './pg-mirror.js';
 import { PgQueue } from './pg-queue.js';
@@ -32,7 +34,8 @@ export interface StartDispatcherOptions {
   /** The API URL agents use; goes into every instance's boot data. */
   apiUrl: string;
   clock?: Clock;
-  log?: (line: string) => void;
+  /** The process's logger; the dispatcher logs through a child carrying its id. Default: silent. */
+  logger?: Logger;
   onEvent?: (e: DispatchEvent) => void;
 }
 
@@ -46,9 +49,11 @@ export interface BootData {
 
 export async function startDispatcher(o: StartDispatcherOptions): Promise<RunningDispatcher> {
   const clock = o.clock ?? systemClock;
-  const log = o.log ?? (() => {});
   const registry = new Registry();
   const { cfg } = o;
+  const id = `${cfg.cluster}/${cfg.tag}`;
+  const logger = (o.logger ?? silentLogger).child({ dispatcher: id });
+  const logEvent = logDispatchEvents(logger);
   let dispatcher: Dispatcher | null = null;
   const metrics = dispatcherMetrics(registry, () => dispatcher);
   const driver = withMetrics(
@@ -60,7 +65,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     { registry, clock, driverName: cfg.driver },
   );
   dispatcher = new Dispatcher({
-    id: `${cfg.cluster}/${cfg.tag}`,
+    id,
     cluster: cfg.cluster,
     tag: cfg.tag,
     queue: new PgQueue(o.store, o.dbUrl),
@@ -84,14 +89,13 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
     onEvent: (e) => {
       metrics.onEvent(e);
+      logEvent(e);
       o.onEvent?.(e);
     },
   });
   // The first pass takes the lease: refuse to run beside another live dispatcher for the same tag.
   await dispatcher.tick();
-  log(
-    `dispatcher ${cfg.cluster}/${cfg.tag} running (${cfg.instanceTypes.length} instance types, driver ${cfg.driver})`,
-  );
+  logger.info({ instance_types: cfg.instanceTypes.length, driver: cfg.driver }, 'dispatcher running');
 
   let stopped = false;
   const waiter = o.notifier?.waiter('berth_dispatch', null) ?? null;
@@ -103,11 +107,11 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
         await dispatcher.tick();
       } catch (err) {
         if (err instanceof LeaseLostError) {
-          log(`stopping: ${err.message}`);
+          logger.error(errorFields(err), 'stopping: the lease is lost');
           break;
         }
         // The database or the cloud is unreachable: retried at the next tick, never a crash.
-        log(`pass failed (retrying): ${(err as Error).message}`);
+        logger.error(errorFields(err), 'pass failed (retried at the next tick)');
       }
       metrics.passSeconds.observe((performance.now() - t0) / 1000);
       if (stopped) break;

@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Driver } from '../cloud/driver.js';
 import type { Config } from '../config/options.js';
+import type { Logger } from '../log/logger.js';
 import { API_URL_FILE } from '../server/files.js';
 import { createPool, withDatabase } from '../store/db.js';
 import { runningEmbeddedUrl } from '../store/embedded.js';
@@ -27,7 +28,7 @@ export interface DispatchService {
 export async function runDispatchService(
   cfg: Config,
   dcfg: DispatchConfig,
-  log: (line: string) => void,
+  logger: Logger,
 ): Promise<DispatchService> {
   let url = cfg.database_url;
   if (!url) {
@@ -52,7 +53,7 @@ export async function runDispatchService(
   const driver = await openDriver(dcfg, cfg.home);
   let running: RunningDispatcher;
   try {
-    running = await startDispatcher({ cfg: dcfg, store, dbUrl: url, notifier, driver, apiUrl, log });
+    running = await startDispatcher({ cfg: dcfg, store, dbUrl: url, notifier, driver, apiUrl, logger });
   } catch (err) {
     await notifier.stop();
     await pool.end();

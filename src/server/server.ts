@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { buildApi } from '../api/server.js';
 import type { Config } from '../config/options.js';
+import { silentLogger, type Logger } from '../log/logger.js';
 import { Notifier } from '../store/notifier.js';
 import { Store } from '../store/store.js';
 import { openDatabase, type OpenDatabase } from './database.js';
@@ -21,10 +22,13 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/** Starts the API server; `registries` adds metrics of other components in the same process. */
+/**
+ * Starts the API server; `registries` adds metrics of other components in the same process; `logger` is
+ * the process's logger (default: none).
+ */
 export async function startServer(
   cfg: Config,
-  opts: { onProgress?: (line: string) => void; registries?: Registry[] } = {},
+  opts: { onProgress?: (line: string) => void; registries?: Registry[]; logger?: Logger } = {},
 ): Promise<RunningServer> {
   const progress = opts.onProgress ?? (() => {});
   mkdirSync(cfg.home, { recursive: true, mode: 0o711 }); // traversable (the postgres user reaches pgdata), not listable
@@ -54,7 +58,7 @@ export async function startServer(
     notifier,
     registries: opts.registries,
     bodyLimit: cfg.body_limit,
-    logger: cfg.log_level === 'silent' ? false : { level: cfg.log_level },
+    logger: opts.logger ?? silentLogger,
   });
   const [host, port] = [
     cfg.listen.slice(0, cfg.listen.lastIndexOf(':')),

@@ -152,7 +152,7 @@ export class SimQueue implements DispatchQueue {
     return true;
   }
 
-  async release(dispatcherId: string): Promise<void> {
+  async release(dispatcherId: string, _now: Date): Promise<void> {
     this.leases.delete(dispatcherId);
     this.releaseUnplaced(dispatcherId);
   }
@@ -242,8 +242,8 @@ export class SimQueue implements DispatchQueue {
     this.nodeTable.find(nodeId).instanceId = instanceId;
   }
 
-  async nodes(cluster: string, tag: string): Promise<NodeView[]> {
-    return this.nodeTable.list(cluster, tag);
+  async nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]> {
+    return this.nodeTable.list(cluster, tag, now.getTime());
   }
 
   async failNode(nodeId: string, reason: string): Promise<void> {

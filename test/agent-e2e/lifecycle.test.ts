@@ -64,7 +64,7 @@ describe('agent lifecycle', () => {
     expect(b).toMatchObject({ state: 'Complete', exit_code: 0 });
     expect(await h.text(still, 'stdout')).toBe('before\nafter\n');
     expect(second.output()).toMatch(/using the saved node token/);
-    expect(second.output()).toMatch(new RegExp(`container ${still}: re-attached`));
+    expect(second.output()).toMatch(new RegExp(`"container":"${still}".*"msg":"re-attached`));
     // Both are forgotten once reported.
     await until(
       async () =>

@@ -112,10 +112,11 @@ describe('local driver', () => {
   });
 
   it('the list survives a new driver object (a restarted dispatcher); setTags adds tags', async () => {
-    const before = await driver.list({ role: 'a' });
-    expect(before).toHaveLength(1);
+    const { ci } = await boot({ role: 'list' });
+    const before = await driver.list({ role: 'list' });
+    expect(before.map((i) => i.id)).toEqual([ci.id]);
     const again = new LocalDriver({ home });
-    const after = await again.list({ role: 'a' });
+    const after = await again.list({ role: 'list' });
     expect(after.map((i) => i.id)).toEqual(before.map((i) => i.id));
     await again.setTags(after[0]!.id, { idle: 'hold' });
     expect((await driver.list({ idle: 'hold' })).map((i) => i.id)).toEqual([after[0]!.id]);

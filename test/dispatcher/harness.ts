@@ -86,7 +86,7 @@ export async function harness(
     });
   const agents = new Map<string, FakeAgent>();
 
-  return {
+  const h = {
     db,
     clock,
     store,
@@ -147,5 +147,17 @@ export async function harness(
     async state(id: string) {
       return (await store.containers.get(id)).state;
     },
+    /** A dispatcher with one container Running on the one instance it created (booted, agent started it). */
+    async oneRunning(input: RequestInput = { vcpus: 1, ram: '1GiB' }) {
+      const d = make();
+      const [id] = await h.submit(input);
+      await d.tick();
+      await h.advance(opts.bootMs ?? 30_000);
+      await d.tick();
+      await h.pingAll();
+      if ((await h.state(id!)) !== 'Running') throw new Error(`container ${id} is not Running`);
+      return { d, id: id!, agent: [...agents.values()][0]! };
+    },
   };
+  return h;
 }

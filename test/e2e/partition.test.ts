@@ -182,8 +182,8 @@ describe('network partition', () => {
         bootDelayMs: dcfg.bootDelayMs,
         netns: dcfg.netns,
         runtime: 'process',
-        // pings well inside node_lost_after: a long poll counts as one ping
-        agentArgs: ['--ping-wait', '1s'],
+        // pings well inside node_lost_after: a long poll counts as one ping; info: the log says "registered"
+        agentArgs: ['--ping-wait', '1s', '--log-level', 'info'],
         stopGraceMs: 2000,
       });
       driver = new HoldingDriver(local);

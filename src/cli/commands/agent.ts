@@ -1,6 +1,8 @@
 // `berth agent`: the process on an instance that runs the containers assigned to its node (DESIGN §5).
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
+import { loadConfig } from '../../config/options.js';
+import { errorFields, processLogger } from '../../log/logger.js';
 import { parseDuration } from '../../model/units.js';
 import { UsageError } from '../errors.js';
 
@@ -12,6 +14,7 @@ interface AgentFlags {
   runtime: string;
   killGrace: string;
   pingWait: string;
+  logLevel?: string;
 }
 
 function duration(flag: string, value: string, maxMs = Infinity): number {
@@ -38,6 +41,7 @@ export function registerAgent(program: Command): void {
     .option('--runtime <name>', 'auto, docker, podman, runc or process', 'auto')
     .option('--kill-grace <duration>', 'time between SIGTERM and SIGKILL when a container is stopped', '30s')
     .option('--ping-wait <duration>', 'how long one ping waits for work (long poll; at most 60s)', '10s')
+    .option('--log-level <level>', 'log level (default warn; info logs registration and every container)')
     .action(async (opts: AgentFlags, cmd: Command) => {
       const g = cmd.optsWithGlobals() as AgentFlags;
       const apiUrl = g.apiUrl ?? process.env.BERTH_API_URL;
@@ -52,6 +56,17 @@ export function registerAgent(program: Command): void {
       if (!opts.workDir) throw new UsageError('--work-dir is required');
       const killGraceMs = duration('--kill-grace', opts.killGrace);
       const pingWaitMs = duration('--ping-wait', opts.pingWait, 60_000);
+      const { log_level } = loadConfig({ log_level: opts.logLevel });
+      const config = {
+        api_url: apiUrl,
+        node_id: opts.nodeId,
+        work_dir: resolve(opts.workDir),
+        runtime: opts.runtime,
+        kill_grace_ms: killGraceMs,
+        ping_wait_ms: pingWaitMs,
+        log_level,
+      };
+      const logger = processLogger('berth agent', log_level, { config });
       // Loaded on use: other commands do not need the runtimes.
       const { Agent, AgentFatalError } = await import('../../agent/agent.js');
       const agent = new Agent({
@@ -62,15 +77,14 @@ export function registerAgent(program: Command): void {
         runtime: opts.runtime as never,
         killGraceMs,
         pingWaitMs,
+        logger,
       });
       const onSignal = (sig: NodeJS.Signals) => {
-        process.stderr.write(`berth agent: ${sig}: stopping (containers keep running for the next agent)\n`);
+        logger.warn({ signal: sig }, `${sig}: stopping (containers keep running for the next agent)`);
         agent.stop();
       };
-      // Never crash on a stray rejection (a daemon): say it and carry on.
-      process.on('unhandledRejection', (err) =>
-        process.stderr.write(`berth agent: unexpected: ${(err as Error)?.stack ?? String(err)}\n`),
-      );
+      // Never crash on a stray rejection (a daemon): log it and carry on.
+      process.on('unhandledRejection', (err) => logger.error({ err }, 'unexpected rejection'));
       process.on('SIGINT', onSignal);
       process.on('SIGTERM', onSignal);
       let code = 0;
@@ -78,12 +92,12 @@ export function registerAgent(program: Command): void {
         await agent.run();
       } catch (err) {
         if (err instanceof AgentFatalError) {
-          process.stderr.write(`berth agent: ${err.message}\n`);
+          logger.fatal(errorFields(err), err.message);
           code = err.exitCode;
         } else if ((err as Error).name === 'AbortedError') {
           code = 0; // stopped while registering
         } else {
-          process.stderr.write(`berth agent: ${(err as Error).stack ?? String(err)}\n`);
+          logger.fatal({ err }, 'the agent failed');
           code = 1;
         }
       }

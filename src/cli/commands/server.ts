@@ -1,6 +1,7 @@
 // `berth server`: the API server, with its own PostgreSQL unless a database URL is configured.
 import type { Command } from 'commander';
 import { loadConfig } from '../../config/options.js';
+import { processLogger } from '../../log/logger.js';
 
 /** Resolves when the process is asked to stop (SIGINT or SIGTERM). */
 export function untilSignal(): Promise<NodeJS.Signals> {
@@ -31,9 +32,10 @@ export function registerServer(program: Command): void {
         log_level: opts.logLevel,
       });
       const say = (line: string) => console.error(`berth server: ${line}`);
+      const logger = processLogger('berth server', cfg.log_level, { config: cfg });
       // Loaded on use: the server pulls in fastify and the database layer, which other commands do not need.
       const { startServer } = await import('../../server/server.js');
-      const server = await startServer(cfg, { onProgress: say });
+      const server = await startServer(cfg, { onProgress: say, logger });
       say(`listening on ${server.url}`);
       if (server.createdAdminToken)
         say(`the local CLI uses the admin token in ${cfg.home}; try: berth submit -- echo hello`);

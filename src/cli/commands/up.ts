@@ -4,8 +4,16 @@ import type { Command } from 'commander';
 import type { Registry } from 'prom-client';
 import { loadConfig } from '../../config/options.js';
 import { loadDispatchConfig } from '../../dispatch/config.js';
+import { processLogger } from '../../log/logger.js';
 import { formatSize } from '../../model/units.js';
 import { untilSignal } from './server.js';
+
+interface UpFlags {
+  listen?: string;
+  config?: string;
+  demo?: boolean;
+  logLevel?: string;
+}
 
 export function registerUp(program: Command): void {
   program
@@ -14,9 +22,13 @@ export function registerUp(program: Command): void {
     .option('--listen <host:port>', 'API address (default 127.0.0.1:8470)')
     .option('--config <file>', 'dispatch config (JSON; default: instance types sized for this machine)')
     .option('--demo', 'submit a small demo workload, show its progress, and stop when it is done')
-    .action(async (opts: { listen?: string; config?: string; demo?: boolean }, cmd: Command) => {
+    .option(
+      '--log-level <level>',
+      'log level (default warn: warnings and errors show in the progress output)',
+    )
+    .action(async (opts: UpFlags, cmd: Command) => {
       const g = cmd.optsWithGlobals() as { home?: string };
-      const cfg = loadConfig({ home: g.home, listen: opts.listen });
+      const cfg = loadConfig({ home: g.home, listen: opts.listen, log_level: opts.logLevel });
       // The demo wants to show instances going away when idle, so it shortens the idle timeout.
       const dcfg = loadDispatchConfig(
         opts.config ?? null,
@@ -25,13 +37,16 @@ export function registerUp(program: Command): void {
           : {},
       );
       const say = (line: string) => console.error(`berth up: ${line}`);
+      // Warnings and errors (a failed destroy, a lost node, a refused create) reach the same output, on a
+      // terminal as lines like the progress lines, else as JSON.
+      const logger = processLogger('berth up', cfg.log_level, { config: cfg, dispatch: dcfg });
       const [{ startServer }, { startDispatcher }, { openDriver }] = await Promise.all([
         import('../../server/server.js'),
         import('../../dispatch/run.js'),
         import('../../dispatch/service.js'),
       ]);
       const registries: Registry[] = [];
-      const server = await startServer(cfg, { onProgress: say, registries });
+      const server = await startServer(cfg, { onProgress: say, registries, logger });
       let dispatcher;
       try {
         const driver = await openDriver(dcfg, cfg.home);
@@ -42,14 +57,13 @@ export function registerUp(program: Command): void {
           notifier: server.notifier,
           driver,
           apiUrl: server.url,
-          log: say,
+          logger,
+          // The instances' lifecycle as progress; lost nodes, refused creates and failures come from the logger.
           onEvent: (e) => {
             if (e.kind === 'instance-created')
               say(`instance ${e.instance} (${e.type}) booting for ${e.for.length} container(s)`);
             else if (e.kind === 'instance-ready') say(`instance ${e.instance} is up`);
             else if (e.kind === 'instance-shutdown') say(`instance ${e.instance} shutting down: ${e.reason}`);
-            else if (e.kind === 'node-lost') say(`node ${e.node} lost: ${e.reason}`);
-            else if (e.kind === 'create-failed') say(`could not create a ${e.type} instance: ${e.message}`);
           },
         });
         registries.push(dispatcher.registry);
