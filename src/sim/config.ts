@@ -9,6 +9,7 @@ import type { CapacityOutage, SimCloudOptions } from '../cloud/sim/options.js';
 import type { Distribution } from '../cloud/sim/distribution.js';
 import { parseSnapshot, SnapshotError } from '../dispatch/snapshot-json.js';
 import type { SchedulerConfig } from '../dispatch/scheduler/types.js';
+import { EC2_BILLING, type BillingRule } from '../model/billing.js';
 import type { InstanceType } from '../model/types.js';
 import { parseDuration, UnitError } from '../model/units.js';
 import { CatalogError, defaultCatalog, loadCatalog, parseCatalog } from './catalog.js';
@@ -35,6 +36,8 @@ export interface SimConfig {
   };
   /** Stop the run this long after its start, finished or not; null = last arrival + 30 days. */
   timeLimitMs: number | null;
+  /** How the report bills instances (the provider's rule; default EC2's: at least 60 s, then per second). */
+  billing: BillingRule;
 }
 
 /** A configuration file that cannot be used; the message names the key. */
@@ -101,6 +104,13 @@ function count(v: unknown, path: string): number {
 function positive(v: unknown, path: string): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
     throw new SimConfigError(`${path}: expected a number above 0, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** A rate per hour (interruptions): 0 or more. */
+function rate(v: unknown, path: string): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+    throw new SimConfigError(`${path}: expected a rate per hour >= 0 such as 0.05, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -208,10 +218,11 @@ function faults(v: unknown, path: string): Omit<SimCloudOptions, 'seed' | 'recor
     (x, p) => {
       const s = Keys.of(x, p);
       const out = {
-        interruptionsPerHour: s.get('interruptions_per_hour', positive, 0),
+        interruptionsPerHour: s.get('interruptions_per_hour', rate, 0),
+        byType: s.get('by_type', mapOf(rate), {}),
         noticeMs: s.get('notice', duration, 120_000),
       };
-      s.done(['interruptions_per_hour', 'notice']);
+      s.done(['interruptions_per_hour', 'by_type', 'notice']);
       return out;
     },
     undefined,
@@ -284,7 +295,17 @@ function catalog(v: unknown, path: string, baseDir: string): InstanceType[] {
   }
 }
 
-const TOP = ['catalog', 'scheduler', 'boot_time', 'limits', 'faults', 'agent', 'dispatcher', 'time_limit'];
+const TOP = [
+  'catalog',
+  'scheduler',
+  'boot_time',
+  'limits',
+  'faults',
+  'agent',
+  'dispatcher',
+  'time_limit',
+  'billing',
+];
 
 /** Validates a configuration value; relative catalog paths are resolved against baseDir. */
 export function parseSimConfig(value: unknown, baseDir = process.cwd()): SimConfig {
@@ -347,6 +368,28 @@ export function parseSimConfig(value: unknown, baseDir = process.cwd()): SimConf
   if (dispatcher.safetyTickMs <= 0)
     throw new SimConfigError('dispatcher.safety_tick: expected a duration above 0');
   const timeLimitMs = k.get('time_limit', duration, null as number | null);
+  // The increment defaults to the scheduler's billing_period when one is set (an hourly provider).
+  const increment = sched.billingPeriodMs > 0 ? sched.billingPeriodMs : EC2_BILLING.incrementMs;
+  const billing = k.get(
+    'billing',
+    (x, p) => {
+      const b = Keys.of(x, p);
+      const out = {
+        minimumMs: b.get('minimum', duration, EC2_BILLING.minimumMs),
+        incrementMs: b.get('increment', duration, increment),
+      };
+      b.done(['minimum', 'increment']);
+      if (out.incrementMs <= 0) throw new SimConfigError(`${b.at('increment')}: expected a duration above 0`);
+      return out;
+    },
+    { minimumMs: EC2_BILLING.minimumMs, incrementMs: increment },
+  );
+  const spotTypes = new Set(cat.filter((t) => t.preemptible).map((t) => t.providerType));
+  for (const t of Object.keys(f.spot?.byType ?? {}))
+    if (!spotTypes.has(t))
+      throw new SimConfigError(
+        `faults.spot.by_type.${t}: not a preemptible type of the catalog (the keys are provider types of spot types)`,
+      );
   k.done(TOP);
   return {
     catalog: cat,
@@ -356,6 +399,7 @@ export function parseSimConfig(value: unknown, baseDir = process.cwd()): SimConf
     agent,
     dispatcher,
     timeLimitMs,
+    billing,
   };
 }
 

@@ -200,7 +200,8 @@ describe('parseSimConfig', () => {
       { scope: 'type', subject: 'compute-2', fromMs: 3_600_000, untilMs: 7_200_000 },
     ]);
     expect(c.cloud.quota).toEqual({ maxInstances: 10, maxVcpus: undefined });
-    expect(c.cloud.spot).toEqual({ interruptionsPerHour: 0.5, noticeMs: 120_000 });
+    expect(c.cloud.spot).toEqual({ interruptionsPerHour: 0.5, byType: {}, noticeMs: 120_000 });
+    expect(c.billing).toEqual({ minimumMs: 60_000, incrementMs: 1000 });
     expect(c.limits).toEqual({ opsPerSecond: 10, burst: 20, maxConcurrentCreates: 4 });
     expect(c.agent).toEqual({ startDelayMs: 5000, pingIntervalMs: 15_000 });
     expect(c.timeLimitMs).toBe(7 * 86_400_000);
@@ -237,5 +238,37 @@ describe('parseSimConfig', () => {
     );
     expect(error({ agent: { ping_interval: 0 } })).toMatch(/^agent\.ping_interval/);
     expect(error({ dispatcher: { sync: '1m' } })).toMatch(/^dispatcher\.sync: unknown key/);
+    expect(error({ faults: { spot: { by_type: { 'compute-2': 1 } } } })).toBe(
+      'faults.spot.by_type.compute-2: not a preemptible type of the catalog (the keys are provider types of spot types)',
+    );
+    expect(error({ faults: { spot: { by_type: { 'compute-2-spot': -1 } } } })).toBe(
+      'faults.spot.by_type.compute-2-spot: expected a rate per hour >= 0 such as 0.05, got -1',
+    );
+    expect(error({ billing: { increment: 0 } })).toBe('billing.increment: expected a duration above 0');
+    expect(error({ billing: { minimum: '1 minute' } })).toMatch(/^billing\.minimum: expected a duration/);
+    expect(error({ billing: { period: '1h' } })).toMatch(/^billing\.period: unknown key/);
+  });
+
+  it('billing: EC2 by default; the increment follows the scheduler billing_period unless given', () => {
+    expect(parseSimConfig({}).billing).toEqual({ minimumMs: 60_000, incrementMs: 1000 });
+    expect(parseSimConfig({ scheduler: { billing_period: '1h' } }).billing).toEqual({
+      minimumMs: 60_000,
+      incrementMs: 3_600_000,
+    });
+    expect(parseSimConfig({ billing: { minimum: 0, increment: '1m' } }).billing).toEqual({
+      minimumMs: 0,
+      incrementMs: 60_000,
+    });
+  });
+
+  it('spot interruption rates per type', () => {
+    const c = parseSimConfig({
+      faults: { spot: { interruptions_per_hour: 0.1, by_type: { 'gpu-4-spot': 0.5 }, notice: '30s' } },
+    });
+    expect(c.cloud.spot).toEqual({
+      interruptionsPerHour: 0.1,
+      byType: { 'gpu-4-spot': 0.5 },
+      noticeMs: 30_000,
+    });
   });
 });

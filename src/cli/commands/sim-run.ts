@@ -74,7 +74,7 @@ export function summary(r: Report): string {
   const c = r.containers;
   return [
     `policy ${r.policy}, seed ${r.seed}: ${c.total} containers, ${c.completed} completed, ${c.neverStarted} never started; ${r.instances.created} instances`,
-    `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  idle ${money(r.cost.idle)}`,
+    `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  (boot ${money(r.cost.boot)}, work ${money(r.cost.work)}, idle ${money(r.cost.idle)})`,
     `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
     `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
     ...workflowLines(r),

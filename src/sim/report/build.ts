@@ -1,6 +1,7 @@
 // buildReport: the figures of one simulation run (docs/SIMULATOR.md, "Report fields"). Pure and
 // deterministic: the same record gives the same report, byte for byte once serialised, because every
 // number is rounded to a fixed precision and every map is built in sorted key order.
+import { billedMs, PER_SECOND } from '../../model/billing.js';
 import { costLowerBound } from '../lower-bound.js';
 import { ReportInputError, type ContainerRecord, type RunRecord } from './input.js';
 import { bucketMax, percentile, round, unionLength } from './stats.js';
@@ -37,13 +38,17 @@ export interface Report {
   period: { start: string; end: string; seconds: number };
   containers: { total: number; started: number; completed: number; neverStarted: number };
   cost: {
-    /** Σ instances: price × billed lifetime (create → destroy, or the run's end), per-second billing. */
+    /** Σ instances: price × billed lifetime (create → destroy, or the run's end) under the billing rule. */
     total: number;
     /** See src/sim/lower-bound.ts; over completed containers and their run times. */
     lowerBound: number;
     /** total / lowerBound; null when the bound is 0. */
     ratio: number | null;
-    /** The part of total paid while an instance ran no container (booting, idle, draining). */
+    /** The part of total paid while an instance booted (create → agent registered; all of a never-ready one). */
+    boot: number;
+    /** The part of total paid while an instance ran at least one container. */
+    work: number;
+    /** The rest: paid while a ready instance ran nothing (idle, draining, the billing minimum's padding). */
     idle: number;
     byType: Record<string, number>;
   };
@@ -54,6 +59,8 @@ export interface Report {
   makespan: number | null;
   instances: {
     created: number;
+    /** Instances the cloud reclaimed (spot interruptions). */
+    interrupted: number;
     hoursByType: Record<string, number>;
     /** Create → agent registered, for instances that registered. */
     bootSeconds: { p50: number | null; max: number | null };
@@ -131,8 +138,10 @@ export function buildReport(run: RunRecord): Report {
     ramUsed += c.ram * secs;
   }
 
+  const billing = run.billing ?? PER_SECOND;
   let total = 0;
-  let idle = 0;
+  let boot = 0;
+  let work = 0;
   let vcpuPaid = 0;
   let ramPaid = 0;
   const costByType = new Map<string, number>();
@@ -141,8 +150,7 @@ export function buildReport(run: RunRecord): Report {
   for (const i of run.instances) {
     const t = typeByName.get(i.type)!;
     const stop = i.destroyed ?? Math.max(end, i.created);
-    // Per-second billing: a started second is a paid second.
-    const billed = Math.ceil((stop - i.created) / 1000);
+    const billed = billedMs(stop - i.created, billing) / 1000;
     const cost = (i.price * billed) / 3600;
     total += cost;
     costByType.set(i.type, (costByType.get(i.type) ?? 0) + cost);
@@ -152,7 +160,10 @@ export function buildReport(run: RunRecord): Report {
       Math.min(b, stop),
     ]);
     const busySecs = unionLength(clipped) / 1000;
-    idle += (i.price * Math.max(0, billed - busySecs)) / 3600;
+    const bootSecs =
+      ((i.ready === null ? stop : Math.min(Math.max(i.ready, i.created), stop)) - i.created) / 1000;
+    boot += (i.price * bootSecs) / 3600;
+    work += (i.price * busySecs) / 3600;
     vcpuPaid += t.vcpus * billed;
     ramPaid += t.ram * billed;
     if (i.ready !== null) boots.push((i.ready - i.created) / 1000);
@@ -219,7 +230,9 @@ export function buildReport(run: RunRecord): Report {
       total: round(total, 6),
       lowerBound: round(lb.cost, 6),
       ratio: lb.cost > 0 ? round(total / lb.cost, 4) : null,
-      idle: round(idle, 6),
+      boot: round(boot, 6),
+      work: round(work, 6),
+      idle: round(Math.max(0, total - boot - work), 6),
       byType: sortedRecord(costByType, 6),
     },
     lowerBound: { weights: lb.weights, unfitContainers: lb.unfit },
@@ -228,6 +241,7 @@ export function buildReport(run: RunRecord): Report {
     makespan: lastEnd === Number.NEGATIVE_INFINITY ? null : round((lastEnd - firstArrival) / 1000, 3),
     instances: {
       created: run.instances.length,
+      interrupted: run.instances.filter((i) => i.interrupted === true).length,
       hoursByType: sortedRecord(hoursByType, 6),
       bootSeconds: { p50: r3(percentile(bootSorted, 50)), max: r3(percentile(bootSorted, 100)) },
     },
