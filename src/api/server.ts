@@ -15,6 +15,7 @@ import { logRoutes } from './routes/logs.js';
 import { nodeRoutes } from './routes/nodes.js';
 import { requestRoutes } from './routes/requests.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { usageRoutes } from './routes/usage.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -152,6 +153,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);
   instanceRoutes(app, deps);
+  usageRoutes(app, deps);
   app.addHook('onResponse', async (req, reply) => {
     if (req.routeOptions.url === '/v1/containers/:id/start' && reply.statusCode === 200) {
       const c = await opts.store.containers.get((req.params as { id: string }).id).catch(() => null);

@@ -9,6 +9,7 @@ import { Logs } from './logs.js';
 import { Nodes } from './nodes.js';
 import { Requests } from './requests.js';
 import { Tokens } from './tokens.js';
+import { UsageQueries } from './usage.js';
 import { Wake } from './wake.js';
 
 export class Store {
@@ -20,6 +21,7 @@ export class Store {
   readonly logs: Logs;
   readonly nodes: Nodes;
   readonly instances: Instances;
+  readonly usage: UsageQueries;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng; options?: Partial<StoreOptions> } = {}) {
     this.ctx = {
@@ -36,5 +38,6 @@ export class Store {
     this.logs = new Logs(this.ctx);
     this.nodes = new Nodes(this.ctx, this.tokens);
     this.instances = new Instances(this.ctx);
+    this.usage = new UsageQueries(this.ctx);
   }
 }

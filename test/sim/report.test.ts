@@ -253,3 +253,54 @@ describe('report files', () => {
     );
   });
 });
+
+describe('right-sizing in the report', () => {
+  // One 2-vcpu, 8 GiB type at $3.60/h: the lower bound of a container is its largest share of it.
+  const t2: InstanceType = { ...small, name: 't2', providerType: 't2', vcpus: 2, ram: 8 * GiB, price: 3.6 };
+  const rec = (over: Partial<RunRecord['containers'][number]>): RunRecord['containers'][number] => ({
+    id: 'x',
+    arrival: s(0),
+    start: s(0),
+    end: s(3600),
+    vcpus: 2,
+    ram: 4 * GiB,
+    scratch: 0,
+    gpus: 0,
+    preemptible: false,
+    instance: 'i1',
+    exitCode: 0,
+    ...over,
+  });
+  const base = (containers: RunRecord['containers']): RunRecord => ({
+    policy: 'berth',
+    seed: 1,
+    instanceTypes: [t2],
+    containers,
+    instances: [{ id: 'i1', type: 't2', price: 3.6, created: s(0), ready: s(0), destroyed: s(7200) }],
+  });
+
+  it('per name from completed containers: suggestion and the lower bound it would give', () => {
+    const r = buildReport(
+      base([
+        rec({ id: 'a', name: 'align', usage: { cpuSeconds: 1800, peakRam: GiB } }),
+        // Killed with its machine: says nothing about the job's needs, left out.
+        rec({ id: 'b', name: 'align', exitCode: null, usage: { cpuSeconds: 3600 * 2, peakRam: 6 * GiB } }),
+      ]),
+    ).rightSizing!;
+    expect(r.items).toHaveLength(1);
+    // 0.5 cores used → 0.5 vcpu; 1 GiB peak × 1.2 → 1.25 GiB (64 MiB steps).
+    expect(r.items[0]).toMatchObject({
+      key: 'align',
+      containers: 1,
+      cpu: { suggested: 0.5, askedHours: 2, suggestedHours: 0.5, savedHours: 1.5, savedShare: 0.75 },
+      ram: { suggested: 1.25 * GiB, askedGiBHours: 4, suggestedGiBHours: 1.25, savedShare: 0.6875 },
+    });
+    // As asked: max(2/2, 4/8) of $3.60 for an hour = 3.6. Right-sized: max(0.5/2, 1.25/8) → 0.9.
+    expect(r.lowerBound).toEqual({ asked: 3.6, rightSized: 0.9 });
+  });
+
+  it('null when the workload recorded no usage', () => {
+    expect(buildReport(base([rec({ id: 'a', name: 'x' })])).rightSizing).toBeNull();
+    expect(buildReport(run()).rightSizing).toBeNull();
+  });
+});

@@ -111,6 +111,29 @@ describe('berth sim', () => {
     const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8'));
     expect(report.workflows.list[0]).toMatchObject({ id: 'diamond-001/1', outcome: 'success' });
     expect(report.workflows.list[0].makespan).toBeGreaterThan(110);
+
+    // berth usage reads the same report: the diamond's split task recorded 150 % CPU and 1 GB.
+    const u = await berth('usage', '--report', join(out, 'report.json'));
+    expect(u.code).toBe(0);
+    expect(u.stdout).toMatch(/^NAME\s+DONE\s+CPUS ASKED/);
+    expect(u.stdout).toMatch(/\nsplit\s+1\s+2\s+1\.5\/1\.5\s+1\.5\s/);
+    expect(u.stdout).toMatch(/\nleft\s+1\s+-\s+not recorded/);
+    expect(u.stdout).toMatch(/cost lower bound as asked [\d.]+, right-sized [\d.]+/);
+    const j = JSON.parse((await berth('usage', '--report', join(out, 'report.json'), '--json')).stdout);
+    expect(j.items.map((r: { key: string }) => r.key)).toEqual(['STEP.RIGHT', 'left', 'merge', 'split']);
+    for (const [args, message] of [
+      [['usage', '--by', 'colour'], /--by: expected name or owner, got "colour"/],
+      [
+        ['usage', '--report', join(out, 'report.json'), '--by', 'owner'],
+        /--report: a simulation report groups by name only/,
+      ],
+      [['usage', '--since', 'yesterday'], /--since: expected an RFC 3339 time/],
+      [['usage', '--report', workload], /format: expected "berth-sim-report\/1"/],
+    ] as Array<[string[], RegExp]>) {
+      const r = await berth(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
   });
 
   it('bad flags and files exit 2 naming the flag or key', async () => {

@@ -78,6 +78,11 @@ export function summary(r: Report): string {
     `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
     `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
     ...workflowLines(r),
+    ...(r.rightSizing === null
+      ? []
+      : [
+          `right-sizing from recorded usage: cost lower bound ${money(r.rightSizing.lowerBound.asked)} as asked, ${money(r.rightSizing.lowerBound.rightSized)} right-sized (berth usage --report for the table)`,
+        ]),
   ].join('\n');
 }
 

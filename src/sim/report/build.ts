@@ -5,6 +5,7 @@ import { billedMs, PER_SECOND } from '../../model/billing.js';
 import { costLowerBound } from '../lower-bound.js';
 import { ReportInputError, type ContainerRecord, type RunRecord } from './input.js';
 import { bucketMax, percentile, round, unionLength } from './stats.js';
+import { rightSizingSection, type RightSizingSection } from './usage.js';
 import { workflowSection, type WorkflowSection } from './workflows.js';
 
 /** Number of buckets in the time series (enough for a chart, small enough for a 1M-container run). */
@@ -71,6 +72,8 @@ export interface Report {
   series: { bucketSeconds: number; instances: number[]; queue: number[] };
   /** Workflow runs: makespan against the critical path; null when the workload had none. */
   workflows: WorkflowSection | null;
+  /** Right-sizing per request name from the traces' recorded usage; null when nothing was recorded. */
+  rightSizing: RightSizingSection | null;
 }
 
 function sortedRecord(m: Map<string, number>, digits: number): Record<string, number> {
@@ -255,6 +258,7 @@ export function buildReport(run: RunRecord): Report {
       queue: bucketMax(queueEvents, start, end, SERIES_BUCKETS),
     },
     workflows: run.workflows === undefined ? null : workflowSection(run.workflows, start),
+    rightSizing: rightSizingSection(run.containers, run.instanceTypes),
   };
 }
 
