@@ -9,14 +9,8 @@ import type { Report } from '../../sim/report/build.js';
 import { compareReports } from '../../sim/report/compare.js';
 import { readReport, writeReport } from '../../sim/report/files.js';
 import { runSimulation, type Progress } from '../../sim/run.js';
-import { loadWorkload } from '../../sim/workload/load.js';
-import {
-  WorkloadError,
-  type Workflow,
-  type WorkflowRun,
-  type WorkloadJob,
-} from '../../sim/workload/types.js';
-import { criticalPath } from '../../sim/workload/wfcommons.js';
+import { prepareWorkload } from '../../sim/workload/prepare.js';
+import { WorkloadError, type WorkflowRun, type WorkloadJob } from '../../sim/workload/types.js';
 import { UsageError } from '../errors.js';
 
 export interface SimOpts {
@@ -41,29 +35,6 @@ function scaleFlag(v: string): number {
   if (v.trim() === '' || !Number.isFinite(f) || f <= 0)
     throw new UsageError(`--time-scale: expected a number above 0 such as 0.5, got ${JSON.stringify(v)}`);
   return f;
-}
-
-const scaleMs = (ms: number, f: number): number => Math.max(1, Math.round(ms * f));
-
-/** Multiplies arrivals and run times: 0.5 plays the same workload in half the virtual time. */
-function scaled(jobs: WorkloadJob[], f: number): WorkloadJob[] {
-  if (f === 1) return jobs;
-  return jobs.map((j) => ({ ...j, arrival: Math.round(j.arrival * f), duration: scaleMs(j.duration, f) }));
-}
-
-/** The same for workflow runs: start times and task run times (so the critical path too). */
-function scaledRuns(runs: WorkflowRun[], f: number): WorkflowRun[] {
-  if (f === 1) return runs;
-  const done = new Map<Workflow, Workflow>();
-  const scale = (w: Workflow): Workflow => {
-    const tasks = w.tasks.map((t) => ({ ...t, duration: scaleMs(t.duration, f) }));
-    return { ...w, tasks, criticalPath: criticalPath(tasks) };
-  };
-  return runs.map((r) => {
-    let w = done.get(r.workflow);
-    if (w === undefined) done.set(r.workflow, (w = scale(r.workflow)));
-    return { ...r, arrival: Math.round(r.arrival * f), workflow: w };
-  });
 }
 
 const money = (x: number | null): string => (x === null ? '-' : x.toFixed(2));
@@ -120,9 +91,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
   let workflows: WorkflowRun[];
   try {
     config = opts.config === undefined ? defaultSimConfig() : loadSimConfig(opts.config);
-    const w = loadWorkload(opts.workload, limit === undefined ? {} : { limit });
-    jobs = scaled(limit === undefined ? w.jobs : w.jobs.slice(0, limit), scale);
-    workflows = scaledRuns(limit === undefined ? w.workflows : w.workflows.slice(0, limit), scale);
+    ({ jobs, workflows } = prepareWorkload(opts.workload, { limit, timeScale: scale }));
   } catch (err) {
     if (err instanceof SimConfigError) throw new UsageError(`--config ${err.message}`);
     if (err instanceof WorkloadError) throw new UsageError(`--workload ${err.message}`);
