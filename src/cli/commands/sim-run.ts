@@ -37,6 +37,7 @@ function scaleFlag(v: string): number {
   return f;
 }
 
+const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 const money = (x: number | null): string => (x === null ? '-' : x.toFixed(2));
 const secs = (x: number | null): string => (x === null ? '-' : `${x.toFixed(1)}s`);
 
@@ -89,6 +90,9 @@ export async function runCommand(opts: SimOpts): Promise<void> {
   let config: SimConfig;
   let jobs: WorkloadJob[];
   let workflows: WorkflowRun[];
+  // Wall and CPU time per phase, for --json: on a shared machine CPU time is the steadier figure.
+  const cpu0 = process.cpuUsage();
+  const load0 = performance.now();
   try {
     config = opts.config === undefined ? defaultSimConfig() : loadSimConfig(opts.config);
     ({ jobs, workflows } = prepareWorkload(opts.workload, { limit, timeScale: scale }));
@@ -98,6 +102,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     throw err;
   }
 
+  const loadSeconds = (performance.now() - load0) / 1000;
   const t0 = performance.now();
   let lastLine = t0;
   const onProgress = (p: Progress): void => {
@@ -119,10 +124,20 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     progressEvery: 500,
   });
   const elapsed = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   const files = writeReport(opts.out, report);
   if (opts.json) {
     process.stdout.write(
-      `${JSON.stringify({ report, stats, seconds: Math.round(elapsed * 1000) / 1000 }, null, 2)}\n`,
+      `${JSON.stringify(
+        {
+          report,
+          stats,
+          seconds: r3(elapsed),
+          timings: { loadSeconds: r3(loadSeconds), cpuSeconds: r3((cpu.user + cpu.system) / 1e6) },
+        },
+        null,
+        2,
+      )}\n`,
     );
     return;
   }

@@ -175,15 +175,25 @@ export function buildReport(run: RunRecord): Report {
   const completed = run.containers.filter((c) => c.start !== null && c.end !== null);
   const lb = costLowerBound(
     (function* () {
-      for (const c of completed) yield { ...c, duration: c.end! - c.start! };
+      for (const c of completed)
+        yield {
+          vcpus: c.vcpus,
+          ram: c.ram,
+          scratch: c.scratch,
+          gpus: c.gpus,
+          preemptible: c.preemptible,
+          duration: c.end! - c.start!,
+        };
     })(),
     run.instanceTypes,
   );
 
-  const waits = run.containers
-    .filter((c) => c.start !== null)
-    .map((c) => (c.start! - c.arrival) / 1000)
-    .sort((a, b) => a - b);
+  // A typed array sorts numerically without a comparator: much faster at a million waits.
+  const waits = Float64Array.from(
+    (function* () {
+      for (const c of run.containers) if (c.start !== null) yield (c.start - c.arrival) / 1000;
+    })(),
+  ).sort();
   const r3 = (x: number | null) => (x === null ? null : round(x, 3));
   const wait: WaitStats = {
     p50: r3(percentile(waits, 50)),
@@ -202,15 +212,17 @@ export function buildReport(run: RunRecord): Report {
     if (c.end !== null) lastEnd = Math.max(lastEnd, c.end);
   }
 
-  const instanceEvents: Array<[number, number]> = [];
+  const created: number[] = [];
+  const destroyed: number[] = [];
   for (const i of run.instances) {
-    instanceEvents.push([i.created, 1]);
-    if (i.destroyed !== null) instanceEvents.push([i.destroyed, -1]);
+    created.push(i.created);
+    if (i.destroyed !== null) destroyed.push(i.destroyed);
   }
-  const queueEvents: Array<[number, number]> = [];
+  const queued: number[] = [];
+  const started: number[] = [];
   for (const c of run.containers) {
-    queueEvents.push([c.arrival, 1]);
-    if (c.start !== null) queueEvents.push([c.start, -1]);
+    queued.push(c.arrival);
+    if (c.start !== null) started.push(c.start);
   }
   const bootSorted = boots.sort((a, b) => a - b);
 
@@ -254,8 +266,8 @@ export function buildReport(run: RunRecord): Report {
     },
     series: {
       bucketSeconds: round(Math.max(1, (end - start) / SERIES_BUCKETS) / 1000, 3),
-      instances: bucketMax(instanceEvents, start, end, SERIES_BUCKETS),
-      queue: bucketMax(queueEvents, start, end, SERIES_BUCKETS),
+      instances: bucketMax(created, destroyed, start, end, SERIES_BUCKETS),
+      queue: bucketMax(queued, started, start, end, SERIES_BUCKETS),
     },
     workflows: run.workflows === undefined ? null : workflowSection(run.workflows, start),
     rightSizing: rightSizingSection(run.containers, run.instanceTypes),

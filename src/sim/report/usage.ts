@@ -23,8 +23,11 @@ export function rightSizingSection(
   containers: ContainerRecord[],
   types: InstanceType[],
 ): RightSizingSection | null {
+  const measured = (c: ContainerRecord) =>
+    c.usage !== undefined && (c.usage.cpuSeconds !== null || c.usage.peakRam !== null);
+  // Most traces record no usage: say so without grouping a million containers first.
+  if (!containers.some(measured)) return null;
   const byName = new Map<string, { samples: UsageSample[]; records: ContainerRecord[] }>();
-  let measured = false;
   for (const c of containers) {
     // Completed attempts only: an attempt killed with its machine says nothing about what the job needs.
     if (c.exitCode === undefined || c.exitCode === null || c.start === null || c.end === null) continue;
@@ -39,9 +42,8 @@ export function rightSizingSection(
       cpuSeconds: c.usage?.cpuSeconds ?? null,
       peakRam: c.usage?.peakRam ?? null,
     });
-    if (c.usage !== undefined && (c.usage.cpuSeconds !== null || c.usage.peakRam !== null)) measured = true;
   }
-  if (!measured) return null;
+  if (![...byName.values()].some((g) => g.records.some(measured))) return null;
 
   const items: RightSizing[] = [];
   const asked: Demand[] = [];
