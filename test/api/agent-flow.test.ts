@@ -145,19 +145,8 @@ describe('agent flow', () => {
       })
     ).json();
     const cid = r.container_id;
-    const lock = (
-      await t.call(t.tokens.dispatcher, {
-        method: 'POST',
-        url: '/v1/containers/lock',
-        payload: { dispatcher_id: 'd-1', ids: [cid] },
-      })
-    ).json();
-    await t.call(t.tokens.dispatcher, {
-      method: 'POST',
-      url: `/v1/containers/${cid}/assign`,
-      payload: { dispatcher_id: 'd-1', instance_id: 'i-kill', node_id: n.id },
-    });
-    await http(n.token, 'POST', `/v1/containers/${cid}/start`, { lock_token: lock.locks[0].token });
+    const lockToken = await t.place(cid, n);
+    await http(n.token, 'POST', `/v1/containers/${cid}/start`, { lock_token: lockToken });
     const ping = http(n.token, 'POST', `/v1/nodes/${n.id}/ping`, {
       state: 'busy',
       running: [cid],
@@ -168,7 +157,7 @@ describe('agent flow', () => {
     expect(p.json.kill).toEqual([cid]);
     // the old token is revoked: late reports are refused
     const late = await http(n.token, 'POST', `/v1/containers/${cid}/complete`, {
-      lock_token: lock.locks[0].token,
+      lock_token: lockToken,
       exit_code: 0,
     });
     expect(late.status).toBe(409);

@@ -19,19 +19,7 @@ async function runOne(
     await t.call(token, { method: 'POST', url: '/v1/requests', payload: { command: ['x'], ...payload } })
   ).json();
   const cid = r.container_id as string;
-  const lock = (
-    await t.call(t.tokens.dispatcher, {
-      method: 'POST',
-      url: '/v1/containers/lock',
-      payload: { dispatcher_id: 'd-1', ids: [cid] },
-    })
-  ).json();
-  const lockToken = lock.locks[0].token as string;
-  await t.call(t.tokens.dispatcher, {
-    method: 'POST',
-    url: `/v1/containers/${cid}/assign`,
-    payload: { dispatcher_id: 'd-1', instance_id: node.instanceId, node_id: node.id },
-  });
+  const lockToken = await t.place(cid, node);
   const start = await t.call(node.token, {
     method: 'POST',
     url: `/v1/containers/${cid}/start`,

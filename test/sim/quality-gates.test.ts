@@ -5,10 +5,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src/cli/main.js';
+import { afterAll, describe, expect, it } from 'vitest';
 import { reportJson } from '../../src/sim/report/build.js';
 import { gatesDir, judge, loadGates, measureGate, recordGates } from '../../src/sim/gates.js';
+import { berthInProcess } from '../helpers/cli.js';
 import { itIf } from '../helpers/needs.js';
 
 const GATES = fileURLToPath(new URL('../../bench/sim-gates.json', import.meta.url));
@@ -82,23 +82,7 @@ describe('the gates machinery', () => {
     expect(judge(null, 1.3, 0.02)).toEqual({ change: null, ok: true });
   });
 
-  async function berth(...args: string[]) {
-    let stdout = '';
-    let stderr = '';
-    const out = vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => {
-      stdout += String(c);
-      return true;
-    });
-    const err = vi.spyOn(console, 'error').mockImplementation((...p: unknown[]) => {
-      stderr += p.join(' ');
-    });
-    try {
-      return { code: await main(['node', 'berth', ...args]), stdout, stderr };
-    } finally {
-      out.mockRestore();
-      err.mockRestore();
-    }
-  }
+  const berth = berthInProcess;
 
   it('berth sim gates exits 1 on a regression, --update records the figures, then it passes', async () => {
     const path = gatesFile(1.0);

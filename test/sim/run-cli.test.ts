@@ -2,37 +2,15 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src/cli/main.js';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadSimConfig, parseSimConfig, SimConfigError } from '../../src/sim/config.js';
+import { berthInProcess } from '../helpers/cli.js';
 import { diamond } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-sim-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function berth(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stderr += String(chunk);
-    return true;
-  });
-  const log = vi.spyOn(console, 'error').mockImplementation((...parts: unknown[]) => {
-    stderr += parts.join(' ') + '\n';
-  });
-  try {
-    const code = await main(['node', 'berth', ...args]);
-    return { code, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-    log.mockRestore();
-  }
-}
+const berth = berthInProcess;
 
 const workload = join(dir, 'w.json');
 writeFileSync(
