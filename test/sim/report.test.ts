@@ -237,6 +237,19 @@ describe('compareReports', () => {
     expect(lines.find((l) => l.startsWith('hours big'))).toMatch(/0\.31\s+0\.46\s+\+50\.0%$/);
     expect(compareReports(a, b)).toBe(text);
   });
+
+  it('a report written before the cost split and workflows existed compares with "-", not a crash', () => {
+    const a = buildReport(run());
+    const old = JSON.parse(JSON.stringify(a)) as Record<string, Record<string, unknown>>;
+    delete old.cost!.boot;
+    delete old.cost!.work;
+    delete old.instances!.interrupted;
+    delete old.workflows;
+    delete old.rightSizing;
+    const text = compareReports(old as unknown as typeof a, a);
+    expect(text).toMatch(/\nboot cost\s+-\s+0\.0550\n/);
+    expect(text).toMatch(/\nworkflow makespan \/ critical path p50\s+-\s+-\n/);
+  });
 });
 
 describe('report files', () => {
