@@ -53,7 +53,7 @@ export function summary(r: Report): string {
     ...(r.rightSizing === null
       ? []
       : [
-          `right-sizing from recorded usage: cost lower bound ${money(r.rightSizing.lowerBound.asked)} as asked, ${money(r.rightSizing.lowerBound.rightSized)} right-sized (berth usage --report for the table)`,
+          `right-sizing from recorded usage: cost lower bound ${r.rightSizing.lowerBound.asked.toFixed(4)} as asked, ${r.rightSizing.lowerBound.rightSized.toFixed(4)} right-sized (berth usage --report for the table)`,
         ]),
   ].join('\n');
 }
