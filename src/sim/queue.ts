@@ -13,6 +13,7 @@
 // maps (plus the caller's ids); containers() walks only the non-final containers, never the history.
 import type { Rng } from '../model/clock.js';
 import { decideRetry, type ContainerEnd } from '../model/retry.js';
+import { REQUEST_DEFAULTS } from '../model/request.js';
 import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
 import type { DispatchQueue, NodeView } from '../dispatch/ports.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
@@ -440,9 +441,9 @@ export class SimQueue implements DispatchQueue {
         priority: s.priority,
         attempts: req.attempts,
         tempFailures: req.tempFailures,
-        containerCountMax: s.containerCountMax ?? 3,
-        maxTempRetries: s.maxTempRetries ?? 10,
-        retryOnFailure: s.retryOnFailure ?? true,
+        containerCountMax: s.containerCountMax ?? REQUEST_DEFAULTS.containerCountMax,
+        maxTempRetries: s.maxTempRetries ?? REQUEST_DEFAULTS.maxTempRetries,
+        retryOnFailure: s.retryOnFailure ?? REQUEST_DEFAULTS.retryOnFailure,
       },
       this.o.rng,
     );
