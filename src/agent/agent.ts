@@ -11,6 +11,7 @@
 import { hostname } from 'node:os';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { PROCESS_OPTIONS } from '../config/options.js';
 import { createRuntime, detectRuntime, RUNTIME_NAMES, type RuntimeName } from './runtimes/detect.js';
 import { ProcessRuntime } from './runtimes/process.js';
 import type { Runtime } from './runtimes/types.js';
@@ -68,7 +69,8 @@ export class AgentFatalError extends Error {
   }
 }
 
-export const DEFAULT_PING_WAIT_MS = 10_000;
+/** The declared default of --ping-wait (src/config/options.ts). */
+export const DEFAULT_PING_WAIT_MS = PROCESS_OPTIONS.defaultOf('ping_wait');
 
 export class Agent {
   readonly client: AgentClient;

@@ -134,6 +134,17 @@ export interface Layer {
   file?: boolean;
 }
 
+/** An option's default, compiled; an error when it has none (a required key). */
+function defaultValue(o: Option, path: string, ctx: ParseContext): unknown {
+  if (o.default === undefined) throw new ConfigError(path, 'required field is missing');
+  return convert(
+    o.kind,
+    typeof o.default === 'function' ? (o.default as () => unknown)() : o.default,
+    path,
+    ctx,
+  );
+}
+
 /** Where a layer's value for `o` came from (a key no option declares: the layer's file, if any). */
 function sourceOf(layer: Layer, o: Option | undefined): Source | null {
   const s = layer.source;
@@ -205,6 +216,14 @@ export class Section<U extends Option> implements Kind<Infer<U>> {
     return this.compile([{ values: raw }], path, ctx);
   }
 
+  /** One option's default, compiled. */
+  defaultOf<K extends U['key']>(
+    key: K,
+    ctx: ParseContext = { baseDir: process.cwd() },
+  ): ValueOf<Extract<U, { key: K }>> {
+    return defaultValue(this.option(key), key, ctx) as ValueOf<Extract<U, { key: K }>>;
+  }
+
   /** Every option at its default. */
   defaults(ctx: ParseContext = { baseDir: process.cwd() }): Infer<U> {
     return this.compile([], '', ctx);
@@ -232,9 +251,7 @@ export class Section<U extends Option> implements Kind<Infer<U>> {
           out[o.field] = undefined;
           continue;
         }
-        if (o.default === undefined) throw new ConfigError(p, 'required field is missing');
-        const d = typeof o.default === 'function' ? (o.default as () => unknown)() : o.default;
-        out[o.field] = convert(o.kind, d, p, ctx);
+        out[o.field] = defaultValue(o, p, ctx);
         continue;
       }
       try {
