@@ -10,7 +10,7 @@ import { seededRng } from '../model/clock.js';
 import type { VirtualClock } from '../sim/clock.js';
 import { createPool, type Db } from '../store/db.js';
 import { Store } from '../store/store.js';
-import { CONFIG, NODE_LOST_AFTER_MS, SHUTDOWN_RETRY_MS, SYNC_INTERVAL_MS, TYPES } from './world.js';
+import { CONFIG, TIMERS, TYPES } from './world.js';
 
 /** Where a process dies: after the named call (e.g. "driver.create", "queue.lock") next succeeds. */
 export type KillPoint = `${'driver' | 'queue'}.${string}`;
@@ -60,9 +60,7 @@ export class DispatcherProcess {
       clock,
       instanceTypes: TYPES,
       config: CONFIG,
-      nodeLostAfterMs: NODE_LOST_AFTER_MS,
-      syncIntervalMs: SYNC_INTERVAL_MS,
-      shutdownRetryMs: SHUTDOWN_RETRY_MS,
+      ...TIMERS,
       bootData: ({ nodeId, bootstrapSecret }) => JSON.stringify({ nodeId, secret: bootstrapSecret }),
       onEvent: (e) => {
         if (!this.dead) onEvent(e);

@@ -3,7 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { loadConfig, type Config } from '../config/options.js';
+import { configFor } from './flags.js';
 import { ADMIN_TOKEN_FILE, API_URL_FILE } from '../server/files.js';
 import { UsageError } from './errors.js';
 
@@ -103,14 +103,8 @@ function readFile(path: string): string | null {
   return existsSync(path) ? readFileSync(path, 'utf8').trim() || null : null;
 }
 
-/** The config for a command, with global flags (--home, --api-url, --token) applied. */
-export function commandConfig(cmd: Command): Config {
-  const o = cmd.optsWithGlobals() as { home?: string; apiUrl?: string; token?: string };
-  return loadConfig({ home: o.home, api_url: o.apiUrl, token: o.token });
-}
-
 export function clientFor(cmd: Command): Client {
-  const cfg = commandConfig(cmd);
+  const cfg = configFor(cmd);
   const url = cfg.api_url ?? readFile(join(cfg.home, API_URL_FILE));
   if (!url)
     throw new UsageError(

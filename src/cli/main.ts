@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander';
 import { registerPlan } from './commands/plan.js';
 import { registerAgent } from './commands/agent.js';
 import { ConfigError } from '../config/options.js';
+import { withGlobalFlags } from './flags.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerInstances } from './commands/instances.js';
@@ -43,10 +44,8 @@ export function buildProgram(): Command {
     .description('Run batch containers on machines created to fit the queue')
     .version('0.1.0')
     .showHelpAfterError('(run with --help for usage)')
-    .option('--home <dir>', 'Berth state directory (default $BERTH_HOME or ~/.berth)')
-    .option('--api-url <url>', 'API URL (default $BERTH_API_URL, or the local server)')
-    .option('--token <token>', 'API token (default $BERTH_TOKEN, or the local admin token)')
     .exitOverride();
+  withGlobalFlags(program);
   for (const register of REGISTRATIONS) register(program);
   return program;
 }

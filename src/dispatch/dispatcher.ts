@@ -6,6 +6,7 @@ import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
 import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js';
 import { CloudMemory } from './cloud-memory.js';
+import type { DispatcherTimers } from './config.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { DispatchQueue, NodeView } from './ports.js';
 import { plan as realPlan } from './scheduler/plan.js';
@@ -43,7 +44,7 @@ export interface ErrorSubject {
   node?: string;
 }
 
-export interface DispatcherOptions {
+export interface DispatcherOptions extends DispatcherTimers {
   id: string;
   cluster: string;
   tag: string;
@@ -51,21 +52,10 @@ export interface DispatcherOptions {
   driver: Driver;
   clock: Clock;
   instanceTypes: InstanceType[];
-  config: SchedulerConfig;
-  /** A node silent for this long is failed and its work retried elsewhere (DESIGN §3.4). */
-  nodeLostAfterMs: number;
-  /** A dispatcher silent for this long loses its unplaced locks (DESIGN §3.5). */
-  dispatcherLostAfterMs?: number;
-  /** How often to reconcile with the cloud's list. */
-  syncIntervalMs: number;
-  /** How long to wait before retrying a failed destroy. */
-  shutdownRetryMs?: number;
-  capacityTtlMs?: number;
-  quotaTtlMs?: number;
+  /** The scheduler's config, but max_dispatch_attempts: the queue's (the database owns it). */
+  config: Omit<SchedulerConfig, 'maxDispatchAttempts'>;
   /** The boot data handed to a new instance (the agent's API URL, node id and secret). */
   bootData(node: { nodeId: string; bootstrapSecret: string; instanceType: InstanceType }): string;
-  /** Status texts are written at most this often (default 2 s). */
-  statusIntervalMs?: number;
   /** The scheduling policy: the real plan() unless a baseline replaces it (simulator). */
   planner?: (s: Snapshot) => Plan;
   onEvent?: (e: DispatchEvent) => void;
@@ -118,8 +108,8 @@ export class Dispatcher {
   constructor(private readonly o: DispatcherOptions) {
     this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
     this.cloud = new CloudMemory({
-      capacityTtlMs: o.capacityTtlMs ?? 60_000,
-      quotaTtlMs: o.quotaTtlMs ?? 300_000,
+      capacityTtlMs: o.capacityTtlMs,
+      quotaTtlMs: o.quotaTtlMs,
     });
   }
 
@@ -143,7 +133,7 @@ export class Dispatcher {
   private async pass(): Promise<void> {
     const o = this.o;
     const now = o.clock.now();
-    if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs ?? 60_000))) {
+    if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs))) {
       throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
     }
     if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
@@ -155,7 +145,7 @@ export class Dispatcher {
 
     const snapshot: Snapshot = {
       now,
-      config: o.config,
+      config: { ...o.config, maxDispatchAttempts: await o.queue.maxDispatchAttempts() },
       instanceTypes: o.instanceTypes,
       instances: [...this.instances.values()]
         .filter((i) => i.state !== 'gone')
@@ -208,11 +198,10 @@ export class Dispatcher {
         }
         known.interruptionNotice = ci.interruptionNotice;
         // Destroyed, but the cloud still lists it as live after shutdown_retry: destroy again.
-        const retry = o.shutdownRetryMs ?? 30_000;
         if (
           known.state === 'shutdown' &&
           known.destroyAttemptAt !== null &&
-          now.getTime() - known.destroyAttemptAt >= retry
+          now.getTime() - known.destroyAttemptAt >= o.shutdownRetryMs
         ) {
           await this.destroy(known, now);
         }
@@ -451,13 +440,12 @@ export class Dispatcher {
   }
 
   private async retryDestroys(now: Date): Promise<void> {
-    const retry = this.o.shutdownRetryMs ?? 30_000;
     for (const inst of this.instances.values()) {
       if (
         inst.state === 'shutdown' &&
         inst.destroyFailed &&
         inst.destroyAttemptAt !== null &&
-        now.getTime() - inst.destroyAttemptAt >= retry
+        now.getTime() - inst.destroyAttemptAt >= this.o.shutdownRetryMs
       )
         await this.destroy(inst, now);
     }
@@ -483,8 +471,7 @@ export class Dispatcher {
    * queue costs one bounded UPDATE every few seconds, not one per container per pass.
    */
   private async saveStatuses(plan: Plan, now: Date): Promise<void> {
-    const interval = this.o.statusIntervalMs ?? 2_000;
-    if (now.getTime() - this.lastStatusWrite < interval) return;
+    if (now.getTime() - this.lastStatusWrite < this.o.statusIntervalMs) return;
     const changed = new Map<string, string>();
     for (const [id, s] of plan.status) {
       if (this.lastStatus.get(id) !== s) {

@@ -102,6 +102,10 @@ export class PgQueue implements DispatchQueue {
     }));
   }
 
+  maxDispatchAttempts(): Promise<number> {
+    return this.store.settings.maxDispatchAttempts();
+  }
+
   async lock(ids: string[], dispatcherId: string): Promise<string[]> {
     return (await this.store.containers.lock(ids, dispatcherId)).map((l) => l.id);
   }

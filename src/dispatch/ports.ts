@@ -69,6 +69,11 @@ export interface DispatchQueue {
   failNode(nodeId: string, reason: string): Promise<void>;
   /** Asks a node to drain (finish what it runs, start nothing new). */
   drainNode(nodeId: string): Promise<void>;
+  /**
+   * max_dispatch_attempts as the queue enforces it (DESIGN §3.3): the scheduler's copy for a pass, so the
+   * two never disagree.
+   */
+  maxDispatchAttempts(): Promise<number>;
   /** Stores the scheduler's status text of waiting containers (only changed ones are passed). */
   setStatuses(statuses: Map<string, string>): Promise<void>;
 }

@@ -9,7 +9,7 @@ import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { systemClock, type Clock } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
-import type { DispatchConfig } from './config.js';
+import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from './dispatcher.js';
 import { logDispatchEvents } from './log.js';
 import { dispatcherMetrics } from './metrics.js';
@@ -73,12 +73,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     clock,
     instanceTypes: cfg.instanceTypes,
     config: cfg.scheduler,
-    nodeLostAfterMs: cfg.nodeLostAfterMs,
-    dispatcherLostAfterMs: cfg.dispatcherLostAfterMs,
-    syncIntervalMs: cfg.syncIntervalMs,
-    shutdownRetryMs: cfg.shutdownRetryMs,
-    capacityTtlMs: cfg.capacityTtlMs,
-    quotaTtlMs: cfg.quotaTtlMs,
+    ...DISPATCHER_TIMERS.fieldsOf(cfg),
     bootData: ({ nodeId, bootstrapSecret, instanceType }) =>
       JSON.stringify({
         api_url: o.apiUrl,

@@ -42,6 +42,7 @@ export const REQUEST_DEFAULTS = {
   priority: 500,
   containerCountMax: 3,
   maxTempRetries: 10,
+  retryOnFailure: true,
 } as const;
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -168,7 +169,7 @@ export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec 
     priority: int('priority', 0, 1000, REQUEST_DEFAULTS.priority),
     containerCountMax: int('container_count_max', 1, 100, REQUEST_DEFAULTS.containerCountMax),
     maxTempRetries: int('max_temp_retries', 0, 1000, REQUEST_DEFAULTS.maxTempRetries),
-    retryOnFailure: bool('retry_on_failure', true),
+    retryOnFailure: bool('retry_on_failure', REQUEST_DEFAULTS.retryOnFailure),
   };
   if (spec.ram === 0) problems.push({ field: f('ram'), problem: 'expected a size above 0' });
   if (spec.maxRunTimeMs === 0)

@@ -33,7 +33,8 @@ export async function startServer(
   const progress = opts.onProgress ?? (() => {});
   mkdirSync(cfg.home, { recursive: true, mode: 0o711 }); // traversable (the postgres user reaches pgdata), not listable
   const db = await openDatabase(cfg, progress);
-  const store = new Store(db.pool, { options: { maxDispatchAttempts: cfg.max_dispatch_attempts } });
+  const store = new Store(db.pool);
+  await store.settings.setMaxDispatchAttempts(cfg.max_dispatch_attempts);
   let createdAdminToken: string | null = null;
   const tokenFile = join(cfg.home, ADMIN_TOKEN_FILE);
   if ((await store.tokens.count('admin')) === 0) {

@@ -13,6 +13,7 @@
 // maps (plus the caller's ids); containers() walks only the non-final containers, never the history.
 import type { Rng } from '../model/clock.js';
 import { decideRetry, type ContainerEnd } from '../model/retry.js';
+import { REQUEST_DEFAULTS } from '../model/request.js';
 import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
 import type { DispatchQueue, NodeView } from '../dispatch/ports.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
@@ -90,8 +91,8 @@ export interface QueueObserver {
 export interface SimQueueOptions {
   now(): number;
   rng: Rng;
-  /** max_dispatch_attempts (store option, DESIGN §3.3). Default 10. */
-  maxDispatchAttempts?: number;
+  /** max_dispatch_attempts (DESIGN §3.3): the simulator's scheduler section's. */
+  maxDispatchAttempts: number;
   observer?: QueueObserver;
 }
 
@@ -103,11 +104,11 @@ export class SimQueue implements DispatchQueue {
   private readonly nodeTable: SimNodes;
   private readonly leases = new Map<string, { cluster: string; tag: string; at: number }>();
   private readonly outcomeCounts: RequestOutcomes = { success: 0, failed: 0, cancelled: 0, open: 0 };
-  private readonly maxDispatchAttempts: number;
+  private readonly maxAttempts: number;
   private readonly observer: QueueObserver;
 
   constructor(private readonly o: SimQueueOptions) {
-    this.maxDispatchAttempts = o.maxDispatchAttempts ?? 10;
+    this.maxAttempts = o.maxDispatchAttempts;
     this.observer = o.observer ?? {};
     this.nodeTable = new SimNodes(o.now);
   }
@@ -186,17 +187,21 @@ export class SimQueue implements DispatchQueue {
     return got;
   }
 
+  async maxDispatchAttempts(): Promise<number> {
+    return this.maxAttempts;
+  }
+
   async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
     const c = this.get(id);
     this.expect(c, 'Queued');
     if (c.lockedBy !== dispatcherId)
       throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
-    if (c.lockCount >= this.maxDispatchAttempts) {
+    if (c.lockCount >= this.maxAttempts) {
       this.finish(c, {
         state: 'Cancelled',
         exitCode: null,
         failureClass: 'perm',
-        reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxDispatchAttempts}); last: ${reason}`,
+        reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxAttempts}); last: ${reason}`,
       });
       return;
     }
@@ -436,9 +441,9 @@ export class SimQueue implements DispatchQueue {
         priority: s.priority,
         attempts: req.attempts,
         tempFailures: req.tempFailures,
-        containerCountMax: s.containerCountMax ?? 3,
-        maxTempRetries: s.maxTempRetries ?? 10,
-        retryOnFailure: s.retryOnFailure ?? true,
+        containerCountMax: s.containerCountMax ?? REQUEST_DEFAULTS.containerCountMax,
+        maxTempRetries: s.maxTempRetries ?? REQUEST_DEFAULTS.maxTempRetries,
+        retryOnFailure: s.retryOnFailure ?? REQUEST_DEFAULTS.retryOnFailure,
       },
       this.o.rng,
     );

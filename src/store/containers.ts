@@ -8,6 +8,7 @@ import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
 import { addEvent, cancelContainer, finishContainer } from './finish.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
 import { lockKey, lockToken, lockTokenValid } from './secrets.js';
+import { maxDispatchAttempts } from './settings.js';
 
 /** A lock granted to a dispatcher: the per-lock token goes to the agent that will run the container. */
 export interface GrantedLock {
@@ -149,8 +150,8 @@ export class Containers {
   }
 
   /**
-   * Locked → Queued, by the lock holder only; the per-lock token is revoked. A container unlocked for
-   * the max_dispatch_attempts-th time is cancelled perm instead.
+   * Locked → Queued, by the lock holder only; the per-lock token is revoked. A container whose
+   * max_dispatch_attempts-th lock ends here (lock_count >= max) is cancelled perm instead.
    */
   async unlock(id: string, dispatcherId: string, reason: string): Promise<ContainerState> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
@@ -159,7 +160,7 @@ export class Containers {
       if (row.locked_by !== dispatcherId)
         throw new ConflictError(`container ${id} is locked by ${row.locked_by}, not by ${dispatcherId}`);
       const now = this.ctx.clock.now();
-      const max = this.ctx.options.maxDispatchAttempts;
+      const max = await maxDispatchAttempts(tx);
       if (row.lock_count >= max) {
         await cancelContainer(
           this.ctx,

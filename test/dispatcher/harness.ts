@@ -1,6 +1,7 @@
 // A dispatcher on a real PostgreSQL queue and the sim cloud, on a virtual clock, with hand-driven agents:
 // each test says when agents register, ping, start and finish containers.
 import { SimCloud, type SimCloudEvent } from '../../src/cloud/sim/sim-cloud.js';
+import { DISPATCHER_TIMERS } from '../../src/dispatch/config.js';
 import { Dispatcher, type DispatchEvent } from '../../src/dispatch/dispatcher.js';
 import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import type { SchedulerConfig } from '../../src/dispatch/scheduler/types.js';
@@ -78,9 +79,7 @@ export async function harness(
       clock,
       instanceTypes: TYPES,
       config: { ...CONFIG, ...opts.config },
-      nodeLostAfterMs: 60_000,
-      syncIntervalMs: 10_000,
-      shutdownRetryMs: 5_000,
+      ...DISPATCHER_TIMERS.parse({ shutdown_retry: '5s' }),
       bootData: ({ nodeId, bootstrapSecret }) => JSON.stringify({ nodeId, secret: bootstrapSecret }),
       onEvent: (e) => events.push(e),
     });

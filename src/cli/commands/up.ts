@@ -2,37 +2,22 @@
 // dispatcher whose instances are local `berth agent` processes. `--demo` runs a small workload to the end.
 import type { Command } from 'commander';
 import type { Registry } from 'prom-client';
-import { loadConfig } from '../../config/options.js';
+import { configFor, withOptionFlags } from '../flags.js';
 import { loadDispatchConfig } from '../../dispatch/config.js';
 import { processLogger } from '../../log/logger.js';
 import { formatSize } from '../../model/units.js';
 import { untilSignal } from './server.js';
 
-interface UpFlags {
-  listen?: string;
-  config?: string;
-  demo?: boolean;
-  logLevel?: string;
-}
-
 export function registerUp(program: Command): void {
-  program
-    .command('up')
+  withOptionFlags(program.command('up'), 'up')
     .description('run Berth on this machine: database, API server, dispatcher, local instances')
-    .option('--listen <host:port>', 'API address (default 127.0.0.1:8470)')
-    .option('--config <file>', 'dispatch config (JSON; default: instance types sized for this machine)')
     .option('--demo', 'submit a small demo workload, show its progress, and stop when it is done')
-    .option(
-      '--log-level <level>',
-      'log level (default warn: warnings and errors show in the progress output)',
-    )
-    .action(async (opts: UpFlags, cmd: Command) => {
-      const g = cmd.optsWithGlobals() as { home?: string };
-      const cfg = loadConfig({ home: g.home, listen: opts.listen, log_level: opts.logLevel });
+    .action(async (opts: { demo?: boolean }, cmd: Command) => {
+      const cfg = configFor(cmd);
       // The demo wants to show instances going away when idle, so it shortens the idle timeout.
       const dcfg = loadDispatchConfig(
-        opts.config ?? null,
-        opts.demo && !opts.config
+        cfg.dispatch_config,
+        opts.demo && !cfg.dispatch_config
           ? { scheduler: { idle_timeout: '5s' }, boot_delay: '1s', sync_interval: '2s' }
           : {},
       );
