@@ -2,7 +2,8 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config/options.js';
 import { loadDispatchConfig } from '../../dispatch/config.js';
-import { untilSignal } from './server.js';
+import { Shutdown } from '../../server/shutdown.js';
+import { watchStopSignals } from '../stop-signals.js';
 
 export function registerDispatch(program: Command): void {
   program
@@ -23,10 +24,16 @@ export function registerDispatch(program: Command): void {
       const dcfg = loadDispatchConfig(opts.config ?? null);
       const { runDispatchService } = await import('../../dispatch/service.js');
       const say = (line: string) => console.error(`berth dispatch: ${line}`);
-      const service = await runDispatchService(cfg, dcfg, say);
-      const sig = await Promise.race([untilSignal(), service.done.then(() => null)]);
-      if (sig) say(`${sig}: finishing the pass in flight and releasing the lease`);
-      await service.stop();
+      // Its instances are machines of their own (adopted by the next dispatcher): a forced stop just exits.
+      const stop = watchStopSignals({ say, shutdown: new Shutdown(), force: () => {} });
+      try {
+        const service = await runDispatchService(cfg, dcfg, say);
+        const sig = await Promise.race([stop.requested, service.done.then(() => null)]);
+        if (sig) say(`${sig}: finishing the pass in flight and releasing the lease`);
+        await service.stop();
+      } finally {
+        stop.dispose();
+      }
       return undefined;
     });
 }
