@@ -44,6 +44,17 @@ export interface BootData {
   instance_type: string;
 }
 
+/** Whether the API at `url` answers its health check (which also checks its database) within 2 s. */
+async function apiAnswers(url: string): Promise<boolean> {
+  try {
+    const r = await fetch(`${url.replace(/\/$/, '')}/healthz`, { signal: AbortSignal.timeout(2_000) });
+    await r.arrayBuffer();
+    return r.ok;
+  } catch {
+    return false;
+  }
+}
+
 export async function startDispatcher(o: StartDispatcherOptions): Promise<RunningDispatcher> {
   const clock = o.clock ?? systemClock;
   const log = o.log ?? (() => {});
@@ -69,6 +80,9 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     instanceTypes: cfg.instanceTypes,
     config: cfg.scheduler,
     nodeLostAfterMs: cfg.nodeLostAfterMs,
+    // A stall this long could hide a silence that fails a node; well above the gaps of a running loop.
+    maxPassGapMs: Math.max(cfg.nodeLostAfterMs / 2, 3 * cfg.tickIntervalMs),
+    apiHealth: () => apiAnswers(o.apiUrl),
     dispatcherLostAfterMs: cfg.dispatcherLostAfterMs,
     syncIntervalMs: cfg.syncIntervalMs,
     shutdownRetryMs: cfg.shutdownRetryMs,

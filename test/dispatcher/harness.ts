@@ -1,7 +1,7 @@
 // A dispatcher on a real PostgreSQL queue and the sim cloud, on a virtual clock, with hand-driven agents:
 // each test says when agents register, ping, start and finish containers.
 import { SimCloud, type SimCloudEvent } from '../../src/cloud/sim/sim-cloud.js';
-import { Dispatcher, type DispatchEvent } from '../../src/dispatch/dispatcher.js';
+import { Dispatcher, type DispatchEvent, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
 import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import type { SchedulerConfig } from '../../src/dispatch/scheduler/types.js';
 import { seededRng } from '../../src/model/clock.js';
@@ -68,7 +68,8 @@ export async function harness(
   });
   const events: DispatchEvent[] = [];
   const queue = new PgQueue(store, db.url);
-  const make = () =>
+  /** A dispatcher; `extra` replaces options (a fault-injecting queue, a pass gap, an API probe). */
+  const make = (extra: Partial<DispatcherOptions> = {}) =>
     new Dispatcher({
       id: 'c1/t1',
       cluster: 'c1',
@@ -83,6 +84,7 @@ export async function harness(
       shutdownRetryMs: 5_000,
       bootData: ({ nodeId, bootstrapSecret }) => JSON.stringify({ nodeId, secret: bootstrapSecret }),
       onEvent: (e) => events.push(e),
+      ...extra,
     });
   const agents = new Map<string, FakeAgent>();
 
@@ -92,6 +94,7 @@ export async function harness(
     store,
     cloud,
     events,
+    queue,
     make,
     agents,
     /** Submits requests and returns their first containers' ids. */
