@@ -1,12 +1,13 @@
 // How `berth up`, `berth server` and `berth dispatch` react to SIGINT and SIGTERM (docs/OPERATIONS.md
 // "Stopping").
 //
-// The first SIGINT or SIGTERM begins a graceful stop. One request can arrive twice: Ctrl-C under `npx`
-// reaches npm, which forwards it, and Berth itself (both are in the terminal's foreground group), and a
-// supervisor may signal both a process and its group. So a repeat within REPEAT_WINDOW_MS is the same
-// request; a later one (a second Ctrl-C) stops at once: `force` kills what must not outlive the process, and
-// the process exits. A graceful stop still running after the deadline is forced the same way, so the process
-// always ends in bounded time.
+// The first SIGINT or SIGTERM begins a graceful stop. One request can arrive twice: a wrapper in the
+// terminal's foreground group that forwards the Ctrl-C it gets to its child (which gets the terminal's own)
+// delivers it twice, and a supervisor may signal both a process and its group. (npm forwards it to the
+// `sh -c` it runs berth through, which dies of it, so `npx berth up` sees one.) So a repeat within
+// REPEAT_WINDOW_MS is the same request; a later one (a second Ctrl-C) stops at once: `force` kills what must
+// not outlive the process, and the process exits. A graceful stop still running after the deadline is forced
+// the same way, so the process always ends in bounded time.
 import { performance } from 'node:perf_hooks';
 import type { Shutdown } from '../server/shutdown.js';
 
@@ -30,7 +31,14 @@ export function watchStopSignals(o: {
   /** Kills, at once, what must not outlive the process; the process exits when it returns. */
   force: () => Promise<unknown> | void;
   deadlineMs?: number;
+  /** Injected in tests: where signals come from, a monotonic clock (ms), the process's exit. */
+  signals?: Pick<NodeJS.EventEmitter, 'on' | 'off'>;
+  now?: () => number;
+  exit?: (code: number) => void;
 }): StopSignals {
+  const signals = o.signals ?? process;
+  const now = o.now ?? (() => performance.now());
+  const exit = o.exit ?? ((code: number) => process.exit(code));
   let firstAt: number | null = null;
   let forcing = false;
   const timers: NodeJS.Timeout[] = [];
@@ -49,13 +57,13 @@ export function watchStopSignals(o: {
         .catch((err: Error) => o.say(`forced stop: ${err.message}`)),
       limit,
     ]);
-    process.exit(code);
+    exit(code);
   };
 
   const onSignal = (sig: NodeJS.Signals) => {
-    const now = performance.now();
+    const at = now();
     if (firstAt === null) {
-      firstAt = now;
+      firstAt = at;
       o.shutdown.begin();
       resolveRequested(sig);
       const key = sig === 'SIGINT' ? 'Ctrl-C' : sig;
@@ -72,16 +80,16 @@ export function watchStopSignals(o: {
       );
       return;
     }
-    if (now - firstAt < REPEAT_WINDOW_MS) return; // the same request, delivered twice
+    if (at - firstAt < REPEAT_WINDOW_MS) return; // the same request, delivered twice
     void forceStop(`${sig} again`, EXIT_CODE[sig] ?? 1);
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  signals.on('SIGINT', onSignal);
+  signals.on('SIGTERM', onSignal);
   return {
     requested,
     dispose() {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      signals.off('SIGINT', onSignal);
+      signals.off('SIGTERM', onSignal);
       for (const t of timers) clearTimeout(t);
     },
   };

@@ -100,8 +100,8 @@ describe('stopping berth up', () => {
       code: 0,
     },
     {
-      // npm forwards the signal it gets to berth, which gets the terminal's too: one request, delivered twice.
-      // npm's `sh -c` between them dies of the SIGINT, so npm reports 130 (berth itself stops gracefully).
+      // npm forwards the SIGINT to the `sh -c` it runs berth through, which dies of it; npm then reports 130
+      // once berth has stopped (gracefully: its own exit code is not visible through npm).
       name: 'npx berth up, Ctrl-C (npm, its shell and berth all get the SIGINT)',
       via: 'npx',
       send: (up) => process.kill(-up.pgid, 'SIGINT'),
