@@ -30,6 +30,13 @@ function setup(force: () => Promise<unknown> | void = () => {}) {
   return { signals, said, exits, shutdown, forced, stop };
 }
 
+/** A signal, then the same one again once the repeat window has passed (a second Ctrl-C). */
+async function twice(t: ReturnType<typeof setup>, sig: NodeJS.Signals) {
+  t.signals.emit(sig, sig);
+  await vi.advanceTimersByTimeAsync(REPEAT_WINDOW_MS);
+  t.signals.emit(sig, sig);
+}
+
 describe('stop signals', () => {
   it('the first Ctrl-C begins the stop; a repeat within the window is the same one; a later one forces', async () => {
     const t = setup();
@@ -56,9 +63,7 @@ describe('stop signals', () => {
 
   it('a second SIGTERM forces with 143; a graceful stop past the deadline is forced with 1', async () => {
     const a = setup();
-    a.signals.emit('SIGTERM', 'SIGTERM');
-    await vi.advanceTimersByTimeAsync(REPEAT_WINDOW_MS);
-    a.signals.emit('SIGTERM', 'SIGTERM');
+    await twice(a, 'SIGTERM');
     await vi.advanceTimersByTimeAsync(0);
     expect(a.exits).toEqual([143]);
     expect(a.said).toContain('still stopping; SIGTERM again stops at once');
@@ -77,9 +82,7 @@ describe('stop signals', () => {
 
   it('a forced stop that hangs still exits, after 10 s; a failing one exits at once', async () => {
     const hangs = setup(() => new Promise(() => {}));
-    hangs.signals.emit('SIGINT', 'SIGINT');
-    await vi.advanceTimersByTimeAsync(REPEAT_WINDOW_MS);
-    hangs.signals.emit('SIGINT', 'SIGINT');
+    await twice(hangs, 'SIGINT');
     await vi.advanceTimersByTimeAsync(9_999);
     expect(hangs.exits).toEqual([]);
     await vi.advanceTimersByTimeAsync(1);
@@ -87,9 +90,7 @@ describe('stop signals', () => {
     hangs.stop.dispose();
 
     const fails = setup(() => Promise.reject(new Error('no such instance')));
-    fails.signals.emit('SIGINT', 'SIGINT');
-    await vi.advanceTimersByTimeAsync(REPEAT_WINDOW_MS);
-    fails.signals.emit('SIGINT', 'SIGINT');
+    await twice(fails, 'SIGINT');
     await vi.advanceTimersByTimeAsync(0);
     expect(fails.exits).toEqual([130]);
     expect(fails.said).toContain('forced stop: no such instance');
