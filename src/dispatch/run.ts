@@ -47,6 +47,17 @@ export interface BootData {
   instance_type: string;
 }
 
+/** Whether the API at `url` answers its health check (which also checks its database) within 2 s. */
+async function apiAnswers(url: string): Promise<boolean> {
+  try {
+    const r = await fetch(`${url.replace(/\/$/, '')}/healthz`, { signal: AbortSignal.timeout(2_000) });
+    await r.arrayBuffer();
+    return r.ok;
+  } catch {
+    return false;
+  }
+}
+
 export async function startDispatcher(o: StartDispatcherOptions): Promise<RunningDispatcher> {
   const clock = o.clock ?? systemClock;
   const registry = new Registry();
@@ -74,6 +85,9 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     instanceTypes: cfg.instanceTypes,
     config: cfg.scheduler,
     ...DISPATCHER_TIMERS.fieldsOf(cfg),
+    // A stall this long could hide a silence that fails a node; well above the gaps of a running loop.
+    maxPassGapMs: Math.max(cfg.nodeLostAfterMs / 2, 3 * cfg.tickIntervalMs),
+    apiHealth: () => apiAnswers(o.apiUrl),
     bootData: ({ nodeId, bootstrapSecret, instanceType }) =>
       JSON.stringify({
         api_url: o.apiUrl,

@@ -2,7 +2,7 @@
 // each test says when agents register, ping, start and finish containers.
 import { SimCloud, type SimCloudEvent } from '../../src/cloud/sim/sim-cloud.js';
 import { DISPATCHER_TIMERS } from '../../src/dispatch/config.js';
-import { Dispatcher, type DispatchEvent } from '../../src/dispatch/dispatcher.js';
+import { Dispatcher, type DispatchEvent, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
 import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import type { SchedulerConfig } from '../../src/dispatch/scheduler/types.js';
 import { seededRng } from '../../src/model/clock.js';
@@ -69,7 +69,8 @@ export async function harness(
   });
   const events: DispatchEvent[] = [];
   const queue = new PgQueue(store, db.url);
-  const make = () =>
+  /** A dispatcher; `extra` replaces options (a fault-injecting queue, a pass gap, an API probe). */
+  const make = (extra: Partial<DispatcherOptions> = {}) =>
     new Dispatcher({
       id: 'c1/t1',
       cluster: 'c1',
@@ -82,6 +83,7 @@ export async function harness(
       ...DISPATCHER_TIMERS.parse({ shutdown_retry: '5s' }),
       bootData: ({ nodeId, bootstrapSecret }) => JSON.stringify({ nodeId, secret: bootstrapSecret }),
       onEvent: (e) => events.push(e),
+      ...extra,
     });
   const agents = new Map<string, FakeAgent>();
 
@@ -91,6 +93,7 @@ export async function harness(
     store,
     cloud,
     events,
+    queue,
     make,
     agents,
     /** Submits requests and returns their first containers' ids. */
