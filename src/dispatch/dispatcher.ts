@@ -277,7 +277,7 @@ export class Dispatcher {
             await o.queue.unlock(a.container, o.id, a.reason);
             break;
           case 'cancel':
-            await o.queue.cancel(a.container, o.id, a.class, a.reason);
+            await o.queue.cancel(a.container, o.id, a.class, a.reason, { retryable: a.retryable ?? true });
             break;
           case 'kill':
             await o.queue.cancel(a.container, o.id, 'user', 'priority is 0 (withdrawn)');

@@ -2,6 +2,7 @@
 // plus a safety tick), driver decorators, metrics, and a graceful stop.
 import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
+import { bootDataFor } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
@@ -36,14 +37,6 @@ export interface StartDispatcherOptions {
   onEvent?: (e: DispatchEvent) => void;
 }
 
-/** The boot data of an instance: what its agent needs to find the API and prove who it is. */
-export interface BootData {
-  api_url: string;
-  node_id: string;
-  bootstrap_secret: string;
-  instance_type: string;
-}
-
 export async function startDispatcher(o: StartDispatcherOptions): Promise<RunningDispatcher> {
   const clock = o.clock ?? systemClock;
   const log = o.log ?? (() => {});
@@ -74,13 +67,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     shutdownRetryMs: cfg.shutdownRetryMs,
     capacityTtlMs: cfg.capacityTtlMs,
     quotaTtlMs: cfg.quotaTtlMs,
-    bootData: ({ nodeId, bootstrapSecret, instanceType }) =>
-      JSON.stringify({
-        api_url: o.apiUrl,
-        node_id: nodeId,
-        bootstrap_secret: bootstrapSecret,
-        instance_type: instanceType.name,
-      } satisfies BootData),
+    bootData: bootDataFor(o.apiUrl),
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
     onEvent: (e) => {
       metrics.onEvent(e);

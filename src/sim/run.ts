@@ -18,7 +18,7 @@ import { SimCloud } from '../cloud/sim/sim-cloud.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from '../dispatch/dispatcher.js';
 import { seededRng } from '../model/clock.js';
 import type { InstanceType } from '../model/types.js';
-import { SimAgents, encodeBootData } from './agents.js';
+import { SimAgents, simBootData } from './agents.js';
 import { VirtualClock } from './clock.js';
 import type { SimConfig } from './config.js';
 import { makePolicy, type PolicyName } from './policies.js';
@@ -294,7 +294,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     config: policy.config,
     nodeLostAfterMs: cfg.dispatcher.nodeLostAfterMs,
     syncIntervalMs: cfg.dispatcher.syncIntervalMs,
-    bootData: (n) => encodeBootData({ node: n.nodeId, secret: n.bootstrapSecret }),
+    bootData: simBootData,
     planner: policy.planner,
     onEvent,
   });

@@ -79,7 +79,7 @@ describe('container state machine', () => {
     } else {
       const before = await dump(store);
       await expect(attempt(c, to)).rejects.toThrow(
-        /illegal transition|not Queued|stale lock token|not locked|not assigned/,
+        /illegal transition|already finished|not Queued|stale lock token|not locked|not assigned/,
       );
       expect(await dump(store)).toBe(before);
     }
