@@ -47,16 +47,14 @@ export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: F
     return;
   }
   if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-    void reply
-      .status(414)
-      .send(
-        errorBody('uri_too_long', `a path parameter is longer than ${MAX_PARAM_LENGTH} characters`, [
-          {
-            field: 'path',
-            problem: `expected each part of the path to be at most ${MAX_PARAM_LENGTH} characters`,
-          },
-        ]),
-      );
+    void reply.status(414).send(
+      errorBody('uri_too_long', `a path parameter is longer than ${MAX_PARAM_LENGTH} characters`, [
+        {
+          field: 'path',
+          problem: `expected each part of the path to be at most ${MAX_PARAM_LENGTH} characters`,
+        },
+      ]),
+    );
     return;
   }
   handleError(err, req, reply);

@@ -57,7 +57,10 @@ describe('berth server + CLI', () => {
       ram: 4 * 1024 ** 3,
       name: 'hello',
     });
-    expect(berth(['ps'], env).stdout).toMatch(new RegExp(`${id}\\s+hello\\s+Queued\\s+500\\s+2\\s+4GiB`));
+    // the admin token: an OWNER column
+    expect(berth(['ps'], env).stdout).toMatch(
+      new RegExp(`${id}\\s+admin\\s+hello\\s+Queued\\s+500\\s+2\\s+4GiB`),
+    );
 
     const bad = berth(['submit', '--ram', '4 gigs', '--', 'echo'], env);
     expect(bad.code).toBe(2);
