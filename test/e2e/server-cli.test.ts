@@ -4,22 +4,14 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, berth, berthDaemon, readIfExists, until } from '../helpers/cli.js';
+import { assertBuilt, berth, readIfExists, startServer, type berthDaemon } from '../helpers/cli.js';
 
 let home: string;
 let env: NodeJS.ProcessEnv;
 let server: ReturnType<typeof berthDaemon> | null = null;
 
-async function startServer() {
-  rmSync(join(home, 'api-url'), { force: true });
-  server = berthDaemon(['server', '--listen', '127.0.0.1:0'], env);
-  await until(
-    () =>
-      readIfExists(join(home, 'api-url')) ||
-      (server!.child.exitCode !== null && Promise.reject(new Error(server!.output()))),
-    60_000,
-    'the server to listen',
-  );
+async function restartServer() {
+  ({ server } = await startServer(home, env));
 }
 
 beforeAll(() => {
@@ -35,7 +27,7 @@ afterAll(async () => {
 
 describe('berth server + CLI', () => {
   it('starts its embedded PostgreSQL, creates an admin token, and serves the CLI', async () => {
-    await startServer();
+    await restartServer();
     expect(server!.output()).toMatch(/initialising PostgreSQL data/);
     expect(server!.output()).toMatch(/created an admin token/);
     expect(statSync(join(home, 'admin-token')).mode & 0o777).toBe(0o600);
@@ -82,7 +74,7 @@ describe('berth server + CLI', () => {
     expect(await server!.stop('SIGINT')).toBe(0);
     expect(server!.output()).toMatch(/SIGINT: stopping/);
     expect(readIfExists(join(home, 'api-url'))).toBeNull();
-    await startServer();
+    await restartServer();
     expect(server!.output()).not.toMatch(/initialising PostgreSQL data/);
     const all = JSON.parse(berth(['ps', '--all', '--json'], env).stdout);
     expect(all.items).toHaveLength(1);

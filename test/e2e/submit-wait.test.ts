@@ -2,9 +2,8 @@
 // says that the request keeps running and how to follow or cancel it, exits 130, and the request is
 // untouched (issue 10 item 7).
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, berth, berthDaemon, readIfExists, testHome, until } from '../helpers/cli.js';
+import { assertBuilt, berth, berthDaemon, startServer, testHome, until } from '../helpers/cli.js';
 
 let home: string;
 let env: NodeJS.ProcessEnv;
@@ -13,14 +12,7 @@ let server: ReturnType<typeof berthDaemon> | null = null;
 beforeAll(async () => {
   assertBuilt();
   ({ home, env } = testHome('berth-wait-'));
-  server = berthDaemon(['server', '--listen', '127.0.0.1:0'], env);
-  await until(
-    () =>
-      readIfExists(join(home, 'api-url')) ||
-      (server!.child.exitCode !== null && Promise.reject(new Error(server!.output()))),
-    60_000,
-    'the server to listen',
-  );
+  ({ server } = await startServer(home, env));
 });
 
 afterAll(async () => {

@@ -57,7 +57,7 @@ export async function cliWorld() {
 
   /** Runs one attempt of a container to its end, as the dispatcher and an agent would: output, then exit. */
   async function runAttempt(containerId: string, output: string, exitCode: number): Promise<void> {
-    const ok = (r: { statusCode: number; body: string }) => {
+    const ok = <R extends { statusCode: number; body: string }>(r: R): R => {
       if (r.statusCode >= 300) throw new Error(`${r.statusCode} ${r.body}`);
       return r;
     };
