@@ -10,6 +10,7 @@ import type {
   LogChunkBody,
   NodeReportStateSchema,
   PingBodyT,
+  RegisterBodyT,
   UsageSample,
 } from '../api/schemas.js';
 import type { StartOrder } from '../store/containers.js';
@@ -68,10 +69,11 @@ export class AgentClient {
 
   constructor(readonly baseUrl: string) {}
 
+  /** `info`: flat facts about this agent (the schema admits strings, numbers, booleans and lists of them). */
   async register(
     nodeId: string,
     secret: string,
-    info: Record<string, unknown>,
+    info: NonNullable<RegisterBodyT['info']>,
   ): Promise<{ node: { id: string }; token: string }> {
     return this.call('POST', '/v1/nodes/register', { node_id: nodeId, secret, info }, { auth: false });
   }

@@ -297,6 +297,8 @@ export const RegisterBody = Type.Object(
   { additionalProperties: false },
 );
 
+export type RegisterBodyT = Static<typeof RegisterBody>;
+
 export const NodeReportStateSchema = Type.Union([
   Type.Literal('idle'),
   Type.Literal('busy'),
