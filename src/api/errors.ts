@@ -110,8 +110,9 @@ function expectedKey(parent: Record<string, unknown>): string {
  * number or a string) makes ajv report each branch — the union's own description says it all at once.
  */
 function ajvProblems(err: FastifyError): FieldProblem[] {
-  const validation = ((err as { validation?: AjvError[] }).validation ?? []) as AjvError[];
-  const context = (err as { validationContext?: string }).validationContext ?? 'body';
+  // ajv's `verbose` errors carry parentSchema and data, which fastify's type does not list.
+  const validation = (err.validation ?? []) as AjvError[];
+  const context = err.validationContext ?? 'body';
   const unions = validation
     .filter((v) => v.keyword === 'anyOf' || v.keyword === 'oneOf')
     .map((v) => v.instancePath);
@@ -138,7 +139,7 @@ export function handleError(err: unknown, req: FastifyRequest, reply: FastifyRep
   if (err instanceof ForbiddenError) return send(403, errorBody('forbidden', err.message));
   if (err instanceof UnauthorizedError) return send(401, errorBody('unauthorized', err.message));
   const fe = err as FastifyError;
-  if (fe && (fe as { validation?: unknown }).validation) {
+  if (fe?.validation) {
     const details = ajvProblems(fe);
     return send(
       400,
