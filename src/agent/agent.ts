@@ -12,6 +12,7 @@ import { hostname } from 'node:os';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
+import { PROCESS_OPTIONS } from '../config/options.js';
 import { createRuntime, detectRuntime, RUNTIME_NAMES, type RuntimeName } from './runtimes/detect.js';
 import { ProcessRuntime } from './runtimes/process.js';
 import type { Runtime } from './runtimes/types.js';
@@ -69,7 +70,8 @@ export class AgentFatalError extends Error {
   }
 }
 
-export const DEFAULT_PING_WAIT_MS = 10_000;
+/** The declared default of --ping-wait (src/config/options.ts). */
+export const DEFAULT_PING_WAIT_MS = PROCESS_OPTIONS.defaultOf('ping_wait');
 
 export class Agent {
   readonly client: AgentClient;

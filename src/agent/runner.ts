@@ -171,7 +171,7 @@ export class ContainerRunner {
       id: order.id,
       image: order.image,
       command: order.command,
-      env: order.env ?? {},
+      env: { ...(order.env ?? {}), ...(order.secret_env ?? {}) },
       ...(order.cwd ? { cwd: order.cwd } : {}),
       vcpus: order.vcpus,
       ram: order.ram,

@@ -3,6 +3,7 @@
 // gets the same policy; the runtimes only enforce what the kernel can (CPU quota, memory limit).
 import { formatDuration, formatSize } from '../model/units.js';
 import { systemClock, type Clock } from '../model/clock.js';
+import { PROCESS_OPTIONS } from '../config/options.js';
 import type { ExitInfo, RunHandle, Usage } from './runtimes/types.js';
 
 /** Timer functions, injectable so tests can drive them. */
@@ -16,8 +17,8 @@ const realTimers: Timers = {
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
 };
 
-/** Default grace between SIGTERM and SIGKILL (DESIGN §8). */
-export const DEFAULT_KILL_GRACE_MS = 30_000;
+/** Default grace between SIGTERM and SIGKILL (DESIGN §8): the declared default of --kill-grace. */
+export const DEFAULT_KILL_GRACE_MS = PROCESS_OPTIONS.defaultOf('kill_grace');
 
 /** Policy for one container. */
 export interface SupervisorOptions {

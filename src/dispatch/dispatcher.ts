@@ -6,6 +6,8 @@ import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
 import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js';
 import { CloudMemory } from './cloud-memory.js';
+import type { DispatcherTimers } from './config.js';
+import { NodeWatch } from './node-watch.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { DispatchQueue, NodeView } from './ports.js';
 import { plan as realPlan } from './scheduler/plan.js';
@@ -43,7 +45,7 @@ export interface ErrorSubject {
   node?: string;
 }
 
-export interface DispatcherOptions {
+export interface DispatcherOptions extends DispatcherTimers {
   id: string;
   cluster: string;
   tag: string;
@@ -51,21 +53,14 @@ export interface DispatcherOptions {
   driver: Driver;
   clock: Clock;
   instanceTypes: InstanceType[];
-  config: SchedulerConfig;
-  /** A node silent for this long is failed and its work retried elsewhere (DESIGN §3.4). */
-  nodeLostAfterMs: number;
-  /** A dispatcher silent for this long loses its unplaced locks (DESIGN §3.5). */
-  dispatcherLostAfterMs?: number;
-  /** How often to reconcile with the cloud's list. */
-  syncIntervalMs: number;
-  /** How long to wait before retrying a failed destroy. */
-  shutdownRetryMs?: number;
-  capacityTtlMs?: number;
-  quotaTtlMs?: number;
+  /** The scheduler's config, but max_dispatch_attempts: the queue's (the database owns it). */
+  config: Omit<SchedulerConfig, 'maxDispatchAttempts'>;
+  /** Passes further apart than this interrupt the node watch (node-watch.ts); unset in the simulator. */
+  maxPassGapMs?: number;
+  /** Whether the API the agents ping answers (checked every few seconds); unset: not checked. */
+  apiHealth?: () => Promise<boolean>;
   /** The boot data handed to a new instance (the agent's API URL, node id and secret). */
   bootData(node: { nodeId: string; bootstrapSecret: string; instanceType: InstanceType }): string;
-  /** Status texts are written at most this often (default 2 s). */
-  statusIntervalMs?: number;
   /** The scheduling policy: the real plan() unless a baseline replaces it (simulator). */
   planner?: (s: Snapshot) => Plan;
   onEvent?: (e: DispatchEvent) => void;
@@ -106,6 +101,7 @@ export class Dispatcher {
   readonly instances = new Map<string, PoolInstance>();
   private readonly types: Map<string, InstanceType>;
   private readonly cloud: CloudMemory;
+  private readonly watch: NodeWatch;
   private lastSync = -Infinity;
   private synced = false;
   private lastStatus = new Map<string, string>();
@@ -118,9 +114,10 @@ export class Dispatcher {
   constructor(private readonly o: DispatcherOptions) {
     this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
     this.cloud = new CloudMemory({
-      capacityTtlMs: o.capacityTtlMs ?? 60_000,
-      quotaTtlMs: o.quotaTtlMs ?? 300_000,
+      capacityTtlMs: o.capacityTtlMs,
+      quotaTtlMs: o.quotaTtlMs,
     });
+    this.watch = new NodeWatch({ lostAfterMs: o.nodeLostAfterMs, maxPassGapMs: o.maxPassGapMs });
   }
 
   private emit(e: DispatchEvent): void {
@@ -136,18 +133,26 @@ export class Dispatcher {
   /** One pass. Concurrent calls share the pass in flight (callers coalesce events into ticks). */
   tick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    this.running ??= this.pass().finally(() => (this.running = null));
+    this.running ??= this.pass()
+      .catch((err: unknown) => {
+        this.watch.passFailed();
+        throw err;
+      })
+      .finally(() => (this.running = null));
     return this.running;
   }
 
   private async pass(): Promise<void> {
     const o = this.o;
     const now = o.clock.now();
-    if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs ?? 60_000))) {
+    this.watch.passStarted(now.getTime());
+    if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs))) {
       throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
     }
     if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
     if (o.mirror) await this.applyOperatorRequests(now);
+    if (o.apiHealth && this.watch.probeDue(now.getTime()))
+      this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
     const nodes = await o.queue.nodes(o.cluster, o.tag, now);
     const containers = await o.queue.containers(o.id, now);
     await this.observe(nodes, containers, now);
@@ -155,7 +160,7 @@ export class Dispatcher {
 
     const snapshot: Snapshot = {
       now,
-      config: o.config,
+      config: { ...o.config, maxDispatchAttempts: await o.queue.maxDispatchAttempts() },
       instanceTypes: o.instanceTypes,
       instances: [...this.instances.values()]
         .filter((i) => i.state !== 'gone')
@@ -208,11 +213,10 @@ export class Dispatcher {
         }
         known.interruptionNotice = ci.interruptionNotice;
         // Destroyed, but the cloud still lists it as live after shutdown_retry: destroy again.
-        const retry = o.shutdownRetryMs ?? 30_000;
         if (
           known.state === 'shutdown' &&
           known.destroyAttemptAt !== null &&
-          now.getTime() - known.destroyAttemptAt >= retry
+          now.getTime() - known.destroyAttemptAt >= o.shutdownRetryMs
         ) {
           await this.destroy(known, now);
         }
@@ -251,7 +255,7 @@ export class Dispatcher {
         node &&
         node.lastPingAt &&
         node.state !== 'registered' &&
-        now.getTime() - node.lastPingAt.getTime() > this.o.nodeLostAfterMs
+        this.watch.lost(node.lastPingAt.getTime(), now.getTime())
       ) {
         const silent = Math.round((now.getTime() - node.lastPingAt.getTime()) / 1000);
         await this.failNode(
@@ -273,6 +277,13 @@ export class Dispatcher {
       }
       // An adopted instance whose agent never came is judged by its age, like any booting one.
       if (was === 'unknown' && inst.state === 'booting') inst.stateSince = inst.createdAt;
+    }
+    // A node whose instance the cloud no longer lists can never report again: it died while no dispatcher
+    // watched, or the node's failure could not be written when the instance was shut down (database down).
+    if (!this.synced) return;
+    for (const node of nodes) {
+      if (node.state === 'failed' || !node.instanceId || this.instances.has(node.instanceId)) continue;
+      await this.failNode(node.id, node.instanceId, 'its instance is gone', now);
     }
   }
 
@@ -333,7 +344,7 @@ export class Dispatcher {
             this.emit({ kind: 'container-unlocked', at: now, container: a.container, reason: a.reason });
             break;
           case 'cancel':
-            await o.queue.cancel(a.container, o.id, a.class, a.reason);
+            await o.queue.cancel(a.container, o.id, a.class, a.reason, { retryable: a.retryable ?? true });
             this.emit({
               kind: 'container-cancelled',
               at: now,
@@ -428,8 +439,14 @@ export class Dispatcher {
     if (inst.state !== 'shutdown') {
       setState(inst, 'shutdown', now);
       this.emit({ kind: 'instance-shutdown', at: now, instance: inst.id, reason });
-      // Its agent must not report any more; whatever it still held is retried elsewhere.
-      if (inst.nodeId) await this.o.queue.failNode(inst.nodeId, `instance shut down: ${reason}`);
+      // Its agent must not report any more; whatever it still held is retried elsewhere. Destroyed even
+      // when that cannot be written now (the node is then failed once its instance is gone: observe()).
+      if (inst.nodeId)
+        await this.o.queue
+          .failNode(inst.nodeId, `instance shut down: ${reason}`)
+          .catch((err: unknown) =>
+            this.failed('failNode', err, now, { node: inst.nodeId!, instance: inst.id, type: inst.type }),
+          );
     }
     await this.destroy(inst, now);
   }
@@ -451,13 +468,12 @@ export class Dispatcher {
   }
 
   private async retryDestroys(now: Date): Promise<void> {
-    const retry = this.o.shutdownRetryMs ?? 30_000;
     for (const inst of this.instances.values()) {
       if (
         inst.state === 'shutdown' &&
         inst.destroyFailed &&
         inst.destroyAttemptAt !== null &&
-        now.getTime() - inst.destroyAttemptAt >= retry
+        now.getTime() - inst.destroyAttemptAt >= this.o.shutdownRetryMs
       )
         await this.destroy(inst, now);
     }
@@ -483,8 +499,7 @@ export class Dispatcher {
    * queue costs one bounded UPDATE every few seconds, not one per container per pass.
    */
   private async saveStatuses(plan: Plan, now: Date): Promise<void> {
-    const interval = this.o.statusIntervalMs ?? 2_000;
-    if (now.getTime() - this.lastStatusWrite < interval) return;
+    if (now.getTime() - this.lastStatusWrite < this.o.statusIntervalMs) return;
     const changed = new Map<string, string>();
     for (const [id, s] of plan.status) {
       if (this.lastStatus.get(id) !== s) {
@@ -508,15 +523,16 @@ export class Dispatcher {
    */
   async shutdownAll(reason: string): Promise<number> {
     const now = this.o.clock.now();
-    let n = 0;
-    for (const inst of this.instances.values()) {
-      if (inst.state === 'gone') continue;
-      await this.shutdown(inst, reason, now).catch((err: unknown) =>
-        this.failed('shutdown', err, now, { instance: inst.id, type: inst.type }),
-      );
-      n++;
-    }
-    return n;
+    const live = [...this.instances.values()].filter((i) => i.state !== 'gone');
+    // All at once: each destroy waits for its agent's grace, and the stop must end in bounded time.
+    await Promise.all(
+      live.map((inst) =>
+        this.shutdown(inst, reason, now).catch((err: unknown) =>
+          this.failed('shutdown', err, now, { instance: inst.id, type: inst.type }),
+        ),
+      ),
+    );
+    return live.length;
   }
 
   /** Graceful stop (DESIGN §6.3): finish the pass in flight, start nothing new, release the lease. */

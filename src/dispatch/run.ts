@@ -2,6 +2,7 @@
 // plus a safety tick), driver decorators, metrics, and a graceful stop.
 import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
+import { bootDataFor } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
@@ -9,7 +10,7 @@ import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { systemClock, type Clock } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
-import type { DispatchConfig } from './config.js';
+import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from './dispatcher.js';
 import { logDispatchEvents } from './log.js';
 import { dispatcherMetrics } from './metrics.js';
@@ -39,12 +40,15 @@ export interface StartDispatcherOptions {
   onEvent?: (e: DispatchEvent) => void;
 }
 
-/** The boot data of an instance: what its agent needs to find the API and prove who it is. */
-export interface BootData {
-  api_url: string;
-  node_id: string;
-  bootstrap_secret: string;
-  instance_type: string;
+/** Whether the API at `url` answers its health check (which also checks its database) within 2 s. */
+async function apiAnswers(url: string): Promise<boolean> {
+  try {
+    const r = await fetch(`${url.replace(/\/$/, '')}/healthz`, { signal: AbortSignal.timeout(2_000) });
+    await r.arrayBuffer();
+    return r.ok;
+  } catch {
+    return false;
+  }
 }
 
 export async function startDispatcher(o: StartDispatcherOptions): Promise<RunningDispatcher> {
@@ -73,19 +77,11 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     clock,
     instanceTypes: cfg.instanceTypes,
     config: cfg.scheduler,
-    nodeLostAfterMs: cfg.nodeLostAfterMs,
-    dispatcherLostAfterMs: cfg.dispatcherLostAfterMs,
-    syncIntervalMs: cfg.syncIntervalMs,
-    shutdownRetryMs: cfg.shutdownRetryMs,
-    capacityTtlMs: cfg.capacityTtlMs,
-    quotaTtlMs: cfg.quotaTtlMs,
-    bootData: ({ nodeId, bootstrapSecret, instanceType }) =>
-      JSON.stringify({
-        api_url: o.apiUrl,
-        node_id: nodeId,
-        bootstrap_secret: bootstrapSecret,
-        instance_type: instanceType.name,
-      } satisfies BootData),
+    ...DISPATCHER_TIMERS.fieldsOf(cfg),
+    // A stall this long could hide a silence that fails a node; well above the gaps of a running loop.
+    maxPassGapMs: Math.max(cfg.nodeLostAfterMs / 2, 3 * cfg.tickIntervalMs),
+    apiHealth: () => apiAnswers(o.apiUrl),
+    bootData: bootDataFor(o.apiUrl),
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
     onEvent: (e) => {
       metrics.onEvent(e);

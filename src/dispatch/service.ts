@@ -47,7 +47,7 @@ export async function runDispatchService(
     );
   const pool = createPool(url, 10);
   await migrate(pool);
-  const store = new Store(pool, { options: { maxDispatchAttempts: dcfg.scheduler.maxDispatchAttempts } });
+  const store = new Store(pool);
   const notifier = new Notifier(url);
   await notifier.start();
   const driver = await openDriver(dcfg, cfg.home);

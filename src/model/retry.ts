@@ -11,6 +11,12 @@ export interface ContainerEnd {
   exitCode: number | null;
   failureClass: FailureClass | null;
   reason: string | null;
+  /**
+   * false when no retry can succeed (the scheduler found no instance type that can ever fit it; the image
+   * does not exist): the request ends at once instead of spending its attempts. A fact carried as data,
+   * like a cloud error's `retryable`.
+   */
+  retryable: boolean;
 }
 
 /** The request's retry budget and policy. */
@@ -67,6 +73,15 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
       tempFailures: req.tempFailures,
     };
   }
+  if (end.state === 'Cancelled' && !end.retryable) {
+    return {
+      kind: 'final',
+      outcome: 'failed',
+      reason: `${end.reason ?? 'unknown'} (not retryable)`,
+      attempts: req.attempts + 1,
+      tempFailures: req.tempFailures,
+    };
+  }
   if (end.state === 'Cancelled' && end.failureClass === 'temp') {
     const temp = req.tempFailures + 1;
     if (temp > req.maxTempRetries) {
@@ -88,7 +103,8 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
   }
   // A non-zero exit or a permanent failure: counts against container_count_max.
   const attempts = req.attempts + 1;
-  const what = end.state === 'Complete' ? `exit code ${end.exitCode}` : `failed: ${end.reason ?? 'unknown'}`;
+  // The outcome ("failed") is said by whoever shows the reason: the reason itself does not repeat it.
+  const what = end.state === 'Complete' ? `exit code ${end.exitCode}` : (end.reason ?? 'permanent failure');
   if (!req.retryOnFailure || attempts >= req.containerCountMax) {
     const why = req.retryOnFailure
       ? `after ${attempts} of ${req.containerCountMax} attempts`

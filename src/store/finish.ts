@@ -15,6 +15,8 @@ export interface EndOfContainer {
   usage?: Usage | null;
   failureClass?: FailureClass | null;
   reason?: string | null;
+  /** false: no retry can succeed, so the request ends now (see decideRetry). Default true. */
+  retryable?: boolean;
 }
 
 /** Appends an event to a container's event log. */
@@ -43,6 +45,7 @@ export async function cancelContainer(
   containerId: string,
   failureClass: FailureClass,
   reason: string,
+  opts: { retryable?: boolean } = {},
 ): Promise<{ retryId: string | null }> {
   const u = await tx.query(
     `UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id`,
@@ -50,7 +53,12 @@ export async function cancelContainer(
   );
   const nodeId = u.rows[0]?.node_id as string | null | undefined;
   if (nodeId) onCommit(tx, () => ctx.wake.send('berth_node', nodeId));
-  return finishContainer(ctx, tx, containerId, { state: 'Cancelled', failureClass, reason });
+  return finishContainer(ctx, tx, containerId, {
+    state: 'Cancelled',
+    failureClass,
+    reason,
+    retryable: opts.retryable,
+  });
 }
 
 /**
@@ -83,8 +91,11 @@ export async function finishContainer(
   const what =
     end.state === 'Complete'
       ? `completed with exit code ${end.exitCode}${end.oomKilled ? ' (OOM-killed)' : ''}`
-      : `cancelled (${end.failureClass}): ${end.reason ?? ''}`;
-  await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, { state: end.state });
+      : `cancelled (${end.failureClass}${end.retryable === false ? ', not retryable' : ''}): ${end.reason ?? ''}`;
+  await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, {
+    state: end.state,
+    ...(end.retryable === false ? { retryable: false } : {}),
+  });
 
   // Capacity was freed (and a retry may be queued): wake the dispatcher (sent after commit; a rolled-back
   // transaction costs at most a needless pass).
@@ -97,6 +108,7 @@ export async function finishContainer(
     exitCode: end.exitCode ?? null,
     failureClass: end.failureClass ?? null,
     reason: end.reason ?? null,
+    retryable: end.retryable ?? true,
   };
   const d = decideRetry(
     endInfo,

@@ -140,6 +140,6 @@ describe('agent lifecycle', () => {
     const node = await h.node();
     const a = h.spawnAgent(node, ['--kill-grace', 'soon']);
     expect(await a.exited).toBe(2);
-    expect(a.output()).toMatch(/--kill-grace: expected a duration/);
+    expect(a.output()).toMatch(/kill_grace \(from --kill-grace\): expected a duration/);
   });
 });

@@ -141,6 +141,9 @@ describe('GET /v1/usage', () => {
       ['/v1/usage?by=colour', 'by'],
       ['/v1/usage?since=yesterday', 'since'],
       ['/v1/usage?limit=3', 'limit'],
+      ['/v1/usage?owner=a%00b', 'owner'],
+      ['/v1/usage?since=2026-01-01T00:00:00Z%00', 'since'],
+      ['/v1/usage?since=2026-13-01T00:00:00Z', 'since'],
     ];
     for (const [url, field] of cases) {
       const res = await t.call(t.tokens.admin, { method: 'GET', url });

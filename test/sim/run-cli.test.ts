@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadSimConfig, parseSimConfig, SimConfigError } from '../../src/sim/config.js';
+import { ConfigError } from '../../src/config/declare.js';
+import { loadSimConfig, parseSimConfig } from '../../src/sim/config.js';
 import { berthInProcess } from '../helpers/cli.js';
 import { diamond } from './helpers.js';
 
@@ -157,7 +158,7 @@ describe('parseSimConfig', () => {
     try {
       parseSimConfig(v);
     } catch (err) {
-      expect(err).toBeInstanceOf(SimConfigError);
+      expect(err).toBeInstanceOf(ConfigError);
       return (err as Error).message;
     }
     throw new Error('expected an error');
@@ -221,7 +222,7 @@ describe('parseSimConfig', () => {
   });
 
   it('names the key of every error', () => {
-    expect(error({ colour: 1 })).toMatch(/^colour: unknown key/);
+    expect(error({ colour: 1 })).toMatch(/^colour: unknown field/);
     expect(error({ scheduler: { idle_timeout: 'soon' } })).toMatch(
       /^scheduler\.idle_timeout: expected a duration/,
     );
@@ -238,16 +239,18 @@ describe('parseSimConfig', () => {
       /^catalog: instance_types\[0\]\.price/,
     );
     expect(error({ agent: { ping_interval: 0 } })).toMatch(/^agent\.ping_interval/);
-    expect(error({ dispatcher: { sync: '1m' } })).toMatch(/^dispatcher\.sync: unknown key/);
+    expect(error({ dispatcher: { sync: '1m' } })).toMatch(/^dispatcher\.sync: unknown field/);
     expect(error({ faults: { spot: { by_type: { 'compute-2': 1 } } } })).toBe(
       'faults.spot.by_type.compute-2: not a preemptible type of the catalog (the keys are provider types of spot types)',
     );
     expect(error({ faults: { spot: { by_type: { 'compute-2-spot': -1 } } } })).toBe(
-      'faults.spot.by_type.compute-2-spot: expected a rate per hour >= 0 such as 0.05, got -1',
+      'faults.spot.by_type.compute-2-spot: expected a number >= 0 (per hour, such as 0.05), got -1',
     );
-    expect(error({ billing: { increment: 0 } })).toBe('billing.increment: expected a duration above 0');
+    expect(error({ billing: { increment: 0 } })).toBe(
+      'billing.increment: expected a duration above 0, got 0',
+    );
     expect(error({ billing: { minimum: '1 minute' } })).toMatch(/^billing\.minimum: expected a duration/);
-    expect(error({ billing: { period: '1h' } })).toMatch(/^billing\.period: unknown key/);
+    expect(error({ billing: { period: '1h' } })).toMatch(/^billing\.period: unknown field/);
   });
 
   it('billing: EC2 by default; the increment follows the scheduler billing_period unless given', () => {

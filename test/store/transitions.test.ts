@@ -91,7 +91,7 @@ const SPEC: [ContainerState, ContainerState, Expected][] = [
   ['Complete', 'Queued', illegal('Complete', 'Queued')],
   ['Complete', 'Locked', notQueued],
   ['Complete', 'Running', illegal('Complete', 'Running')],
-  ['Complete', 'Cancelled', illegal('Complete', 'Cancelled')],
+  ['Complete', 'Cancelled', [ConflictError, /has already finished \(Complete\)$/]],
   ['Cancelled', 'Queued', illegal('Cancelled', 'Queued')],
   ['Cancelled', 'Locked', notQueued],
   ['Cancelled', 'Running', notAssigned],

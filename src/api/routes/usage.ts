@@ -1,27 +1,26 @@
 // Right-sizing over the API (GET /v1/usage, `berth usage`): per request name (or owner), what completed
 // containers asked for, what they used, and what src/model/rightsize.ts suggests. A user sees their own
 // containers, an admin everyone's (or one owner's).
-import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import { ValidationError } from '../../model/request.js';
 import { rightSize } from '../../model/rightsize.js';
 import { parseTime, UnitError } from '../../model/units.js';
 import { ownerScope, who } from '../auth.js';
 import { HttpError } from '../errors.js';
-import type { ApiDeps } from '../server.js';
+import { UsageQuery } from '../schemas.js';
+import type { Api, ApiDeps } from '../server.js';
 
-const UsageQuery = Type.Object(
-  {
-    by: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('owner')])),
-    owner: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
-    since: Type.Optional(
-      Type.String({ maxLength: 64, description: 'RFC 3339 time: containers finished since' }),
-    ),
-  },
-  { additionalProperties: false },
-);
+/** The `since` parameter: the schema checks its length and characters, the model its time. */
+function sinceOf(text: string | undefined): Date | null {
+  if (text === undefined) return null;
+  try {
+    return parseTime(text);
+  } catch (err) {
+    if (err instanceof UnitError) throw new ValidationError([{ field: 'since', problem: err.message }]);
+    throw err;
+  }
+}
 
-export function usageRoutes(app: FastifyInstance, { store }: ApiDeps): void {
+export function usageRoutes(app: Api, { store }: ApiDeps): void {
   app.get(
     '/v1/usage',
     {
@@ -33,19 +32,11 @@ export function usageRoutes(app: FastifyInstance, { store }: ApiDeps): void {
       config: { scopes: ['user', 'admin'] },
     },
     async (req) => {
-      const q = req.query as { by?: 'name' | 'owner'; owner?: string; since?: string };
+      const q = req.query;
       const mine = ownerScope(who(req));
       if (mine !== null && q.owner !== undefined && q.owner !== mine)
         throw new HttpError(403, 'forbidden', `owner: a user token may only see its own usage (${mine})`);
-      let since: Date | null = null;
-      if (q.since !== undefined) {
-        try {
-          since = parseTime(q.since);
-        } catch (err) {
-          if (err instanceof UnitError) throw new ValidationError([{ field: 'since', problem: err.message }]);
-          throw err;
-        }
-      }
+      const since = sinceOf(q.since);
       const by = q.by ?? 'name';
       const groups = await store.usage.aggregate({ by, owner: mine ?? q.owner ?? null, since });
       return { by, since, items: groups.map(rightSize) };

@@ -12,7 +12,7 @@ import {
   type GateFigures,
 } from '../../sim/gates.js';
 import { WorkloadError } from '../../sim/workload/types.js';
-import { SimConfigError } from '../../sim/config.js';
+import { ConfigError } from '../../config/declare.js';
 import { UsageError } from '../errors.js';
 import { table } from '../format.js';
 import { setExitCode } from '../main.js';
@@ -41,7 +41,7 @@ export async function gatesCommand(opts: GatesOpts, cmd: Command): Promise<void>
     try {
       figures = (await measureGate(g, dir)).figures;
     } catch (err) {
-      if (err instanceof WorkloadError || err instanceof SimConfigError)
+      if (err instanceof WorkloadError || err instanceof ConfigError)
         throw new UsageError(`gate ${g.name}: ${err.message}`);
       throw err;
     }
