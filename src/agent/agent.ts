@@ -8,11 +8,18 @@
 //   journal.json             containers this agent is responsible for (see journal.ts)
 //   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
 //   containers/<id>/system.log  the agent's own lines for the container's log
-import { hostname } from 'node:os';
-import { mkdir, readFile } from 'node:fs/promises';
+import { homedir, hostname } from 'node:os';
+import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createRuntime, detectRuntime, RUNTIME_NAMES, type RuntimeName } from './runtimes/detect.js';
-import { ProcessRuntime } from './runtimes/process.js';
+import {
+  createRuntime,
+  detectRuntime,
+  NoImageRuntime,
+  RUNTIME_NAMES,
+  type RuntimeName,
+  type RuntimeOptions,
+} from './runtimes/detect.js';
+import type { NetworkSetting, SandboxSetting } from './runtimes/sandbox.js';
 import type { Runtime } from './runtimes/types.js';
 import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
 import {
@@ -50,11 +57,26 @@ export interface AgentOptions {
   shipper?: Partial<ShipperOptions>;
   /** Where the agent's own log lines go (default stderr). */
   log?: (line: string) => void;
+  /** How image-less containers are isolated (default `bwrap`; `none` is unsafe: see docs/SECURITY.md). */
+  processSandbox?: SandboxSetting;
+  /** The containers' network on every runtime (default `none`: loopback only). */
+  containerNetwork?: NetworkSetting;
   /**
    * Whether to send usage samples with the ping (default true). An API without the `usage` ping field
    * answers 400 once; the agent then stops sending them.
    */
   sendUsage?: boolean;
+}
+
+/** What this node can run, sent at registration (stored in the node's info). */
+export interface RuntimeInfo {
+  /** The runtime for containers with an image, or null when none works here. */
+  image: string | null;
+  /** The process runtime's sandbox, or null when image-less containers are refused here. */
+  process: SandboxSetting | null;
+  network: NetworkSetting;
+  passed_over?: string;
+  process_unusable?: string;
 }
 
 /** The agent cannot go on: registration refused, node declared failed, token revoked. */
@@ -101,9 +123,13 @@ export class Agent {
   /** Registers (or reuses the saved token), re-attaches, then pings until stop() or a fatal error. */
   async run(): Promise<void> {
     const { opts } = this;
-    await mkdir(join(opts.workDir, 'containers'), { recursive: true });
+    // The agent's own state (node token, journal, containers' run files) is for root's eyes only.
+    for (const dir of [opts.workDir, join(opts.workDir, 'containers')]) {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      await chmod(dir, 0o700);
+    }
     const runtimes = await this.chooseRuntimes();
-    await this.authenticate(runtimes.name);
+    await this.authenticate(runtimes.info);
     this.journal = await Journal.load(join(opts.workDir, 'journal.json'));
     const ctx: RunnerContext = {
       client: this.client,
@@ -124,14 +150,28 @@ export class Agent {
     }
   }
 
-  private async chooseRuntimes(): Promise<{ name: string; choice: RuntimeChoice }> {
-    const setting = this.opts.runtime ?? 'auto';
-    const processRt = new ProcessRuntime();
+  private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {
+    const { opts } = this;
+    const setting = opts.runtime ?? 'auto';
+    const runtimeOpts: RuntimeOptions = {
+      network: opts.containerNetwork,
+      process: {
+        sandbox: opts.processSandbox,
+        // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
+        hide: [
+          opts.workDir,
+          join(homedir(), '.berth'),
+          ...[process.env.BERTH_HOME, process.env.BERTH_CONFIG].filter((p): p is string => !!p),
+        ],
+      },
+    };
+    const processRt = createRuntime('process', runtimeOpts);
     let main: Runtime;
+    const skipped: string[] = [];
     if (setting === 'auto') {
-      const d = await detectRuntime();
+      const d = await detectRuntime(RUNTIME_NAMES, runtimeOpts);
       main = d.runtime;
-      const skipped = Object.entries(d.skipped).map(([n, why]) => `${n}: ${why}`);
+      for (const [n, why] of Object.entries(d.skipped)) skipped.push(`${n}: ${why}`);
       this.runtimeNote = skipped.join('; ');
       this.log(`runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`);
     } else {
@@ -140,22 +180,38 @@ export class Agent {
           `--runtime: expected auto or one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(setting)}`,
           2,
         );
-      main = setting === 'process' ? processRt : createRuntime(setting);
+      main = setting === 'process' ? processRt : createRuntime(setting, runtimeOpts);
       const why = await main.available();
       if (why) throw new AgentFatalError(`--runtime ${setting}: not usable here: ${why}`, 2);
       this.log(`runtime ${main.name}`);
     }
+    const processWhy = await processRt.available();
+    if (processWhy) this.log(`image-less containers will be refused: ${processWhy}`);
+    else if (opts.processSandbox === 'none')
+      this.log('WARNING: process sandbox "none": image-less containers run as unisolated host processes');
+    // With no image runtime, an image request is refused at once (perm), naming what is missing.
+    const imageRt =
+      main.name === processRt.name
+        ? new NoImageRuntime(skipped.length ? skipped.join('; ') : `the agent runs with --runtime ${setting}`)
+        : main;
+    const info: RuntimeInfo = {
+      image: imageRt instanceof NoImageRuntime ? null : imageRt.name,
+      process: processWhy ? null : (opts.processSandbox ?? 'bwrap'),
+      ...(skipped.length ? { passed_over: skipped.join('; ') } : {}),
+      ...(processWhy ? { process_unusable: processWhy } : {}),
+      network: opts.containerNetwork ?? 'none',
+    };
     const all = new Map<string, Runtime>([
       [processRt.name, processRt],
       [main.name, main],
     ]);
     return {
-      name: main.name,
+      info,
       choice: {
-        pick: (image) => (image === null || image === '' ? processRt : main),
+        pick: (image) => (image === null || image === '' ? processRt : imageRt),
         byName: (name) => {
           if (!all.has(name) && (RUNTIME_NAMES as readonly string[]).includes(name))
-            all.set(name, createRuntime(name as RuntimeName));
+            all.set(name, createRuntime(name as RuntimeName, runtimeOpts));
           return all.get(name);
         },
       },
@@ -163,7 +219,7 @@ export class Agent {
   }
 
   /** Uses the saved node token, or registers with the bootstrap secret and saves the token. */
-  private async authenticate(runtime: string): Promise<void> {
+  private async authenticate(runtimes: RuntimeInfo): Promise<void> {
     const { opts } = this;
     const saved = await readCredentials(opts.workDir, opts.nodeId);
     if (saved) {
@@ -187,7 +243,14 @@ export class Agent {
     }
     if (!secret)
       throw new AgentFatalError(`--bootstrap-secret-file: ${opts.bootstrapSecretFile} is empty`, 2);
-    const info = { hostname: hostname(), pid: process.pid, runtime, version: '0.1.0' };
+    // `runtime` names what runs images ('process' when nothing does); `runtimes` says what the node can run.
+    const info = {
+      hostname: hostname(),
+      pid: process.pid,
+      runtime: runtimes.image ?? 'process',
+      runtimes,
+      version: '0.1.0',
+    };
     try {
       const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
         signal: this.stopper.signal,

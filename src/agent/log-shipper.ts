@@ -56,7 +56,7 @@ export class LogShipper {
 
   /** Appends an agent line to the container's log ('system' stream). */
   async system(line: string): Promise<void> {
-    await appendFile(this.files.system, `berth: ${line}\n`);
+    await appendFile(this.files.system, `berth: ${line}\n`, { mode: 0o600 });
     this.wake.abort();
   }
 

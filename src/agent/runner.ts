@@ -119,7 +119,7 @@ export class ContainerRunner {
   private async runNew(order: StartOrder): Promise<void> {
     const { ctx } = this;
     const runDir = join(this.dir(), 'run');
-    await mkdir(runDir, { recursive: true });
+    await mkdir(runDir, { recursive: true, mode: 0o700 });
     const runtime = ctx.runtimes.pick(order.image);
     const entry: JournalEntry = {
       id: order.id,

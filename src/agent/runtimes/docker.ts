@@ -15,6 +15,7 @@ import {
 } from './engine-handle.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, tarballKey } from './image.js';
+import type { NetworkSetting } from './sandbox.js';
 import { clearRunFiles } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
@@ -23,6 +24,8 @@ export interface DockerOptions {
   socketPath?: string;
   /** Pull images that are not present locally (default true; false where no registry is reachable). */
   pull?: boolean;
+  /** The containers' network: `none` (default: loopback only) or `host`. */
+  network?: NetworkSetting;
 }
 
 /** The parts of GET /containers/{id}/json Berth reads. */
@@ -81,7 +84,7 @@ export class DockerRuntime implements Runtime {
             MemorySwap: spec.ram,
             NanoCpus: Math.round(spec.vcpus * 1e9),
             CgroupParent: `/${cgroup.path}`,
-            NetworkMode: 'host',
+            NetworkMode: this.opts.network ?? 'none',
           },
         },
       });

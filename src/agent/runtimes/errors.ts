@@ -25,3 +25,9 @@ export class RuntimeTransientError extends Error {
     super(`${runtime}: ${detail}`, options);
   }
 }
+
+/** The node cannot run images at all (no docker, podman or runc usable): cancel `perm`. */
+export class NoImageRuntimeError extends Error {
+  readonly failureClass = 'perm' as const;
+  override name = 'NoImageRuntimeError';
+}

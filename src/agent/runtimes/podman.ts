@@ -24,6 +24,7 @@ import {
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, tarballKey } from './image.js';
 import { isAlive, processRef } from './procfs.js';
+import type { NetworkSetting } from './sandbox.js';
 import { clearRunFiles } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
@@ -36,6 +37,8 @@ export interface PodmanOptions {
   pull?: boolean;
   /** Extra `podman run` arguments (default: the ulimits this kind of machine needs). */
   runArgs?: string[];
+  /** The containers' network: `none` (default: loopback only) or `host`. */
+  network?: NetworkSetting;
 }
 
 const DEFAULT_RUN_ARGS = ['--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
@@ -70,7 +73,8 @@ export class PodmanRuntime implements Runtime {
     const cgroup = CgroupV1.forContainer(spec.id);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     const args = ['run', '--detach', '--name', name, '--label', `berth.container=${spec.id}`];
-    args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon', '--network', 'host');
+    args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon');
+    args.push('--network', this.opts.network ?? 'none');
     args.push('--log-driver', 'k8s-file', '--log-opt', `path=${join(spec.workDir, 'container.log')}`);
     args.push(...(this.opts.runArgs ?? DEFAULT_RUN_ARGS));
     if (spec.cwd) args.push('--workdir', spec.cwd);

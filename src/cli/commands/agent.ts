@@ -2,6 +2,7 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { parseDuration } from '../../model/units.js';
+import { NETWORK_SETTINGS, SANDBOX_SETTINGS } from '../../agent/runtimes/sandbox.js';
 import { UsageError } from '../errors.js';
 
 interface AgentFlags {
@@ -12,6 +13,15 @@ interface AgentFlags {
   runtime: string;
   killGrace: string;
   pingWait: string;
+  processSandbox: string;
+  containerNetwork: string;
+}
+
+/** A flag whose value must be one of `allowed`. */
+function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(value))
+    throw new UsageError(`${flag}: expected ${allowed.join(' or ')}, got ${JSON.stringify(value)}`);
+  return value as T;
 }
 
 function duration(flag: string, value: string, maxMs = Infinity): number {
@@ -38,6 +48,17 @@ export function registerAgent(program: Command): void {
     .option('--runtime <name>', 'auto, docker, podman, runc or process', 'auto')
     .option('--kill-grace <duration>', 'time between SIGTERM and SIGKILL when a container is stopped', '30s')
     .option('--ping-wait <duration>', 'how long one ping waits for work (long poll; at most 60s)', '10s')
+    .option(
+      '--process-sandbox <kind>',
+      'isolation of image-less containers: bwrap (bubblewrap: own namespaces and uid, read-only system) or ' +
+        "none (UNSAFE: a plain host process that can read Berth's tokens) ($BERTH_PROCESS_SANDBOX)",
+      process.env.BERTH_PROCESS_SANDBOX || 'bwrap',
+    )
+    .option(
+      '--container-network <kind>',
+      "containers' network on every runtime: none (loopback only) or host ($BERTH_CONTAINER_NETWORK)",
+      process.env.BERTH_CONTAINER_NETWORK || 'none',
+    )
     .action(async (opts: AgentFlags, cmd: Command) => {
       const g = cmd.optsWithGlobals() as AgentFlags;
       const apiUrl = g.apiUrl ?? process.env.BERTH_API_URL;
@@ -52,6 +73,8 @@ export function registerAgent(program: Command): void {
       if (!opts.workDir) throw new UsageError('--work-dir is required');
       const killGraceMs = duration('--kill-grace', opts.killGrace);
       const pingWaitMs = duration('--ping-wait', opts.pingWait, 60_000);
+      const processSandbox = oneOf('--process-sandbox', opts.processSandbox, SANDBOX_SETTINGS);
+      const containerNetwork = oneOf('--container-network', opts.containerNetwork, NETWORK_SETTINGS);
       // Loaded on use: other commands do not need the runtimes.
       const { Agent, AgentFatalError } = await import('../../agent/agent.js');
       const agent = new Agent({
@@ -62,6 +85,8 @@ export function registerAgent(program: Command): void {
         runtime: opts.runtime as never,
         killGraceMs,
         pingWaitMs,
+        processSandbox,
+        containerNetwork,
       });
       const onSignal = (sig: NodeJS.Signals) => {
         process.stderr.write(`berth agent: ${sig}: stopping (containers keep running for the next agent)\n`);
