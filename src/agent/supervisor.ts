@@ -2,19 +2,10 @@
 // SIGTERM then SIGKILL after kill_grace, and samples usage. It works on any RunHandle, so every runtime
 // gets the same policy; the runtimes only enforce what the kernel can (CPU quota, memory limit).
 import { formatDuration, formatSize } from '../model/units.js';
-import { systemClock, type Clock } from '../model/clock.js';
+import { longTimers, nodeTimers, systemClock, type Clock, type Timers } from '../model/clock.js';
 import type { ExitInfo, RunHandle, Usage } from './runtimes/types.js';
 
-/** Timer functions, injectable so tests can drive them. */
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-};
+export type { Timers };
 
 /** Default grace between SIGTERM and SIGKILL (DESIGN §8). */
 export const DEFAULT_KILL_GRACE_MS = 30_000;
@@ -54,7 +45,8 @@ export class Supervisor {
     readonly handle: RunHandle,
     private readonly opts: SupervisorOptions = {},
   ) {
-    this.timers = opts.timers ?? realTimers;
+    // Long timers: max_run_time and the kill grace come from users and operators, and may exceed 24.8 days.
+    this.timers = longTimers(opts.timers ?? nodeTimers);
     this.grace = opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
     const clock = opts.clock ?? systemClock;
     if (opts.maxRunTimeMs != null) {

@@ -2,6 +2,7 @@
 // /healthz, /metrics and /openapi.json.
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { systemTimers } from '../model/clock.js';
 import type { Notifier, Waiter } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { FailureThrottle, installAuth } from './auth.js';
@@ -45,12 +46,10 @@ export interface ApiOptions {
 }
 
 function pollingWaiter(): Waiter {
-  let t: NodeJS.Timeout | null = null;
+  let t: unknown = null;
   return {
-    next: (ms) => new Promise((r) => (t = setTimeout(r, ms))),
-    close: () => {
-      if (t) clearTimeout(t);
-    },
+    next: (ms) => new Promise((r) => (t = systemTimers.setTimeout(r, ms))),
+    close: () => systemTimers.clearTimeout(t),
   };
 }
 
