@@ -4,6 +4,7 @@
 // from the journal entry instead (resume), re-attaches to the container and carries on where it stopped.
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { oomWarning } from '../model/exit.js';
 import { Supervisor } from './supervisor.js';
 import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage } from './runtimes/types.js';
 import {
@@ -278,7 +279,10 @@ export class ContainerRunner {
   /** Ships the rest of the log and reports the exit. */
   private async finish(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
     const { ctx } = this;
-    if (info.oomKilled) await shipper.system('the container was killed: out of memory (its ram limit)');
+    if (info.oomKilled)
+      await shipper.system(
+        oomWarning(info.exitCode, true) ?? 'the container was killed: out of memory (its ram limit)',
+      );
     await shipper.finish();
     if (ctx.stop.aborted) return;
     const body: CompleteBody = {

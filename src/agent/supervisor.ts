@@ -90,11 +90,17 @@ export class Supervisor {
     if (this.finished || this.reason) return; // the first reason wins; the kill is already under way
     this.reason = reason;
     this.opts.onEvent?.(`${reason}: sending SIGTERM, SIGKILL in ${formatDuration(this.grace)}`);
-    this.killTimer = this.timers.setTimeout(
-      () => void this.handle.signal('SIGKILL').catch(() => {}),
-      this.grace,
-    );
-    await this.handle.signal('SIGTERM');
+    try {
+      await this.handle.signal('SIGTERM');
+    } finally {
+      // The grace counts from the TERM delivered (finding a container's processes takes time on a busy
+      // machine), and is not armed for a container that ended meanwhile.
+      if (!this.finished)
+        this.killTimer = this.timers.setTimeout(
+          () => void this.handle.signal('SIGKILL').catch(() => {}),
+          this.grace,
+        );
+    }
   }
 
   private scheduleSample(): void {

@@ -97,9 +97,16 @@ async function descendantStats(pid: number): Promise<PidStat[]> {
   return out;
 }
 
-/** Pids of the live children of `pid`. */
-export async function childrenOf(pid: number): Promise<number[]> {
-  return (await allStats()).filter((s) => s.ppid === pid).map((s) => s.pid);
+/** The parent of each of `pids` that is still alive (gone ones are left out). */
+export async function parentsOf(pids: number[]): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  await Promise.all(
+    pids.map(async (pid) => {
+      const s = await stat(pid);
+      if (s && s.state !== 'Z') out.set(pid, s.ppid);
+    }),
+  );
+  return out;
 }
 
 function sum(stats: Stat[]): { cpuSeconds: number; ramBytes: number } {

@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { diskUsage } from './du.js';
 import type { CgroupV1 } from './cgroup.js';
 import {
-  childrenOf,
   descendants,
   descendantsUsage,
   isAlive,
+  parentsOf,
   processGroupMembers,
   processGroupUsage,
   processRef,
@@ -241,7 +241,7 @@ export class ShimHandle implements RunHandle {
     const skip = new Set([shim]);
     // A TERM to the sandbox's own processes would end the sandbox (and the command with SIGKILL) at once.
     if (this.state.sandboxed && sig !== 'SIGKILL')
-      for (const helper of await sandboxHelpers(shim)) skip.add(helper);
+      for (const helper of sandboxHelpers(shim, await parentsOf(pids))) skip.add(helper);
     for (const pid of pids) if (!skip.has(pid)) killQuietly(pid, sig);
   }
 
@@ -280,10 +280,13 @@ export class ShimHandle implements RunHandle {
   }
 }
 
-/** The sandbox's own processes: bwrap (the shim's child) and the namespace's init (bwrap's child). */
-async function sandboxHelpers(shim: number): Promise<number[]> {
-  const outer = await childrenOf(shim);
-  const inner = (await Promise.all(outer.map((p) => childrenOf(p)))).flat();
+/**
+ * The sandbox's own processes among the container's: bwrap (the shim's child) and the namespace's init
+ * (bwrap's child), told apart by parentage, which a process inside cannot change.
+ */
+function sandboxHelpers(shim: number, parents: Map<number, number>): number[] {
+  const outer = [...parents].filter(([, ppid]) => ppid === shim).map(([pid]) => pid);
+  const inner = [...parents].filter(([, ppid]) => outer.includes(ppid)).map(([pid]) => pid);
   return [...outer, ...inner];
 }
 

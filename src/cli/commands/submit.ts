@@ -1,6 +1,7 @@
 // `berth submit [options] -- CMD ARGS...`: submit a container request; --wait streams its logs and exits
 // with its exit code.
 import type { Command } from 'commander';
+import { oomWarning } from '../../model/exit.js';
 import type { RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
@@ -89,10 +90,10 @@ export async function waitForRequest(client: Client, id: string): Promise<number
     oom_killed: boolean | null;
     runtime_status: string | null;
   }>('GET', `/v1/containers/${req.container_id}`);
-  if (req.outcome !== 'success')
-    console.error(
-      `berth: ${id}: ${req.outcome}: ${req.final_reason ?? ''}${c.oom_killed ? ' (OOM-killed)' : ''}`,
-    );
+  // The final reason words the exit (OOM included: model/exit.ts); a success with an OOM kill warns.
+  if (req.outcome !== 'success') console.error(`berth: ${id}: ${req.outcome}: ${req.final_reason ?? ''}`);
+  const warning = oomWarning(c.exit_code, c.oom_killed);
+  if (req.outcome === 'success' && warning) console.error(`berth: ${id}: ${warning}`);
   if (c.exit_code !== null) return c.exit_code;
   return req.outcome === 'success' ? 0 : 1;
 }

@@ -1,5 +1,6 @@
 // `berth why ID`: why a container (or a request's current container) waits, in the scheduler's words.
 import type { Command } from 'commander';
+import { describeExit } from '../../model/exit.js';
 import type { ContainerRecord } from '../../store/records.js';
 import { clientFor } from '../client.js';
 import { containerOf } from './logs.js';
@@ -40,7 +41,7 @@ export function registerWhy(program: Command): void {
           );
           break;
         case 'Complete':
-          console.log(`${c.id}: Complete, exit code ${c.exit_code}${c.oom_killed ? ' (OOM-killed)' : ''}`);
+          console.log(`${c.id}: Complete, ${describeExit(c.exit_code, c.oom_killed)}`);
           break;
         case 'Cancelled':
           console.log(`${c.id}: Cancelled (${c.failure_class}): ${c.runtime_status ?? ''}`);
