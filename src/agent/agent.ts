@@ -36,6 +36,7 @@ import {
 } from './client.js';
 import { readCredentials, writeCredentials } from './credentials.js';
 import { Journal } from './journal.js';
+import { DEFAULT_LOG_LIMIT } from './log-limit.js';
 import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
 import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
 
@@ -61,6 +62,8 @@ export interface AgentOptions {
   processSandbox?: SandboxSetting;
   /** The containers' network on every runtime (default `none`: loopback only). */
   containerNetwork?: NetworkSetting;
+  /** Bytes of stdout and stderr stored per container (default 64MiB; 0 = no limit): log-limit.ts. */
+  logLimitBytes?: number;
   /**
    * Whether to send usage samples with the ping (default true). An API without the `usage` ping field
    * answers 400 once; the agent then stops sending them.
@@ -138,7 +141,11 @@ export class Agent {
       containersDir: join(opts.workDir, 'containers'),
       killGraceMs: opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
       sampleIntervalMs: opts.sampleIntervalMs ?? 5000,
-      shipper: { ...DEFAULT_SHIPPER_OPTIONS, ...opts.shipper },
+      shipper: {
+        ...DEFAULT_SHIPPER_OPTIONS,
+        ...(opts.logLimitBytes !== undefined ? { limitBytes: opts.logLimitBytes } : {}),
+        ...opts.shipper,
+      },
       stop: this.stopper.signal,
       log: this.log,
     };
@@ -155,6 +162,7 @@ export class Agent {
     const setting = opts.runtime ?? 'auto';
     const runtimeOpts: RuntimeOptions = {
       network: opts.containerNetwork,
+      logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
       process: {
         sandbox: opts.processSandbox,
         // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).

@@ -7,6 +7,8 @@ import type { ExitInfo, RunHandle, Usage } from './runtimes/types.js';
 
 export type { Timers };
 
+const MiB = 1024 * 1024;
+
 /** Default grace between SIGTERM and SIGKILL (DESIGN §8). */
 export const DEFAULT_KILL_GRACE_MS = 30_000;
 
@@ -116,8 +118,14 @@ export class Supervisor {
       this.lastUsage = u;
       this.opts.onSample?.(u);
       const limit = this.opts.scratchBytes ?? 0;
-      if (limit > 0 && u.scratchBytes > limit)
-        await this.stop(`killed: scratch ${formatSize(u.scratchBytes)} > limit ${formatSize(limit)}`);
+      // Output not yet shipped sits on the instance's disk too, and counts (issue 10 item 4).
+      const output = u.outputBytes ?? 0;
+      const used = u.scratchBytes + output;
+      if (limit > 0 && used > limit)
+        await this.stop(
+          `killed: scratch ${formatSize(used)} > limit ${formatSize(limit)}` +
+            (output >= MiB ? ` (of which ${formatSize(output)} output not yet shipped)` : ''),
+        );
     } catch (err) {
       this.opts.onEvent?.(`usage sample failed: ${(err as Error).message}`);
     }

@@ -21,6 +21,8 @@ export interface RuntimeOptions {
   imageCache?: string;
   /** Every runtime: the containers' network, `none` (own namespace, loopback only; default) or `host`. */
   network?: NetworkSetting;
+  /** docker, podman: the cap on the engine's own copy of a container's log (the agent's log limit). */
+  logLimitBytes?: number;
   /** process: the sandbox and what it must hide (its `network` is the one above). */
   process?: Omit<ProcessRuntimeOptions, 'network'>;
 }
@@ -28,9 +30,9 @@ export interface RuntimeOptions {
 export function createRuntime(name: RuntimeName, opts: RuntimeOptions = {}): Runtime {
   switch (name) {
     case 'docker':
-      return new DockerRuntime({ pull: opts.pull, network: opts.network });
+      return new DockerRuntime({ pull: opts.pull, network: opts.network, logLimitBytes: opts.logLimitBytes });
     case 'podman':
-      return new PodmanRuntime({ pull: opts.pull, network: opts.network });
+      return new PodmanRuntime({ pull: opts.pull, network: opts.network, logLimitBytes: opts.logLimitBytes });
     case 'runc':
       return new RuncRuntime(undefined, opts.imageCache, undefined, opts.network);
     case 'process':

@@ -26,7 +26,19 @@ export interface DockerOptions {
   pull?: boolean;
   /** The containers' network: `none` (default: loopback only) or `host`. */
   network?: NetworkSetting;
+  /**
+   * The agent's log limit: docker's own copy of a container's log is capped (two files of 4 times this),
+   * so a container that prints without end cannot fill the daemon's disk. 0 = uncapped.
+   */
+  logLimitBytes?: number;
 }
+
+/**
+ * docker's json-file log rotates at this many times the log limit. Generously: docker 20.10's readers lose
+ * what a rotation moved (a follower started late reads only the current file), so rotation is kept for
+ * containers that print far past the limit, where only a tail is kept anyway.
+ */
+const DOCKER_LOG_FILE_LIMITS = 4;
 
 /** The parts of GET /containers/{id}/json Berth reads. */
 interface Inspect {
@@ -42,7 +54,10 @@ export class DockerRuntime implements Runtime {
 
   constructor(private readonly opts: DockerOptions = {}) {
     this.api = new DockerApi(opts.socketPath);
-    this.engine = new DockerEngine(this.api);
+    this.engine = new DockerEngine(
+      this.api,
+      opts.logLimitBytes ? 2 * DOCKER_LOG_FILE_LIMITS * opts.logLimitBytes : undefined,
+    );
   }
 
   async available(): Promise<string | null> {
@@ -85,6 +100,17 @@ export class DockerRuntime implements Runtime {
             NanoCpus: Math.round(spec.vcpus * 1e9),
             CgroupParent: `/${cgroup.path}`,
             NetworkMode: this.opts.network ?? 'none',
+            ...(this.opts.logLimitBytes
+              ? {
+                  LogConfig: {
+                    Type: 'json-file',
+                    Config: {
+                      'max-size': String(DOCKER_LOG_FILE_LIMITS * this.opts.logLimitBytes),
+                      'max-file': '2',
+                    },
+                  },
+                }
+              : {}),
           },
         },
       });
@@ -221,7 +247,11 @@ function notFoundOk(err: unknown): void {
 class DockerEngine implements ContainerEngine {
   readonly name = 'docker';
   readonly reportsOom = true;
-  constructor(private readonly api: DockerApi) {}
+  constructor(
+    private readonly api: DockerApi,
+    /** Both json-file logs together (HostConfig.LogConfig). */
+    readonly logCapBytes?: number,
+  ) {}
 
   async wait(container: string): Promise<void> {
     await this.api

@@ -22,6 +22,7 @@ import {
   type EngineState,
 } from './engine-handle.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
+import { punchHole } from './du.js';
 import { classifyImage, tarballKey } from './image.js';
 import { isAlive, processRef } from './procfs.js';
 import type { NetworkSetting } from './sandbox.js';
@@ -39,7 +40,15 @@ export interface PodmanOptions {
   runArgs?: string[];
   /** The containers' network: `none` (default: loopback only) or `host`. */
   network?: NetworkSetting;
+  /**
+   * The agent's log limit. conmon's own log (container.log, in the work dir) is not capped (conmon would
+   * truncate it under the reader): the copier gives back the disk of what it has copied instead.
+   */
+  logLimitBytes?: number;
 }
+
+/** conmon's log gives back the disk of copied bytes in steps of this much. */
+const COPIED_PUNCH_STEP = 8 * 1024 * 1024;
 
 const DEFAULT_RUN_ARGS = ['--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
 
@@ -213,9 +222,13 @@ class PodmanEngine implements ContainerEngine {
     const fd = await open(path!, 'r');
     try {
       let offset = 0;
+      let punched = 0; // Infinity once the file system refused a punch
       let rest: Buffer = Buffer.alloc(0);
       for (;;) {
         const ended = !follow || (stopped && !(conmon && (await isAlive(conmon))));
+        // What is copied is no longer needed in conmon's log: give its disk back (the copy is the record).
+        if (follow && offset - punched >= COPIED_PUNCH_STEP)
+          punched = await punchHole(path!, punched, offset).catch(() => Infinity);
         const buf = Buffer.allocUnsafe(256 * 1024);
         const { bytesRead } = await fd.read(buf, 0, buf.length, offset);
         offset += bytesRead;

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { diskUsage } from './du.js';
+import { diskUsage, outputDiskUsage } from './du.js';
 import type { CgroupV1 } from './cgroup.js';
 import {
   descendants,
@@ -247,6 +247,7 @@ export class ShimHandle implements RunHandle {
 
   async usage(): Promise<Usage> {
     const scratchBytes = await diskUsage(this.hooks.scratchDir);
+    const outputBytes = await outputDiskUsage(this.workDir);
     if (this.hooks.cgroup) {
       const stats = this.done ? null : await this.hooks.cgroup.stats();
       return {
@@ -254,6 +255,7 @@ export class ShimHandle implements RunHandle {
         ramBytes: stats?.ramBytes ?? 0,
         peakRamBytes: stats?.peakRamBytes ?? 0,
         scratchBytes,
+        outputBytes,
       };
     }
     // Without a cgroup: what the container's live processes use now; the peak is the highest sample.
@@ -270,6 +272,7 @@ export class ShimHandle implements RunHandle {
       ramBytes: now.ramBytes,
       peakRamBytes: this.sampled.peakRamBytes,
       scratchBytes,
+      outputBytes,
     };
   }
 

@@ -1,7 +1,7 @@
 // `berth agent`: the process on an instance that runs the containers assigned to its node (DESIGN §5).
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { parseDuration } from '../../model/units.js';
+import { parseDuration, parseSize } from '../../model/units.js';
 import { NETWORK_SETTINGS, SANDBOX_SETTINGS } from '../../agent/runtimes/sandbox.js';
 import { UsageError } from '../errors.js';
 
@@ -15,6 +15,7 @@ interface AgentFlags {
   pingWait: string;
   processSandbox: string;
   containerNetwork: string;
+  logLimit: string;
 }
 
 /** A flag whose value must be one of `allowed`. */
@@ -55,6 +56,12 @@ export function registerAgent(program: Command): void {
       process.env.BERTH_PROCESS_SANDBOX || 'bwrap',
     )
     .option(
+      '--log-limit <size>',
+      'stdout+stderr stored per container: the first half, then the last quarter of each stream; 0 = no limit ' +
+        '($BERTH_LOG_LIMIT)',
+      process.env.BERTH_LOG_LIMIT || '64MiB',
+    )
+    .option(
       '--container-network <kind>',
       "containers' network on every runtime: none (loopback only) or host ($BERTH_CONTAINER_NETWORK)",
       process.env.BERTH_CONTAINER_NETWORK || 'none',
@@ -75,6 +82,16 @@ export function registerAgent(program: Command): void {
       const pingWaitMs = duration('--ping-wait', opts.pingWait, 60_000);
       const processSandbox = oneOf('--process-sandbox', opts.processSandbox, SANDBOX_SETTINGS);
       const containerNetwork = oneOf('--container-network', opts.containerNetwork, NETWORK_SETTINGS);
+      let logLimitBytes: number;
+      try {
+        logLimitBytes = parseSize(opts.logLimit);
+      } catch (err) {
+        throw new UsageError(`--log-limit: ${(err as Error).message}`);
+      }
+      if (logLimitBytes !== 0 && logLimitBytes < 64 * 1024)
+        throw new UsageError(
+          `--log-limit: expected 0 (no limit) or at least 64KiB, got ${JSON.stringify(opts.logLimit)}`,
+        );
       // Loaded on use: other commands do not need the runtimes.
       const { Agent, AgentFatalError } = await import('../../agent/agent.js');
       const agent = new Agent({
@@ -87,6 +104,7 @@ export function registerAgent(program: Command): void {
         pingWaitMs,
         processSandbox,
         containerNetwork,
+        logLimitBytes,
       });
       const onSignal = (sig: NodeJS.Signals) => {
         process.stderr.write(`berth agent: ${sig}: stopping (containers keep running for the next agent)\n`);
