@@ -42,7 +42,7 @@ export interface ShipperOptions {
 }
 
 export const DEFAULT_SHIPPER_OPTIONS: ShipperOptions = {
-  maxBatchBytes: 512 * 1024,
+  maxBatchBytes: 2 * 1024 * 1024,
   maxChunkBytes: 64 * 1024,
   delayMs: 200,
   limitBytes: DEFAULT_LOG_LIMIT,
