@@ -176,12 +176,19 @@ describe('agent (in-process, process runtime)', () => {
     expect(await h.text(id, 'system')).toMatch(/killed: max_run_time 1s exceeded: sending SIGTERM/);
   });
 
-  it('an image the runtime cannot run is cancelled perm with the reason', async () => {
+  it('an image on a node with no image runtime is cancelled perm, saying so', async () => {
     const id = await run({ command: ['true'], image: 'no-such-image:latest' });
     const c = await h.waitState(id, ['Complete', 'Cancelled']);
     expect(c.state).toBe('Cancelled');
     expect(c.failure_class).toBe('perm');
-    expect(c.runtime_status).toMatch(/image/);
+    expect(c.runtime_status).toBe(
+      'image runtime could not start it: image "no-such-image:latest": this node has no runtime for images (docker, podman or runc): the agent runs with --runtime process',
+    );
+    // The node said what it can run when it registered.
+    expect((await h.store.nodes.get(node.id)).info).toMatchObject({
+      runtime: 'process',
+      runtimes: { image: null, process: 'bwrap', network: 'none' },
+    });
   });
 
   it('tiny chunks never split a UTF-8 character: multibyte text arrives intact', async () => {

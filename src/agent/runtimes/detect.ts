@@ -73,7 +73,7 @@ export function runtimeFor(image: string | null, detected: Runtime, processRunti
  * each image runtime was passed over, so an image request fails at once instead of being retried here.
  */
 export class NoImageRuntime implements Runtime {
-  readonly name = 'none';
+  readonly name = 'image';
   constructor(private readonly why: string) {}
   async available(): Promise<string | null> {
     return `no image runtime${this.why ? ` (${this.why})` : ''}`;

@@ -31,3 +31,24 @@ export class NoImageRuntimeError extends Error {
   readonly failureClass = 'perm' as const;
   override name = 'NoImageRuntimeError';
 }
+
+/**
+ * The registry could not be reached (or failed) while pulling an image: worth another try. A pull that
+ * keeps failing this way ends as ImagePullError (pull.ts).
+ */
+export class RegistryUnavailableError extends Error {
+  readonly failureClass = 'temp' as const;
+  override name = 'RegistryUnavailableError';
+  constructor(
+    readonly image: string,
+    detail: string,
+  ) {
+    super(`image ${JSON.stringify(image)}: ${detail}`);
+  }
+}
+
+/** A pull failed every bounded attempt (registry unreachable): cancel `perm`, not retried for minutes. */
+export class ImagePullError extends Error {
+  readonly failureClass = 'perm' as const;
+  override name = 'ImagePullError';
+}

@@ -21,9 +21,10 @@ import {
   type ContainerEngine,
   type EngineState,
 } from './engine-handle.js';
-import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
+import { ImageNotFoundError, RegistryUnavailableError, RuntimeTransientError } from './errors.js';
 import { punchHole } from './du.js';
 import { classifyImage, tarballKey } from './image.js';
+import { REGISTRY_NOT_FOUND, pullBounded, type PullPolicy } from './pull.js';
 import { isAlive, processRef } from './procfs.js';
 import type { NetworkSetting } from './sandbox.js';
 import { clearRunFiles } from './shim.js';
@@ -36,6 +37,8 @@ export interface PodmanOptions {
   podman?: string;
   /** Pull images that are not present locally (default true). */
   pull?: boolean;
+  /** How an unreachable registry is retried (default: 2 podman pulls, which retry 3 times each). */
+  pullPolicy?: PullPolicy;
   /** Extra `podman run` arguments (default: the ulimits this kind of machine needs). */
   runArgs?: string[];
   /** The containers' network: `none` (default: loopback only) or `host`. */
@@ -126,14 +129,22 @@ export class PodmanRuntime implements Runtime {
     if (await this.imageExists(ref.name)) return ref.name;
     if (this.opts.pull === false)
       throw new ImageNotFoundError(ref.name, 'not present on this machine (pulling is disabled)');
-    try {
-      await exec(this.podman, ['pull', '--quiet', ref.name], { timeout: 600_000 });
-    } catch (err) {
-      const msg = firstLine(err);
-      throw /not found|does not exist|manifest unknown|denied|unauthorized/i.test(msg)
-        ? new ImageNotFoundError(ref.name, msg)
-        : new RuntimeTransientError(this.name, `pull ${ref.name}: ${msg}`, { cause: err });
-    }
+    // podman's CLI exits 125 for every pull failure: only its message tells a missing image (or a name
+    // that resolves to no registry) from a registry it could not reach (which podman itself retries 3 times).
+    await pullBounded(
+      ref.name,
+      async () => {
+        try {
+          await exec(this.podman, ['pull', '--quiet', ref.name], { timeout: 600_000 });
+        } catch (err) {
+          const msg = lastErrorLine(err);
+          throw REGISTRY_NOT_FOUND.test(msg)
+            ? new ImageNotFoundError(ref.name, msg)
+            : new RegistryUnavailableError(ref.name, `podman pull: ${msg}`);
+        }
+      },
+      this.opts.pullPolicy ?? { delaysMs: [1000] },
+    );
     return ref.name;
   }
 
@@ -143,6 +154,8 @@ export class PodmanRuntime implements Runtime {
       return true;
     } catch (err) {
       if ((err as { code?: number }).code === 1) return false;
+      const msg = lastErrorLine(err);
+      if (REGISTRY_NOT_FOUND.test(msg)) throw new ImageNotFoundError(name, `not a valid image name: ${msg}`);
       throw new RuntimeTransientError(this.name, `podman image exists failed: ${firstLine(err)}`, {
         cause: err,
       });
@@ -264,6 +277,13 @@ export function parseK8sLine(line: string): { stream: 'stdout' | 'stderr'; data:
   const tag = c < 0 ? line.slice(b + 1) : line.slice(b + 1, c);
   const content = c < 0 ? '' : line.slice(c + 1);
   return { stream, data: tag === 'P' ? content : `${content}\n` };
+}
+
+/** The last "Error: ..." line of a failed podman command (its warnings come first), or its first line. */
+function lastErrorLine(err: unknown): string {
+  const text = ((err as { stderr?: string }).stderr ?? '').trim();
+  const errors = text.split('\n').filter((l) => l.startsWith('Error: '));
+  return errors.length ? errors[errors.length - 1]!.slice('Error: '.length) : firstLine(err);
 }
 
 function firstLine(err: unknown): string {
