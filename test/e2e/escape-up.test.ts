@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { afterAll, beforeAll, describe, expect, onTestFinished } from 'vitest';
 import { createRuntime } from '../../src/agent/runtimes/detect.js';
 import { probeSandbox } from '../../src/agent/runtimes/sandbox.js';
 import { freePort } from '../../src/store/embedded.js';
@@ -112,6 +112,8 @@ describe('the escape on berth up, run as a user (issue 10 done-when)', () => {
       );
 
       const marker = `berth-pwned-${randomBytes(6).toString('hex')}`;
+      const targets = [home, '/tmp', '/etc', '/usr', '/'].map((d) => join(d, marker));
+      onTestFinished(() => targets.forEach((f) => rmSync(f, { force: true }))); // even when it leaked
       const r = berth(
         ['submit', '--wait', ...image, '--cpus', '0.25', '--ram', '128MiB', '--', 'sh', '-c', attack(marker)],
         mallory,
@@ -120,9 +122,7 @@ describe('the escape on berth up, run as a user (issue 10 done-when)', () => {
       expect(out).toContain('== attack done'); // it ran to the end: the checks below mean something
       const leaks = { ...berthSecrets(), "alice's environment": victimEnv, "alice's output": victimOut };
       for (const [what, value] of Object.entries(leaks)) expect(out, `leaked ${what}`).not.toContain(value);
-      const written = [home, '/tmp', '/etc', '/usr', '/'].map((d) => join(d, marker)).filter(existsSync);
-      for (const f of written) rmSync(f, { force: true });
-      expect(written, 'files written on the host').toEqual([]);
+      expect(targets.filter(existsSync), 'files written on the host').toEqual([]);
 
       expect(berth(['cancel', victim], alice).code).toBe(0);
     });
