@@ -7,6 +7,17 @@ import { loadDispatchConfig } from '../../dispatch/config.js';
 import { formatSize } from '../../model/units.js';
 import { untilSignal } from './server.js';
 
+/** What `berth up`'s agents will do with containers that have no image, when it is not the safe default. */
+async function processSandboxNote(): Promise<string | null> {
+  if (process.env.BERTH_PROCESS_SANDBOX === 'none')
+    return "WARNING: BERTH_PROCESS_SANDBOX=none: containers without an image run unsandboxed and can read Berth's tokens";
+  const { probeSandbox } = await import('../../agent/runtimes/sandbox.js');
+  const tools = await probeSandbox();
+  return typeof tools === 'string'
+    ? `containers without an image will be refused: ${tools} (or set BERTH_PROCESS_SANDBOX=none where every user is trusted: unsafe)`
+    : null;
+}
+
 export function registerUp(program: Command): void {
   program
     .command('up')
@@ -58,6 +69,8 @@ export function registerUp(program: Command): void {
         throw err;
       }
       say(`Berth is up: API ${server.url}, metrics ${server.url}/metrics`);
+      const sandbox = await processSandboxNote();
+      if (sandbox) say(sandbox);
       say(
         `instance types: ${dcfg.instanceTypes.map((t) => `${t.name} (${t.vcpus} CPUs, ${formatSize(t.ram)})`).join(', ')}`,
       );
