@@ -126,20 +126,26 @@ export class Containers {
     if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
     const row = r.rows[0] as Row;
     const key = await this.lockKey();
-    return lockTokenValid(key, id, row.lock_generation, token) || this.inCancelGrace(row, key, token);
+    return lockTokenValid(key, id, row.lock_generation, token) || (await this.inCancelGrace(row, key, token));
   }
 
-  /** Whether token is the one a cancelled container ran under and its cancel grace is still open. */
-  private inCancelGrace(row: Row, key: Buffer, token: string): boolean {
-    return (
+  /**
+   * Whether token is the one a cancelled container ran under and its cancel grace is still open: not on a
+   * node declared failed, whose containers were cancelled because it was lost (its agent is exactly the
+   * stale writer DESIGN §3.2 refuses).
+   */
+  private async inCancelGrace(row: Row, key: Buffer, token: string): Promise<boolean> {
+    const open =
       row.state === 'Cancelled' &&
       row.started_at !== null &&
       row.exit_code === null &&
       row.finished_at !== null &&
       this.ctx.clock.now().getTime() - new Date(row.finished_at).getTime() <= CANCEL_GRACE_MS &&
       // cancelContainer moved the generation on by one: the running token is of the one before.
-      lockTokenValid(key, row.id, row.lock_generation - 1, token)
-    );
+      lockTokenValid(key, row.id, row.lock_generation - 1, token);
+    if (!open || row.node_id === null) return false;
+    const node = await this.ctx.pool.query(`SELECT state FROM nodes WHERE id = $1`, [row.node_id]);
+    return node.rows[0] !== undefined && node.rows[0].state !== 'failed';
   }
 
   /**
@@ -269,7 +275,7 @@ export class Containers {
   ): Promise<{ retryId: string | null; afterCancel?: true }> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
       const current = await this.row(tx, id);
-      if (current.node_id === nodeId && this.inCancelGrace(current, await this.lockKey(), token)) {
+      if (current.node_id === nodeId && (await this.inCancelGrace(current, await this.lockKey(), token))) {
         await recordExitAfterCancel(this.ctx, tx, id, exit);
         return { retryId: null, afterCancel: true };
       }

@@ -33,6 +33,25 @@ async function run(input: Parameters<Harness['submit']>[0]) {
   return id;
 }
 
+/** Runs `trap` then a loop on the patient node, cancels it once it printed "ready", waits for its exit. */
+async function cancelWhileRunning(trap: string) {
+  const id = await h.submitAndAssign(patient, {
+    command: ['sh', '-c', `${trap}; echo ready; while :; do sleep 0.1; done`],
+  });
+  ids.push(id);
+  await until(async () => (await h.text(id, 'stdout')).includes('ready'), 15_000, 'ready');
+  await h.store.containers.cancel(id, { kind: 'user', owner: null }, 'user', 'test cancel');
+  const c = await until(
+    async () => {
+      const c = await h.store.containers.get(id);
+      return c.exit_code !== null ? c : null;
+    },
+    30_000,
+    'the exit report after the cancel',
+  );
+  return { id, c };
+}
+
 describe('agent (in-process, process runtime)', () => {
   it('registers the node and reports it idle', async () => {
     await until(
@@ -97,22 +116,8 @@ describe('agent (in-process, process runtime)', () => {
   });
 
   it('a cancel stops the container (SIGTERM, SIGKILL after the grace); its last output, exit code and usage are kept', async () => {
-    const id = await h.submitAndAssign(patient, {
-      command: ['sh', '-c', 'trap "echo got TERM" TERM; echo ready; while :; do sleep 0.1; done'],
-    });
-    ids.push(id);
-    await h.waitState(id, ['Running']);
-    await until(async () => (await h.text(id, 'stdout')).includes('ready'), 10_000, 'ready');
-    await h.store.containers.cancel(id, { kind: 'user', owner: null }, 'user', 'test cancel');
     // The agent ships what it printed after the TERM and reports the exit within the cancel grace.
-    const c = await until(
-      async () => {
-        const c = await h.store.containers.get(id);
-        return c.exit_code !== null ? c : null;
-      },
-      30_000,
-      'the exit after the kill',
-    );
+    const { id, c } = await cancelWhileRunning('trap "echo got TERM" TERM');
     expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'user', exit_code: 137 }); // TERM trapped
     expect(c.usage!.wall_ms).toBeGreaterThan(4900); // it ran on through the 5 s grace
     expect(await h.text(id, 'stdout')).toBe('ready\ngot TERM\n');
@@ -120,20 +125,7 @@ describe('agent (in-process, process runtime)', () => {
   });
 
   it("a cancel: a TERM trap's last words and its own exit code arrive (issue 10 item 8)", async () => {
-    const id = await h.submitAndAssign(patient, {
-      command: ['sh', '-c', 'trap "echo bye; exit 3" TERM; echo ready; while :; do sleep 0.1; done'],
-    });
-    ids.push(id);
-    await until(async () => (await h.text(id, 'stdout')).includes('ready'), 15_000, 'ready');
-    await h.store.containers.cancel(id, { kind: 'user', owner: null }, 'user', 'test cancel');
-    const c = await until(
-      async () => {
-        const c = await h.store.containers.get(id);
-        return c.exit_code !== null ? c : null;
-      },
-      15_000,
-      'the exit report',
-    );
+    const { id, c } = await cancelWhileRunning('trap "echo bye; exit 3" TERM');
     expect(c).toMatchObject({ state: 'Cancelled', exit_code: 3 });
     expect(await h.text(id, 'stdout')).toBe('ready\nbye\n');
     const req = await h.store.requests.get(c.request_id);

@@ -74,7 +74,7 @@ describe('cancel grace', () => {
     expect((await store.requests.get(c.requestId)).container_id).toBe(retryId);
   });
 
-  it('refused: after the grace, from another node, with another token, or for a container that never ran', async () => {
+  it('refused: after the grace, from another node or a failed one, with another token, or for a container that never ran', async () => {
     const late = await running();
     await store.containers.cancel(late.id, { kind: 'user', owner: null }, 'user', 'x');
     clock.advance(CANCEL_GRACE_MS + 1);
@@ -92,6 +92,15 @@ describe('cancel grace', () => {
     await expect(
       store.containers.complete(other.id, other.nodeId, stranger.token, exit),
     ).rejects.toBeInstanceOf(ConflictError);
+
+    // A node declared failed is the partitioned agent DESIGN §3.2 refuses: its containers get no grace.
+    const lost = await running();
+    await store.nodes.fail(lost.nodeId, 'stopped pinging');
+    expect((await store.containers.get(lost.id)).state).toBe('Cancelled');
+    expect(await store.containers.tokenValid(lost.id, lost.token)).toBe(false);
+    await expect(store.containers.complete(lost.id, lost.nodeId, lost.token, exit)).rejects.toBeInstanceOf(
+      ConflictError,
+    );
 
     const locked = await running(false);
     await store.containers.cancel(locked.id, { kind: 'user', owner: null }, 'user', 'x');
