@@ -5,7 +5,7 @@
 // (BERTH_HOME, the host's /tmp, /etc, /usr, the agent's work dir, the other container's directory).
 // Nothing secret may appear in its output and no file may appear on the host.
 import { existsSync } from 'node:fs';
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, onTestFinished } from 'vitest';
@@ -134,6 +134,13 @@ describe('the escape (issue 10 item 1): a user container reads nothing of Berth 
           'the lock token in the journal': '"lockToken"',
         };
         for (const [what, value] of Object.entries(leaks)) expect(out, `leaked ${what}`).not.toContain(value);
+        // The agent's state is its own: 0700 directories, 0600 secrets.
+        const mode = async (p: string) => ((await stat(p)).mode & 0o777).toString(8);
+        expect(await mode(node.workDir)).toBe('700');
+        expect(await mode(join(node.workDir, 'containers'))).toBe('700');
+        expect(await mode(join(node.workDir, 'node-token.json'))).toBe('600');
+        expect(await mode(join(node.workDir, 'journal.json'))).toBe('600');
+
         const targets = [home, '/tmp', '/etc', '/usr', '/', node.workDir, victimScratch].map((d) =>
           join(d, marker),
         );
