@@ -11,6 +11,8 @@
 import { homedir, hostname } from 'node:os';
 import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errorFields, silentLogger, type Logger } from '../log/logger.js';
+import { PROCESS_OPTIONS } from '../config/options.js';
 import {
   createRuntime,
   detectRuntime,
@@ -56,8 +58,8 @@ export interface AgentOptions {
   /** Usage sampling interval (default 5 s). */
   sampleIntervalMs?: number;
   shipper?: Partial<ShipperOptions>;
-  /** Where the agent's own log lines go (default stderr). */
-  log?: (line: string) => void;
+  /** The process's logger (default: none); the agent logs through a child carrying its node id. */
+  logger?: Logger;
   /** How image-less containers are isolated (default `bwrap`; `none` is unsafe: see docs/SECURITY.md). */
   processSandbox?: SandboxSetting;
   /** The containers' network on every runtime (default `none`: loopback only). */
@@ -71,16 +73,23 @@ export interface AgentOptions {
   sendUsage?: boolean;
 }
 
-/** What this node can run, sent at registration (stored in the node's info). */
-export interface RuntimeInfo {
+/**
+ * What this node can run, sent at registration as flat facts (the RegisterBody schema's `info`, stored in
+ * the node's info).
+ */
+export type RuntimeInfo = {
+  /** What runs containers with an image: 'process' when nothing does (such requests are refused). */
+  runtime: string;
   /** The runtime for containers with an image, or null when none works here. */
-  image: string | null;
+  image_runtime: string | null;
   /** The process runtime's sandbox, or null when image-less containers are refused here. */
-  process: SandboxSetting | null;
-  network: NetworkSetting;
-  passed_over?: string;
+  process_sandbox: SandboxSetting | null;
+  container_network: NetworkSetting;
+  /** Why the runtime detection passed over better runtimes. */
+  runtimes_passed_over?: string;
+  /** Why image-less containers are refused here. */
   process_unusable?: string;
-}
+};
 
 /** The agent cannot go on: registration refused, node declared failed, token revoked. */
 export class AgentFatalError extends Error {
@@ -93,7 +102,8 @@ export class AgentFatalError extends Error {
   }
 }
 
-export const DEFAULT_PING_WAIT_MS = 10_000;
+/** The declared default of --ping-wait (src/config/options.ts). */
+export const DEFAULT_PING_WAIT_MS = PROCESS_OPTIONS.defaultOf('ping_wait');
 
 export class Agent {
   readonly client: AgentClient;
@@ -103,13 +113,13 @@ export class Agent {
   private journal: Journal | null = null;
   private draining = false;
   private sendUsage: boolean;
-  private readonly log: (line: string) => void;
+  private readonly log: Logger;
   /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
   runtimeNote = '';
 
   constructor(private readonly opts: AgentOptions) {
     this.client = new AgentClient(opts.apiUrl.replace(/\/+$/, ''));
-    this.log = opts.log ?? ((line) => process.stderr.write(`berth agent: ${line}\n`));
+    this.log = (opts.logger ?? silentLogger).child({ node: opts.nodeId });
     this.sendUsage = opts.sendUsage ?? true;
   }
 
@@ -181,7 +191,10 @@ export class Agent {
       main = d.runtime;
       for (const [n, why] of Object.entries(d.skipped)) skipped.push(`${n}: ${why}`);
       this.runtimeNote = skipped.join('; ');
-      this.log(`runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`);
+      this.log.info(
+        { runtime: main.name },
+        `runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`,
+      );
     } else {
       if (!RUNTIME_NAMES.includes(setting))
         throw new AgentFatalError(
@@ -191,23 +204,26 @@ export class Agent {
       main = setting === 'process' ? processRt : createRuntime(setting, runtimeOpts);
       const why = await main.available();
       if (why) throw new AgentFatalError(`--runtime ${setting}: not usable here: ${why}`, 2);
-      this.log(`runtime ${main.name}`);
+      this.log.info({ runtime: main.name }, `runtime ${main.name}`);
     }
     const processWhy = await processRt.available();
-    if (processWhy) this.log(`image-less containers will be refused: ${processWhy}`);
+    if (processWhy)
+      this.log.warn({ reason: processWhy }, `image-less containers will be refused: ${processWhy}`);
     else if (opts.processSandbox === 'none')
-      this.log('WARNING: process sandbox "none": image-less containers run as unisolated host processes');
+      this.log.warn('process sandbox "none": image-less containers run as unisolated host processes');
     // With no image runtime, an image request is refused at once (perm), naming what is missing.
     const imageRt =
       main.name === processRt.name
         ? new NoImageRuntime(skipped.length ? skipped.join('; ') : `the agent runs with --runtime ${setting}`)
         : main;
+    const imageName = imageRt instanceof NoImageRuntime ? null : imageRt.name;
     const info: RuntimeInfo = {
-      image: imageRt instanceof NoImageRuntime ? null : imageRt.name,
-      process: processWhy ? null : (opts.processSandbox ?? 'bwrap'),
-      ...(skipped.length ? { passed_over: skipped.join('; ') } : {}),
+      runtime: imageName ?? 'process',
+      image_runtime: imageName,
+      process_sandbox: processWhy ? null : (opts.processSandbox ?? 'bwrap'),
+      container_network: opts.containerNetwork ?? 'none',
+      ...(skipped.length ? { runtimes_passed_over: skipped.join('; ') } : {}),
       ...(processWhy ? { process_unusable: processWhy } : {}),
-      network: opts.containerNetwork ?? 'none',
     };
     const all = new Map<string, Runtime>([
       [processRt.name, processRt],
@@ -232,7 +248,7 @@ export class Agent {
     const saved = await readCredentials(opts.workDir, opts.nodeId);
     if (saved) {
       this.client.token = saved.token;
-      this.log(`node ${opts.nodeId}: using the saved node token`);
+      this.log.info('using the saved node token');
       return;
     }
     if (!opts.bootstrapSecretFile)
@@ -251,18 +267,11 @@ export class Agent {
     }
     if (!secret)
       throw new AgentFatalError(`--bootstrap-secret-file: ${opts.bootstrapSecretFile} is empty`, 2);
-    // `runtime` names what runs images ('process' when nothing does); `runtimes` says what the node can run.
-    const info = {
-      hostname: hostname(),
-      pid: process.pid,
-      runtime: runtimes.image ?? 'process',
-      runtimes,
-      version: '0.1.0',
-    };
+    const info = { hostname: hostname(), pid: process.pid, ...runtimes, version: '0.1.0' };
     try {
       const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
         signal: this.stopper.signal,
-        onRetry: (err, d) => this.log(`register: ${err.message}; retry in ${d} ms`),
+        onRetry: (err, d) => this.log.warn({ ...errorFields(err), retry_ms: d }, 'register failed; retrying'),
       });
       this.client.token = r.token;
     } catch (err) {
@@ -270,7 +279,7 @@ export class Agent {
       throw new AgentFatalError(`registration of node ${opts.nodeId} refused: ${(err as Error).message}`);
     }
     await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
-    this.log(`node ${opts.nodeId}: registered`);
+    this.log.info('registered');
   }
 
   private track(runner: ContainerRunner): void {
@@ -321,7 +330,7 @@ export class Agent {
           AbortSignal.any([stop, this.wakeup.signal]),
         );
         backoff.reset();
-        if (lastError) this.log('API reachable again');
+        if (lastError) this.log.info('API reachable again');
         lastError = '';
       } catch (err) {
         if (err instanceof AbortedError) continue;
@@ -332,12 +341,13 @@ export class Agent {
         if (err instanceof ApiHttpError && (err.status === 403 || err.status === 404))
           await this.fatal(`the API refuses this node: ${err.message}`);
         if (err instanceof ApiHttpError && err.status === 400 && usage) {
-          this.log(`ping refused with usage samples (${err.message}); sending pings without them`);
+          this.log.warn(errorFields(err), 'ping refused with usage samples; sending pings without them');
           this.sendUsage = false;
           continue;
         }
         const msg = (err as Error).message;
-        if (msg !== lastError) this.log(`ping failed: ${msg}${isTransient(err) ? '; retrying' : ''}`);
+        if (msg !== lastError)
+          this.log.warn(errorFields(err), `ping failed${isTransient(err) ? '; retrying' : ''}`);
         lastError = msg;
         await pause(backoff.delay(), stop);
         continue;
@@ -345,7 +355,7 @@ export class Agent {
       try {
         this.apply(ctx, ans);
       } catch (err) {
-        this.log(`handling the ping answer failed: ${(err as Error).stack ?? String(err)}`);
+        this.log.error({ err }, 'handling the ping answer failed');
       }
     }
   }
@@ -353,26 +363,28 @@ export class Agent {
   private apply(ctx: RunnerContext, ans: PingAnswer): void {
     if (ans.drain && !this.draining) {
       this.draining = true;
-      this.log('draining: starting nothing new');
+      this.log.info('draining: starting nothing new');
     }
     for (const id of ans.kill) this.runners.get(id)?.kill('cancelled');
     for (const order of ans.start) {
       if (this.runners.has(order.id)) continue;
       if (this.draining) continue; // left Locked: the dispatcher unlocks it
-      this.log(`container ${order.id}: starting`);
+      this.log.info({ container: order.id }, 'starting');
       this.track(ContainerRunner.launch(ctx, order));
     }
   }
 
   /** Kills everything this agent runs and throws: it must not run anything for a failed node. */
   private async fatal(message: string): Promise<never> {
-    this.log(`${message}; killing ${this.runners.size} container(s) and exiting`);
+    this.log.error(`${message}; killing ${this.runners.size} container(s) and exiting`);
     const runners = [...this.runners.values()];
     await Promise.all(runners.map((r) => r.killNow()));
     this.stopper.abort();
     if (this.journal) {
       this.journal.containers.clear();
-      await this.journal.save().catch(() => {});
+      await this.journal
+        .save()
+        .catch((err: unknown) => this.log.warn(errorFields(err), 'clearing the journal failed'));
     }
     throw new AgentFatalError(message);
   }

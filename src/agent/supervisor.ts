@@ -3,14 +3,15 @@
 // gets the same policy; the runtimes only enforce what the kernel can (CPU quota, memory limit).
 import { formatDuration, formatSize } from '../model/units.js';
 import { longTimers, nodeTimers, systemClock, type Clock, type Timers } from '../model/clock.js';
+import { PROCESS_OPTIONS } from '../config/options.js';
 import type { ExitInfo, RunHandle, Usage } from './runtimes/types.js';
 
 export type { Timers };
 
 const MiB = 1024 * 1024;
 
-/** Default grace between SIGTERM and SIGKILL (DESIGN §8). */
-export const DEFAULT_KILL_GRACE_MS = 30_000;
+/** Default grace between SIGTERM and SIGKILL (DESIGN §8): the declared default of --kill-grace. */
+export const DEFAULT_KILL_GRACE_MS = PROCESS_OPTIONS.defaultOf('kill_grace');
 
 /** Policy for one container. */
 export interface SupervisorOptions {

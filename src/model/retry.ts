@@ -14,6 +14,12 @@ export interface ContainerEnd {
   reason: string | null;
   /** A process of the container was OOM-killed (with exit 0 still a success, said in the reason). */
   oomKilled?: boolean;
+  /**
+   * false when no retry can succeed (the scheduler found no instance type that can ever fit it; the image
+   * does not exist): the request ends at once instead of spending its attempts. A fact carried as data,
+   * like a cloud error's `retryable`.
+   */
+  retryable: boolean;
 }
 
 /** The request's retry budget and policy. */
@@ -70,6 +76,15 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
       tempFailures: req.tempFailures,
     };
   }
+  if (end.state === 'Cancelled' && !end.retryable) {
+    return {
+      kind: 'final',
+      outcome: 'failed',
+      reason: `${end.reason ?? 'unknown'} (not retryable)`,
+      attempts: req.attempts + 1,
+      tempFailures: req.tempFailures,
+    };
+  }
   if (end.state === 'Cancelled' && end.failureClass === 'temp') {
     const temp = req.tempFailures + 1;
     if (temp > req.maxTempRetries) {
@@ -91,10 +106,11 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
   }
   // A non-zero exit or a permanent failure: counts against container_count_max.
   const attempts = req.attempts + 1;
+  // The outcome ("failed") is said by whoever shows the reason: the reason itself does not repeat it.
   const what =
     end.state === 'Complete'
       ? describeExit(end.exitCode, end.oomKilled ?? false)
-      : `failed: ${end.reason ?? 'unknown'}`;
+      : (end.reason ?? 'permanent failure');
   if (!req.retryOnFailure || attempts >= req.containerCountMax) {
     const why = req.retryOnFailure
       ? `after ${attempts} of ${req.containerCountMax} attempts`

@@ -1,13 +1,20 @@
 // Container transitions (DESIGN §3.2). Each is one transaction that locks the row, checks the current
 // state (and, for lock-holder and agent operations, the holder and the per-lock token), and refuses an
 // illegal change with a ConflictError that says why, changing nothing.
-import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
+import type { UsageSample } from '../api/schemas.js';
+import {
+  isFinalContainerState,
+  isLegalTransition,
+  type ContainerState,
+  type FailureClass,
+} from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { withRetriedTx, type Tx } from './db.js';
-import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
+import { AlreadyFinishedError, ConflictError, ForbiddenError, NotFoundError } from './errors.js';
 import { addEvent, cancelContainer, finishContainer, recordExitAfterCancel } from './finish.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
 import { lockKey, lockToken, lockTokenValid } from './secrets.js';
+import { maxDispatchAttempts } from './settings.js';
 
 /** The columns of Row. */
 const ROW_COLUMNS = `id, state, locked_by, lock_generation, lock_count, node_id, instance_id, owner, priority,
@@ -40,6 +47,8 @@ export interface StartOrder {
   image: string | null;
   command: string[];
   env: Record<string, string>;
+  /** Secret environment values: set in the container like env, never shown or logged. */
+  secret_env: Record<string, string>;
   cwd: string | null;
   vcpus: number;
   ram: number;
@@ -48,12 +57,7 @@ export interface StartOrder {
   max_run_time_ms: number | null;
 }
 
-/** A running container's usage as its agent sampled it (sent with the ping). */
-export interface UsageSample {
-  cpu_seconds: number;
-  ram: number;
-  peak_ram: number;
-}
+export type { UsageSample };
 
 export interface NodeWork {
   start: StartOrder[];
@@ -190,8 +194,8 @@ export class Containers {
   }
 
   /**
-   * Locked → Queued, by the lock holder only; the per-lock token is revoked. A container unlocked for
-   * the max_dispatch_attempts-th time is cancelled perm instead.
+   * Locked → Queued, by the lock holder only; the per-lock token is revoked. A container whose
+   * max_dispatch_attempts-th lock ends here (lock_count >= max) is cancelled perm instead.
    */
   async unlock(id: string, dispatcherId: string, reason: string): Promise<ContainerState> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
@@ -200,7 +204,7 @@ export class Containers {
       if (row.locked_by !== dispatcherId)
         throw new ConflictError(`container ${id} is locked by ${row.locked_by}, not by ${dispatcherId}`);
       const now = this.ctx.clock.now();
-      const max = this.ctx.options.maxDispatchAttempts;
+      const max = await maxDispatchAttempts(tx);
       if (row.lock_count >= max) {
         await cancelContainer(
           this.ctx,
@@ -291,12 +295,16 @@ export class Containers {
     });
   }
 
-  /** → Cancelled with a failure class; who may cancel what is decided by `by`. */
+  /**
+   * → Cancelled with a failure class; who may cancel what is decided by `by`. `retryable: false` says no
+   * retry can succeed (the request ends at once, whatever attempts are left).
+   */
   async cancel(
     id: string,
     by: Canceller,
     failureClass: FailureClass,
     reason: string,
+    opts: { retryable?: boolean } = {},
   ): Promise<{ retryId: string | null }> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
       const row =
@@ -308,8 +316,10 @@ export class Containers {
           `container ${id} is ${row.locked_by ? `locked by ${row.locked_by}` : 'not locked'}, not by ${by.dispatcherId}`,
         );
       }
+      // Nothing left to stop: say so in words, not as a transition (berth cancel reports it as done).
+      if (isFinalContainerState(row.state)) throw new AlreadyFinishedError(id, row.state);
       this.expect(row, 'Cancelled');
-      return cancelContainer(this.ctx, tx, id, failureClass, reason);
+      return cancelContainer(this.ctx, tx, id, failureClass, reason, opts);
     });
   }
 
@@ -357,7 +367,8 @@ export class Containers {
   async workFor(nodeId: string, running: string[]): Promise<NodeWork> {
     const key = await this.lockKey();
     const start = await this.ctx.pool.query(
-      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.cwd, r.max_run_time_ms
+      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
+         r.cwd, r.max_run_time_ms
        FROM containers c JOIN container_requests r ON r.id = c.request_id
        WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
       [nodeId, running],
@@ -374,6 +385,7 @@ export class Containers {
         image: r.image,
         command: r.command,
         env: r.env,
+        secret_env: r.secret_env,
         cwd: r.cwd,
         vcpus: r.vcpus,
         ram: r.ram,

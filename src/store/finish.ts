@@ -16,6 +16,8 @@ export interface EndOfContainer {
   usage?: Usage | null;
   failureClass?: FailureClass | null;
   reason?: string | null;
+  /** false: no retry can succeed, so the request ends now (see decideRetry). Default true. */
+  retryable?: boolean;
 }
 
 /** Appends an event to a container's event log. */
@@ -44,6 +46,7 @@ export async function cancelContainer(
   containerId: string,
   failureClass: FailureClass,
   reason: string,
+  opts: { retryable?: boolean } = {},
 ): Promise<{ retryId: string | null }> {
   const u = await tx.query(
     `UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id`,
@@ -51,7 +54,12 @@ export async function cancelContainer(
   );
   const nodeId = u.rows[0]?.node_id as string | null | undefined;
   if (nodeId) onCommit(tx, () => ctx.wake.send('berth_node', nodeId));
-  return finishContainer(ctx, tx, containerId, { state: 'Cancelled', failureClass, reason });
+  return finishContainer(ctx, tx, containerId, {
+    state: 'Cancelled',
+    failureClass,
+    reason,
+    retryable: opts.retryable,
+  });
 }
 
 /**
@@ -109,8 +117,11 @@ export async function finishContainer(
   const what =
     end.state === 'Complete'
       ? `completed with ${describeExit(end.exitCode ?? null, end.oomKilled ?? false)}`
-      : `cancelled (${end.failureClass}): ${end.reason ?? ''}`;
-  await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, { state: end.state });
+      : `cancelled (${end.failureClass}${end.retryable === false ? ', not retryable' : ''}): ${end.reason ?? ''}`;
+  await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, {
+    state: end.state,
+    ...(end.retryable === false ? { retryable: false } : {}),
+  });
   const warning = end.state === 'Complete' ? oomWarning(end.exitCode ?? null, end.oomKilled ?? false) : null;
   if (warning) await addEvent(tx, now, containerId, 'warning', warning, { oom_killed: true });
 
@@ -126,6 +137,7 @@ export async function finishContainer(
     failureClass: end.failureClass ?? null,
     reason: end.reason ?? null,
     oomKilled: end.oomKilled ?? false,
+    retryable: end.retryable ?? true,
   };
   const d = decideRetry(
     endInfo,

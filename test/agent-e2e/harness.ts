@@ -13,6 +13,7 @@ import { Agent, type AgentOptions } from '../../src/agent/agent.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { CGROUP_ROOT } from '../../src/agent/runtimes/cgroup.js';
 import { buildApi } from '../../src/api/server.js';
+import { createLogger, formatLine } from '../../src/log/logger.js';
 import type { RequestInput } from '../../src/model/request.js';
 import { Notifier } from '../../src/store/notifier.js';
 import type { Store } from '../../src/store/store.js';
@@ -186,7 +187,19 @@ export class Harness {
     node: { id: string; secretFile: string; workDir: string },
     over: Partial<AgentOptions> = {},
   ): { agent: Agent; run: Promise<unknown>; lines: string[] } {
+    // The agent's log as text ("container ID: message" for a container's lines), for tests to wait on.
     const lines: string[] = [];
+    const logger = createLogger({
+      name: `agent ${node.id}`,
+      level: 'debug',
+      destination: {
+        write: (json: string) => {
+          const e = JSON.parse(json) as { msg: string; container?: string };
+          lines.push(`${e.container ? `container ${e.container}: ` : ''}${e.msg}`);
+          if (process.env.BERTH_TEST_AGENT_LOG === '1') process.stderr.write(formatLine(json));
+        },
+      },
+    });
     const agent = new Agent({
       apiUrl: this.url,
       nodeId: node.id,
@@ -196,10 +209,7 @@ export class Harness {
       killGraceMs: 1000,
       pingWaitMs: 2000,
       sampleIntervalMs: 200,
-      log: (l) => {
-        lines.push(l);
-        if (process.env.BERTH_TEST_AGENT_LOG === '1') process.stderr.write(`agent ${node.id}: ${l}\n`);
-      },
+      logger,
       ...over,
     });
     const run = agent.run().then(
@@ -237,6 +247,8 @@ export class Harness {
         '1s',
         '--ping-wait',
         '2s',
+        '--log-level',
+        'info',
         ...extra,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'], env },

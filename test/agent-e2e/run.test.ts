@@ -179,7 +179,9 @@ describe('agent (in-process, process runtime)', () => {
     // The node said what it can run when it registered.
     expect((await h.store.nodes.get(node.id)).info).toMatchObject({
       runtime: 'process',
-      runtimes: { image: null, process: 'bwrap', network: 'none' },
+      image_runtime: null,
+      process_sandbox: 'bwrap',
+      container_network: 'none',
     });
   });
 
