@@ -62,6 +62,8 @@ export interface AgentOptions {
   logger?: Logger;
   /** How image-less containers are isolated (default `bwrap`; `none` is unsafe: see docs/SECURITY.md). */
   processSandbox?: SandboxSetting;
+  /** The bubblewrap executable (default `bwrap` on PATH). */
+  bwrap?: string;
   /** The containers' network on every runtime (default `none`: loopback only). */
   containerNetwork?: NetworkSetting;
   /** Bytes of stdout and stderr stored per container (default 64MiB; 0 = no limit): log-limit.ts. */
@@ -170,11 +172,15 @@ export class Agent {
   private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {
     const { opts } = this;
     const setting = opts.runtime ?? 'auto';
+    // Unset: the declared defaults (src/config/options.ts), as for `berth agent`.
+    const sandbox = opts.processSandbox ?? PROCESS_OPTIONS.defaultOf('process_sandbox');
+    const network = opts.containerNetwork ?? PROCESS_OPTIONS.defaultOf('container_network');
     const runtimeOpts: RuntimeOptions = {
-      network: opts.containerNetwork,
+      network,
       logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
       process: {
-        sandbox: opts.processSandbox,
+        sandbox,
+        bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
         // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
         hide: [
           opts.workDir,
@@ -209,7 +215,7 @@ export class Agent {
     const processWhy = await processRt.available();
     if (processWhy)
       this.log.warn({ reason: processWhy }, `image-less containers will be refused: ${processWhy}`);
-    else if (opts.processSandbox === 'none')
+    else if (sandbox === 'none')
       this.log.warn('process sandbox "none": image-less containers run as unisolated host processes');
     // With no image runtime, an image request is refused at once (perm), naming what is missing.
     const imageRt =
@@ -220,8 +226,8 @@ export class Agent {
     const info: RuntimeInfo = {
       runtime: imageName ?? 'process',
       image_runtime: imageName,
-      process_sandbox: processWhy ? null : (opts.processSandbox ?? 'bwrap'),
-      container_network: opts.containerNetwork ?? 'none',
+      process_sandbox: processWhy ? null : sandbox,
+      container_network: network,
       ...(skipped.length ? { runtimes_passed_over: skipped.join('; ') } : {}),
       ...(processWhy ? { process_unusable: processWhy } : {}),
     };

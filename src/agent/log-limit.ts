@@ -1,8 +1,8 @@
 // The per-container log limit (issue 10 item 4) and the disk its output takes on the instance.
 //
 // A container may print without end (`yes`), and nothing it prints may block it, fill the instance's disk
-// or the database, or keep its exit waiting while gigabytes are shipped. So, for a limit L (default 64MiB,
-// `berth agent --log-limit`):
+// or the database, or keep its exit waiting while gigabytes are shipped. So, for a limit L (`berth agent
+// --log-limit`, declared in src/config/options.ts):
 //   head   the first L/2 bytes of stdout and stderr together are shipped as they come;
 //   tail   past that, only the last L/4 of each of stdout and stderr is kept, and shipped when the container
 //          ends (a rolling tail: older bytes are dropped as newer ones arrive);
@@ -14,12 +14,13 @@
 // the files (`fallocate --punch-hole`: offsets stay valid, blocks are freed), so a container's output takes
 // about as much disk as it has unshipped, and that counts against its scratch limit (see Usage.outputBytes).
 import { open } from 'node:fs/promises';
+import { PROCESS_OPTIONS } from '../config/options.js';
 import { PUNCH_ALIGN } from './runtimes/du.js';
 
 export { punchHole } from './runtimes/du.js';
 
-/** The default limit: 64MiB stored per container. */
-export const DEFAULT_LOG_LIMIT = 64 * 1024 * 1024;
+/** The default limit (bytes stored per container): the declared default of --log-limit. */
+export const DEFAULT_LOG_LIMIT = PROCESS_OPTIONS.defaultOf('log_limit');
 
 /** How a limit splits (bytes); null = no limit. */
 export interface LogShares {

@@ -33,7 +33,7 @@ export interface ProcessRuntimeOptions {
   network?: NetworkSetting;
   /** Host paths the sandbox must hide even where it shows the tree they are in (BERTH_HOME, agent dir). */
   hide?: string[];
-  /** bwrap executable (default $BERTH_BWRAP or `bwrap` on PATH). */
+  /** bwrap executable (default `bwrap` on PATH; `berth agent --bwrap`). */
   bwrap?: string;
 }
 

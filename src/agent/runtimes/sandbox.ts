@@ -91,13 +91,13 @@ const probes = new Map<string, Promise<SandboxTools | string>>();
  * The tools, or why the sandbox cannot run here (bwrap missing, namespaces refused by the kernel or a
  * security module). Probed once per bwrap path by running a real sandbox with `/bin/true`.
  */
-export function probeSandbox(bwrapName = process.env.BERTH_BWRAP ?? 'bwrap'): Promise<SandboxTools | string> {
+export function probeSandbox(bwrapName = 'bwrap'): Promise<SandboxTools | string> {
   let p = probes.get(bwrapName);
   if (!p) {
     p = (async () => {
       const bwrap = await findExecutable(bwrapName);
       if (!bwrap)
-        return `bubblewrap not found (${bwrapName}; apt-get install bubblewrap, or set BERTH_BWRAP)`;
+        return `bubblewrap not found (${bwrapName}; apt-get install bubblewrap, or give its path: --bwrap, BERTH_BWRAP)`;
       const root = process.getuid?.() === 0;
       const setpriv = root ? await findExecutable('/usr/bin/setpriv') : null;
       if (root && !setpriv) return '/usr/bin/setpriv not found (util-linux)';
