@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { errorFields, type Logger } from '../log/logger.js';
 import { oomWarning } from '../model/exit.js';
 import { Supervisor } from './supervisor.js';
+import type { StartFailure } from './runtimes/errors.js';
 import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage } from './runtimes/types.js';
 import {
   AbortedError,
@@ -185,10 +186,15 @@ export class ContainerRunner {
       entry.startedAt = Date.now();
       handle = await runtime.start(spec);
     } catch (err) {
-      const cls = (err as { failureClass?: string }).failureClass === 'perm' ? 'perm' : 'temp';
+      const failure = err as StartFailure;
+      const cls = failure.failureClass === 'perm' ? 'perm' : 'temp';
+      const retryable = failure.retryable !== false;
       const msg = `${runtime.name} runtime could not start it: ${(err as Error).message}`;
-      this.log.warn({ failure_class: cls }, `${msg} (cancel ${cls})`);
-      await this.cancel(entry, cls, msg);
+      this.log.warn(
+        { failure_class: cls, retryable },
+        `${msg} (cancel ${cls}${retryable ? '' : ', not retryable'})`,
+      );
+      await this.cancel(entry, cls, msg, { retryable });
       return;
     }
     entry.phase = 'running';
@@ -322,15 +328,25 @@ export class ContainerRunner {
     await this.forget();
   }
 
-  /** Cancels the container through the API (after shipping what its log holds), then forgets it. */
-  private async cancel(entry: JournalEntry, cls: 'temp' | 'perm', reason: string): Promise<void> {
+  /**
+   * Cancels the container through the API (after shipping what its log holds), then forgets it.
+   * `retryable: false`: no retry can succeed (the request ends at once).
+   */
+  private async cancel(
+    entry: JournalEntry,
+    cls: 'temp' | 'perm',
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     const { ctx } = this;
     const shipper = this.shipper ?? this.makeShipper(entry);
     await shipper.system(reason).catch(() => {});
     await shipper.finish();
     if (ctx.stop.aborted) return;
     try {
-      await retrying(() => ctx.client.cancel(entry.id, entry.lockToken, cls, reason), { signal: ctx.stop });
+      await retrying(() => ctx.client.cancel(entry.id, entry.lockToken, cls, reason, opts), {
+        signal: ctx.stop,
+      });
     } catch (err) {
       if (err instanceof AbortedError) return;
       this.log.warn({ failure_class: cls, ...errorFields(err) }, `cancel (${cls}) not recorded`);

@@ -168,14 +168,22 @@ describe('agent (in-process, process runtime)', () => {
     expect(await h.text(id, 'system')).toMatch(/killed: max_run_time 1s exceeded: sending SIGTERM/);
   });
 
-  it('an image on a node with no image runtime is cancelled perm, saying so', async () => {
-    const id = await run({ command: ['true'], image: 'no-such-image:latest' });
+  it('an image on a node with no image runtime is cancelled perm, not retryable: the request ends after one attempt', async () => {
+    const id = await run({ command: ['true'], image: 'no-such-image:latest', container_count_max: 3 });
     const c = await h.waitState(id, ['Complete', 'Cancelled']);
     expect(c.state).toBe('Cancelled');
     expect(c.failure_class).toBe('perm');
-    expect(c.runtime_status).toBe(
-      'image runtime could not start it: image "no-such-image:latest": this node has no runtime for images (docker, podman or runc): the agent runs with --runtime process',
-    );
+    const why =
+      'image runtime could not start it: image "no-such-image:latest": this node has no runtime for images (docker, podman or runc): the agent runs with --runtime process';
+    expect(c.runtime_status).toBe(why);
+    // Two attempts were left, yet none is spent: the request ends with this one.
+    const req = await h.store.requests.get(c.request_id);
+    expect(req).toMatchObject({ state: 'Final', outcome: 'failed', attempts: 1 });
+    expect(req.final_reason).toBe(`${why} (not retryable)`);
+    const containers = await h.store.ctx.pool.query(`SELECT id FROM containers WHERE request_id = $1`, [
+      c.request_id,
+    ]);
+    expect(containers.rows.map((r: { id: string }) => r.id)).toEqual([id]);
     // The node said what it can run when it registered.
     expect((await h.store.nodes.get(node.id)).info).toMatchObject({
       runtime: 'process',
