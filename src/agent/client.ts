@@ -5,6 +5,7 @@ import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { text as readText } from 'node:stream/consumers';
 import type { Static } from '@sinclair/typebox';
+import { systemTimers } from '../model/clock.js';
 import type {
   CompleteBodyT,
   LogChunkBody,
@@ -192,9 +193,9 @@ export class Backoff {
 export function pause(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
+    const t = systemTimers.setTimeout(done, ms);
     function done() {
-      clearTimeout(t);
+      systemTimers.clearTimeout(t);
       signal?.removeEventListener('abort', done);
       resolve();
     }

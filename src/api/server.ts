@@ -5,6 +5,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { silentLogger, type Logger } from '../log/logger.js';
+import { systemTimers } from '../model/clock.js';
 import type { Notifier, Waiter } from '../store/notifier.js';
 import type { ContainerRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';
@@ -68,12 +69,10 @@ export interface ApiOptions {
 }
 
 function pollingWaiter(): Waiter {
-  let t: NodeJS.Timeout | null = null;
+  let t: unknown = null;
   return {
-    next: (ms) => new Promise((r) => (t = setTimeout(r, ms))),
-    close: () => {
-      if (t) clearTimeout(t);
-    },
+    next: (ms) => new Promise((r) => (t = systemTimers.setTimeout(r, ms))),
+    close: () => systemTimers.clearTimeout(t),
   };
 }
 

@@ -7,7 +7,7 @@ import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
-import { systemClock, type Clock } from '../model/clock.js';
+import { sleep, systemClock, type Clock } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
@@ -112,7 +112,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
       metrics.passSeconds.observe((performance.now() - t0) / 1000);
       if (stopped) break;
       await Promise.race([
-        waiter ? waiter.next(cfg.tickIntervalMs) : new Promise((r) => setTimeout(r, cfg.tickIntervalMs)),
+        waiter ? waiter.next(cfg.tickIntervalMs) : sleep(cfg.tickIntervalMs),
         new Promise<void>((r) => (wake = r)),
       ]);
     }

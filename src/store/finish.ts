@@ -1,6 +1,7 @@
 // Ending a container and deciding what its request does next (DESIGN §3.3), inside the caller's
 // transaction. Lock order everywhere: the container row first, then its request row.
 import { newId } from '../model/ids.js';
+import { describeExit, oomWarning } from '../model/exit.js';
 import { decideRetry, type ContainerEnd } from '../model/retry.js';
 import type { FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
@@ -62,6 +63,31 @@ export async function cancelContainer(
 }
 
 /**
+ * Records how a cancelled container ended (its agent's report within the cancel grace: see
+ * CANCEL_GRACE_MS in containers.ts) without changing its state or its request's course.
+ */
+export async function recordExitAfterCancel(
+  ctx: StoreContext,
+  tx: Tx,
+  containerId: string,
+  exit: { exitCode: number; oomKilled: boolean; usage: Usage | null; reason?: string | null },
+): Promise<void> {
+  const now = ctx.clock.now();
+  await tx.query(
+    `UPDATE containers SET exit_code = $2, oom_killed = $3, usage = $4, updated_at = $5 WHERE id = $1`,
+    [containerId, exit.exitCode, exit.oomKilled, exit.usage ? JSON.stringify(exit.usage) : null, now],
+  );
+  await addEvent(
+    tx,
+    now,
+    containerId,
+    'exit',
+    `after the cancel: ${describeExit(exit.exitCode, exit.oomKilled)}${exit.reason ? ` (${exit.reason})` : ''}`,
+    { exit_code: exit.exitCode, oom_killed: exit.oomKilled },
+  );
+}
+
+/**
  * Marks a container (already locked FOR UPDATE by the caller, and in a non-final state) as ended, then
  * retries or finalises its request. Returns the new container's id when one was queued.
  */
@@ -90,12 +116,14 @@ export async function finishContainer(
   const row = c.rows[0];
   const what =
     end.state === 'Complete'
-      ? `completed with exit code ${end.exitCode}${end.oomKilled ? ' (OOM-killed)' : ''}`
+      ? `completed with ${describeExit(end.exitCode ?? null, end.oomKilled ?? false)}`
       : `cancelled (${end.failureClass}${end.retryable === false ? ', not retryable' : ''}): ${end.reason ?? ''}`;
   await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, {
     state: end.state,
     ...(end.retryable === false ? { retryable: false } : {}),
   });
+  const warning = end.state === 'Complete' ? oomWarning(end.exitCode ?? null, end.oomKilled ?? false) : null;
+  if (warning) await addEvent(tx, now, containerId, 'warning', warning, { oom_killed: true });
 
   // Capacity was freed (and a retry may be queued): wake the dispatcher (sent after commit; a rolled-back
   // transaction costs at most a needless pass).
@@ -108,6 +136,7 @@ export async function finishContainer(
     exitCode: end.exitCode ?? null,
     failureClass: end.failureClass ?? null,
     reason: end.reason ?? null,
+    oomKilled: end.oomKilled ?? false,
     retryable: end.retryable ?? true,
   };
   const d = decideRetry(

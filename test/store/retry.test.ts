@@ -162,13 +162,18 @@ describe('retries (DESIGN §3.3)', () => {
       outcome: 'cancelled',
       priority: 0,
     });
-    await expect(
-      store.containers.complete(req.container_id!, a.nodeId, a.token, {
-        exitCode: 0,
-        oomKilled: false,
-        usage: null,
-      }),
-    ).rejects.toThrow(/stale lock token/);
+    // The agent's one report after the kill (the cancel grace: cancel-grace.test.ts) is recorded on the
+    // Cancelled container and changes neither it nor the request; a second one is a stale writer.
+    const exit = { exitCode: 0, oomKilled: false, usage: null };
+    expect(await store.containers.complete(req.container_id!, a.nodeId, a.token, exit)).toEqual({
+      retryId: null,
+      afterCancel: true,
+    });
+    expect(await store.containers.get(req.container_id!)).toMatchObject({ state: 'Cancelled', exit_code: 0 });
+    expect(await store.requests.get(req.id)).toMatchObject({ state: 'Final', outcome: 'cancelled' });
+    await expect(store.containers.complete(req.container_id!, a.nodeId, a.token, exit)).rejects.toThrow(
+      /stale lock token/,
+    );
   });
 
   it('a Final request keeps its priority: a change is a 409-style conflict', async () => {

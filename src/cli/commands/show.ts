@@ -1,5 +1,6 @@
 // `berth show ID`: a request (with its attempts) or a container (with its events), for people or --json.
 import type { Command } from 'commander';
+import { describeExit } from '../../model/exit.js';
 import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
@@ -24,11 +25,7 @@ function containerLines(c: ContainerRecord, now: Date): string[] {
   return [
     `  ${c.id}  attempt ${c.attempt}  ${c.state}${c.failure_class ? ` (${c.failure_class})` : ''}`,
     ...(waits ? [`    not before: ${when(c.run_after!, now)}`] : []),
-    ...(c.exit_code !== null
-      ? [`    exit code: ${c.exit_code}${c.oom_killed ? ' (OOM-killed)' : ''}`]
-      : c.oom_killed
-        ? ['    OOM-killed']
-        : []),
+    ...(c.exit_code !== null || c.oom_killed ? [`    ${describeExit(c.exit_code, c.oom_killed)}`] : []),
     ...(c.runtime_status ? [`    reason: ${c.runtime_status}`] : []),
     ...(c.instance_id ? [`    instance: ${c.instance_id}${c.node_id ? ` (node ${c.node_id})` : ''}`] : []),
     ...(c.usage ? [`    usage: ${usageLine(c)}`] : []),

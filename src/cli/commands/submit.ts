@@ -1,6 +1,7 @@
 // `berth submit [options] -- CMD ARGS...`: submit a container request; --wait streams the output of every
 // attempt and exits with the last one's exit code.
 import type { Command } from 'commander';
+import { oomWarning } from '../../model/exit.js';
 import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
@@ -97,12 +98,11 @@ export function buildRequestBody(
 export async function waitForRequest(client: Client, id: string, signal?: AbortSignal): Promise<number> {
   const req = await followRequest(client, id, signal);
   const c = await client.request<ContainerRecord>('GET', `/v1/containers/${req.container_id}`);
+  // The final reason words the exit (OOM included: model/exit.ts); a success with an OOM kill warns.
   if (req.outcome !== 'success')
-    console.error(
-      printableLines(
-        `berth: ${id}: ${req.outcome}: ${req.final_reason ?? ''}${c.oom_killed ? ' (OOM-killed)' : ''}`,
-      ),
-    );
+    console.error(printableLines(`berth: ${id}: ${req.outcome}: ${req.final_reason ?? ''}`));
+  const warning = oomWarning(c.exit_code, c.oom_killed);
+  if (req.outcome === 'success' && warning) console.error(printableLines(`berth: ${id}: ${warning}`));
   if (c.exit_code !== null) return c.exit_code;
   return req.outcome === 'success' ? 0 : 1;
 }

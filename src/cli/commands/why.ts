@@ -2,6 +2,7 @@
 // in the data come first (priority 0, a run-after or retry backoff still in the future, placed on an
 // instance, ended); the dispatcher's status text explains the rest (limits, types, queue position).
 import type { Command } from 'commander';
+import { describeExit } from '../../model/exit.js';
 import { formatDuration } from '../../model/units.js';
 import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor } from '../client.js';
@@ -33,7 +34,7 @@ export function explain(c: ContainerRecord, req: RequestRecord, now: Date): stri
     case 'Running':
       return `Running on instance ${c.instance_id} since ${new Date(c.started_at!).toISOString()}`;
     case 'Complete':
-      return `Complete, exit code ${c.exit_code}${c.oom_killed ? ' (OOM-killed)' : ''}`;
+      return `Complete, ${describeExit(c.exit_code, c.oom_killed)}`;
     case 'Cancelled':
       return `Cancelled (${c.failure_class}): ${c.runtime_status ?? ''}`;
   }
