@@ -19,6 +19,12 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('quality gates (bench/sim-gates.json)', () => {
   const file = loadGates(GATES);
+  // Each gate is run once for its figure; the determinism check runs the first again and compares.
+  const runs = new Map<string, ReturnType<typeof measureGate>>();
+  const measured = (g: (typeof file.gates)[number]) => {
+    if (!runs.has(g.name)) runs.set(g.name, measureGate(g, gatesDir(GATES)));
+    return runs.get(g.name)!;
+  };
 
   for (const g of file.gates) {
     itIf(missing)(
@@ -28,7 +34,7 @@ describe('quality gates (bench/sim-gates.json)', () => {
           g.costRatio,
           `${g.name} has no recorded figure: run npm run sim -- gates --update`,
         ).not.toBeNull();
-        const { figures } = await measureGate(g, gatesDir(GATES));
+        const { figures } = await measured(g);
         const v = judge(g.costRatio, figures.costRatio, file.tolerance);
         expect(
           v.ok,
@@ -44,7 +50,7 @@ describe('quality gates (bench/sim-gates.json)', () => {
     'a gate run is deterministic: the same seed gives the same report bytes',
     async () => {
       const g = file.gates[0]!;
-      const a = await measureGate(g, gatesDir(GATES));
+      const a = await measured(g);
       const b = await measureGate(g, gatesDir(GATES));
       expect(reportJson(b.report)).toBe(reportJson(a.report));
     },
