@@ -5,26 +5,81 @@
 // figures after a deliberate change.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { at, ConfigError, listOf, opt, section, type Infer } from '../config/declare.js';
+import { int, nullable, num, optional, text } from '../config/kinds.js';
 import { defaultSimConfig, loadSimConfig } from './config.js';
 import type { Report } from './report/build.js';
 import { runSimulation } from './run.js';
 import { prepareWorkload } from './workload/prepare.js';
 
+/** A recorded figure: a number >= 0, or null until first recorded. */
+const figure = nullable(num(0));
+
 /** One gate: a workload and its recorded figures. Paths are relative to the gates file. */
-export interface Gate {
-  name: string;
-  workload: string;
-  /** Keep the first N jobs (or workflow runs). */
-  limitJobs: number | null;
-  /** A simulator configuration file; null = the defaults. */
-  config: string | null;
-  seed: number;
-  /** The recorded cost / lower bound (the gated figure); null until first recorded. */
-  costRatio: number | null;
-  /** Recorded for the reader, not gated: p90 queue wait (s) and the idle share of the cost. */
-  waitP90: number | null;
-  idleShare: number | null;
-}
+const GATE = section([
+  opt({ key: 'name', kind: text(), help: "The gate's name (unique in the file)." }),
+  opt({ key: 'workload', kind: text(), help: 'The workload file, relative to the gates file.' }),
+  opt({
+    key: 'limit_jobs',
+    field: 'limitJobs',
+    kind: nullable(int(1)),
+    default: null,
+    help: 'Keep the first N jobs (or workflow runs).',
+  }),
+  opt({
+    key: 'config',
+    kind: nullable(text()),
+    default: null,
+    defaultText: 'the defaults',
+    help: 'A simulator configuration file, relative to the gates file.',
+  }),
+  opt({ key: 'seed', kind: int(0), default: 1, help: "The run's seed." }),
+  opt({
+    key: 'cost_ratio',
+    field: 'costRatio',
+    kind: figure,
+    default: null,
+    help: 'The recorded cost / lower bound (the gated figure); null until first recorded.',
+  }),
+  opt({
+    key: 'wait_p90',
+    field: 'waitP90',
+    kind: figure,
+    default: null,
+    help: 'Recorded for the reader, not gated: p90 queue wait (s).',
+  }),
+  opt({
+    key: 'idle_share',
+    field: 'idleShare',
+    kind: figure,
+    default: null,
+    help: 'Recorded for the reader, not gated: the idle share of the cost.',
+  }),
+]);
+
+export type Gate = Infer<(typeof GATE.options)[number]>;
+
+const GATE_FILE = section(
+  [
+    opt({ key: 'about', kind: optional(text()), help: 'What the file is, for the reader.' }),
+    opt({
+      key: 'tolerance',
+      kind: num(0, { max: 1, what: 'a fraction from 0 to 1 such as 0.02' }),
+      default: 0.02,
+      help: 'Largest allowed rise of cost / lower bound over the recorded figure, as a fraction.',
+    }),
+    opt({ key: 'gates', kind: listOf(GATE, 'a non-empty array of gates'), help: 'The gates.' }),
+  ],
+  (f, path) => {
+    if (f.gates.length === 0) throw new ConfigError(at(path, 'gates'), 'expected a non-empty array of gates');
+    const names = new Set<string>();
+    f.gates.forEach((g, i) => {
+      if (names.has(g.name))
+        throw new ConfigError(at(path, `gates[${i}].name`), `duplicate name ${JSON.stringify(g.name)}`);
+      names.add(g.name);
+    });
+  },
+);
 
 export interface GateFile {
   /** Largest allowed rise of cost / lower bound over the recorded figure, as a fraction (0.02). */
@@ -32,106 +87,19 @@ export interface GateFile {
   gates: Gate[];
 }
 
-/** A gates file that cannot be used; the message names the key. */
-export class GateFileError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'GateFileError';
-  }
-}
-
-type Obj = Record<string, unknown>;
-
-function obj(v: unknown, at: string): Obj {
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    throw new GateFileError(`${at}: expected an object, got ${JSON.stringify(v)}`);
-  return v as Obj;
-}
-
-function figure(v: unknown, at: string): number | null {
-  if (v === undefined || v === null) return null;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
-    throw new GateFileError(`${at}: expected a number >= 0 or null, got ${JSON.stringify(v)}`);
-  return v;
-}
-
-const GATE_KEYS = [
-  'name',
-  'workload',
-  'limit_jobs',
-  'config',
-  'seed',
-  'cost_ratio',
-  'wait_p90',
-  'idle_share',
-];
-
-function gate(v: unknown, at: string): Gate {
-  const o = obj(v, at);
-  for (const k of Object.keys(o))
-    if (!GATE_KEYS.includes(k))
-      throw new GateFileError(`${at}.${k}: unknown key; expected one of ${GATE_KEYS.join(', ')}`);
-  const str = (k: string, required: boolean): string | null => {
-    const x = o[k];
-    if (x === undefined || x === null) {
-      if (required) throw new GateFileError(`${at}.${k}: required`);
-      return null;
-    }
-    if (typeof x !== 'string' || x === '')
-      throw new GateFileError(`${at}.${k}: expected a non-empty string, got ${JSON.stringify(x)}`);
-    return x;
-  };
-  const whole = (k: string, dflt: number | null): number | null => {
-    const x = o[k];
-    if (x === undefined || x === null) return dflt;
-    if (typeof x !== 'number' || !Number.isSafeInteger(x) || x < 0)
-      throw new GateFileError(`${at}.${k}: expected a whole number >= 0, got ${JSON.stringify(x)}`);
-    return x;
-  };
-  const limitJobs = whole('limit_jobs', null);
-  if (limitJobs === 0) throw new GateFileError(`${at}.limit_jobs: expected a whole number >= 1, got 0`);
-  return {
-    name: str('name', true)!,
-    workload: str('workload', true)!,
-    limitJobs,
-    config: str('config', false),
-    seed: whole('seed', 1)!,
-    costRatio: figure(o.cost_ratio, `${at}.cost_ratio`),
-    waitP90: figure(o.wait_p90, `${at}.wait_p90`),
-    idleShare: figure(o.idle_share, `${at}.idle_share`),
-  };
-}
-
-/** Reads and validates a gates file. */
+/** Reads and validates a gates file; a ConfigError names the file and the key. */
 export function loadGates(path: string): GateFile {
   let value: unknown;
   try {
     value = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new GateFileError(`${path}: cannot read a JSON gates file: ${(err as Error).message}`);
+    throw new ConfigError('', `cannot read a JSON gates file: ${(err as Error).message}`, { file: path });
   }
   try {
-    const o = obj(value, 'gates file');
-    for (const k of Object.keys(o))
-      if (k !== 'tolerance' && k !== 'gates' && k !== 'about')
-        throw new GateFileError(`${k}: unknown key; expected about, tolerance, gates`);
-    const tolerance = o.tolerance ?? 0.02;
-    if (typeof tolerance !== 'number' || !(tolerance >= 0 && tolerance < 1))
-      throw new GateFileError(
-        `tolerance: expected a fraction from 0 to 1 such as 0.02, got ${JSON.stringify(o.tolerance)}`,
-      );
-    if (!Array.isArray(o.gates) || o.gates.length === 0)
-      throw new GateFileError('gates: expected a non-empty array of gates');
-    const gates = o.gates.map((g, i) => gate(g, `gates[${i}]`));
-    const names = new Set<string>();
-    gates.forEach((g, i) => {
-      if (names.has(g.name))
-        throw new GateFileError(`gates[${i}].name: duplicate name ${JSON.stringify(g.name)}`);
-      names.add(g.name);
-    });
+    const { tolerance, gates } = GATE_FILE.parse(value);
     return { tolerance, gates };
   } catch (err) {
-    if (err instanceof GateFileError) throw new GateFileError(`${path}: ${err.message}`);
+    if (err instanceof ConfigError) throw err.from({ file: path });
     throw err;
   }
 }

@@ -116,8 +116,8 @@ describe('the gates machinery', () => {
     for (const [content, message] of [
       [{ gates: [] }, /gates: expected a non-empty array/],
       [{ tolerance: 2, gates: [{ name: 'a', workload: 'w.json' }] }, /tolerance: expected a fraction/],
-      [{ gates: [{ name: 'a' }] }, /gates\[0\]\.workload: required/],
-      [{ gates: [{ name: 'a', workload: 'w.json', cost: 1 }] }, /gates\[0\]\.cost: unknown key/],
+      [{ gates: [{ name: 'a' }] }, /gates\[0\]\.workload: required field is missing/],
+      [{ gates: [{ name: 'a', workload: 'w.json', cost: 1 }] }, /gates\[0\]\.cost: unknown field/],
       [
         { gates: [{ name: 'a', workload: 'w.json', limit_jobs: 0 }] },
         /gates\[0\]\.limit_jobs: expected a whole number >= 1/,

@@ -2,15 +2,7 @@
 // when cost / lower bound rose more than the tolerance over a recorded figure; --update records the
 // measured figures instead (after a deliberate change: see docs/SIMULATOR.md, "Quality gates").
 import type { Command } from 'commander';
-import {
-  GateFileError,
-  gatesDir,
-  judge,
-  loadGates,
-  measureGate,
-  recordGates,
-  type GateFigures,
-} from '../../sim/gates.js';
+import { gatesDir, judge, loadGates, measureGate, recordGates, type GateFigures } from '../../sim/gates.js';
 import { WorkloadError } from '../../sim/workload/types.js';
 import { ConfigError } from '../../config/declare.js';
 import { UsageError } from '../errors.js';
@@ -29,7 +21,7 @@ export async function gatesCommand(opts: GatesOpts, cmd: Command): Promise<void>
   try {
     file = loadGates(opts.file);
   } catch (err) {
-    if (err instanceof GateFileError) throw new UsageError(err.message);
+    if (err instanceof ConfigError) throw new UsageError(err.message);
     throw err;
   }
   const dir = gatesDir(opts.file);
