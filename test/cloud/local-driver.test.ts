@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CGROUP_ROOT, cgroupV1Unusable } from '../../src/agent/runtimes/cgroup.js';
+import { CGROUP_ROOT, cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
 import { isAlive } from '../../src/agent/runtimes/procfs.js';
 import { LOCAL_CGROUP_PARENT, LocalDriver } from '../../src/cloud/local/driver.js';
 import { CloudApiError, NotFoundError } from '../../src/cloud/errors.js';
@@ -35,7 +35,7 @@ beforeAll(async () => {
   assertBuilt();
   h = await Harness.create();
   home = await h.tempDir('berth-local-home-');
-  cgroups = (await cgroupV1Unusable()) === null;
+  cgroups = (await cgroupsUnusable()) === null;
   driver = new LocalDriver({
     home,
     bootDelayMs: 200,

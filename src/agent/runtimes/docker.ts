@@ -3,7 +3,7 @@
 // agent re-attaches by name.
 import { createReadStream } from 'node:fs';
 import { type FileHandle } from 'node:fs/promises';
-import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { cgroupsUnusable, requireContainerCgroup } from './cgroup.js';
 import { DockerApi, DockerApiError, readAll } from './docker-api.js';
 import {
   discardEngine,
@@ -27,7 +27,14 @@ export interface DockerOptions {
 
 /** The parts of GET /containers/{id}/json Berth reads. */
 interface Inspect {
-  State: { Running: boolean; ExitCode: number; OOMKilled: boolean; StartedAt: string; FinishedAt: string };
+  State: {
+    Running: boolean;
+    Paused: boolean;
+    ExitCode: number;
+    OOMKilled: boolean;
+    StartedAt: string;
+    FinishedAt: string;
+  };
   GraphDriver?: { Data?: { UpperDir?: string } };
 }
 
@@ -48,7 +55,15 @@ export class DockerRuntime implements Runtime {
     } catch (err) {
       return `docker daemon not answering at ${this.api.socketPath}: ${(err as Error).message}`;
     }
-    return cgroupV1Unusable();
+    // The parent group Berth reads usage from is a cgroupfs path; under the systemd driver docker wants a
+    // slice name there instead.
+    const info = await this.api.call<{ CgroupDriver?: string }>({ path: '/info' }).catch(() => null);
+    if (info?.CgroupDriver && info.CgroupDriver !== 'cgroupfs')
+      return (
+        `docker uses the ${info.CgroupDriver} cgroup driver; Berth needs cgroupfs ` +
+        '("exec-opts": ["native.cgroupdriver=cgroupfs"] in /etc/docker/daemon.json)'
+      );
+    return cgroupsUnusable();
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
@@ -63,7 +78,7 @@ export class DockerRuntime implements Runtime {
     await this.api
       .call({ method: 'DELETE', path: `/containers/${name}`, query: { force: true } })
       .catch(notFoundOk);
-    const cgroup = CgroupV1.forContainer(spec.id);
+    const cgroup = await requireContainerCgroup(spec.id);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     try {
       await this.api.call({
@@ -237,6 +252,7 @@ class DockerEngine implements ContainerEngine {
     const s = ins.State;
     return {
       running: s.Running,
+      paused: s.Paused,
       exitCode: s.ExitCode,
       oomKilled: s.OOMKilled,
       startedAt: s.StartedAt,
@@ -258,6 +274,14 @@ class DockerEngine implements ContainerEngine {
       // 409: not running any more; 404: already removed. Either way there is nothing to signal.
       if (!(err instanceof DockerApiError && (err.status === 409 || err.status === 404))) throw err;
     }
+  }
+
+  async pause(container: string): Promise<void> {
+    await this.api.call({ method: 'POST', path: `/containers/${container}/pause` });
+  }
+
+  async unpause(container: string): Promise<void> {
+    await this.api.call({ method: 'POST', path: `/containers/${container}/unpause` });
   }
 
   async copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void> {

@@ -2,17 +2,19 @@
 // berth-<id>; podman keeps their state until Berth removes them, so the same EngineHandle as docker's
 // serves both a fresh start and a re-attach.
 //
-// Limits are set on Berth's parent cgroup (/berth/<id>), not with --memory/--cpus, so that the group
-// whose peak we read is the group whose limit was hit. podman 4.3 on cgroup v1 does not report OOM kills
-// (State.OOMKilled stays false) and deletes the container's cgroup, which holds the kernel's OOM counter,
-// at exit: EngineHandle then infers the OOM kill from a SIGKILL with the peak at the limit.
+// Limits are set on Berth's parent cgroup (/berth/<id>, v1 or v2), not with --memory/--cpus, so that the
+// group whose peak we read is the group whose limit was hit. podman 4.3 does not report OOM kills
+// (State.OOMKilled stays false); on v2 the parent's memory.events counts them, on v1 the kernel counts them
+// in the container's own cgroup, which podman deletes at exit: EngineHandle then infers the OOM kill from a
+// SIGKILL with the peak at the limit. Every command runs with --cgroup-manager=cgroupfs, podman's default
+// without systemd, so that the parent is a path on systemd hosts too (where podman would expect a slice).
 // `--cgroups=no-conmon` keeps podman's monitor out of the group, so only the container is limited and measured. `--ulimit` values: root here lacks CAP_SYS_RESOURCE and the hard
 // limits are below podman's defaults (ENVIRONMENT.md).
 import { execFile } from 'node:child_process';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { cgroupsUnusable, requireContainerCgroup } from './cgroup.js';
 import {
   discardEngine,
   EngineHandle,
@@ -27,7 +29,14 @@ import { isAlive, processRef } from './procfs.js';
 import { clearRunFiles } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
-const exec = promisify(execFile);
+const execFileAsync = promisify(execFile);
+/** Runs the podman CLI with Berth's global options (see the top of the file). */
+const exec = (
+  podman: string,
+  args: string[],
+  opts: { timeout?: number; maxBuffer?: number } = {},
+): Promise<{ stdout: string; stderr: string }> =>
+  execFileAsync(podman, ['--cgroup-manager', 'cgroupfs', ...args], { encoding: 'utf8', ...opts });
 
 /** Options of the podman runtime. */
 export interface PodmanOptions {
@@ -57,7 +66,7 @@ export class PodmanRuntime implements Runtime {
     } catch (err) {
       return `podman not usable: ${firstLine(err)}`;
     }
-    return cgroupV1Unusable();
+    return cgroupsUnusable();
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
@@ -67,7 +76,7 @@ export class PodmanRuntime implements Runtime {
     const name = `berth-${spec.id}`;
     await clearRunFiles(spec.workDir);
     await this.engine.remove(name); // a leftover of a crashed earlier attempt would block the name
-    const cgroup = CgroupV1.forContainer(spec.id);
+    const cgroup = await requireContainerCgroup(spec.id);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     const args = ['run', '--detach', '--name', name, '--label', `berth.container=${spec.id}`];
     args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon', '--network', 'host');
@@ -162,6 +171,7 @@ class PodmanEngine implements ContainerEngine {
     const [ins] = JSON.parse(out) as {
       State: {
         Running: boolean;
+        Paused: boolean;
         ExitCode: number;
         OOMKilled: boolean;
         StartedAt: string;
@@ -172,6 +182,7 @@ class PodmanEngine implements ContainerEngine {
     if (!ins) return null;
     return {
       running: ins.State.Running,
+      paused: ins.State.Paused,
       exitCode: ins.State.ExitCode,
       oomKilled: ins.State.OOMKilled,
       startedAt: ins.State.StartedAt,
@@ -187,6 +198,14 @@ class PodmanEngine implements ContainerEngine {
   async kill(container: string, sig: NodeJS.Signals): Promise<void> {
     // Fails when the container is no longer running: nothing to signal then.
     await exec(this.podman, ['kill', '--signal', sig, container]).catch(() => {});
+  }
+
+  async pause(container: string): Promise<void> {
+    await exec(this.podman, ['pause', container]);
+  }
+
+  async unpause(container: string): Promise<void> {
+    await exec(this.podman, ['unpause', container]);
   }
 
   /**

@@ -1,9 +1,9 @@
 // The process runtime: the command runs as a plain host process in the container's work dir, inside a
-// cgroup v1 group that holds its CPU quota and memory limit. Without permission to create cgroups it
+// cgroup (v1 or v2, cgroup.ts) that holds its CPU quota and memory limit. Without permission to create cgroups it
 // still runs, unlimited, and says so in the handle's warning (the agent writes it to the container log).
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CGROUP_ROOT, CgroupV1, cgroupV1Unusable, killCgroup } from './cgroup.js';
+import { CGROUP_ROOT, cgroupAt, containerCgroup, killCgroup, probeCgroups, type Cgroup } from './cgroup.js';
 import { ShimHandle, clearRunFiles, readRunState, spawnShim, writeRunState, type RunState } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
@@ -14,7 +14,7 @@ export class ProcessRuntime implements Runtime {
   readonly name = 'process';
 
   constructor(
-    /** Where the cgroup v1 hierarchies are mounted (tests point it elsewhere to run without limits). */
+    /** Where the cgroup hierarchies are mounted (tests point it elsewhere to run without limits). */
     private readonly cgroupRoot = CGROUP_ROOT,
   ) {}
 
@@ -31,13 +31,13 @@ export class ProcessRuntime implements Runtime {
     const scratchDir = join(spec.workDir, 'scratch');
     await clearRunFiles(spec.workDir);
     await mkdir(scratchDir, { recursive: true });
-    const unusable = await cgroupV1Unusable(this.cgroupRoot);
-    let cgroup: CgroupV1 | null = null;
+    const host = await probeCgroups(this.cgroupRoot);
+    let cgroup: Cgroup | null = null;
     let warning: string | null = null;
-    if (unusable) {
-      warning = `process runtime: ${unusable}; running without CPU and memory limits`;
+    if (host.unusable !== null) {
+      warning = `process runtime: ${host.unusable}; running without CPU and memory limits`;
     } else {
-      cgroup = CgroupV1.forContainer(spec.id, this.cgroupRoot);
+      cgroup = containerCgroup(host, spec.id);
       await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     }
     const env = { PATH: DEFAULT_PATH, HOME: scratchDir, TMPDIR: scratchDir, ...spec.env };
@@ -71,13 +71,15 @@ export class ProcessRuntime implements Runtime {
   async reattach(id: string, workDir: string): Promise<RunHandle | null> {
     const state = await readRunState(workDir);
     if (!state || state.runtime !== this.name || state.id !== id) return null;
-    const cgroup = state.cgroup ? new CgroupV1(state.cgroup, this.cgroupRoot) : null;
+    const host = await probeCgroups(this.cgroupRoot);
+    const cgroup = state.cgroup && host.unusable === null ? cgroupAt(host, state.cgroup) : null;
     return new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') });
   }
 
   async discard(id: string): Promise<void> {
     // Its processes can only be found through its cgroup; without cgroups a lost start cannot be traced.
-    if (await cgroupV1Unusable(this.cgroupRoot)) return;
-    await killCgroup(CgroupV1.forContainer(id, this.cgroupRoot));
+    const host = await probeCgroups(this.cgroupRoot);
+    if (host.unusable !== null) return;
+    await killCgroup(containerCgroup(host, id));
   }
 }

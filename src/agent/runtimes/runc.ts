@@ -6,7 +6,14 @@ import { execFile } from 'node:child_process';
 import { access, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CgroupV1, cgroupV1Unusable, killCgroup } from './cgroup.js';
+import {
+  cgroupAt,
+  cgroupsUnusable,
+  containerCgroup,
+  killCgroup,
+  probeCgroups,
+  requireContainerCgroup,
+} from './cgroup.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, ensureRootfs } from './image.js';
 import { ociConfig } from './oci.js';
@@ -41,7 +48,7 @@ export class RuncRuntime implements Runtime {
     } catch {
       return `${this.runc} not found (apt-get install runc)`;
     }
-    return cgroupV1Unusable();
+    return cgroupsUnusable();
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
@@ -91,7 +98,8 @@ export class RuncRuntime implements Runtime {
         `cannot mount the container's overlay: ${(err as Error).message}`,
       );
     }
-    const cgroup = CgroupV1.forContainer(spec.id);
+    // runc creates the group itself (on v2 it also delegates the controllers down the path).
+    const cgroup = await requireContainerCgroup(spec.id);
     const config = ociConfig({
       args: spec.command,
       env: spec.env,
@@ -129,17 +137,18 @@ export class RuncRuntime implements Runtime {
       extra,
     };
     await writeRunState(spec.workDir, state);
-    return new ShimHandle(state, spec.workDir, this.hooks(state, spec.workDir), shim.child);
+    return new ShimHandle(state, spec.workDir, await this.hooks(state, spec.workDir), shim.child);
   }
 
   async reattach(id: string, workDir: string): Promise<RunHandle | null> {
     const state = await readRunState(workDir);
     if (!state || state.runtime !== this.name || state.id !== id) return null;
-    return new ShimHandle(state, workDir, this.hooks(state, workDir));
+    return new ShimHandle(state, workDir, await this.hooks(state, workDir));
   }
 
   async discard(id: string, workDir: string): Promise<void> {
-    await killCgroup(CgroupV1.forContainer(id));
+    const host = await probeCgroups();
+    if (host.unusable === null) await killCgroup(containerCgroup(host, id));
     const bundle = join(workDir, 'bundle');
     await this.release({
       name: `berth-${id}`,
@@ -149,9 +158,10 @@ export class RuncRuntime implements Runtime {
     });
   }
 
-  private hooks(state: RunState, workDir: string): ShimHooks {
+  private async hooks(state: RunState, workDir: string): Promise<ShimHooks> {
+    const host = await probeCgroups();
     return {
-      cgroup: state.cgroup ? new CgroupV1(state.cgroup) : null,
+      cgroup: state.cgroup && host.unusable === null ? cgroupAt(host, state.cgroup) : null,
       scratchDir: join(workDir, 'scratch'),
       finalize: () => this.release(state.extra),
     };

@@ -10,7 +10,7 @@ import { constants } from 'node:os';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { diskUsage } from './du.js';
-import type { CgroupV1 } from './cgroup.js';
+import type { Cgroup } from './cgroup.js';
 import { isAlive, processGroupMembers, processGroupUsage, processRef, type ProcessRef } from './procfs.js';
 import { OncePerKey } from './once.js';
 import { readSavedResult, saveResult } from './result-file.js';
@@ -94,7 +94,7 @@ export async function readRunState(workDir: string): Promise<RunState | null> {
 
 /** Runtime-specific parts of a shim-based handle. */
 export interface ShimHooks {
-  cgroup: CgroupV1 | null;
+  cgroup: Cgroup | null;
   /** Directory whose size is the container's scratch usage. */
   scratchDir: string;
   /** Releases runtime resources after the exit (runc: delete the container, unmount the rootfs). */
@@ -118,6 +118,8 @@ export class ShimHandle implements RunHandle {
   private waiting: Promise<ExitInfo> | null = null;
   private exited: Promise<void> | null;
   private done = false;
+  /** Stopped with SIGSTOP by freeze() (only without a cgroup). */
+  private stopped = false;
   /** Usage sampled from /proc when there is no cgroup to ask. */
   private readonly sampled = { cpuSeconds: 0, peakRamBytes: 0 };
 
@@ -169,16 +171,7 @@ export class ShimHandle implements RunHandle {
     else await until(async () => !(await isAlive(this.state.shim)), 5000, 5);
     // Processes the command left behind (daemonized children) end with it.
     const { cgroup } = this.hooks;
-    if (cgroup)
-      await until(
-        async () => {
-          const pids = await cgroup.pids();
-          for (const pid of pids) killQuietly(pid, 'SIGKILL');
-          return pids.length === 0;
-        },
-        5000,
-        5,
-      );
+    if (cgroup) await cgroup.killAll(5000);
     const stats = cgroup ? await cgroup.stats() : null;
     if (this.hooks.finalize) await this.hooks.finalize();
     if (cgroup) await cgroup.remove();
@@ -206,6 +199,32 @@ export class ShimHandle implements RunHandle {
       ? await this.hooks.cgroup.pids()
       : await processGroupMembers(this.state.shim.pid);
     for (const pid of pids) if (pid !== this.state.shim.pid) killQuietly(pid, sig);
+    if (this.hooks.cgroup) {
+      if (await this.hooks.cgroup.isFrozen()) await this.hooks.cgroup.thaw();
+    } else if (this.stopped) {
+      await this.thaw();
+    }
+  }
+
+  async freeze(): Promise<void> {
+    if (this.done || (await this.shimEnded())) return;
+    if (this.hooks.cgroup) return this.hooks.cgroup.freeze();
+    // Without a cgroup: SIGSTOP, which stops the process group's members as a freeze would, except that a
+    // parent waiting for them can notice, and processes that left the group go on.
+    for (const pid of await processGroupMembers(this.state.shim.pid))
+      if (pid !== this.state.shim.pid) killQuietly(pid, 'SIGSTOP');
+    this.stopped = true;
+  }
+
+  async thaw(): Promise<void> {
+    if (this.done) return;
+    if (this.hooks.cgroup) {
+      if (await this.hooks.cgroup.exists()) await this.hooks.cgroup.thaw();
+      return;
+    }
+    for (const pid of await processGroupMembers(this.state.shim.pid))
+      if (pid !== this.state.shim.pid) killQuietly(pid, 'SIGCONT');
+    this.stopped = false;
   }
 
   async usage(): Promise<Usage> {

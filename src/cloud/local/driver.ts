@@ -13,7 +13,7 @@ import { mkdir, open, readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { CgroupV1, cgroupV1Unusable } from '../../agent/runtimes/cgroup.js';
+import { cgroupAt, cgroupsUnusable, probeCgroups, type Cgroup } from '../../agent/runtimes/cgroup.js';
 import { createRuntime, RUNTIME_NAMES, type RuntimeName } from '../../agent/runtimes/detect.js';
 import { isAlive, processRef, type ProcessRef } from '../../agent/runtimes/procfs.js';
 import type { InstanceType } from '../../model/types.js';
@@ -99,7 +99,7 @@ export class LocalDriver implements Driver {
     this.cgroupsUsable =
       opts.cgroups === false
         ? Promise.resolve(false)
-        : cgroupV1Unusable().then((why) => {
+        : cgroupsUnusable().then((why) => {
             if (why && opts.cgroups === true) throw new Error(`local driver: cgroups requested but ${why}`);
             return why === null;
           });
@@ -110,7 +110,7 @@ export class LocalDriver implements Driver {
     if (await this.cgroupsUsable) return null;
     return this.o.cgroups === false
       ? 'cgroups disabled by configuration: instances run without CPU and memory limits'
-      : `${(await cgroupV1Unusable()) ?? 'cgroups unusable'}: instances run without CPU and memory limits`;
+      : `${(await cgroupsUnusable()) ?? 'cgroups unusable'}: instances run without CPU and memory limits`;
   }
 
   instanceDir(id: string): string {
@@ -128,9 +128,9 @@ export class LocalDriver implements Driver {
     const secretFile = join(dir, 'bootstrap-secret');
     await writeFile(secretFile, boot.bootstrap_secret, { mode: 0o600 });
 
-    let cgroup: CgroupV1 | null = null;
+    let cgroup: Cgroup | null = null;
     if (await this.cgroupsUsable) {
-      cgroup = new CgroupV1(`${LOCAL_CGROUP_PARENT}/${id}`);
+      cgroup = cgroupAt(await probeCgroups(), `${LOCAL_CGROUP_PARENT}/${id}`);
       await cgroup.create({ vcpus: type.vcpus, ram: type.ram });
     }
     let netns: NetnsLink | null = null;
@@ -323,13 +323,8 @@ export class LocalDriver implements Driver {
       }
     }
     if (rec.cgroup) {
-      const cg = new CgroupV1(rec.cgroup);
-      for (let i = 0; i < 100; i++) {
-        const pids = await cg.pids();
-        if (pids.length === 0) break;
-        for (const pid of pids) killQuietly(pid, 'SIGKILL');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      const cg = cgroupAt(await probeCgroups(), rec.cgroup);
+      await cg.killAll(2000);
       await cg.remove();
     }
     // Only now that its processes are gone (removeNetns also kills any left inside).
