@@ -16,7 +16,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 flavour=${1:-test}
 [ -f "$GUEST_SCRIPTS/flavours/$flavour.sh" ] || die "no flavour $flavour (scripts/guest/flavours/)"
-PACKAGES= MODULES= INIT=/sbin/init COPY_NODE=0 ROOT_SIZE=1G ROOT_MODULES=
+PACKAGES= EXTRACT= CHECK= MODULES= INIT=/sbin/init COPY_NODE=0 ROOT_SIZE=1G ROOT_MODULES=
 # shellcheck source=/dev/null
 . "$GUEST_SCRIPTS/flavours/$flavour.sh"
 need_cmds debootstrap mkfs.ext4 cpio modprobe depmod gzip sha256sum
@@ -33,6 +33,8 @@ node_bin=$(command -v node || true)
 key=$(
   {
     cat "$GUEST_SCRIPTS"/{lib.sh,kernel.sh,build.sh,initramfs-init.sh,guest-init.sh} "$GUEST_SCRIPTS/flavours/$flavour.sh"
+    # shellcheck disable=SC2086
+    [ -z "$EXTRACT" ] || apt-cache policy $EXTRACT | grep Candidate
     echo "$kernel"
     [ "$COPY_NODE" = 0 ] || "$node_bin" --version
   } | sha256sum | cut -c1-16
@@ -70,6 +72,19 @@ build_rootfs() {
     tail -30 "$tmp/debootstrap.log" >&2
     die "debootstrap failed"
   }
+  if [ -n "$EXTRACT" ]; then
+    # Unpacked without dpkg (no maintainer scripts: they would only add users and services), from the
+    # host's apt lists, which are the same bookworm.
+    mkdir -p "$tmp/extract"
+    # shellcheck disable=SC2086
+    (cd "$tmp/extract" && apt-get download -qq -o APT::Sandbox::User=root $EXTRACT)
+    local deb
+    # Through tar --keep-directory-symlink: the root's /lib, /bin, /sbin are symlinks into /usr (merged
+    # /usr), which a plain extraction of a package's ./lib/ would replace with a directory.
+    for deb in "$tmp"/extract/*.deb; do dpkg-deb --fsys-tarfile "$deb" | tar -C "$r" -x --keep-directory-symlink; done
+  fi
+  local cmd
+  for cmd in $CHECK; do chroot "$r" "$cmd" --version >/dev/null || die "$cmd does not run in the guest root"; done
   rm -rf "$r"/var/cache/apt/archives/*.deb "$r"/var/lib/apt/lists/*
   install -m 755 "$GUEST_SCRIPTS/guest-init.sh" "$r/sbin/berth-guest-init"
   if [ "$ROOT_MODULES" = all ]; then
