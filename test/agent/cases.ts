@@ -97,8 +97,9 @@ export const cpuCase: RuntimeCase = {
       const share = (c1 - c0) / ((tc1 - tc0) / 1000);
       const available = (r1 - r0) / ((tr1 - tr0) / 1000);
       assert.ok(share < 0.7, `used ${share.toFixed(2)} CPU under a 0.5 quota`);
-      // 0.3 when half a CPU was there to take; on a saturated machine only "it did run".
-      const floor = available >= 0.5 ? 0.3 : 0.25 * available;
+      // 0.3 when half a CPU was there to take; on a saturated machine only "it did run" (a throttled group
+      // gets less than its share under contention: 0.08 beside an unlimited 0.38 was seen at load 15).
+      const floor = available >= 0.5 ? 0.3 : 0.1 * available;
       assert.ok(
         share > floor,
         `used ${share.toFixed(2)} CPU, an unlimited process got ${available.toFixed(2)} meanwhile`,
@@ -148,7 +149,7 @@ export const usageCase: RuntimeCase = {
 const STEP = 2000;
 
 export const freezeCase: RuntimeCase = {
-  name: 'freeze: a frozen counter does not advance, thawed it continues; a kill ends it frozen',
+  name: 'freeze: a frozen counter does not advance (also right after start), thawed it continues; a kill ends it frozen',
   async run(runtime, image) {
     const counter = `i=0; n=0; echo ready; while :; do i=$((i+1)); if [ $i -ge ${STEP} ]; then i=0; n=$((n+1)); echo $n; fi; done`;
     const s = await spec(image, sh(counter));
@@ -160,9 +161,18 @@ export const freezeCase: RuntimeCase = {
       return lines.length ? Number(lines[lines.length - 1]) : 0;
     };
     const cpu = async (): Promise<number> => (await h.usage()).cpuSeconds;
+    // A freeze right after start() holds too: runc starts the command a moment later, and a freeze during
+    // runc's own set-up would make the start fail.
+    let t0 = performance.now();
+    await h.freeze();
+    const firstFreezeMs = performance.now() - t0;
+    const early = await cpu();
+    await new Promise((r) => setTimeout(r, 300)); // watching for CPU that must not be used
+    assert.equal(await cpu(), early, 'CPU used while frozen right after the start');
+    await h.thaw();
     await waitFor(async () => (await lastNumber()) >= 1, ms(20_000), 'the counter to count');
 
-    let t0 = performance.now();
+    t0 = performance.now();
     await h.freeze();
     const freezeMs = performance.now() - t0;
     const frozenAt = await cpu();
@@ -192,7 +202,12 @@ export const freezeCase: RuntimeCase = {
     );
     const broken = lines.findIndex((n, k) => n !== k + 1);
     assert.equal(broken, -1, `counter broken at line ${broken + 1}: ${lines.slice(0, 20).join(',')}`);
-    return { freezeMs: +freezeMs.toFixed(1), thawMs: +thawMs.toFixed(1), counted: lines.length };
+    return {
+      firstFreezeMs: +firstFreezeMs.toFixed(1),
+      freezeMs: +freezeMs.toFixed(1),
+      thawMs: +thawMs.toFixed(1),
+      counted: lines.length,
+    };
   },
 };
 

@@ -80,6 +80,18 @@ export function runtimeConformance(
       expect(info.oomKilled).toBe(false);
     });
 
+    it('a SIGKILL right after start ends the container (runc starts it a moment after start() returns)', async () => {
+      const h = track(await runtime.start(await spec(image, sh('sleep 30'))));
+      await h.signal('SIGKILL');
+      let timer: NodeJS.Timeout | undefined;
+      const info = await Promise.race([
+        h.wait(),
+        new Promise<null>((r) => (timer = setTimeout(() => r(null), 15_000))),
+      ]);
+      clearTimeout(timer);
+      expect(info?.exitCode, 'ended by the kill within 15 s').toBe(137);
+    });
+
     it('captures 10,000 interleaved stdout and stderr lines complete and in order', async () => {
       const script = 'i=0; while [ $i -lt 10000 ]; do echo "out $i"; echo "err $i" >&2; i=$((i+1)); done';
       const h = track(await runtime.start(await spec(image, sh(script))));

@@ -86,10 +86,17 @@ export class CgroupV1 extends CgroupBase implements Cgroup {
 
   async freeze(deadlineMs = 5000): Promise<void> {
     const file = join(this.dir('freezer'), 'freezer.state');
-    // FREEZING means a task has not stopped yet; writing FROZEN again retries it (kernel freezer docs).
+    // FREEZING means a task has not stopped yet. Writing FROZEN again retries it (kernel freezer docs); a
+    // group that stays FREEZING (seen here with a container's init just after it exec'ed) is thawed and
+    // frozen afresh every 100 ms, which is also what runc does.
+    let since = Date.now();
     await pollUntil(
       async () => {
         if ((await this.freezerState()) === 'FROZEN') return true;
+        if (Date.now() - since > 100) {
+          await writeValue(file, 'THAWED');
+          since = Date.now();
+        }
         await writeValue(file, 'FROZEN');
         return (await this.freezerState()) === 'FROZEN';
       },

@@ -49,6 +49,9 @@ export interface ContainerEngine {
   copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void>;
 }
 
+/** How long freeze() keeps retrying an engine's pause that failed while the container runs. */
+const FREEZE_DEADLINE_MS = 10_000;
+
 /** How close to its limit a container's peak must be for a SIGKILL to count as an OOM kill. */
 const OOM_MARGIN = 1024 * 1024;
 
@@ -179,13 +182,20 @@ export class EngineHandle implements RunHandle {
   }
 
   async freeze(): Promise<void> {
-    if (this.done) return;
-    try {
-      await this.engine.pause(this.container);
-    } catch (err) {
-      // Engines refuse to pause a container that is already paused or no longer running: nothing to do then.
-      const s = await this.engine.inspect(this.container).catch(() => null);
-      if (s?.running && !s.paused) throw err;
+    // runc, under both engines, gives up when the kernel is slow to freeze every task ("unable to freeze",
+    // seen under load on cgroup v1) and thaws again: retried until the deadline.
+    const deadline = Date.now() + FREEZE_DEADLINE_MS;
+    for (;;) {
+      if (this.done) return;
+      try {
+        await this.engine.pause(this.container);
+        return;
+      } catch (err) {
+        // Engines refuse to pause a container that is already paused or no longer running: nothing to do then.
+        const s = await this.engine.inspect(this.container).catch(() => null);
+        if (!s?.running || s.paused) return;
+        if (Date.now() > deadline) throw err;
+      }
     }
   }
 

@@ -163,8 +163,19 @@ export class RuncRuntime implements Runtime {
     return {
       cgroup: state.cgroup && host.unusable === null ? cgroupAt(host, state.cgroup) : null,
       scratchDir: join(workDir, 'scratch'),
+      ready: () => this.running(state.extra.name!),
       finalize: () => this.release(state.extra),
     };
+  }
+
+  /** Whether runc reports the container running: created, and its command started (or already ended). */
+  private async running(name: string): Promise<boolean> {
+    const out = await exec(this.runc, ['state', name]).then(
+      (r) => r.stdout,
+      () => '',
+    );
+    const status = (JSON.parse(out || '{}') as { status?: string }).status;
+    return status === 'running' || status === 'paused' || status === 'stopped';
   }
 
   /** Deletes the runc container (and with it runc's cgroups) and unmounts the rootfs. */

@@ -97,6 +97,11 @@ export interface ShimHooks {
   cgroup: Cgroup | null;
   /** Directory whose size is the container's scratch usage. */
   scratchDir: string;
+  /**
+   * Whether the container's command runs yet, for runtimes that start it after start() returned (runc);
+   * by default, whether its cgroup holds a process.
+   */
+  ready?(): Promise<boolean>;
   /** Releases runtime resources after the exit (runc: delete the container, unmount the rootfs). */
   finalize?(): Promise<void>;
 }
@@ -118,6 +123,8 @@ export class ShimHandle implements RunHandle {
   private waiting: Promise<ExitInfo> | null = null;
   private exited: Promise<void> | null;
   private done = false;
+  /** The container's command is running (see started()). */
+  private ready = false;
   /** Stopped with SIGSTOP by freeze() (only without a cgroup). */
   private stopped = false;
   /** Usage sampled from /proc when there is no cgroup to ask. */
@@ -193,12 +200,29 @@ export class ShimHandle implements RunHandle {
     return info;
   }
 
-  async signal(sig: NodeJS.Signals): Promise<void> {
-    if (this.done || (await this.shimEnded())) return;
-    const pids = this.hooks.cgroup
+  /** The container's processes: its cgroup's, or the shim's process group without one; never the shim. */
+  private async commandPids(): Promise<number[]> {
+    const all = this.hooks.cgroup
       ? await this.hooks.cgroup.pids()
       : await processGroupMembers(this.state.shim.pid);
-    for (const pid of pids) if (pid !== this.state.shim.pid) killQuietly(pid, sig);
+    return all.filter((pid) => pid !== this.state.shim.pid);
+  }
+
+  /**
+   * Resolves once the container's command runs (or the shim ended): the shim starts it, and runc creates
+   * the container a moment after start() returned. A signal before that would find nothing to act on, and
+   * a freeze in the middle of runc's own set-up makes the start fail. Then true while the shim lives.
+   */
+  private async started(): Promise<boolean> {
+    const ready = this.hooks.ready ?? (async () => (await this.commandPids()).length > 0);
+    if (!this.ready)
+      await until(async () => (this.ready = await ready()) || (await this.shimEnded()), 10_000, 5);
+    return !(await this.shimEnded());
+  }
+
+  async signal(sig: NodeJS.Signals): Promise<void> {
+    if (this.done || !(await this.started())) return;
+    for (const pid of await this.commandPids()) killQuietly(pid, sig);
     if (this.hooks.cgroup) {
       if (await this.hooks.cgroup.isFrozen()) await this.hooks.cgroup.thaw();
     } else if (this.stopped) {
@@ -207,12 +231,11 @@ export class ShimHandle implements RunHandle {
   }
 
   async freeze(): Promise<void> {
-    if (this.done || (await this.shimEnded())) return;
+    if (this.done || !(await this.started())) return;
     if (this.hooks.cgroup) return this.hooks.cgroup.freeze();
     // Without a cgroup: SIGSTOP, which stops the process group's members as a freeze would, except that a
     // parent waiting for them can notice, and processes that left the group go on.
-    for (const pid of await processGroupMembers(this.state.shim.pid))
-      if (pid !== this.state.shim.pid) killQuietly(pid, 'SIGSTOP');
+    for (const pid of await this.commandPids()) killQuietly(pid, 'SIGSTOP');
     this.stopped = true;
   }
 
