@@ -8,9 +8,11 @@ import { DockerApi, DockerApiError, readAll } from './docker-api.js';
 import {
   discardEngine,
   EngineHandle,
+  engineState,
   reattachEngine,
   recordEngineRun,
   type ContainerEngine,
+  type EngineInspect,
   type EngineState,
 } from './engine-handle.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
@@ -23,19 +25,6 @@ export interface DockerOptions {
   socketPath?: string;
   /** Pull images that are not present locally (default true; false where no registry is reachable). */
   pull?: boolean;
-}
-
-/** The parts of GET /containers/{id}/json Berth reads. */
-interface Inspect {
-  State: {
-    Running: boolean;
-    Paused: boolean;
-    ExitCode: number;
-    OOMKilled: boolean;
-    StartedAt: string;
-    FinishedAt: string;
-  };
-  GraphDriver?: { Data?: { UpperDir?: string } };
 }
 
 /** Runs containers from image names (and imported root-filesystem tarballs) with the docker daemon. */
@@ -242,23 +231,12 @@ class DockerEngine implements ContainerEngine {
   }
 
   async inspect(container: string): Promise<EngineState | null> {
-    let ins: Inspect;
     try {
-      ins = await this.api.call<Inspect>({ path: `/containers/${container}/json` });
+      return engineState(await this.api.call<EngineInspect>({ path: `/containers/${container}/json` }));
     } catch (err) {
       if (err instanceof DockerApiError && err.status === 404) return null;
       throw err;
     }
-    const s = ins.State;
-    return {
-      running: s.Running,
-      paused: s.Paused,
-      exitCode: s.ExitCode,
-      oomKilled: s.OOMKilled,
-      startedAt: s.StartedAt,
-      finishedAt: s.FinishedAt,
-      upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
-    };
   }
 
   async remove(container: string): Promise<void> {

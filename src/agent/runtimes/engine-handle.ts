@@ -30,6 +30,33 @@ export interface EngineState {
   upperDir: string | null;
 }
 
+/** The parts of a container's inspect JSON Berth reads (docker's API; podman's CLI prints the same shape). */
+export interface EngineInspect {
+  State: {
+    Running: boolean;
+    Paused: boolean;
+    ExitCode: number;
+    OOMKilled: boolean;
+    StartedAt: string;
+    FinishedAt: string;
+  };
+  GraphDriver?: { Data?: { UpperDir?: string } };
+}
+
+/** What Berth needs from an inspect result. */
+export function engineState(ins: EngineInspect): EngineState {
+  const s = ins.State;
+  return {
+    running: s.Running,
+    paused: s.Paused,
+    exitCode: s.ExitCode,
+    oomKilled: s.OOMKilled,
+    startedAt: s.StartedAt,
+    finishedAt: s.FinishedAt,
+    upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
+  };
+}
+
 /** The operations a container engine provides for one named container. */
 export interface ContainerEngine {
   readonly name: string;

@@ -18,9 +18,11 @@ import { cgroupsUnusable, requireContainerCgroup } from './cgroup.js';
 import {
   discardEngine,
   EngineHandle,
+  engineState,
   reattachEngine,
   recordEngineRun,
   type ContainerEngine,
+  type EngineInspect,
   type EngineState,
 } from './engine-handle.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
@@ -168,27 +170,8 @@ class PodmanEngine implements ContainerEngine {
       if (/no such container/i.test(String((err as { stderr?: string }).stderr))) return null;
       throw new RuntimeTransientError(this.name, `podman inspect failed: ${firstLine(err)}`, { cause: err });
     }
-    const [ins] = JSON.parse(out) as {
-      State: {
-        Running: boolean;
-        Paused: boolean;
-        ExitCode: number;
-        OOMKilled: boolean;
-        StartedAt: string;
-        FinishedAt: string;
-      };
-      GraphDriver?: { Data?: { UpperDir?: string } };
-    }[];
-    if (!ins) return null;
-    return {
-      running: ins.State.Running,
-      paused: ins.State.Paused,
-      exitCode: ins.State.ExitCode,
-      oomKilled: ins.State.OOMKilled,
-      startedAt: ins.State.StartedAt,
-      finishedAt: ins.State.FinishedAt,
-      upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
-    };
+    const [ins] = JSON.parse(out) as EngineInspect[];
+    return ins ? engineState(ins) : null;
   }
 
   async remove(container: string): Promise<void> {
