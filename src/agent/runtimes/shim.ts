@@ -99,7 +99,7 @@ export interface ShimHooks {
   scratchDir: string;
   /**
    * Whether the container's command runs yet, for runtimes that start it after start() returned (runc);
-   * by default, whether its cgroup holds a process.
+   * by default, whether a process other than the shim is in its cgroup (or the shim's process group).
    */
   ready?(): Promise<boolean>;
   /** Releases runtime resources after the exit (runc: delete the container, unmount the rootfs). */
@@ -245,8 +245,7 @@ export class ShimHandle implements RunHandle {
       if (await this.hooks.cgroup.exists()) await this.hooks.cgroup.thaw();
       return;
     }
-    for (const pid of await processGroupMembers(this.state.shim.pid))
-      if (pid !== this.state.shim.pid) killQuietly(pid, 'SIGCONT');
+    for (const pid of await this.commandPids()) killQuietly(pid, 'SIGCONT');
     this.stopped = false;
   }
 
