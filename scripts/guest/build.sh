@@ -67,9 +67,13 @@ build_rootfs() {
   mirror=$(debian_mirror)
   mkdir -p "$GUEST_CACHE/debs"
   echo "guest: debootstrap --variant=minbase --include=${PACKAGES// /,} bookworm from $mirror" >&2
-  debootstrap --variant=minbase --cache-dir="$GUEST_CACHE/debs" ${PACKAGES:+--include="${PACKAGES// /,}"} \
+  # A clean environment: the caller's (PYTHON*, PIP_*, a PATH into pyenv...) would reach the packages'
+  # maintainer scripts in the chroot.
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    debootstrap --variant=minbase --cache-dir="$GUEST_CACHE/debs" ${PACKAGES:+--include="${PACKAGES// /,}"} \
     bookworm "$r" "$mirror" >"$tmp/debootstrap.log" 2>&1 || {
     tail -30 "$tmp/debootstrap.log" >&2
+    [ -f "$r/debootstrap/debootstrap.log" ] && tail -30 "$r/debootstrap/debootstrap.log" >&2
     die "debootstrap failed"
   }
   if [ -n "$EXTRACT" ]; then
