@@ -17,6 +17,7 @@ import {
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, ensureRootfs } from './image.js';
 import { ociConfig } from './oci.js';
+import type { NetworkSetting } from './sandbox.js';
 import {
   ShimHandle,
   clearRunFiles,
@@ -39,6 +40,8 @@ export class RuncRuntime implements Runtime {
     private readonly imageCache?: string,
     /** runc's state directory (its --root default for root). */
     private readonly stateRoot = '/run/runc',
+    /** The containers' network: `none` (default: own namespace, loopback only) or `host`. */
+    private readonly network: NetworkSetting = 'none',
   ) {}
 
   async available(): Promise<string | null> {
@@ -108,6 +111,7 @@ export class RuncRuntime implements Runtime {
       cgroupsPath: `/${cgroup.path}`,
       vcpus: spec.vcpus,
       ram: spec.ram,
+      network: this.network,
     });
     await writeFile(join(bundle, 'config.json'), JSON.stringify(config));
     const startedAt = Date.now();
