@@ -7,6 +7,8 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
+import { sandboxUid } from '../../src/agent/runtimes/sandbox.js';
 import type { RunHandle, Runtime } from '../../src/agent/runtimes/types.js';
 import { collect, spec, track, waitFor, waitForOutput } from './helpers.js';
 
@@ -225,6 +227,46 @@ export const discardCase: RuntimeCase = {
     // And the leak check after the case finds no cgroup, mount or engine container. Discarding again is harmless.
     await runtime.discard(s.id, s.workDir);
     return {};
+  },
+};
+
+/** The real uid of a process (its /proc status), or null once it is gone. */
+async function uidOf(pid: number): Promise<number | null> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => null);
+  const m = status && /^Uid:\s+(\d+)/m.exec(status);
+  return m ? Number(m[1]) : null;
+}
+
+/**
+ * The process runtime's sandbox inside the container's cgroup (needs root: the sandbox's own uid): the
+ * command runs as that uid in its own pid and network namespaces, its processes are all in the group that
+ * holds its limits, and a SIGTERM reaches its trap (not the sandbox's own processes, which would end it).
+ */
+export const sandboxCase: RuntimeCase = {
+  name: 'runs the command sandboxed (own uid, pid and network namespaces) inside its cgroup; a TERM reaches its trap',
+  async run(runtime, image) {
+    assert.equal(image, null, 'the sandbox case is for the process runtime');
+    const script = [
+      'echo "uid $(id -u) pid $$ ifaces $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\\n" " ")"',
+      "trap 'echo got-term; exit 7' TERM",
+      'echo ready',
+      'while :; do sleep 0.1; done',
+    ].join('; ');
+    const s = await spec(null, sh(script));
+    const h = track(await runtime.start(s));
+    await waitForOutput(h, 'ready', ms(10_000));
+    const uid = sandboxUid(s.id);
+    const pids = await containerCgroup(await probeCgroups(), s.id).pids();
+    const uids = await Promise.all(pids.map(uidOf));
+    // The shim (root) and bwrap's two processes, and the command's shell and its sleep as the sandbox's uid.
+    assert.ok(uids.includes(uid), `a process of uid ${uid} in the group (uids ${JSON.stringify(uids)})`);
+    assert.ok(pids.length >= 4, `the shim, the sandbox and the command in the group: ${pids.length} pids`);
+    await h.signal('SIGTERM');
+    const [out, info] = await Promise.all([collect(h), h.wait()]);
+    assert.equal(info.exitCode, 7, `exit code (stderr: ${out.stderr})`);
+    assert.ok(out.stdout.startsWith(`uid ${uid} pid 2 ifaces lo \n`), `stdout: ${out.stdout}`);
+    assert.ok(out.stdout.endsWith('got-term\n'), `stdout: ${out.stdout}`);
+    return { groupPids: pids.length };
   },
 };
 

@@ -11,6 +11,7 @@ import {
   ENGINE_CGROUP_CASES,
   RUNTIME_CASES,
   TIME_SCALE,
+  sandboxCase,
   type Measured,
   type RuntimeCase,
 } from '../agent/cases.js';
@@ -59,6 +60,7 @@ await report(DETECT_CASE, async () => {
 });
 
 await runtimeCases('process', null);
+await runtimeCases('process', null, [sandboxCase]);
 await runtimeCases('runc', TEST_ROOTFS_TAR);
 
 // docker last: its daemon is started here (the guest has no systemd), as .ci/setup.d/20-runtimes.sh starts

@@ -1,8 +1,8 @@
 // What the cgroup v2 guest runs (guest-main.ts) and the host test expects a result for (cgroup-v2.test.ts):
 // the cgroup layer's cases, runtime detection, and the cgroup-dependent runtime cases on each runtime the
-// guest has (scripts/guest/flavours/test.sh: runc and docker.io; podman is not in it). Case ids are
-// "<scope>: <case name>".
-import { ENGINE_CGROUP_CASES, RUNTIME_CASES } from '../agent/cases.js';
+// guest has (scripts/guest/flavours/test.sh: runc and docker.io; podman is not in it), and the process
+// runtime's bubblewrap sandbox in its cgroup. Case ids are "<scope>: <case name>".
+import { ENGINE_CGROUP_CASES, RUNTIME_CASES, sandboxCase } from '../agent/cases.js';
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
 
 export const DETECT_CASE =
@@ -16,6 +16,7 @@ export function guestPlan(): string[] {
     ...CGROUP_CASES.filter((c) => !c.versions || c.versions.includes(2)).map((c) => `cgroup: ${c.name}`),
     DETECT_CASE,
     ...runtimeCases('process'),
+    `process: ${sandboxCase.name}`,
     ...runtimeCases('runc'),
     DETECT_DOCKER_CASE,
     ...ENGINE_CGROUP_CASES.map((c) => `docker: ${c.name}`),
