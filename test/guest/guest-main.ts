@@ -7,6 +7,8 @@ import { once } from 'node:events';
 import { openSync, readFileSync } from 'node:fs';
 import { probeCgroups } from '../../src/agent/runtimes/cgroup.js';
 import { createRuntime, detectRuntime, type RuntimeName } from '../../src/agent/runtimes/detect.js';
+import { DOCKER_TIMEOUT_MS } from '../../src/agent/runtimes/docker-api.js';
+import { DockerRuntime } from '../../src/agent/runtimes/docker.js';
 import {
   ENGINE_CGROUP_CASES,
   RUNTIME_CASES,
@@ -42,7 +44,11 @@ async function runtimeCases(
   image: string | null,
   cases: readonly RuntimeCase[] = RUNTIME_CASES,
 ): Promise<void> {
-  const runtime = createRuntime(name, { pull: false });
+  // docker's start and stop take tens of seconds under emulation: its API deadline is scaled as ours are.
+  const runtime =
+    name === 'docker'
+      ? new DockerRuntime({ pull: false, apiTimeoutMs: DOCKER_TIMEOUT_MS * TIME_SCALE })
+      : createRuntime(name, { pull: false });
   for (const c of cases) await report(`${name}: ${c.name}`, () => c.run(runtime, image));
 }
 
