@@ -77,6 +77,15 @@ export abstract class CgroupBase {
   abstract isFrozen(): Promise<boolean>;
   abstract thaw(deadlineMs?: number): Promise<void>;
 
+  /**
+   * Thaws whatever in the group is frozen, so that the SIGKILLs already sent take effect: a frozen v1 task
+   * takes a fatal signal only once thawed (v2 kills it frozen). The group itself by default; v1 also walks
+   * its sub-groups (a slice whose containers froze their own groups).
+   */
+  protected async thawForKill(deadlineMs: number): Promise<void> {
+    if (await this.isFrozen()) await this.thaw(deadlineMs).catch(() => {});
+  }
+
   async pids(): Promise<number[]> {
     const out: number[] = [];
     const walk = async (dir: string): Promise<void> => {
@@ -100,9 +109,8 @@ export abstract class CgroupBase {
       const pids = await this.pids();
       if (pids.length === 0) return;
       for (const pid of pids) killQuietly(pid, 'SIGKILL');
-      // A frozen process takes a fatal signal only once thawed on v1 (v2 kills it frozen): the signal is
-      // already pending, so it dies on thaw without running another instruction of its own.
-      if (await this.isFrozen()) await this.thaw(Math.max(0, until - Date.now())).catch(() => {});
+      // The signal is already pending: a frozen process dies on thaw without running another instruction.
+      await this.thawForKill(Math.max(0, until - Date.now()));
       if (Date.now() > until) return;
       await delay(10);
     }

@@ -123,6 +123,20 @@ export class CgroupV1 extends CgroupBase implements Cgroup {
     return (await readFile(join(this.dir('freezer'), 'freezer.state'), 'utf8').catch(() => 'THAWED')).trim();
   }
 
+  protected override async thawForKill(deadlineMs: number): Promise<void> {
+    // A sub-group frozen on its own (a container's group in an instance's slice) stays frozen when its
+    // parent is not: thaw every one, bottom-up, each as a group of its own.
+    const walk = async (path: string): Promise<void> => {
+      const entries = await readdir(join(this.root, 'freezer', path), { withFileTypes: true }).catch(
+        () => [],
+      );
+      for (const e of entries) if (e.isDirectory()) await walk(`${path}/${e.name}`);
+      const group = new CgroupV1(path, this.root);
+      if (await group.isFrozen()) await group.thaw(deadlineMs).catch(() => {});
+    };
+    await walk(this.path);
+  }
+
   async dirs(): Promise<string[]> {
     // Every hierarchy, not only ours: runc and docker also create the group in blkio, cpuset, devices...
     const hierarchies = await readdir(this.root, { withFileTypes: true }).catch(() => []);

@@ -25,7 +25,10 @@ export { CgroupV2 } from './cgroup-v2.js';
 /** Where the cgroup hierarchies are mounted (overridable for machines that mount them elsewhere). */
 export const CGROUP_ROOT = process.env.BERTH_CGROUP_ROOT ?? '/sys/fs/cgroup';
 
-/** The parent group under which every container's group lives. */
+/**
+ * The parent group under which every container's group lives by default (the agent's `cgroup_parent`; the
+ * local driver nests it in the instance's slice).
+ */
 export const CGROUP_PARENT = 'berth';
 
 const CGROUP2_SUPER_MAGIC = 0x63677270;
@@ -72,14 +75,18 @@ export function cgroupAt(host: CgroupHost, path: string, opts: CgroupV2Options =
   return host.version === 2 ? new CgroupV2(path, host.root, opts) : new CgroupV1(path, host.root);
 }
 
-/** The group of container `id` under Berth's parent group. */
-export function containerCgroup(host: CgroupHost, id: string): Cgroup {
-  return cgroupAt(host, `${CGROUP_PARENT}/${id}`);
+/** The group of container `id` under `parent`. */
+export function containerCgroup(host: CgroupHost, id: string, parent = CGROUP_PARENT): Cgroup {
+  return cgroupAt(host, `${parent}/${id}`);
 }
 
 /** Probes `root` and returns the group of container `id`; throws (with the reason) when cgroups are unusable. */
-export async function requireContainerCgroup(id: string, root = CGROUP_ROOT): Promise<Cgroup> {
-  return containerCgroup(await probeCgroups(root), id);
+export async function requireContainerCgroup(
+  id: string,
+  parent = CGROUP_PARENT,
+  root = CGROUP_ROOT,
+): Promise<Cgroup> {
+  return containerCgroup(await probeCgroups(root), id, parent);
 }
 
 /** SIGKILLs every process in the group until none is left (or `deadlineMs` passes), then removes it. */

@@ -25,6 +25,10 @@ import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime 
 /** Options of the docker runtime. */
 export interface DockerOptions {
   socketPath?: string;
+  /** How long the daemon has to answer a request that is not a long poll (default 30 s). */
+  apiTimeoutMs?: number;
+  /** The cgroup under which Berth's parent group of each container is created (default `berth`). */
+  cgroupParent?: string;
   /** Pull images that are not present locally (default true; false where no registry is reachable). */
   pull?: boolean;
   /** The containers' network: `none` (default: loopback only) or `host`. */
@@ -52,7 +56,7 @@ export class DockerRuntime implements Runtime {
   private readonly engine: DockerEngine;
 
   constructor(private readonly opts: DockerOptions = {}) {
-    this.api = new DockerApi(opts.socketPath);
+    this.api = new DockerApi(opts.socketPath, undefined, undefined, opts.apiTimeoutMs);
     this.engine = new DockerEngine(
       this.api,
       opts.logLimitBytes ? 2 * DOCKER_LOG_FILE_LIMITS * opts.logLimitBytes : undefined,
@@ -88,7 +92,7 @@ export class DockerRuntime implements Runtime {
     await this.api
       .call({ method: 'DELETE', path: `/containers/${name}`, query: { force: true } })
       .catch(notFoundOk);
-    const cgroup = await requireContainerCgroup(spec.id);
+    const cgroup = await requireContainerCgroup(spec.id, this.opts.cgroupParent);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     try {
       await this.api.call({
@@ -134,11 +138,11 @@ export class DockerRuntime implements Runtime {
   }
 
   reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    return reattachEngine(this.engine, id, workDir);
+    return reattachEngine(this.engine, id, workDir, this.opts.cgroupParent);
   }
 
   discard(id: string): Promise<void> {
-    return discardEngine(this.engine, id);
+    return discardEngine(this.engine, id, this.opts.cgroupParent);
   }
 
   /** The image name to create the container from; imports a root-filesystem tarball once. */

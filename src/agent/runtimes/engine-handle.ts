@@ -311,6 +311,7 @@ export async function reattachEngine(
   engine: ContainerEngine,
   id: string,
   workDir: string,
+  cgroupParent?: string,
 ): Promise<EngineHandle | null> {
   const state = await readFile(join(workDir, 'run.json'), 'utf8').then(
     (t) => JSON.parse(t) as { runtime: string; id: string },
@@ -318,11 +319,15 @@ export async function reattachEngine(
   );
   if (!state || state.runtime !== engine.name || state.id !== id) return null;
   if (!(await readSavedResult(workDir)) && !(await engine.inspect(`berth-${id}`))) return null;
-  return new EngineHandle(engine, id, workDir, await requireContainerCgroup(id));
+  return new EngineHandle(engine, id, workDir, await requireContainerCgroup(id, cgroupParent));
 }
 
 /** Removes the engine container of `id` and its parent cgroup, whatever state they are in. */
-export async function discardEngine(engine: ContainerEngine, id: string): Promise<void> {
+export async function discardEngine(
+  engine: ContainerEngine,
+  id: string,
+  cgroupParent?: string,
+): Promise<void> {
   await engine.remove(`berth-${id}`);
-  await (await requireContainerCgroup(id)).remove();
+  await (await requireContainerCgroup(id, cgroupParent)).remove();
 }

@@ -46,6 +46,8 @@ const exec = (
 /** Options of the podman runtime. */
 export interface PodmanOptions {
   podman?: string;
+  /** The cgroup under which Berth's parent group of each container is created (default `berth`). */
+  cgroupParent?: string;
   /** Pull images that are not present locally (default true). */
   pull?: boolean;
   /** How an unreachable registry is retried (default: 2 podman pulls, which retry 3 times each). */
@@ -93,7 +95,7 @@ export class PodmanRuntime implements Runtime {
     const name = `berth-${spec.id}`;
     await clearRunFiles(spec.workDir);
     await this.engine.remove(name); // a leftover of a crashed earlier attempt would block the name
-    const cgroup = await requireContainerCgroup(spec.id);
+    const cgroup = await requireContainerCgroup(spec.id, this.opts.cgroupParent);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     const args = ['run', '--detach', '--name', name, '--label', `berth.container=${spec.id}`];
     args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon');
@@ -115,11 +117,11 @@ export class PodmanRuntime implements Runtime {
   }
 
   reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    return reattachEngine(this.engine, id, workDir);
+    return reattachEngine(this.engine, id, workDir, this.opts.cgroupParent);
   }
 
   discard(id: string): Promise<void> {
-    return discardEngine(this.engine, id);
+    return discardEngine(this.engine, id, this.opts.cgroupParent);
   }
 
   private async resolveImage(image: string | null): Promise<string> {

@@ -36,6 +36,8 @@ export interface ProcessRuntimeOptions {
   hide?: string[];
   /** bwrap executable (default `bwrap` on PATH; `berth agent --bwrap`). */
   bwrap?: string;
+  /** The cgroup under which containers' groups are created (default `berth`). */
+  cgroupParent?: string;
 }
 
 /** Runs containers with no image as sandboxed host processes in a cgroup. */
@@ -78,7 +80,7 @@ export class ProcessRuntime implements Runtime {
     if (host.unusable !== null) {
       warning = `process runtime: ${host.unusable}; running without CPU and memory limits`;
     } else {
-      cgroup = containerCgroup(host, spec.id);
+      cgroup = containerCgroup(host, spec.id, this.opts.cgroupParent);
       await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     }
     let args: ShimCommand;
@@ -158,6 +160,6 @@ export class ProcessRuntime implements Runtime {
     // Its processes can only be found through its cgroup; without cgroups a lost start cannot be traced.
     const host = await probeCgroups(this.cgroupRoot);
     if (host.unusable !== null) return;
-    await killCgroup(containerCgroup(host, id));
+    await killCgroup(containerCgroup(host, id, this.opts.cgroupParent));
   }
 }

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import {
   cgroupAt,
   cgroupsUnusable,
+  CGROUP_PARENT,
   containerCgroup,
   killCgroup,
   probeCgroups,
@@ -42,6 +43,8 @@ export class RuncRuntime implements Runtime {
     private readonly stateRoot = '/run/runc',
     /** The containers' network: `none` (default: own namespace, loopback only) or `host`. */
     private readonly network: NetworkSetting = 'none',
+    /** The cgroup under which containers' groups are created. */
+    private readonly cgroupParent = CGROUP_PARENT,
   ) {}
 
   async available(): Promise<string | null> {
@@ -102,7 +105,7 @@ export class RuncRuntime implements Runtime {
       );
     }
     // runc creates the group itself (on v2 it also delegates the controllers down the path).
-    const cgroup = await requireContainerCgroup(spec.id);
+    const cgroup = await requireContainerCgroup(spec.id, this.cgroupParent);
     const config = ociConfig({
       args: spec.command,
       env: spec.env,
@@ -152,7 +155,7 @@ export class RuncRuntime implements Runtime {
 
   async discard(id: string, workDir: string): Promise<void> {
     const host = await probeCgroups();
-    if (host.unusable === null) await killCgroup(containerCgroup(host, id));
+    if (host.unusable === null) await killCgroup(containerCgroup(host, id, this.cgroupParent));
     const bundle = join(workDir, 'bundle');
     await this.release({
       name: `berth-${id}`,
