@@ -129,7 +129,8 @@ export interface ShimHooks {
   scratchDir: string;
   /**
    * Whether the container's command runs yet, for runtimes that start it after start() returned (runc);
-   * by default, whether a process other than the shim is in its cgroup (or the shim's process group).
+   * by default, whether a process other than the shim (and a sandbox's own) is in its cgroup (or, without
+   * one, among the shim's descendants or in its process group).
    */
   ready?(): Promise<boolean>;
   /** Releases runtime resources after the exit (runc: delete the container, unmount the rootfs). */
@@ -262,7 +263,8 @@ export class ShimHandle implements RunHandle {
    * a freeze in the middle of runc's own set-up makes the start fail. Then true while the shim lives.
    */
   private async started(): Promise<boolean> {
-    const ready = this.hooks.ready ?? (async () => (await this.commandPids()).length > 0);
+    // By default: a process of the command's own runs (in a sandbox, bwrap's two come first).
+    const ready = this.hooks.ready ?? (async () => (await this.signalTargets('SIGTERM')).length > 0);
     if (!this.ready)
       await until(async () => (this.ready = await ready()) || (await this.shimEnded()), 10_000, 5);
     return !(await this.shimEnded());
