@@ -83,6 +83,23 @@ async function record(id: string) {
   return list.instances.find((i) => i.id === id)!;
 }
 
+/** An instance (tagged `role`) running `sleep 1000` on the process runtime, once its run record exists. */
+async function runningSleep(role: string) {
+  const { ci, nodeId } = await boot({ role });
+  await until(async () => (await h.store.nodes.get(nodeId)).registered_at, 30_000, 'the agent to register');
+  const cid = await h.submit({ command: ['sleep', '1000'] });
+  await h.assign(cid, { id: nodeId, instanceId: ci.id });
+  await h.waitState(cid, ['Running']);
+  const rec = await record(ci.id);
+  const runJson = join(rec.dir, 'work', 'containers', cid, 'run', 'run.json');
+  await until(() => existsSync(runJson), 10_000, 'run.json');
+  const run = JSON.parse(await readFile(runJson, 'utf8')) as {
+    shim: { pid: number; startTicks: number };
+    cgroup: string | null;
+  };
+  return { ci, cid, rec, run };
+}
+
 describe('local driver', () => {
   it('create starts an agent that registers and runs a container; the secret is in a 0600 file', async () => {
     const { ci, nodeId } = await boot({ role: 'a' });
@@ -126,17 +143,8 @@ describe('local driver', () => {
   });
 
   it('destroy stops the agent, kills its containers and removes cgroups and the directory', async () => {
-    const { ci, nodeId } = await boot({ role: 'b' });
-    await until(async () => (await h.store.nodes.get(nodeId)).registered_at, 30_000, 'the agent to register');
-    const cid = await h.submit({ command: ['sleep', '1000'] });
-    await h.assign(cid, { id: nodeId, instanceId: ci.id });
-    await h.waitState(cid, ['Running']);
-    const rec = await record(ci.id);
-    const runJson = join(rec.dir, 'work', 'containers', cid, 'run', 'run.json');
-    await until(() => existsSync(runJson), 10_000, 'run.json');
-    const shim = (
-      JSON.parse(await readFile(runJson, 'utf8')) as { shim: { pid: number; startTicks: number } }
-    ).shim;
+    const { ci, cid, rec, run } = await runningSleep('b');
+    const shim = run.shim;
     expect(await isAlive(shim)).toBe(true);
 
     await driver.destroy(ci.id);
@@ -153,31 +161,17 @@ describe('local driver', () => {
   itIf(cgroupsMissing)(
     "containers nest in the instance's slice; destroy kills them, frozen, with no record of them left",
     async () => {
-      const { ci, nodeId } = await boot({ role: 'nest' });
-      await until(
-        async () => (await h.store.nodes.get(nodeId)).registered_at,
-        30_000,
-        'the agent to register',
-      );
-      const cid = await h.submit({ command: ['sleep', '1000'] });
-      await h.assign(cid, { id: nodeId, instanceId: ci.id });
-      await h.waitState(cid, ['Running']);
-      const rec = await record(ci.id);
-      const runJson = join(rec.dir, 'work', 'containers', cid, 'run', 'run.json');
-      await until(() => existsSync(runJson), 10_000, 'run.json');
-      const run = JSON.parse(await readFile(runJson, 'utf8')) as {
-        shim: { pid: number; startTicks: number };
-        cgroup: string;
-      };
+      const { ci, cid, rec, run } = await runningSleep('nest');
       // The agent read BERTH_CGROUP_PARENT: the container's group is in the slice, the agent in its leaf.
-      expect(run.cgroup).toBe(`${rec.cgroup}/containers/${cid}`);
+      const path = `${rec.cgroup}/containers/${cid}`;
+      expect(run.cgroup).toBe(path);
       // The memory hierarchy's line on v1, the unified one on v2.
       const inGroup = (path: string) => new RegExp(`^(\\d+:memory|0:):/${path}$`, 'm');
-      expect(await readFile(`/proc/${run.shim.pid}/cgroup`, 'utf8')).toMatch(inGroup(run.cgroup));
+      expect(await readFile(`/proc/${run.shim.pid}/cgroup`, 'utf8')).toMatch(inGroup(path));
       expect(await readFile(`/proc/${rec.process.pid}/cgroup`, 'utf8')).toMatch(
         inGroup(`${rec.cgroup}/agent`),
       );
-      const group = cgroupAt(await probeCgroups(), run.cgroup);
+      const group = cgroupAt(await probeCgroups(), path);
       const refs = (await Promise.all((await group.pids()).map(processRef))).filter((r) => r !== null);
       expect(refs.length).toBeGreaterThanOrEqual(2); // the shim, the sandbox's processes, sleep
       // The agent dies with its records (as when `berth up` stops while the instance's directory goes),
