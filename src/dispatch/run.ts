@@ -2,6 +2,7 @@
 // plus a safety tick), driver decorators, metrics, and a graceful stop.
 import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
+import type { BootData } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
@@ -37,12 +38,7 @@ export interface StartDispatcherOptions {
 }
 
 /** The boot data of an instance: what its agent needs to find the API and prove who it is. */
-export interface BootData {
-  api_url: string;
-  node_id: string;
-  bootstrap_secret: string;
-  instance_type: string;
-}
+export type { BootData };
 
 export async function startDispatcher(o: StartDispatcherOptions): Promise<RunningDispatcher> {
   const clock = o.clock ?? systemClock;

@@ -1,0 +1,140 @@
+// A machine emulated on this host: a detached process tree (own session, like a VM that outlives whoever
+// created it) in its own cgroup slice sized to its type and, optionally, its own network namespace. The
+// local driver's instances are such machines, and so are the EC2 emulator's booted instances.
+import { spawn } from 'node:child_process';
+import { open, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CgroupV1 } from '../../agent/runtimes/cgroup.js';
+import { createRuntime, RUNTIME_NAMES } from '../../agent/runtimes/detect.js';
+import { isAlive, processRef, type ProcessRef } from '../../agent/runtimes/procfs.js';
+import { createNetns, netnsExec, removeNetns, type NetnsLink } from './netns.js';
+
+/** A machine's isolation: its cgroup slice (null without limits) and network namespace (null: the host's). */
+export interface MachineSlots {
+  cgroup: CgroupV1 | null;
+  netns: NetnsLink | null;
+}
+
+/**
+ * Creates the machine's cgroup slice (at `cgroupPath`, sized to vcpus and ram) and network namespace, as
+ * asked; on failure nothing is left.
+ */
+export async function createMachineSlots(
+  id: string,
+  size: { vcpus: number; ram: number },
+  o: { cgroupPath: string | null; netns: boolean; routes?: string[] },
+): Promise<MachineSlots> {
+  let cgroup: CgroupV1 | null = null;
+  if (o.cgroupPath) {
+    cgroup = new CgroupV1(o.cgroupPath);
+    await cgroup.create(size);
+  }
+  let netns: NetnsLink | null = null;
+  if (o.netns) {
+    try {
+      netns = await createNetns(id, o.routes ?? []);
+    } catch (err) {
+      await cgroup?.remove().catch(() => {});
+      throw err;
+    }
+  }
+  return { cgroup, netns };
+}
+
+const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * Starts `script` (sh) detached inside the machine's slots; stdout and stderr go to `logFile`. Returns the
+ * process (its group holds everything it starts that does not leave it; the cgroup holds the rest).
+ */
+export async function startMachineProcess(
+  slots: MachineSlots,
+  o: { script: string; logFile: string; env: NodeJS.ProcessEnv; cwd: string },
+): Promise<ProcessRef> {
+  // The wrapper joins the slice first, so that everything it starts is accounted there.
+  const join_ = (slots.cgroup?.procsFiles() ?? []).map((f) => `echo $$ > ${sh(f)} || exit 125`).join('; ');
+  const script = `${join_ || ':'}; ${o.script}`;
+  // nsenter changes only the network namespace (`ip netns exec` would also remount /sys, hiding cgroups).
+  const argv = slots.netns ? [...netnsExec(slots.netns), '/bin/sh', '-c', script] : ['/bin/sh', '-c', script];
+  const log = await open(o.logFile, 'a', 0o600);
+  try {
+    const child = spawn(argv[0]!, argv.slice(1), {
+      detached: true, // own session and process group: survives its creator, like a VM
+      stdio: ['ignore', log.fd, log.fd],
+      env: o.env,
+      cwd: o.cwd,
+    });
+    const pid = await new Promise<number>((res, rej) => {
+      child.once('spawn', () => res(child.pid!));
+      child.once('error', rej);
+    });
+    child.unref();
+    return (await processRef(pid)) ?? { pid, startTicks: -1 };
+  } finally {
+    await log.close();
+  }
+}
+
+/** What stopMachine needs to know of a machine (as its owner recorded it). */
+export interface MachineRecord {
+  process: ProcessRef | null;
+  /** cgroup v1 path of its slice, or null. */
+  cgroup: string | null;
+  netns?: NetnsLink | null;
+  /** Its directory, removed at the end. */
+  dir: string;
+}
+
+/**
+ * Stops everything a machine runs: its process group (SIGTERM, then SIGKILL after `graceMs`), the
+ * containers an agent left under `containersDir` (each runtime finds its own), every process left in its
+ * slice and namespace; then removes the slice, the namespace and the directory. Idempotent.
+ */
+export async function stopMachine(
+  m: MachineRecord,
+  o: { containersDir: string; graceMs: number },
+): Promise<void> {
+  const p = m.process;
+  if (p && (await isAlive(p))) {
+    killQuietly(-p.pid, 'SIGTERM');
+    const until = Date.now() + o.graceMs;
+    while ((await isAlive(p)) && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+    if (await isAlive(p)) killQuietly(-p.pid, 'SIGKILL');
+    while (await isAlive(p)) await new Promise((r) => setTimeout(r, 10));
+    killQuietly(-p.pid, 'SIGKILL'); // anything left in its group (only when we saw it alive: pids are reused)
+  }
+  // Containers the agent left: each runtime finds its own (shims, runc and docker containers) and reaps
+  // them, which also removes their cgroups.
+  for (const cid of await readdir(o.containersDir).catch(() => [] as string[])) {
+    const runDir = join(o.containersDir, cid, 'run');
+    for (const name of RUNTIME_NAMES) {
+      const rt = createRuntime(name);
+      const h = await rt.reattach(cid, runDir).catch(() => null);
+      if (!h) continue;
+      await h.signal('SIGKILL').catch(() => {});
+      await Promise.race([h.wait().catch(() => {}), new Promise((r) => setTimeout(r, 15_000))]);
+      break;
+    }
+  }
+  if (m.cgroup) {
+    const cg = new CgroupV1(m.cgroup);
+    for (let i = 0; i < 100; i++) {
+      const pids = await cg.pids();
+      if (pids.length === 0) break;
+      for (const pid of pids) killQuietly(pid, 'SIGKILL');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await cg.remove();
+  }
+  // Only now that its processes are gone (removeNetns also kills any left inside).
+  if (m.netns) await removeNetns(m.netns);
+  await rm(m.dir, { recursive: true, force: true });
+}
+
+export function killQuietly(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
