@@ -47,6 +47,8 @@ export interface PingBody {
   running: string[];
   wait_ms: number;
   usage?: Record<string, UsageSample>;
+  /** The cloud's notice about this instance (spot interruption, rebalance recommendation). */
+  notice?: string;
 }
 
 export interface PingAnswer {

@@ -3,6 +3,7 @@
 // Every key is validated; an error names the key and what was expected.
 import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { amiFor, Ec2ConfigError, parseEc2Config, type Ec2Config } from '../cloud/ec2/config.js';
 import type { InstanceType } from '../model/types.js';
 import { parseDuration, UnitError } from '../model/units.js';
 import type { SchedulerConfig } from './scheduler/types.js';
@@ -11,7 +12,9 @@ import { parseSnapshot, SnapshotError } from './snapshot-json.js';
 export interface DispatchConfig {
   cluster: string;
   tag: string;
-  driver: 'local';
+  driver: 'local' | 'ec2';
+  /** The ec2 driver's settings (driver "ec2"; src/cloud/ec2/config.ts), else null. */
+  ec2: Ec2Config | null;
   instanceTypes: InstanceType[];
   scheduler: SchedulerConfig;
   nodeLostAfterMs: number;
@@ -90,7 +93,12 @@ export const DISPATCH_KEYS: { key: string; default: string; help: string }[] = [
   {
     key: 'driver',
     default: 'local',
-    help: 'Cloud driver: `local` (instances are `berth agent` processes on this machine).',
+    help: 'Cloud driver: `local` (instances are `berth agent` processes on this machine) or `ec2` (AWS EC2; settings under `ec2`, see docs/AWS.md).',
+  },
+  {
+    key: 'ec2',
+    default: 'none',
+    help: 'The ec2 driver: subnets, AMI, security groups, instance profile, volumes, agent install (docs/AWS.md).',
   },
   {
     key: 'instance_types',
@@ -142,6 +150,7 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
     'max_cloud_ops_per_second',
     'max_concurrent_creates',
     'netns',
+    'ec2',
     ...DURATIONS.map((d) => d[1]),
   ]);
   for (const k of Object.keys(o))
@@ -156,9 +165,9 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
     return v;
   };
   const driver = o.driver ?? 'local';
-  if (driver !== 'local')
+  if (driver !== 'local' && driver !== 'ec2')
     throw new DispatchConfigError(
-      `${source}: driver: expected "local" (the only driver this build can run), got ${JSON.stringify(driver)}`,
+      `${source}: driver: expected "local" or "ec2", got ${JSON.stringify(driver)}`,
     );
   let snap;
   try {
@@ -190,6 +199,7 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
     cluster: name('cluster', 'local'),
     tag: name('tag', 'default'),
     driver,
+    ec2: ec2Hook(o, driver, snap.instanceTypes, source),
     instanceTypes: snap.instanceTypes,
     scheduler: snap.config,
   };
@@ -216,6 +226,37 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
   out.netns = netns;
   return out as unknown as DispatchConfig;
 }
+
+// ---- ec2 driver hook (h-ec2): the `ec2` section is parsed and owned by src/cloud/ec2/config.ts ----
+function ec2Hook(
+  o: Record<string, unknown>,
+  driver: string,
+  types: InstanceType[],
+  source: string,
+): Ec2Config | null {
+  if (driver !== 'ec2') {
+    if (o.ec2 !== undefined) throw new DispatchConfigError(`${source}: ec2: only used with "driver": "ec2"`);
+    return null;
+  }
+  if (o.instance_types === undefined)
+    throw new DispatchConfigError(
+      `${source}: instance_types: required with the ec2 driver (\`berth catalog ec2\` builds them)`,
+    );
+  let cfg: Ec2Config;
+  try {
+    cfg = parseEc2Config(o.ec2 ?? null, 'ec2');
+  } catch (err) {
+    if (err instanceof Ec2ConfigError) throw new DispatchConfigError(`${source}: ${err.message}`);
+    throw err;
+  }
+  for (const t of types)
+    if (!amiFor(cfg, t))
+      throw new DispatchConfigError(
+        `${source}: ec2.ami: required (type ${t.name} has no ec2.ami_by_type entry)`,
+      );
+  return cfg;
+}
+// ---- end of the ec2 driver hook ----
 
 export function loadDispatchConfig(
   path: string | null,

@@ -12,8 +12,16 @@ import { Store } from '../store/store.js';
 import type { DispatchConfig } from './config.js';
 import { startDispatcher, type RunningDispatcher } from './run.js';
 
-/** Opens the configured cloud driver. */
-export async function openDriver(dcfg: DispatchConfig, home: string): Promise<Driver> {
+/** Opens the configured cloud driver (`credentials`: static ones for the ec2 driver, e.g. an emulator's). */
+export async function openDriver(
+  dcfg: DispatchConfig,
+  home: string,
+  credentials?: { accessKeyId: string; secretAccessKey: string },
+): Promise<Driver> {
+  if (dcfg.driver === 'ec2') {
+    const { Ec2Driver } = await import('../cloud/ec2/driver.js');
+    return new Ec2Driver({ config: dcfg.ec2!, ...(credentials ? { credentials } : {}) });
+  }
   const { LocalDriver } = await import('../cloud/local/driver.js');
   return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns });
 }

@@ -19,6 +19,8 @@ const PingBody = Type.Object(
     ]),
     running: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10000 })),
     wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60000 })),
+    /** The cloud's notice about the instance (spot interruption, rebalance), kept in the node's info.notice. */
+    notice: Type.Optional(Type.String({ minLength: 1, maxLength: 1000 })),
     /** The latest usage sample of each running container (stored on the container until its exit). */
     usage: Type.Optional(
       Type.Record(
@@ -127,10 +129,11 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
         running?: string[];
         wait_ms?: number;
         usage?: Record<string, UsageSample>;
+        notice?: string;
       };
       const waiter = deps.waiter('berth_node', id);
       try {
-        let node = await store.nodes.ping(id, b.state);
+        let node = await store.nodes.ping(id, b.state, b.notice ?? null);
         if (b.usage) await store.containers.recordUsage(id, b.usage);
         // Only this ping's own list counts (not after the long wait below: by then it may be stale); a
         // ping without a list says nothing about what the node runs.

@@ -12,6 +12,8 @@ interface AgentFlags {
   runtime: string;
   killGrace: string;
   pingWait: string;
+  imdsUrl?: string;
+  noticePoll: string;
 }
 
 function duration(flag: string, value: string, maxMs = Infinity): number {
@@ -38,6 +40,11 @@ export function registerAgent(program: Command): void {
     .option('--runtime <name>', 'auto, docker, podman, runc or process', 'auto')
     .option('--kill-grace <duration>', 'time between SIGTERM and SIGKILL when a container is stopped', '30s')
     .option('--ping-wait <duration>', 'how long one ping waits for work (long poll; at most 60s)', '10s')
+    .option(
+      '--imds-url <url>',
+      "the cloud instance's metadata service (IMDSv2), e.g. http://169.254.169.254: report the instance id, watch for spot interruptions",
+    )
+    .option('--notice-poll <duration>', 'how often the metadata service is asked for notices', '5s')
     .action(async (opts: AgentFlags, cmd: Command) => {
       const g = cmd.optsWithGlobals() as AgentFlags;
       const apiUrl = g.apiUrl ?? process.env.BERTH_API_URL;
@@ -52,6 +59,13 @@ export function registerAgent(program: Command): void {
       if (!opts.workDir) throw new UsageError('--work-dir is required');
       const killGraceMs = duration('--kill-grace', opts.killGrace);
       const pingWaitMs = duration('--ping-wait', opts.pingWait, 60_000);
+      const noticePollMs = duration('--notice-poll', opts.noticePoll);
+      if (noticePollMs < 100)
+        throw new UsageError(`--notice-poll: at least 100ms, got ${JSON.stringify(opts.noticePoll)}`);
+      if (opts.imdsUrl !== undefined && !/^http:\/\/[^\s/]+\/?$/.test(opts.imdsUrl))
+        throw new UsageError(
+          `--imds-url: expected an http base URL such as http://169.254.169.254, got ${JSON.stringify(opts.imdsUrl)}`,
+        );
       // Loaded on use: other commands do not need the runtimes.
       const { Agent, AgentFatalError } = await import('../../agent/agent.js');
       const agent = new Agent({
@@ -62,6 +76,8 @@ export function registerAgent(program: Command): void {
         runtime: opts.runtime as never,
         killGraceMs,
         pingWaitMs,
+        imdsUrl: opts.imdsUrl ?? null,
+        noticePollMs,
       });
       const onSignal = (sig: NodeJS.Signals) => {
         process.stderr.write(`berth agent: ${sig}: stopping (containers keep running for the next agent)\n`);
