@@ -85,15 +85,19 @@ export class Ec2Proxy {
     this.agent.destroy();
   }
 
-  /** Replaces the fault document (also PUT /_emu/faults). */
+  /** Replaces the fault document (also PUT /_emu/faults); the call counts start again from zero. */
   setFaults(doc: unknown): EmuFaultConfig {
     const cfg = parseFaultConfig(doc);
     this.faults = new Faults(cfg);
     this.faultDoc = doc;
+    this.calls.clear();
     return cfg;
   }
 
-  /** Calls received per action, with their outcomes ("ok", an error code, "lost-response"). */
+  /**
+   * Calls received per action since the fault document was set, by outcome: "ok", an EC2 error code,
+   * "lost-response", "replayed" (a repeated ClientToken answered with the first instance).
+   */
   callCounts(): Record<string, Record<string, number>> {
     const out: Record<string, Record<string, number>> = {};
     for (const [a, m] of this.calls) out[a] = Object.fromEntries(m);
