@@ -367,4 +367,35 @@ describe('ec2 driver', () => {
     );
     expect(calls('RunInstances')).toEqual(before);
   });
+
+  it('the control API: fault documents are validated (400 naming the field), calls are counted', async () => {
+    const put = (body: string) =>
+      fetch(`${w.emu.endpoint}/_emu/faults`, {
+        method: 'PUT',
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
+    const bad = await put(JSON.stringify({ rules: [{ error: 'Nope' }] }));
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: string }).error).toContain('faults.rules[0].error');
+    expect((await put('{not json')).status).toBe(400);
+    const ok = await put(
+      JSON.stringify({ rules: [{ action: 'TerminateInstances', error: 'InternalError' }] }),
+    );
+    expect(ok.status).toBe(200);
+    expect(await caught(w.driver().destroy('i-0123456789abcdef0'))).toBeInstanceOf(CloudApiError);
+    const got = (await (await fetch(`${w.emu.endpoint}/_emu/calls`)).json()) as {
+      calls: Record<string, Record<string, number>>;
+    };
+    expect(got.calls.TerminateInstances).toEqual({ InternalError: 1 });
+    const interrupt = await fetch(`${w.emu.endpoint}/_emu/interrupt`, {
+      method: 'POST',
+      body: JSON.stringify({ instance_id: 'i-0123456789abcdef0', kind: 'explode' }),
+    });
+    expect(interrupt.status).toBe(400);
+    expect(((await interrupt.json()) as { error: string }).error).toContain(
+      'kind: expected "terminate" or "rebalance"',
+    );
+    expect((await fetch(`${w.emu.endpoint}/_emu/nothing`)).status).toBe(404);
+  });
 });
