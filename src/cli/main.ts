@@ -5,6 +5,7 @@ import { registerAgent } from './commands/agent.js';
 import { ConfigError } from '../config/options.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
+import { registerCatalog } from './commands/catalog.js';
 import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
 import { registerDispatch } from './commands/dispatch.js';
@@ -34,6 +35,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerPlan,
   registerAgent,
   registerSim,
+  registerCatalog,
 ];
 
 export { UsageError };
