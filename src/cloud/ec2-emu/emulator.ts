@@ -126,7 +126,7 @@ export class Ec2Emulator {
       self = new Ec2Emulator(moto, proxy, booter, direct, internal, hostAddress, home, o.home === undefined);
       booter?.start();
       log(
-        `EC2 emulator at ${proxy.url} (moto ${moto.url}; machines ${boot ? `booted${netns ? ', own netns' : ''}${cgroups ? ', own cgroup' : ''}` : 'not booted'})`,
+        `EC2 emulator at ${proxy.url} (moto ${moto.url}; machines ${boot ? `booted in ${home}${netns ? ', own netns' : ''}${cgroups ? ', own cgroup' : ''}` : 'not booted'})`,
       );
       return self;
     } catch (err) {
