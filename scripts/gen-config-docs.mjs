@@ -2,11 +2,18 @@
 import { writeFileSync } from 'node:fs';
 import { optionsMarkdown } from '../dist/src/config/options.js';
 import { DISPATCH_KEYS } from '../dist/src/dispatch/config.js';
+import { EC2_KEYS } from '../dist/src/cloud/ec2/config.js';
 
 const dispatch = [
   '| key | default | meaning |',
   '|---|---|---|',
   ...DISPATCH_KEYS.map((k) => `| \`${k.key}\` | ${k.default} | ${k.help} |`),
+].join('\n');
+
+const ec2 = [
+  '| key | default | meaning |',
+  '|---|---|---|',
+  ...EC2_KEYS.map((k) => `| \`${k.key}\` | ${k.default} | ${k.help} |`),
 ].join('\n');
 
 writeFileSync(
@@ -43,6 +50,10 @@ Example:
   "node_lost_after": "90s"
 }
 \`\`\`
+
+### The \`ec2\` section (\`"driver": "ec2"\`; see docs/AWS.md)
+
+${ec2}
 `,
 );
 void optionsMarkdown;
