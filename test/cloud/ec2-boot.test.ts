@@ -85,6 +85,18 @@ async function boot(type = small) {
   return { ci, node: registered };
 }
 
+/** Waits until the node reports `state`; returns its record. */
+function nodeIn(id: string, state: string) {
+  return until(
+    async () => {
+      const n = await h.store.nodes.get(id);
+      return n.state === state ? n : null;
+    },
+    30_000,
+    `node ${id} to be ${state}`,
+  );
+}
+
 function machineGone(id: string) {
   return until(() => !w.emu.booter!.get(id), 30_000, `the machine of ${id} to stop`);
 }
@@ -148,14 +160,7 @@ describe('ec2 boot path (emulated EC2)', () => {
     const req = await h.store.requests.get(cancelled.request_id);
     expect(req.state).toBe('Committed'); // retried elsewhere: a new attempt waits
     expect(req.container_id).not.toBe(c);
-    const n = await until(
-      async () => {
-        const x = await h.store.nodes.get(node.id);
-        return x.state === 'drained' ? x : null;
-      },
-      30_000,
-      'the node to report drained',
-    );
+    const n = await nodeIn(node.id, 'drained');
     expect(String(n.info.notice)).toContain('spot interruption');
     // EC2 reclaims it after the notice: the machine is stopped.
     await machineGone(ci.id);
@@ -171,21 +176,10 @@ describe('ec2 boot path (emulated EC2)', () => {
     );
     await h.waitState(c, ['Running'], 30_000);
     w.emu.interrupt(ci.id, 'rebalance', 0);
-    await until(
-      async () => ((await h.store.nodes.get(node.id)).state === 'draining' ? true : null),
-      30_000,
-      'the node to drain',
-    );
+    await nodeIn(node.id, 'draining');
     const done = await h.waitState(c, ['Complete', 'Cancelled'], 30_000);
     expect(done).toMatchObject({ state: 'Complete', exit_code: 0 });
-    const n = await until(
-      async () => {
-        const x = await h.store.nodes.get(node.id);
-        return x.state === 'drained' ? x : null;
-      },
-      30_000,
-      'the node to report drained',
-    );
+    const n = await nodeIn(node.id, 'drained');
     expect(String(n.info.notice)).toContain('rebalance');
     const later = await h.submitAndAssign({ id: node.id, instanceId: ci.id }, { command: ['true'] });
     // Its agent takes no new work: after a ping that began once it had seen the start order, it is still

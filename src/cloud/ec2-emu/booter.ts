@@ -11,7 +11,6 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   DescribeInstanceAttributeCommand,
-  DescribeInstancesCommand,
   DescribeInstanceTypesCommand,
   TerminateInstancesCommand,
   type EC2Client,
@@ -20,6 +19,7 @@ import {
 import type { ProcessRef } from '../../agent/runtimes/procfs.js';
 import { createMachineSlots, startMachineProcess, stopMachine, type MachineSlots } from '../local/machine.js';
 import { EmulatedImds } from './imds.js';
+import { liveInstances } from './util.js';
 
 export interface BooterOptions {
   /** A client of the emulated EC2 whose calls skip the proxy's faults (emulator.ts). */
@@ -97,18 +97,7 @@ export class Booter {
 
   /** One reconciliation: boot new instances, stop the machines of instances that are gone. */
   async poll(): Promise<void> {
-    const live = new Map<string, Instance>();
-    let NextToken: string | undefined;
-    do {
-      const page = await this.o.ec2.send(
-        new DescribeInstancesCommand({
-          Filters: [{ Name: 'instance-state-name', Values: ['pending', 'running'] }],
-          NextToken,
-        }),
-      );
-      for (const r of page.Reservations ?? []) for (const i of r.Instances ?? []) live.set(i.InstanceId!, i);
-      NextToken = page.NextToken || undefined;
-    } while (NextToken);
+    const live = new Map((await liveInstances(this.o.ec2)).map((i) => [i.InstanceId!, i]));
     const work: Promise<void>[] = [];
     for (const [id, inst] of live)
       if (!this.machines.has(id) && !this.busy.has(id)) work.push(this.track(id, () => this.boot(inst)));

@@ -6,7 +6,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  DescribeInstancesCommand,
   DescribeSubnetsCommand,
   EC2Client,
   RegisterImageCommand,
@@ -19,6 +18,7 @@ import { Booter, type BootedMachine } from './booter.js';
 import { FaultConfigError } from './faults.js';
 import { startMoto, type MotoServer } from './moto.js';
 import { Ec2Proxy, INTERNAL_HEADER } from './proxy.js';
+import { liveInstances } from './util.js';
 
 // The pinned SDK supports Node 20; its warning is about SDK versions published later.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -169,19 +169,7 @@ export class Ec2Emulator {
 
   /** Ids of the instances EC2 lists as pending or running. */
   async liveInstances(): Promise<string[]> {
-    const ids: string[] = [];
-    let NextToken: string | undefined;
-    do {
-      const page = await this.direct.send(
-        new DescribeInstancesCommand({
-          Filters: [{ Name: 'instance-state-name', Values: ['pending', 'running'] }],
-          NextToken,
-        }),
-      );
-      for (const r of page.Reservations ?? []) for (const i of r.Instances ?? []) ids.push(i.InstanceId!);
-      NextToken = page.NextToken || undefined;
-    } while (NextToken);
-    return ids;
+    return (await liveInstances(this.direct)).map((i) => i.InstanceId!);
   }
 
   /** A spot interruption notice for an instance (terminated `noticeMs` later), or a rebalance recommendation. */

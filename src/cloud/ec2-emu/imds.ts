@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { closeNow } from './util.js';
 
 export interface ImdsIdentity {
   instanceId: string;
@@ -86,9 +87,6 @@ export class EmulatedImds {
   async stop(): Promise<void> {
     const s = this.server;
     this.server = null;
-    if (!s) return;
-    const closed = new Promise<void>((r) => s.close(() => r()));
-    s.closeAllConnections();
-    await closed;
+    await closeNow(s);
   }
 }

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DescribeInstancesCommand, DescribeInstanceTypesCommand, type EC2Client } from '@aws-sdk/client-ec2';
+import { DescribeInstanceTypesCommand, type EC2Client } from '@aws-sdk/client-ec2';
 import { systemClock, type Clock } from '../../model/clock.js';
 import { quotaGroup } from '../ec2/quota-groups.js';
 import {
@@ -23,6 +23,7 @@ import {
   type EmuFaultConfig,
   type FaultDecision,
 } from './faults.js';
+import { closeNow, liveInstances } from './util.js';
 
 export const INTERNAL_HEADER = 'x-berth-emu-internal';
 
@@ -78,10 +79,7 @@ export class Ec2Proxy {
   async stop(): Promise<void> {
     const s = this.server;
     this.server = null;
-    if (!s) return;
-    const closed = new Promise<void>((r) => s.close(() => r()));
-    s.closeAllConnections();
-    await closed;
+    await closeNow(s);
     this.agent.destroy();
   }
 
@@ -201,20 +199,10 @@ export class Ec2Proxy {
     const want = Number(params.get('MinCount') ?? '1');
     const type = params.get('InstanceType') ?? 'm1.small';
     const spot = params.get('InstanceMarketOptions.MarketType') === 'spot';
-    const live: { type: string; spot: boolean }[] = [];
-    let NextToken: string | undefined;
-    do {
-      const page = await this.o.moto.send(
-        new DescribeInstancesCommand({
-          Filters: [{ Name: 'instance-state-name', Values: ['pending', 'running'] }],
-          NextToken,
-        }),
-      );
-      for (const r of page.Reservations ?? [])
-        for (const i of r.Instances ?? [])
-          live.push({ type: i.InstanceType ?? '', spot: i.InstanceLifecycle === 'spot' });
-      NextToken = page.NextToken || undefined;
-    } while (NextToken);
+    const live = (await liveInstances(this.o.moto)).map((i) => ({
+      type: i.InstanceType ?? '',
+      spot: i.InstanceLifecycle === 'spot',
+    }));
     if (limits.maxInstances !== null && live.length + want > limits.maxInstances)
       return error(
         'InstanceLimitExceeded',
