@@ -4,6 +4,7 @@
 // cloud-init script, register, run, idle and are terminated, as on AWS.
 import { defaultBerthBin } from '../cloud/local/driver.js';
 import type { Ec2Emulator } from '../cloud/ec2-emu/emulator.js';
+import { UsageError } from './errors.js';
 
 export interface EmulatedCloud {
   emulator: Ec2Emulator;
@@ -30,6 +31,9 @@ export const EMULATED_TYPES = [
 ];
 
 export async function startEmulatedCloud(say: (line: string) => void): Promise<EmulatedCloud> {
+  const { motoUnavailable } = await import('../cloud/ec2-emu/moto.js');
+  const why = motoUnavailable();
+  if (why) throw new UsageError(`--cloud ec2-emulated needs moto_server: ${why}`, 1);
   const { Ec2Emulator, EMULATOR_CREDENTIALS } = await import('../cloud/ec2-emu/emulator.js');
   const emulator = await Ec2Emulator.start({ log: say });
   try {
