@@ -32,8 +32,8 @@ try {
   const skips = r.testResults.flatMap((f) =>
     f.assertionResults.filter((t) => t.status === 'pending' || t.status === 'skipped' || t.status === 'todo'),
   );
-  const optIn = skips.filter((t) => t.title.startsWith('[live] '));
-  for (const t of optIn) console.error(`opt-in live test skipped (not a failure): ${t.fullName}`);
+  const optIn = skips.filter((t) => t.title.startsWith('[live] ') || t.title.startsWith('[opt-in] '));
+  for (const t of optIn) console.error(`opt-in test skipped (not a failure): ${t.fullName}`);
   if (process.env.BERTH_REQUIRE_ALL === '1' && skipped > optIn.length) {
     console.error(`BERTH_REQUIRE_ALL=1: ${skipped - optIn.length} skipped test(s) count as failures`);
     for (const t of skips) if (!optIn.includes(t)) console.error(`  skipped: ${t.fullName}`);

@@ -3,9 +3,13 @@
 // reads it from a NoCloud seed disk as it reads EC2's. The script starts `berth agent` (this tree, shared
 // read-only over 9p and mounted by the seed's vendor data, as an AMI would have it preinstalled); the agent
 // reads its instance id from the instance's IMDSv2 (the emulator's, forwarded into the guest at
-// 10.0.2.100, the `imds_url` of the config), registers through the API (forwarded at 10.0.2.101) and runs
-// a container. The guest is the `cloud` flavour of scripts/guest/build.sh (~80 s to user data under
-// software emulation; .ci/setup.d/45-guest-cloud.sh builds it).
+// 10.0.2.100, the `imds_url` of the config), registers through the API (forwarded at 10.0.2.101:8470; two forwards may not share a guest port) and runs
+// a container. The guest is the `cloud` flavour of scripts/guest/build.sh.
+//
+// Opt in (BERTH_CLOUD_INIT_TEST=1; .ci/setup.d/45-guest-cloud.sh then builds the guest): under software
+// emulation the user data runs 80 s after QEMU starts on a quiet machine and 7 min at a load of 14, and
+// the image takes 3–8 min to build, too much and too variable for every CI run on two shared cores.
+// Elsewhere it is reported as an opt-in skip ("[opt-in]", listed by scripts/test.mjs, not a failure).
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -14,7 +18,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { DescribeInstanceAttributeCommand } from '@aws-sdk/client-ec2';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it as vitestIt } from 'vitest';
 import { EmulatedImds } from '../../src/cloud/ec2-emu/imds.js';
 import { Harness, until } from '../agent-e2e/harness.js';
 import { assertBuilt, ROOT } from '../helpers/cli.js';
@@ -36,7 +40,15 @@ const missing =
       : !onPath('genisoimage')
         ? 'genisoimage not found (apt-get install genisoimage)'
         : null);
-const it = itIf(missing);
+const optIn = process.env.BERTH_CLOUD_INIT_TEST === '1';
+const it = optIn
+  ? itIf(missing)
+  : (((name: string, opts: object, fn: () => Promise<void>) =>
+      vitestIt.skipIf(true)(
+        `${name} [skipped: opt-in, set BERTH_CLOUD_INIT_TEST=1 after scripts/guest/build.sh cloud]`,
+        opts,
+        fn,
+      )) as unknown as typeof vitestIt);
 
 let h: Harness;
 let w: Ec2World;
@@ -46,7 +58,7 @@ let imds: EmulatedImds | null = null;
 const consoleLines: string[] = [];
 
 beforeAll(async () => {
-  if (missing) return;
+  if (!optIn || missing) return;
   assertBuilt();
   h = await Harness.create();
   w = await ec2World();
@@ -68,8 +80,8 @@ afterAll(async () => {
 
 describe('ec2 instance booted by cloud-init in a QEMU guest', () => {
   it(
-    'UserData from EC2 → cloud-init → berth agent (IMDSv2 instance id) registers and runs a container',
-    { timeout: 900_000 },
+    '[opt-in] UserData from EC2 → cloud-init → berth agent (IMDSv2 instance id) registers and runs a container',
+    { timeout: 1_800_000 },
     async () => {
       const { node, bootstrapSecret } = await h.store.nodes.create({
         cluster: 'c1',
@@ -85,7 +97,11 @@ describe('ec2 instance booted by cloud-init in a QEMU guest', () => {
       const ci = await driver.create(
         ec2type('small', 't3.small'),
         { 'berth-cluster': 'c1', 'berth-tag': 't1', 'berth-node': node.id },
-        JSON.stringify({ api_url: 'http://10.0.2.101', node_id: node.id, bootstrap_secret: bootstrapSecret }),
+        JSON.stringify({
+          api_url: 'http://10.0.2.101:8470',
+          node_id: node.id,
+          bootstrap_secret: bootstrapSecret,
+        }),
       );
       await h.store.nodes.bind(node.id, ci.id);
       // What EC2 hands the instance: the user data as stored, byte for byte.
@@ -109,7 +125,7 @@ describe('ec2 instance booted by cloud-init in a QEMU guest', () => {
       // The image's part (as an AMI with Berth preinstalled): this tree, read-only over 9p.
       await writeFile(
         join(seed, 'vendor-data'),
-        '#cloud-config\nbootcmd:\n  - [sh, -c, "modprobe 9pnet_virtio; modprobe 9p; mkdir -p /opt/berth && mount -t 9p -o trans=virtio,version=9p2000.L,ro berth /opt/berth"]\n',
+        '#cloud-config\nbootcmd:\n  - [sh, -c, "exec >/dev/console 2>&1; set -x; modprobe 9pnet_virtio; modprobe 9p; mkdir -p /opt/berth; mount -t 9p -o trans=virtio,version=9p2000.L,ro berth /opt/berth; ls /opt/berth"]\n',
       );
       await exec('genisoimage', [
         '-quiet',
@@ -143,7 +159,7 @@ describe('ec2 instance booted by cloud-init in a QEMU guest', () => {
         ...['-virtfs', `local,path=${ROOT},mount_tag=berth,security_model=none,readonly=on`],
         ...[
           '-netdev',
-          `user,id=n0,guestfwd=tcp:10.0.2.100:80-tcp:127.0.0.1:${imdsPort},guestfwd=tcp:10.0.2.101:80-tcp:127.0.0.1:${h.port}`,
+          `user,id=n0,guestfwd=tcp:10.0.2.100:80-tcp:127.0.0.1:${imdsPort},guestfwd=tcp:10.0.2.101:8470-tcp:127.0.0.1:${h.port}`,
         ],
         ...['-device', 'virtio-net-pci,netdev=n0'],
         ...['-append', `console=ttyS0 panic=-1 root=/dev/vda init=${init}`],
@@ -167,7 +183,7 @@ describe('ec2 instance booted by cloud-init in a QEMU guest', () => {
           const n = await h.store.nodes.get(node.id);
           return n.state !== 'registered' ? n : null;
         },
-        600_000,
+        1_200_000,
         'the agent in the guest to register',
       ).catch((err: Error) => {
         throw new Error(

@@ -20,11 +20,17 @@ export async function startMoto(
   opts: { bin?: string; timeoutMs?: number; log?: (line: string) => void } = {},
 ): Promise<MotoServer> {
   const bin = opts.bin ?? process.env.BERTH_MOTO_SERVER ?? 'moto_server';
-  const child: ChildProcess = spawn(bin, ['-H', '127.0.0.1', '-p', '0'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    // Its own process group: stop() ends the server and any worker it forked.
-    detached: true,
-  });
+  // setpriv's parent-death signal: a test or `berth up` killed before its clean-up leaves no moto behind.
+  const argv = [bin, '-H', '127.0.0.1', '-p', '0'];
+  const child: ChildProcess = spawn(
+    hasSetpriv() ? 'setpriv' : bin,
+    hasSetpriv() ? ['--pdeathsig', 'KILL', '--', ...argv] : argv.slice(1),
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group: stop() ends the server and any worker it forked.
+      detached: true,
+    },
+  );
   let output = '';
   const exited = new Promise<number>((r) => child.once('exit', (code, sig) => r(code ?? (sig ? 128 : -1))));
   const url = await new Promise<string>((resolve, reject) => {
@@ -80,4 +86,10 @@ function kill(child: ChildProcess, sig: NodeJS.Signals): void {
   } catch {
     /* gone */
   }
+}
+
+let setpriv: boolean | null = null;
+function hasSetpriv(): boolean {
+  setpriv ??= spawnSync('setpriv', ['--version']).status === 0;
+  return setpriv;
 }

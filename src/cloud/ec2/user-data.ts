@@ -95,6 +95,9 @@ Restart=on-failure
 RestartSec=1
 RestartPreventExitStatus=2 3
 KillMode=process
+# Also on the console: EC2's get-console-output shows why an agent did not come up.
+StandardOutput=journal+console
+StandardError=journal+console
 
 [Install]
 WantedBy=multi-user.target
