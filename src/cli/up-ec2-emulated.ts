@@ -30,7 +30,11 @@ export const EMULATED_TYPES = [
   },
 ];
 
-export async function startEmulatedCloud(say: (line: string) => void): Promise<EmulatedCloud> {
+/** Starts the emulated EC2 and makes its dispatch config; `agentArgs`: flags for the booted agents. */
+export async function startEmulatedCloud(
+  say: (line: string) => void,
+  agentArgs: string[] = [],
+): Promise<EmulatedCloud> {
   const { motoUnavailable } = await import('../cloud/ec2-emu/moto.js');
   const why = motoUnavailable();
   if (why) throw new UsageError(`--cloud ec2-emulated needs moto_server: ${why}`, 1);
@@ -53,7 +57,7 @@ export async function startEmulatedCloud(say: (line: string) => void): Promise<E
           tags: { 'cost-center': 'berth-demo' },
           // The emulated machines share this host's file system: the agent is the one installed here.
           agent_install: { preinstalled: `${process.execPath} ${defaultBerthBin()}` },
-          agent_args: ['--ping-wait', '5s', '--notice-poll', '1s'],
+          agent_args: ['--ping-wait', '5s', '--notice-poll', '1s', ...agentArgs],
         },
       },
     };
@@ -61,4 +65,15 @@ export async function startEmulatedCloud(say: (line: string) => void): Promise<E
     await emulator.stop();
     throw err;
   }
+}
+
+/** Stops the emulated EC2 (every instance it still lists is terminated and its machine stopped), saying so. */
+export async function stopEmulatedCloud(cloud: EmulatedCloud, say: (line: string) => void): Promise<void> {
+  const left = await cloud.emulator.liveInstances().catch(() => [] as string[]);
+  say(
+    left.length === 0
+      ? 'the emulated EC2 has no instance left running; stopping it'
+      : `the emulated EC2 still lists ${left.length} instance(s) (${left.join(', ')}); terminating them and stopping it`,
+  );
+  await cloud.emulator.stop().catch((err: Error) => say(`stopping the emulated EC2: ${err.message}`));
 }

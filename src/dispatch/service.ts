@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Driver } from '../cloud/driver.js';
 import type { Config } from '../config/options.js';
+import type { Logger } from '../log/logger.js';
 import { API_URL_FILE } from '../server/files.js';
 import { createPool, withDatabase } from '../store/db.js';
 import { runningEmbeddedUrl } from '../store/embedded.js';
@@ -12,18 +13,27 @@ import { Store } from '../store/store.js';
 import type { DispatchConfig } from './config.js';
 import { startDispatcher, type RunningDispatcher } from './run.js';
 
-/** Opens the configured cloud driver (`credentials`: static ones for the ec2 driver, e.g. an emulator's). */
-export async function openDriver(
-  dcfg: DispatchConfig,
-  home: string,
-  credentials?: { accessKeyId: string; secretAccessKey: string },
-): Promise<Driver> {
+export interface DriverOptions {
+  agentArgs?: string[];
+  credentials?: { accessKeyId: string; secretAccessKey: string };
+}
+
+/**
+ * Opens the configured cloud driver. `agentArgs`: flags for the agents the local driver starts on this
+ * machine; `credentials`: static ones for the ec2 driver (an emulator's), else the SDK's default chain.
+ */
+export async function openDriver(dcfg: DispatchConfig, home: string, o: DriverOptions = {}): Promise<Driver> {
   if (dcfg.driver === 'ec2') {
     const { Ec2Driver } = await import('../cloud/ec2/driver.js');
-    return new Ec2Driver({ config: dcfg.ec2!, ...(credentials ? { credentials } : {}) });
+    return new Ec2Driver({ config: dcfg.ec2!, ...(o.credentials ? { credentials: o.credentials } : {}) });
   }
   const { LocalDriver } = await import('../cloud/local/driver.js');
-  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns });
+  return new LocalDriver({
+    home,
+    bootDelayMs: dcfg.bootDelayMs,
+    netns: dcfg.netns,
+    agentArgs: o.agentArgs ?? [],
+  });
 }
 
 export interface DispatchService {
@@ -35,7 +45,7 @@ export interface DispatchService {
 export async function runDispatchService(
   cfg: Config,
   dcfg: DispatchConfig,
-  log: (line: string) => void,
+  logger: Logger,
 ): Promise<DispatchService> {
   let url = cfg.database_url;
   if (!url) {
@@ -54,13 +64,13 @@ export async function runDispatchService(
     );
   const pool = createPool(url, 10);
   await migrate(pool);
-  const store = new Store(pool, { options: { maxDispatchAttempts: dcfg.scheduler.maxDispatchAttempts } });
+  const store = new Store(pool);
   const notifier = new Notifier(url);
   await notifier.start();
   const driver = await openDriver(dcfg, cfg.home);
   let running: RunningDispatcher;
   try {
-    running = await startDispatcher({ cfg: dcfg, store, dbUrl: url, notifier, driver, apiUrl, log });
+    running = await startDispatcher({ cfg: dcfg, store, dbUrl: url, notifier, driver, apiUrl, logger });
   } catch (err) {
     await notifier.stop();
     await pool.end();

@@ -17,7 +17,7 @@ import { netnsUnusable } from '../../src/cloud/local/netns.js';
 import { Harness, until } from '../agent-e2e/harness.js';
 import { assertBuilt, BIN } from '../helpers/cli.js';
 import { itIf } from '../helpers/needs.js';
-import { ec2type, ec2World, noMoto, type Ec2World } from './ec2-helpers.js';
+import { bootData, ec2type, ec2World, noMoto, type Ec2World } from './ec2-helpers.js';
 
 const noNetns = noMoto ?? (await netnsUnusable());
 const it = itIf(noMoto);
@@ -71,7 +71,7 @@ async function boot(type = small) {
   const ci = await driver.create(
     type,
     { 'berth-cluster': 'c1', 'berth-tag': 't1', 'berth-node': node.id },
-    JSON.stringify({ api_url: apiUrl, node_id: node.id, bootstrap_secret: bootstrapSecret }),
+    bootData(node.id, apiUrl, bootstrapSecret),
   );
   await h.store.nodes.bind(node.id, ci.id);
   const registered = await until(

@@ -24,7 +24,7 @@ import { EmulatedImds } from '../../src/cloud/ec2-emu/imds.js';
 import { Harness, until } from '../agent-e2e/harness.js';
 import { assertBuilt, ROOT } from '../helpers/cli.js';
 import { itIf } from '../helpers/needs.js';
-import { ec2type, ec2World, noMoto, type Ec2World } from './ec2-helpers.js';
+import { bootData, ec2type, ec2World, noMoto, type Ec2World } from './ec2-helpers.js';
 
 const exec = promisify(execFile);
 const GUEST = join(
@@ -152,11 +152,7 @@ describe('ec2 instance booted by cloud-init in a QEMU guest', () => {
       const ci = await driver.create(
         ec2type('small', 't3.small'),
         { 'berth-cluster': 'c1', 'berth-tag': 't1', 'berth-node': node.id },
-        JSON.stringify({
-          api_url: `http://10.0.2.2:${h.port}`,
-          node_id: node.id,
-          bootstrap_secret: bootstrapSecret,
-        }),
+        bootData(node.id, `http://10.0.2.2:${h.port}`, bootstrapSecret),
       );
       await h.store.nodes.bind(node.id, ci.id);
       // What EC2 hands the instance: the user data as stored, byte for byte.

@@ -2,6 +2,8 @@
 // capacity in any zone is passed over for the next type within the price factor, never for one beyond
 // it, and the waiting container blocks no other work.
 import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { bootDataFor } from '../../src/cloud/boot-data.js';
+import { DISPATCHER_TIMERS } from '../../src/dispatch/config.js';
 import { Dispatcher, type DispatchEvent } from '../../src/dispatch/dispatcher.js';
 import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import { ManualClock, seededRng } from '../../src/model/clock.js';
@@ -45,11 +47,8 @@ describe('dispatcher on the ec2 driver', () => {
       clock,
       instanceTypes: TYPES,
       config: DEFAULT_CONFIG,
-      nodeLostAfterMs: 60_000,
-      syncIntervalMs: 10_000,
-      capacityTtlMs: 600_000,
-      bootData: ({ nodeId, bootstrapSecret }) =>
-        JSON.stringify({ api_url: 'http://127.0.0.1:9', node_id: nodeId, bootstrap_secret: bootstrapSecret }),
+      ...DISPATCHER_TIMERS.parse({ capacity_ttl: '10m' }),
+      bootData: bootDataFor('http://127.0.0.1:9'),
       onEvent: (e) => events.push(e),
     });
     w.emu.setFaults({

@@ -358,9 +358,11 @@ describe('ec2 driver', () => {
   it('bad boot data or a type without an AMI is refused before any call', async () => {
     const before = calls('RunInstances');
     const d = w.driver({ ami: undefined, ami_by_type: { small: w.ami } });
-    expect((await caught(d.create(small, tags('n-x'), '{"api_url": 1}'))).message).toContain(
-      'bootData.api_url',
-    );
+    const bad = JSON.parse(bootData('n-x')) as Record<string, unknown>;
+    const refused = await caught(d.create(small, tags('n-x'), JSON.stringify({ ...bad, api_url: 1 })));
+    expect(refused).toBeInstanceOf(CloudApiError);
+    expect((refused as CloudApiError).retryable).toBe(false);
+    expect(refused.message).toContain('boot data: api_url:');
     const other = ec2type('other', 't3.micro');
     expect((await caught(d.create(other, tags('n-y'), bootData('n-y')))).message).toContain(
       'no AMI for type other',

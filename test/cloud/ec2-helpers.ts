@@ -1,6 +1,7 @@
 // Shared setup of the EC2 tests: an emulated EC2 (moto_server behind the fault proxy; see
 // src/cloud/ec2-emu/) and ec2 drivers configured for it.
 import { DescribeInstancesCommand, DescribeVolumesCommand, type Instance } from '@aws-sdk/client-ec2';
+import { encodeBootData } from '../../src/cloud/boot-data.js';
 import { parseEc2Config } from '../../src/cloud/ec2/config.js';
 import { Ec2Driver } from '../../src/cloud/ec2/driver.js';
 import { Ec2Emulator, EMULATOR_CREDENTIALS, type EmulatorOptions } from '../../src/cloud/ec2-emu/emulator.js';
@@ -91,7 +92,7 @@ export async function ec2World(o: EmulatorOptions = {}): Promise<Ec2World> {
 
 /** Boot data as the dispatcher writes it. */
 export function bootData(nodeId: string, apiUrl = 'http://127.0.0.1:9', secret = 'secret-' + nodeId): string {
-  return JSON.stringify({
+  return encodeBootData({
     api_url: apiUrl,
     node_id: nodeId,
     bootstrap_secret: secret,

@@ -45,14 +45,14 @@ describe('ec2 config', () => {
   });
 
   it.each([
-    [{ ...base, subnets: [] }, 'ec2.subnets: expected at least one subnet id'],
-    [{ ...base, subnets: ['sub-1'] }, 'ec2.subnets: expected a list of ids'],
-    [{ ...base, subnets: ['subnet-1', 'subnet-1'] }, 'ec2.subnets: expected distinct'],
-    [{ ...base, ami: 'image-1' }, 'ec2.ami: expected a string matching'],
+    [{ ...base, subnets: [] }, 'ec2.subnets: expected at least one id such as "subnet-0abc"'],
+    [{ ...base, subnets: ['sub-1'] }, 'ec2.subnets[0]: expected an id such as "subnet-0abc", got "sub-1"'],
+    [{ ...base, subnets: ['subnet-1', 'subnet-1'] }, 'ec2.subnets: expected distinct ids'],
+    [{ ...base, ami: 'image-1' }, 'ec2.ami: expected an AMI id such as "ami-0abc", got "image-1"'],
     [{ ...base, ami_by_type: { gpu: 'x' } }, 'ec2.ami_by_type.gpu: expected an AMI id'],
     [{ ...base, tags: { 'berth-x': 'y' } }, 'ec2.tags.berth-x: the berth- and aws: prefixes are reserved'],
     [{ ...base, root_volume: '10 gigs' }, 'ec2.root_volume: expected a size'],
-    [{ ...base, root_volume: '512MiB' }, 'ec2.root_volume: expected at least 1GiB'],
+    [{ ...base, root_volume: '512MiB' }, 'ec2.root_volume: expected a size of at least 1GiB'],
     [{ ...base, page_size: 2 }, 'ec2.page_size: expected a whole number from 5 to 1000'],
     [{ ...base, agent_install: { pip: 'x' } }, 'ec2.agent_install: unknown source "pip"'],
     [{ ...base, agent_install: { npm: 'berth; rm -rf /' } }, 'ec2.agent_install.npm: expected a string'],
@@ -60,9 +60,12 @@ describe('ec2 config', () => {
       { ...base, agent_install: { tarball: 'ftp://x' } },
       'ec2.agent_install.tarball: expected an http(s) URL',
     ],
-    [{ ...base, imds_url: 'http://x/$(id)' }, 'ec2.imds_url: expected a string matching'],
+    [
+      { ...base, imds_url: 'http://x/$(id)' },
+      'ec2.imds_url: expected an http(s) URL without quotes, spaces or $',
+    ],
     [{ ...base, spot_max_price: 0 }, 'ec2.spot_max_price: expected a price per hour above 0'],
-    [{ ...base, subnet: ['subnet-1'] }, 'ec2.subnet: unknown key'],
+    [{ ...base, subnet: ['subnet-1'] }, 'ec2.subnet: unknown field'],
   ])('refuses %j naming the key', (value, message) => {
     expect(() => parseEc2Config(value)).toThrow(message);
   });
@@ -88,7 +91,9 @@ describe('ec2 config', () => {
     expect(() => parseDispatchConfig({ driver: 'local', ec2: base })).toThrow(
       'ec2: only used with "driver": "ec2"',
     );
-    expect(() => parseDispatchConfig({ driver: 'gce' })).toThrow('driver: expected "local" or "ec2"');
+    expect(() => parseDispatchConfig({ driver: 'gce' })).toThrow(
+      'driver: expected one of local, ec2, got "gce"',
+    );
     expect(parseDispatchConfig({}).ec2).toBeNull();
   });
 });
@@ -98,6 +103,7 @@ describe('ec2 boot script (user data)', () => {
     api_url: 'http://10.0.0.5:8470',
     node_id: 'n-0123456789abcdef',
     bootstrap_secret: "s3cr'et",
+    instance_type: 's',
   };
 
   /** A stub program that records its arguments, one per line, in `file`. */

@@ -24,7 +24,7 @@ import {
 } from '@aws-sdk/client-ec2';
 import { systemClock, type Clock } from '../../model/clock.js';
 import type { InstanceType } from '../../model/types.js';
-import { parseBootData, type BootData } from '../boot-data.js';
+import { bootDataOf, type BootData } from '../boot-data.js';
 import type { CloudInstance, CloudInstanceState, Driver, Tags } from '../driver.js';
 import {
   CapacityError,
@@ -96,7 +96,7 @@ export class Ec2Driver implements Driver {
   }
 
   async create(type: InstanceType, tags: Tags, bootData: string): Promise<CloudInstance> {
-    const boot = parseBootData(bootData);
+    const boot = bootDataOf(bootData);
     const ami = amiFor(this.config, type);
     if (!ami)
       throw new CloudApiError(

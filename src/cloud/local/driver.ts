@@ -16,8 +16,8 @@ import { cgroupV1Unusable } from '../../agent/runtimes/cgroup.js';
 import { RUNTIME_NAMES, type RuntimeName } from '../../agent/runtimes/detect.js';
 import { isAlive, type ProcessRef } from '../../agent/runtimes/procfs.js';
 import type { InstanceType } from '../../model/types.js';
+import { bootDataOf } from '../boot-data.js';
 import { matchesTags, type CloudInstance, type Driver, type Tags } from '../driver.js';
-import { parseBootData } from '../boot-data.js';
 import { CloudApiError, NotFoundError } from '../errors.js';
 import { InstanceList, type LocalInstanceRecord } from './instance-list.js';
 import {
@@ -103,7 +103,7 @@ export class LocalDriver implements Driver {
   }
 
   async create(type: InstanceType, tags: Tags, bootData: string): Promise<CloudInstance> {
-    const boot = parseBootData(bootData);
+    const boot = bootDataOf(bootData);
     const runtime = this.o.runtime ?? 'auto';
     if (runtime !== 'auto' && !RUNTIME_NAMES.includes(runtime))
       throw new CloudApiError(`runtime: expected auto or ${RUNTIME_NAMES.join(', ')}, got ${runtime}`, false);

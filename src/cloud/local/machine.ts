@@ -112,7 +112,12 @@ export async function stopMachine(
       const h = await rt.reattach(cid, runDir).catch(() => null);
       if (!h) continue;
       await h.signal('SIGKILL').catch(() => {});
-      await Promise.race([h.wait().catch(() => {}), new Promise((r) => setTimeout(r, 15_000))]);
+      // Bounded, and the timer cleared: a pending 15 s timer would keep a stopping `berth up` alive.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        h.wait().catch(() => {}),
+        new Promise((r) => (timer = setTimeout(r, 15_000))),
+      ]).finally(() => clearTimeout(timer));
       break;
     }
   }
