@@ -42,7 +42,9 @@ describe('berth up --demo --cloud ec2-emulated', () => {
       const code = await up.exited;
       const out = up.output();
       expect(code, out).toBe(0);
-      expect(out).toMatch(/dispatcher \S+ running \(3 instance types, driver ec2\)/);
+      expect(out).toMatch(
+        /instance types: t3-small \(2 CPUs, 2GiB\), t3-large \(2 CPUs, 8GiB\), t3-small-spot /,
+      );
       expect(out).toMatch(/instance i-[0-9a-f]+ \(t3-(small|large)\) booting/);
       expect(out).toMatch(/booter: i-[0-9a-f]+ \(t3\.(small|large)\) booted/);
       expect(out).toMatch(/finished 12\/12/);
