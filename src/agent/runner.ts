@@ -294,7 +294,7 @@ export class ContainerRunner {
     }
     if (info === 'stopped') return; // the next agent re-attaches
     if (entry.interrupted) {
-      await this.cancel(entry, 'temp', entry.interrupted);
+      await this.cancel(entry, 'temp', entry.interrupted, { interrupted: true });
       return;
     }
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };
@@ -353,7 +353,7 @@ export class ContainerRunner {
     entry: JournalEntry,
     cls: 'temp' | 'perm',
     reason: string,
-    opts: { retryable?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean } = {},
   ): Promise<void> {
     const { ctx } = this;
     const shipper = this.shipper ?? this.makeShipper(entry);

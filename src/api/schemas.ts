@@ -177,6 +177,8 @@ export const CancelBody = Type.Object(
     reason: Type.Optional(Reason),
     /** false: no retry can succeed (e.g. an image that does not exist); the request ends at once. */
     retryable: Type.Optional(Type.Boolean()),
+    /** The cloud reclaimed the instance (a spot interruption, said by its agent): the retry counts it. */
+    interrupted: Type.Optional(Type.Boolean()),
     dispatcher_id: Type.Optional(DispatcherId),
     lock_token: Type.Optional(LockToken),
   },

@@ -160,6 +160,11 @@ describe('ec2 boot path (emulated EC2)', () => {
     const req = await h.store.requests.get(cancelled.request_id);
     expect(req.state).toBe('Committed'); // retried elsewhere: a new attempt waits
     expect(req.container_id).not.toBe(c);
+    // The retry counts the interruption (the scheduler's on_demand_after_interruptions reads it).
+    const retry = await h.store.ctx.pool.query(`SELECT spot_interruptions FROM containers WHERE id = $1`, [
+      req.container_id,
+    ]);
+    expect(retry.rows[0].spot_interruptions).toBe(1);
     const n = await nodeIn(node.id, 'drained');
     expect(String(n.info.notice)).toContain('spot interruption');
     // EC2 reclaims it after the notice: the machine is stopped.
