@@ -52,6 +52,11 @@ export interface JournalEntry {
   startReported: boolean;
   /** Why Berth is stopping it, once decided (kill list, max_run_time): survives a restart. */
   killReason: string | null;
+  /**
+   * Set when the container is stopped because its host goes away (a SLURM job ending under a one-shot
+   * agent): the end is reported as a cancel of this class (retried), not as the container's exit.
+   */
+  cancelClass?: 'temp';
   exit: ExitInfo | null;
   log: LogCursor;
 }

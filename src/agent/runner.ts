@@ -75,11 +75,15 @@ export class ContainerRunner {
     return self;
   }
 
-  /** The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. */
-  kill(reason = 'cancelled'): void {
+  /**
+   * The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. With `cancelAs`, its end
+   * is reported as a cancel of that class (its host goes away: it is retried) instead of its exit.
+   */
+  kill(reason = 'cancelled', cancelAs?: 'temp'): void {
     const entry = this.ctx.journal.containers.get(this.id);
     if (entry && !entry.killReason) {
       entry.killReason = reason;
+      if (cancelAs) entry.cancelClass = cancelAs;
       void this.ctx.journal.save().catch(() => {});
     }
     if (this.supervisor) void this.supervisor.cancel(reason).catch(() => {});
@@ -268,6 +272,10 @@ export class ContainerRunner {
       return;
     }
     if (info === 'stopped') return; // the next agent re-attaches
+    if (entry.cancelClass && entry.killReason) {
+      await this.cancel(entry, entry.cancelClass, entry.killReason);
+      return;
+    }
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };
     entry.exit = info;
     entry.phase = 'exited';

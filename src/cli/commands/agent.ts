@@ -1,6 +1,7 @@
 // `berth agent`: the process on an instance that runs the containers assigned to its node (DESIGN §5).
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
+import { isId } from '../../model/ids.js';
 import { parseDuration } from '../../model/units.js';
 import { UsageError } from '../errors.js';
 
@@ -12,6 +13,7 @@ interface AgentFlags {
   runtime: string;
   killGrace: string;
   pingWait: string;
+  once?: string;
 }
 
 function duration(flag: string, value: string, maxMs = Infinity): number {
@@ -33,7 +35,14 @@ export function registerAgent(program: Command): void {
         '(with the global --api-url URL, or $BERTH_API_URL)',
     )
     .option('--node-id <id>', 'the node id the dispatcher recorded for this instance')
-    .option('--bootstrap-secret-file <file>', 'file holding the one-time bootstrap secret (needed once)')
+    .option(
+      '--bootstrap-secret-file <file>',
+      'file holding the one-time bootstrap secret (needed once; - reads it from stdin)',
+    )
+    .option(
+      '--once <container>',
+      'one-shot: run this container only, then exit (a SLURM job; SIGTERM stops it and reports it for a retry)',
+    )
     .option('--work-dir <dir>', "the agent's state and the containers' work dirs")
     .option('--runtime <name>', 'auto, docker, podman, runc or process', 'auto')
     .option('--kill-grace <duration>', 'time between SIGTERM and SIGKILL when a container is stopped', '30s')
@@ -50,6 +59,8 @@ export function registerAgent(program: Command): void {
       }
       if (!opts.nodeId) throw new UsageError('--node-id is required');
       if (!opts.workDir) throw new UsageError('--work-dir is required');
+      if (opts.once !== undefined && !isId('c', opts.once))
+        throw new UsageError(`--once: expected a container id (c-…), got ${JSON.stringify(opts.once)}`);
       const killGraceMs = duration('--kill-grace', opts.killGrace);
       const pingWaitMs = duration('--ping-wait', opts.pingWait, 60_000);
       // Loaded on use: other commands do not need the runtimes.
@@ -57,13 +68,24 @@ export function registerAgent(program: Command): void {
       const agent = new Agent({
         apiUrl,
         nodeId: opts.nodeId,
-        bootstrapSecretFile: opts.bootstrapSecretFile ? resolve(opts.bootstrapSecretFile) : null,
+        bootstrapSecretFile:
+          opts.bootstrapSecretFile === '-'
+            ? '-'
+            : opts.bootstrapSecretFile
+              ? resolve(opts.bootstrapSecretFile)
+              : null,
+        once: opts.once ?? null,
         workDir: resolve(opts.workDir),
         runtime: opts.runtime as never,
         killGraceMs,
         pingWaitMs,
       });
       const onSignal = (sig: NodeJS.Signals) => {
+        if (opts.once) {
+          // SLURM ends the job (scancel, time limit, node shutdown): nobody re-attaches after a one-shot agent.
+          agent.hostEnding(`${sig}: the SLURM job is ending`);
+          return;
+        }
         process.stderr.write(`berth agent: ${sig}: stopping (containers keep running for the next agent)\n`);
         agent.stop();
       };

@@ -27,7 +27,10 @@ export function registerWhy(program: Command): void {
       switch (c.state) {
         case 'Queued':
         case 'Locked':
-          if (c.instance_id)
+          // The slurm backend's placements (slurm-job-ID) wait in SLURM's queue: its status says why.
+          if (c.instance_id?.startsWith('slurm-') && c.scheduling_status)
+            console.log(`${c.id}: ${c.state}: ${c.scheduling_status}`);
+          else if (c.instance_id)
             console.log(`${c.id}: ${c.state}, placed on instance ${c.instance_id}; its agent is starting it`);
           else
             console.log(
