@@ -3,7 +3,7 @@
 // sbatch's refusals are classified once, in sbatch.ts.
 import { spawn } from 'node:child_process';
 import { slurmCommand, type SlurmConfig } from './config.js';
-import { classifySbatchError, parseJobId, type SbatchFailure } from './sbatch.js';
+import { classifySbatchError, parseJobId, submitEnvironment, type SbatchFailure } from './sbatch.js';
 import { parseSqueue, squeueArgs, type SlurmJob } from './squeue.js';
 
 /** A SLURM command could not be run or failed. */
@@ -30,7 +30,7 @@ const IDS_PER_CALL = 200;
 
 export class SlurmCommands {
   constructor(
-    private readonly cfg: Pick<SlurmConfig, 'slurmBin' | 'commandTimeoutMs'>,
+    private readonly cfg: Pick<SlurmConfig, 'slurmBin' | 'commandTimeoutMs' | 'agentEnv'>,
     /** The environment of the commands (SLURM_CONF and the like); default this process's. */
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
@@ -50,7 +50,7 @@ export class SlurmCommands {
     args: string[],
     script: string,
   ): Promise<{ ok: true; jobId: string } | { ok: false; failure: SbatchFailure }> {
-    const r = await this.run('sbatch', args, script);
+    const r = await this.run('sbatch', args, script, submitEnvironment(this.env, this.cfg.agentEnv));
     if (r.code === 0) {
       const jobId = parseJobId(r.stdout);
       if (jobId) return { ok: true, jobId };
@@ -100,10 +100,10 @@ export class SlurmCommands {
     return r;
   }
 
-  private run(name: string, args: string[], input?: string): Promise<RunResult> {
+  private run(name: string, args: string[], input?: string, env?: NodeJS.ProcessEnv): Promise<RunResult> {
     const cmd = slurmCommand(this.cfg, name);
     return new Promise((resolve, reject) => {
-      const child = spawn(cmd, args, { env: this.env, stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = spawn(cmd, args, { env: env ?? this.env, stdio: ['pipe', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       let timedOut = false;

@@ -239,7 +239,7 @@ export const SLURM_KEYS: Key[] = [
     key: 'agent_env',
     field: 'agentEnv',
     shown: '`{"PATH": "/usr/local/sbin:…:/bin"}`',
-    help: "The agent's environment in the job (jobs get `--export=NONE`: the dispatcher's own environment never reaches them).",
+    help: "The job's environment besides SLURM's variables (sbatch runs with only these: the dispatcher's own environment never reaches a job).",
     dflt: () => ({ PATH: STANDARD_PATH }),
     parse: stringMap(/^[A-Za-z_][A-Za-z0-9_]*$/, /^[^\0\n]*$/, 'an object of NAME → value'),
   }),

@@ -5,6 +5,7 @@
 import { systemClock, type Clock } from '../../model/clock.js';
 import { LeaseLostError } from '../../dispatch/dispatcher.js';
 import { PgQueue } from '../../dispatch/pg-queue.js';
+import { ConflictError } from '../../store/errors.js';
 import type { Store } from '../../store/store.js';
 import type { SlurmConfig } from './config.js';
 import { SlurmCommandError, type SlurmCommands } from './commands.js';
@@ -29,6 +30,8 @@ export type SlurmEvent =
   | { kind: 'submitted'; container: string; job: string; nice: number }
   | { kind: 'refused'; container: string; failure: 'perm' | 'temp'; message: string }
   | { kind: 'action'; action: SlurmAction }
+  /** The store refused a transition: the container moved on since the pass read it (it completed). */
+  | { kind: 'stale'; op: string; message: string }
   | { kind: 'error'; op: string; message: string };
 
 export interface SlurmDispatcherOptions {
@@ -118,7 +121,8 @@ export class SlurmDispatcher {
         this.emit({ kind: 'action', action: a });
       } catch (err) {
         // Failed actions are tried again by a later pass, which sees the world anew.
-        this.emit({ kind: 'error', op: a.op, message: (err as Error).message });
+        const stale = err instanceof ConflictError;
+        this.emit({ kind: stale ? 'stale' : 'error', op: a.op, message: (err as Error).message });
       }
     }
     if (submits.length > 0) await this.submitAll(submits);

@@ -25,8 +25,9 @@ export const NICE_MAX = 2_147_483_645;
 
 /**
  * sbatch's options for a container: job name = container id, the dispatcher's marker as the comment, no
- * requeue (Berth retries), no environment from the dispatcher, its resources, time and constraints, then
- * the site's extra options. An instance type without a feature mapping is refused with a reason.
+ * requeue (Berth retries), its resources, time and constraints, then the site's extra options. An
+ * instance type without a feature mapping is refused with a reason. The job's environment is sbatch's own
+ * (submitEnvironment), not the dispatcher's.
  */
 export function sbatchArgs(
   c: SubmitSpec,
@@ -38,7 +39,6 @@ export function sbatchArgs(
     `--job-name=${c.id}`,
     `--comment=${o.marker}`,
     '--no-requeue',
-    '--export=NONE',
     `--nice=${Math.min(NICE_MAX, Math.max(0, Math.round(o.nice)))}`,
     '--nodes=1',
     '--ntasks=1',
@@ -89,7 +89,7 @@ export function batchScript(o: {
   apiUrl: string;
   cfg: Pick<
     SlurmConfig,
-    'agentCommand' | 'agentRuntime' | 'agentKillGraceMs' | 'agentPingWaitMs' | 'agentEnv' | 'workDir'
+    'agentCommand' | 'agentRuntime' | 'agentKillGraceMs' | 'agentPingWaitMs' | 'workDir'
   >;
   marker: string;
 }): string {
@@ -118,12 +118,27 @@ export function batchScript(o: {
   return [
     '#!/bin/sh',
     `# Berth container ${o.containerId} (${o.marker}): runs it through the one-shot agent.`,
-    ...Object.entries(cfg.agentEnv).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
     `exec ${argv.map(shellQuote).join(' ')} <<'${SECRET_EOF}'`,
     o.secret,
     SECRET_EOF,
     '',
   ].join('\n');
+}
+
+/**
+ * The environment sbatch runs with, which is also the job's (sbatch's default --export=ALL): SLURM's own
+ * variables (SLURM_CONF and the like) and agent_env, nothing else of the dispatcher's (its database URL,
+ * tokens). `--export=NONE` would do the same but makes slurmd build a login environment for every job
+ * (`su - USER`), which is slow and runs the user's profile.
+ */
+export function submitEnvironment(
+  dispatcherEnv: NodeJS.ProcessEnv,
+  agentEnv: Record<string, string>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(dispatcherEnv))
+    if (v !== undefined && (k.startsWith('SLURM_') || k.startsWith('SBATCH_'))) out[k] = v;
+  return { ...out, ...agentEnv };
 }
 
 /** What an sbatch failure means for the container. */

@@ -9,6 +9,7 @@ import {
   parseJobId,
   sbatchArgs,
   shellQuote,
+  submitEnvironment,
   type SubmitSpec,
 } from '../../../src/backends/slurm/sbatch.js';
 
@@ -43,7 +44,6 @@ describe('sbatchArgs', () => {
       '--job-name=c-0000000000000001',
       '--comment=berth:slurm/default',
       '--no-requeue',
-      '--export=NONE',
       '--nice=0',
       '--nodes=1',
       '--ntasks=1',
@@ -116,7 +116,7 @@ describe('batchScript', () => {
     expect(exec).toContain("'--bootstrap-secret-file' '-' <<'BERTH_BOOTSTRAP_SECRET'");
     expect(exec).not.toContain('bs_AbC');
     expect(lines.slice(lines.indexOf(exec) + 1)).toEqual(['bs_AbC-d_9', 'BERTH_BOOTSTRAP_SECRET', '']);
-    expect(script).toContain("export PATH='/usr/local/sbin:");
+    expect(script).not.toContain('PATH');
   });
 
   it('is valid sh that hands the agent its arguments and the secret exactly', () => {
@@ -128,7 +128,6 @@ describe('batchScript', () => {
       apiUrl: "http://h/it's a 'test'",
       cfg: parseSlurmConfig({
         agent_command: ['/bin/sh', '-c', 'printf "%s\\n" "$@"; cat', 'sh'],
-        agent_env: {},
       }),
       marker: 'm',
     });
@@ -156,6 +155,28 @@ describe('batchScript', () => {
     expect(
       execFileSync('/bin/sh', ['-c', `printf %s ${shellQuote('$HOME `x` \'y\' "z"')}`], { encoding: 'utf8' }),
     ).toBe('$HOME `x` \'y\' "z"');
+  });
+});
+
+describe('the job environment', () => {
+  it('SLURM variables and agent_env only: nothing else of the dispatcher reaches a job', () => {
+    const env = submitEnvironment(
+      {
+        SLURM_CONF: '/etc/slurm/x.conf',
+        SBATCH_PARTITION: 'p',
+        BERTH_DATABASE_URL: 'postgres://secret',
+        BERTH_TOKEN: 'bt_x',
+        PATH: '/home/me/bin',
+        HOME: '/root',
+      },
+      { PATH: '/usr/bin:/bin', HTTPS_PROXY: 'http://proxy' },
+    );
+    expect(env).toEqual({
+      SLURM_CONF: '/etc/slurm/x.conf',
+      SBATCH_PARTITION: 'p',
+      PATH: '/usr/bin:/bin',
+      HTTPS_PROXY: 'http://proxy',
+    });
   });
 });
 
