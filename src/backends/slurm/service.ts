@@ -87,6 +87,8 @@ export async function runSlurmService(
 ): Promise<{ done: Promise<void>; stop(): Promise<void> }> {
   const url = dispatchDatabaseUrl(cfg);
   const apiUrl = agentApiUrl(cfg, scfg.apiUrl);
+  // Every submission, renice, cancel and stale action, at log level debug or trace.
+  const verbose = cfg.log_level === 'debug' || cfg.log_level === 'trace';
   const pool = createPool(url, 10);
   await migrate(pool);
   const store = new Store(pool, { options: { maxDispatchAttempts: cfg.max_dispatch_attempts } });
@@ -104,6 +106,7 @@ export async function runSlurmService(
       onEvent: (e) => {
         if (e.kind === 'error') log(`${e.op}: ${e.message}`);
         else if (e.kind === 'refused') log(`sbatch refused ${e.container} (${e.failure}): ${e.message}`);
+        else if (verbose) log(JSON.stringify(e));
       },
     });
   } catch (err) {

@@ -100,7 +100,7 @@ export interface ContainerView {
 }
 
 export async function slurmWorld(
-  o: { nodes?: SlurmNodeSpec[]; slurmdTimeoutS?: number } = {},
+  o: { nodes?: SlurmNodeSpec[]; slurmdTimeoutS?: number; minJobAgeS?: number } = {},
 ): Promise<SlurmWorld> {
   const db = await testDb();
   const dir = mkdtempSync(join(tmpdir(), 'berth-slurm-world-'));
@@ -130,6 +130,7 @@ export async function slurmWorld(
       nodes: o.nodes ?? TWO_NODES,
       schedulerParameters: 'batch_sched_delay=0',
       slurmdTimeoutS: o.slurmdTimeoutS ?? 5,
+      minJobAgeS: o.minJobAgeS,
     });
     server = await startServer(
       loadConfig({ home: dir, database_url: db.url, listen: '127.0.0.1:0', log_level: 'silent' }, {}),
@@ -151,7 +152,7 @@ export async function slurmWorld(
     job_output: join(dir, 'out', '%j.out'),
     tick_interval: '500ms',
     node_lost_after: '15s',
-    submit_grace: '5s',
+    submit_grace: '20s',
     orphan_grace: '10s',
     features: { big: 'big' },
     time_margin: '1m',
@@ -224,7 +225,8 @@ export async function slurmWorld(
       writeFileSync(file, JSON.stringify({ ...baseConfig, ...overrides }));
       const d = berthDaemon(
         ['dispatch', '--backend', 'slurm', '--config', file, '--database-url', db.url, '--api-url', s.url],
-        { ...c.env, BERTH_HOME: dir, BERTH_LOG_LEVEL: 'silent' },
+        // debug: every action on stderr, in d.output() for a failing test to show
+        { ...c.env, BERTH_HOME: dir, BERTH_LOG_LEVEL: 'debug' },
       );
       daemons.push(d);
       return d;
