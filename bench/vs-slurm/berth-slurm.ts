@@ -11,7 +11,8 @@ import { startSlurmDispatcher } from '../../src/backends/slurm/service.js';
 import { defaultBerthBin } from '../../src/cloud/local/driver.js';
 import { loadConfig } from '../../src/config/options.js';
 import { startServer } from '../../src/server/server.js';
-import { maxOverlap, pollUntil, runPool, type SideResult } from './common.js';
+import { submitAndMeasure } from './berth.js';
+import type { SideResult } from './common.js';
 import { startSlurm } from './slurm.js';
 
 export interface BerthSlurmOptions {
@@ -71,56 +72,12 @@ export async function runBerthOnSlurmJobs(
       slurm: new SlurmCommands(cfg, cluster.env),
       log: (line) => o.say(`berth on slurm: ${line}`),
     });
-    const headers = { authorization: `Bearer ${s.createdAdminToken!}`, 'content-type': 'application/json' };
-    const spec = { command: o.command, vcpus: 1, ram: `${o.ramMiB}MiB` };
-    o.say(`berth on slurm: ${o.jobs} jobs (one POST each, ${o.concurrency} at a time)…`);
-    const pool = s.store.ctx.pool;
-    const t0 = performance.now();
-    await runPool(o.jobs, o.concurrency, async () => {
-      const r = await fetch(`${s.url}/v1/requests`, { method: 'POST', headers, body: JSON.stringify(spec) });
-      if (!r.ok) throw new Error(`POST /v1/requests: HTTP ${r.status} ${await r.text()}`);
-      await r.arrayBuffer();
+    const r = await submitAndMeasure(s, {
+      ...o,
+      submit: 'single',
+      say: (line) => o.say(`berth on slurm: ${line}`),
     });
-    const submitted = performance.now();
-    await pollUntil(
-      async () =>
-        (
-          await pool.query(
-            `SELECT count(*)::int AS n FROM containers WHERE state NOT IN ('Complete', 'Cancelled')`,
-          )
-        ).rows[0].n === 0,
-      24 * 3600_000,
-      100,
-    );
-    const done = performance.now();
-    const rows = (
-      await pool.query(
-        `SELECT extract(epoch FROM started_at - queued_at) * 1000 AS ms,
-                extract(epoch FROM started_at) * 1000 AS s, extract(epoch FROM finished_at) * 1000 AS f,
-                state, exit_code
-           FROM containers`,
-      )
-    ).rows as {
-      ms: string | null;
-      s: string | null;
-      f: string | null;
-      state: string;
-      exit_code: number | null;
-    }[];
-    const ran = rows
-      .filter((r) => r.s !== null && r.f !== null)
-      .map((r): [number, number] => [Number(r.s), Number(r.f)]);
-    return {
-      jobs: o.jobs,
-      recorded: rows.length,
-      succeeded: rows.filter((r) => r.state === 'Complete' && r.exit_code === 0).length,
-      submitSeconds: (submitted - t0) / 1000,
-      makespanSeconds: (done - t0) / 1000,
-      submitToStartMs: rows.filter((r) => r.ms !== null).map((r) => Number(r.ms)),
-      runMs: ran.map(([a, b]) => b - a),
-      maxRunning: maxOverlap(ran),
-      schedulerConfig: cluster.schedulerConfig,
-    };
+    return { ...r, schedulerConfig: cluster.schedulerConfig };
   } finally {
     await stop();
   }

@@ -1,6 +1,5 @@
 // Running a dispatcher as a service: the event-driven loop (LISTEN/NOTIFY wake-ups coalesced into passes,
 // plus a safety tick), driver decorators, metrics, and a graceful stop.
-import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
@@ -9,7 +8,8 @@ import { systemClock, type Clock } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import type { DispatchConfig } from './config.js';
-import { Dispatcher, LeaseLostError, type DispatchEvent } from './dispatcher.js';
+import { Dispatcher, type DispatchEvent } from './dispatcher.js';
+import { runPassLoop } from './loop.js';
 import { dispatcherMetrics } from './metrics.js';
 import { PgMirror } from './pg-mirror.js';
 import { PgQueue } from './pg-queue.js';
@@ -93,39 +93,19 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     `dispatcher ${cfg.cluster}/${cfg.tag} running (${cfg.instanceTypes.length} instance types, driver ${cfg.driver})`,
   );
 
-  let stopped = false;
-  const waiter = o.notifier?.waiter('berth_dispatch', null) ?? null;
-  let wake: (() => void) | null = null;
-  const done = (async () => {
-    while (!stopped) {
-      const t0 = performance.now();
-      try {
-        await dispatcher.tick();
-      } catch (err) {
-        if (err instanceof LeaseLostError) {
-          log(`stopping: ${err.message}`);
-          break;
-        }
-        // The database or the cloud is unreachable: retried at the next tick, never a crash.
-        log(`pass failed (retrying): ${(err as Error).message}`);
-      }
-      metrics.passSeconds.observe((performance.now() - t0) / 1000);
-      if (stopped) break;
-      await Promise.race([
-        waiter ? waiter.next(cfg.tickIntervalMs) : new Promise((r) => setTimeout(r, cfg.tickIntervalMs)),
-        new Promise<void>((r) => (wake = r)),
-      ]);
-    }
-  })();
+  const loop = runPassLoop({
+    tick: () => dispatcher.tick(),
+    notifier: o.notifier,
+    intervalMs: cfg.tickIntervalMs,
+    log,
+    onPass: (seconds) => metrics.passSeconds.observe(seconds),
+  });
   return {
     dispatcher,
     registry,
-    done,
+    done: loop.done,
     async stop() {
-      stopped = true;
-      wake?.();
-      await done;
-      waiter?.close();
+      await loop.stop();
       await dispatcher.stop();
     },
   };

@@ -1,7 +1,7 @@
 // `berth dispatch --backend slurm` as a service: the database, the notifications that wake a pass (new
 // work, finished containers, agents registering), a safety tick, and a graceful stop.
 import type { Config } from '../../config/options.js';
-import { LeaseLostError } from '../../dispatch/dispatcher.js';
+import { runPassLoop } from '../../dispatch/loop.js';
 import { agentApiUrl, dispatchDatabaseUrl } from '../../dispatch/service.js';
 import type { Clock } from '../../model/clock.js';
 import { createPool } from '../../store/db.js';
@@ -19,7 +19,7 @@ export interface RunningSlurmDispatcher {
   stop(): Promise<void>;
 }
 
-/** Runs passes until stopped: on notifications (coalesced) and at least every tick_interval. */
+/** Runs passes until stopped (src/dispatch/loop.ts): on notifications and at least every tick_interval. */
 export async function startSlurmDispatcher(o: {
   cfg: SlurmConfig;
   store: Store;
@@ -44,36 +44,17 @@ export async function startSlurmDispatcher(o: {
   // The first pass takes the lease: refuse to run beside another live dispatcher of the same cluster/tag.
   await dispatcher.tick();
   log(`slurm dispatcher ${dispatcher.id} running (jobs marked --comment=${dispatcher.marker})`);
-  let stopped = false;
-  let wake: (() => void) | null = null;
-  const waiter = o.notifier?.waiter('berth_dispatch', null) ?? null;
-  const done = (async () => {
-    while (!stopped) {
-      await Promise.race([
-        waiter ? waiter.next(o.cfg.tickIntervalMs) : new Promise((r) => setTimeout(r, o.cfg.tickIntervalMs)),
-        new Promise<void>((r) => (wake = r)),
-      ]);
-      if (stopped) break;
-      try {
-        await dispatcher.tick();
-      } catch (err) {
-        if (err instanceof LeaseLostError) {
-          log(`stopping: ${err.message}`);
-          break;
-        }
-        // SLURM or the database is unreachable: tried again at the next tick, never a crash.
-        log(`pass failed (retrying): ${(err as Error).message}`);
-      }
-    }
-  })();
+  const loop = runPassLoop({
+    tick: () => dispatcher.tick(),
+    notifier: o.notifier,
+    intervalMs: o.cfg.tickIntervalMs,
+    log,
+  });
   return {
     dispatcher,
-    done,
+    done: loop.done,
     async stop() {
-      stopped = true;
-      wake?.();
-      await done;
-      waiter?.close();
+      await loop.stop();
       await dispatcher.stop();
     },
   };

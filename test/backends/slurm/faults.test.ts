@@ -198,6 +198,7 @@ describe('slurm backend under failures', () => {
       expect(jobs.filter((j) => j.name.startsWith('c-') && isLive(j))).toEqual([]);
 
       let retried = 0;
+      let resubmitted = 0;
       for (let i = 0; i < MANY; i++) {
         const req = await w.api<RequestView>('GET', `/v1/requests/${submitted[i]}`);
         expect(req, `many-${i}`).toMatchObject({ state: 'Final', outcome: 'success' });
@@ -209,6 +210,7 @@ describe('slurm backend under failures', () => {
           expect(c, `many-${i}`).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
         retried += cs.length - 1;
         const c = complete[0]!;
+        if (c.lock_count > 1) resubmitted++;
         expect(c.exit_code).toBe(0);
         expect(c.usage, `many-${i} usage`).not.toBeNull();
         expect(c.usage!.wall_ms).toBeGreaterThan(0);
@@ -219,7 +221,10 @@ describe('slurm backend under failures', () => {
       }
       // (The node was killed with work on it; whether a container was retried depends on whether it had
       // ended in the instant before: the test above checks the retry itself.)
-      console.log(`slurm ${MANY}: ${retried} container(s) retried after the node kill`);
+      console.log(
+        `slurm ${MANY}: ${retried} container(s) retried (Running when their node died), ` +
+          `${resubmitted} submitted again (their job died before the agent started them)`,
+      );
 
       const ps = await w.cli(['ps', '--all', '--json']);
       expect(ps.code, ps.stderr).toBe(0);

@@ -22,7 +22,6 @@ import { loadConfig } from '../../../src/config/options.js';
 import { startServer, type RunningServer } from '../../../src/server/server.js';
 import {
   assertBuilt,
-  berth,
   berthDaemon,
   BIN,
   killProcessesMentioning,
