@@ -114,7 +114,8 @@ export class Agent {
     await mkdir(join(opts.workDir, 'containers'), { recursive: true });
     const runtimes = await this.chooseRuntimes();
     await this.authenticate(runtimes.name);
-    this.journal = await Journal.load(join(opts.workDir, 'journal.json'));
+    // A one-shot agent is never restarted to read its journal back: no need to wait for the disk.
+    this.journal = await Journal.load(join(opts.workDir, 'journal.json'), { fsync: !opts.once });
     const ctx: RunnerContext = {
       client: this.client,
       journal: this.journal,

@@ -76,10 +76,14 @@ export class Journal {
   private constructor(
     readonly path: string,
     readonly containers: Map<string, JournalEntry>,
+    private readonly fsync: boolean,
   ) {}
 
-  /** Loads the journal at `path` (an empty one when the file does not exist). */
-  static async load(path: string): Promise<Journal> {
+  /**
+   * Loads the journal at `path` (an empty one when the file does not exist). `fsync: false` for an agent
+   * that never restarts (one-shot): writes stay atomic (rename) but do not wait for the disk.
+   */
+  static async load(path: string, o: { fsync?: boolean } = {}): Promise<Journal> {
     await mkdir(dirname(path), { recursive: true });
     let text: string | null = null;
     try {
@@ -99,7 +103,7 @@ export class Journal {
       }
       for (const [id, e] of Object.entries(data.containers ?? {})) map.set(id, e);
     }
-    return new Journal(path, map);
+    return new Journal(path, map, o.fsync ?? true);
   }
 
   /**
@@ -130,7 +134,7 @@ export class Journal {
     const fh = await open(tmp, 'w', 0o600);
     try {
       await fh.writeFile(JSON.stringify(data));
-      await fh.sync();
+      if (this.fsync) await fh.sync();
     } finally {
       await fh.close();
     }

@@ -210,6 +210,29 @@ describe('slurm backend', () => {
   );
 
   test(
+    'SLURM ends a running job itself (an administrator’s scancel): the container is retried',
+    { timeout: 180_000 },
+    async () => {
+      const { request, container } = await submit(w, {
+        name: 'scancelled',
+        command: ['/bin/sh', '-c', 'echo once; sleep 60'],
+      });
+      const c = await w.container(container, (x) => x.state === 'Running', 90_000, 'running');
+      await exec('scancel', [jobOf(c)], { env: w.cluster.env });
+      const ended = await w.container(container, (x) => x.state === 'Cancelled', 60_000, 'cancelled');
+      expect(ended.failure_class).toBe('temp');
+      expect(ended.runtime_status).toMatch(/SIGTERM: the SLURM job is ending|SLURM job \d+ ended/);
+      const req = await w.api<{ container_id: string; temp_failures: number }>(
+        'GET',
+        `/v1/requests/${request}`,
+      );
+      expect(req.container_id).not.toBe(container);
+      expect(req.temp_failures).toBe(1);
+      await w.cli(['cancel', request]);
+    },
+  );
+
+  test(
     'a job held for bad constraints is released once, then cancelled (perm) with SLURM’s reason',
     { timeout: 240_000 },
     async () => {
