@@ -45,19 +45,17 @@ export function parseSqueue(stdout: string): { jobs: SlurmJob[]; bad: string[] }
   for (const line of stdout.split('\n')) {
     if (line.trim() === '') continue;
     const f = line.split(SEP);
-    // The comment is last: whatever follows the seventh separator belongs to it.
-    if (f.length < FIELDS.length) {
+    if (f.length !== FIELDS.length) {
       bad.push(line);
       continue;
     }
-    const [id, name, state, reason, prio, nice, nodes] = f as [string, ...string[]];
+    const [id, name, state, reason, prio, nice, nodes, comment] = f as [string, ...string[]];
     const priority = Number(prio);
     const niceN = Number(nice);
     if (!/^\d+(_\d+)?$/.test(id.trim()) || !Number.isFinite(priority) || !Number.isFinite(niceN)) {
       bad.push(line);
       continue;
     }
-    const comment = f.slice(FIELDS.length - 1).join(SEP);
     jobs.push({
       id: id.trim(),
       name: name!,
@@ -66,7 +64,7 @@ export function parseSqueue(stdout: string): { jobs: SlurmJob[]; bad: string[] }
       priority,
       nice: niceN,
       nodes: nodes!.trim() === '(null)' ? '' : nodes!.trim(),
-      comment: comment === '(null)' ? '' : comment,
+      comment: comment === '(null)' ? '' : comment!,
     });
   }
   return { jobs, bad };

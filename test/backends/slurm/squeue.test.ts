@@ -40,9 +40,12 @@ describe('squeue', () => {
   });
 
   it('reports lines it cannot read instead of dropping them silently', () => {
-    const { jobs, bad } = parseSqueue('garbage line\n12\u001fx\u001fPENDING\n' + REAL.split('\n')[0] + '\n');
+    const extra = REAL.split('\n')[1] + '\u001fmore';
+    const { jobs, bad } = parseSqueue(
+      `garbage line\n12\u001fx\u001fPENDING\n${REAL.split('\n')[0]}\n${extra}\n`,
+    );
     expect(jobs).toHaveLength(1);
-    expect(bad).toEqual(['garbage line', '12\u001fx\u001fPENDING']);
+    expect(bad).toEqual(['garbage line', '12\u001fx\u001fPENDING', extra]);
   });
 
   it.each([
