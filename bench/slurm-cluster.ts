@@ -192,23 +192,45 @@ export async function startSlurm(o: SlurmOptions): Promise<SlurmCluster> {
   };
   const nodeState = async (name: string) =>
     (await exec('sinfo', ['-h', '-n', name, '-o', '%T'], { env })).stdout.trim();
+  /** Each node's state and reason (sinfo %T, %E). */
+  const states = async () => {
+    const r = await exec('sinfo', ['-h', '-N', '-o', '%N|%T|%E'], { env }).catch(() => null);
+    return new Map(
+      (r?.stdout.trim().split('\n') ?? []).map((l) => {
+        const [n, st, why] = l.split('|');
+        return [n!, { state: st ?? '', reason: why ?? '' }] as const;
+      }),
+    );
+  };
+  /** Up: responding (no `*`), and idle, allocated, mixed or completing (jobs of before being cleaned up). */
+  const isUp = (state: string) => /^(idle|allocated|mixed|completing)$/.test(state);
   const waitUp = async (names: string[], timeoutMs: number) => {
+    const started = Date.now();
+    let resumed = false;
     await pollUntil(async () => {
       if (ctld!.exitCode !== null) throw new Error(`slurmctld exited; see ${dir}/slurmctld.log`);
       for (const n of names)
         if (slurmds.get(n)!.exitCode !== null)
           throw new Error(`slurmd ${n} exited; see ${dir}/slurmd-${n}.log`);
-      const r = await exec('sinfo', ['-h', '-N', '-o', '%N %T'], { env }).catch(() => null);
-      if (!r) return false;
-      const states = new Map(
-        r.stdout
-          .trim()
-          .split('\n')
-          .map((l) => l.split(' ') as [string, string]),
+      const now = await states();
+      const down = names.filter((n) => !isUp(now.get(n)?.state ?? ''));
+      // ReturnToService=2 brings a node back when its slurmd registers; one still down or drained after
+      // 10 s is resumed, as an administrator would after a crash.
+      if (down.length > 0 && !resumed && Date.now() - started > 10_000) {
+        resumed = true;
+        await exec('scontrol', ['update', `nodename=${down.join(',')}`, 'state=resume'], { env }).catch(
+          () => {},
+        );
+      }
+      return down.length === 0;
+    }, timeoutMs).catch(async (err: Error) => {
+      const now = await states();
+      const detail = names
+        .map((n) => `${n}: ${now.get(n)?.state ?? '?'} (${now.get(n)?.reason ?? ''})`)
+        .join(', ');
+      throw new Error(
+        `SLURM nodes did not come up in ${timeoutMs} ms (${detail}; see ${dir}): ${err.message}`,
       );
-      return names.every((n) => ['idle', 'allocated', 'mixed'].includes(states.get(n) ?? ''));
-    }, timeoutMs).catch((err: Error) => {
-      throw new Error(`SLURM nodes ${names.join(', ')} did not come up in ${timeoutMs} ms: ${err.message}`);
     });
   };
   const stop = async () => {
@@ -231,6 +253,7 @@ export async function startSlurm(o: SlurmOptions): Promise<SlurmCluster> {
         // already gone
       }
     }
+    // BERTH_KEEP_SLURM=1 keeps the dir (logs, slurm.conf) to look at after a failure.
     if (!process.env.BERTH_KEEP_SLURM) await rm(dir, { recursive: true, force: true });
   };
   try {

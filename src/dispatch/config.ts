@@ -81,11 +81,6 @@ const DURATIONS: [keyof DispatchConfig, string, string, string][] = [
 
 /** The dispatch config keys with their defaults and meaning (docs/CONFIG.md is generated from this). */
 export const DISPATCH_KEYS: { key: string; default: string; help: string }[] = [
-  {
-    key: 'backend',
-    default: 'cloud',
-    help: '`cloud` (these keys) or `slurm` (an existing SLURM cluster; its keys are in docs/SLURM.md).',
-  },
   { key: 'cluster', default: 'local', help: 'Cluster name: instances and nodes are tagged with it.' },
   {
     key: 'tag',
@@ -139,7 +134,6 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
     throw new DispatchConfigError(`${source}: expected a JSON object`);
   const o = value as Record<string, unknown>;
   const known = new Set([
-    'backend',
     'cluster',
     'tag',
     'driver',
@@ -161,11 +155,6 @@ export function parseDispatchConfig(value: unknown, source = 'dispatch config'):
       );
     return v;
   };
-  // Backend hook: the slurm backend has its own config (src/backends/slurm/config.ts).
-  if (o.backend !== undefined && o.backend !== 'cloud')
-    throw new DispatchConfigError(
-      `${source}: backend: expected "cloud" here (a "slurm" config runs with \`berth dispatch --backend slurm\`), got ${JSON.stringify(o.backend)}`,
-    );
   const driver = o.driver ?? 'local';
   if (driver !== 'local')
     throw new DispatchConfigError(

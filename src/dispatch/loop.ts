@@ -17,7 +17,10 @@ export function runPassLoop(o: {
   tick: () => Promise<void>;
   notifier: Notifier | null;
   intervalMs: number;
-  log: (line: string) => void;
+  /** The lease went to another process: the loop has ended. */
+  onLeaseLost: (err: LeaseLostError) => void;
+  /** A pass failed; the next tick tries again. */
+  onPassFailed: (err: Error) => void;
   /** Each pass's duration in seconds (metrics). */
   onPass?: (seconds: number) => void;
 }): PassLoop {
@@ -31,10 +34,10 @@ export function runPassLoop(o: {
         await o.tick();
       } catch (err) {
         if (err instanceof LeaseLostError) {
-          o.log(`stopping: ${err.message}`);
+          o.onLeaseLost(err);
           break;
         }
-        o.log(`pass failed (retrying): ${(err as Error).message}`);
+        o.onPassFailed(err as Error);
       }
       o.onPass?.((performance.now() - t0) / 1000);
       if (stopped) break;

@@ -97,7 +97,9 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     tick: () => dispatcher.tick(),
     notifier: o.notifier,
     intervalMs: cfg.tickIntervalMs,
-    log,
+    onLeaseLost: (err) => log(`stopping: ${err.message}`),
+    // The database or the cloud is unreachable: retried at the next tick, never a crash.
+    onPassFailed: (err) => log(`pass failed (retrying): ${err.message}`),
     onPass: (seconds) => metrics.passSeconds.observe(seconds),
   });
   return {

@@ -48,7 +48,9 @@ export async function startSlurmDispatcher(o: {
     tick: () => dispatcher.tick(),
     notifier: o.notifier,
     intervalMs: o.cfg.tickIntervalMs,
-    log,
+    onLeaseLost: (err) => log(`stopping: ${err.message}`),
+    // SLURM or the database is unreachable: tried again at the next tick, never a crash.
+    onPassFailed: (err) => log(`pass failed (retrying): ${err.message}`),
   });
   return {
     dispatcher,

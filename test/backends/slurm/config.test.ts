@@ -1,8 +1,15 @@
 // The slurm backend's config: defaults, validation naming the key, and the docs' table.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseSlurmConfig, SLURM_KEYS, SlurmConfigError } from '../../../src/backends/slurm/config.js';
-import { parseDispatchConfig } from '../../../src/dispatch/config.js';
+import {
+  configuredBackend,
+  loadSlurmConfig,
+  parseSlurmConfig,
+  SLURM_KEYS,
+  SlurmConfigError,
+} from '../../../src/backends/slurm/config.js';
 
 describe('slurm config', () => {
   it('defaults', () => {
@@ -50,9 +57,22 @@ describe('slurm config', () => {
     expect(() => parseSlurmConfig(value, 'f.json')).toThrow(message);
   });
 
-  it('the cloud config accepts backend "cloud" and points a slurm one elsewhere', () => {
-    expect(parseDispatchConfig({ backend: 'cloud' }).cluster).toBe('local');
-    expect(() => parseDispatchConfig({ backend: 'slurm' })).toThrow(/--backend slurm/);
+  it('a config file says which backend it is for (cloud when it does not say)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-slurm-config-'));
+    try {
+      const file = (name: string, body: string) => {
+        writeFileSync(join(dir, name), body);
+        return join(dir, name);
+      };
+      expect(configuredBackend(file('s.json', '{"backend": "slurm", "partition": "p"}'))).toBe('slurm');
+      expect(configuredBackend(file('c.json', '{"cluster": "x"}'))).toBe('cloud');
+      expect(configuredBackend(file('bad.json', '{nope'))).toBe('cloud');
+      expect(configuredBackend(null)).toBe('cloud');
+      expect(loadSlurmConfig(join(dir, 's.json')).partition).toBe('p');
+      expect(() => loadSlurmConfig(join(dir, 'bad.json'))).toThrow(/bad\.json: .*JSON/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('docs/SLURM.md lists every key', () => {
