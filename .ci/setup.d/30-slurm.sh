@@ -2,7 +2,13 @@
 # SLURM 22.05 for the slurm backend's tests (test/backends/slurm/) and `npm run bench -- vs-slurm`:
 # slurmctld, slurmd, the client commands and munge. Nothing is started here: each test starts its own
 # private cluster (munged, slurmctld and several slurmd) in a temp dir on free ports and stops it after
-# (test/helpers/slurm-cluster.ts), so no daemon outlives the tests. Idempotent: installs only what is missing.
+# (bench/slurm-cluster.ts), so no daemon outlives the tests. Idempotent: installs only what is missing.
+#
+# What this script adds to the machine (read by .ci/clean-machine, which removes it all again; the daemons
+# are the tests' own, listed so that one a killed test left behind is stopped too):
+# ci-apt: slurmctld slurmd slurm-client munge
+# ci-daemon: slurmctld slurmd munged
+# ci-path: /etc/munge /var/lib/munge /var/log/munge /etc/slurm /var/lib/slurm /var/log/slurm
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 t0=$(date +%s)

@@ -130,6 +130,8 @@ describe('slurm backend under failures', () => {
         ['2', '1GiB'],
       ] as const;
       const submitted: string[] = [];
+      /** Requests of the 5 s containers. */
+      const longRunning = new Set<string>();
       let next = 0;
       const submitter = async () => {
         while (next < MANY) {
@@ -149,10 +151,12 @@ describe('slurm backend under failures', () => {
             '--',
             '/bin/sh',
             '-c',
-            `echo start ${i}; sleep 0.$((${i} % 5)); echo end ${i}`,
+            // Every tenth runs 5 s, so that there is running work to kill.
+            `echo start ${i}; sleep ${i % 10 === 0 ? '5' : `0.${i % 5}`}; echo end ${i}`,
           ]);
           if (r.code !== 0) throw new Error(`berth submit: ${r.stderr}`);
           submitted[i] = (JSON.parse(r.stdout) as { id: string }).id;
+          if (i % 10 === 0) longRunning.add(submitted[i]!);
         }
       };
       const submitting = Promise.all(Array.from({ length: 4 }, submitter));
@@ -166,15 +170,21 @@ describe('slurm backend under failures', () => {
         600_000,
         'a first part to finish',
       );
-      const running = await until(
+      // A container that runs for a while (a 5 s one that started moments ago).
+      const struck = await until(
         async () => {
-          const r = (await w.jobs()).filter((j) => j.state === 'RUNNING' && j.name.startsWith('c-'));
-          return r.length > 0 ? r : null;
+          const page = await w.api<{ items: ContainerView[] }>(
+            'GET',
+            '/v1/containers?state=Running&limit=100',
+          );
+          return page.items.find(
+            (c) => longRunning.has(c.request_id) && Date.now() - Date.parse(c.started_at!) < 1500,
+          );
         },
-        60_000,
-        'a job running',
+        300_000,
+        'a long container to run',
       );
-      const victim = running.find((j) => j.nodes === 'big')?.nodes ?? running[0]!.nodes;
+      const victim = await nodeOf(struck);
       await w.cluster.killNode(victim);
       await new Promise((r) => setTimeout(r, 2000));
       await w.cluster.startNode(victim);
@@ -219,8 +229,10 @@ describe('slurm backend under failures', () => {
         const events = await w.api<{ items: { message: string }[] }>('GET', `/v1/containers/${c.id}/events`);
         expect(events.items.filter((e) => e.message.startsWith('Running')).length).toBe(1);
       }
-      // (The node was killed with work on it; whether a container was retried depends on whether it had
-      // ended in the instant before: the test above checks the retry itself.)
+      // The container running on the killed node was cancelled (temp) and retried.
+      const struckReq = await w.api<RequestView>('GET', `/v1/requests/${struck.request_id}`);
+      expect(struckReq.temp_failures).toBeGreaterThanOrEqual(1);
+      expect((await w.api<ContainerView>('GET', `/v1/containers/${struck.id}`)).failure_class).toBe('temp');
       console.log(
         `slurm ${MANY}: ${retried} container(s) retried (Running when their node died), ` +
           `${resubmitted} submitted again (their job died before the agent started them)`,
