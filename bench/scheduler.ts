@@ -7,6 +7,7 @@
 // the resulting count, so the next pass can place nothing and only computes statuses.
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { SCHEDULER_OPTIONS } from '../src/config/scheduler.js';
 import { seededRng, type Rng } from '../src/model/clock.js';
 import type { InstanceType } from '../src/model/types.js';
 import { plan } from '../src/dispatch/scheduler/plan.js';
@@ -135,20 +136,10 @@ function buildSnapshot(a: Args): Snapshot {
   for (let n = 0; n < a.queued; n++) containers.push(shapeContainer(`q-${n}`, rng, {}));
   return {
     now: NOW,
-    config: {
-      maxInstances: a.instances + Math.ceil(a.instances / 20),
-      maxSpendPerHour: null,
-      maxPriceFactor: 1.5,
-      maxContainersPerInstance: 0,
-      idleTimeoutMs: 60_000,
-      bootTimeoutMs: 600_000,
-      maxInstancesPerType: {},
-      minInstances: 0,
-      ramOverhead: 256 * 1024 ** 2,
-      billingPeriodMs: 0,
-      shutdownWindowMs: 0,
-      maxDispatchAttempts: 10,
-    },
+    config: SCHEDULER_OPTIONS.parse({
+      max_instances: a.instances + Math.ceil(a.instances / 20),
+      ram_overhead: '256MiB',
+    }),
     instanceTypes: types,
     instances,
     containers,

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SlurmCommands } from '../../src/backends/slurm/commands.js';
 import { parseSlurmConfig } from '../../src/backends/slurm/config.js';
+import { createLogger } from '../../src/log/logger.js';
 import { startSlurmDispatcher } from '../../src/backends/slurm/service.js';
 import { defaultBerthBin } from '../../src/cloud/local/driver.js';
 import { loadConfig } from '../../src/config/options.js';
@@ -70,7 +71,7 @@ export async function runBerthOnSlurmJobs(
       apiUrl: s.url,
       notifier: s.notifier,
       slurm: new SlurmCommands(cfg, cluster.env),
-      log: (line) => o.say(`berth on slurm: ${line}`),
+      logger: createLogger({ name: 'berth on slurm', level: 'warn' }),
     });
     const r = await submitAndMeasure(s, {
       ...o,

@@ -13,12 +13,21 @@
 //   journal.json             containers this agent is responsible for (see journal.ts)
 //   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
 //   containers/<id>/system.log  the agent's own lines for the container's log
-import { hostname } from 'node:os';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { homedir, hostname } from 'node:os';
+import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { text } from 'node:stream/consumers';
 import { join } from 'node:path';
-import { createRuntime, detectRuntime, RUNTIME_NAMES, type RuntimeName } from './runtimes/detect.js';
-import { ProcessRuntime } from './runtimes/process.js';
+import { errorFields, silentLogger, type Logger } from '../log/logger.js';
+import { PROCESS_OPTIONS } from '../config/options.js';
+import {
+  createRuntime,
+  detectRuntime,
+  NoImageRuntime,
+  RUNTIME_NAMES,
+  type RuntimeName,
+  type RuntimeOptions,
+} from './runtimes/detect.js';
+import type { NetworkSetting, SandboxSetting } from './runtimes/sandbox.js';
 import type { Runtime } from './runtimes/types.js';
 import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
 import {
@@ -35,6 +44,7 @@ import {
 } from './client.js';
 import { readCredentials, writeCredentials } from './credentials.js';
 import { Journal } from './journal.js';
+import { DEFAULT_LOG_LIMIT } from './log-limit.js';
 import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
 import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
 
@@ -56,14 +66,40 @@ export interface AgentOptions {
   /** Usage sampling interval (default 5 s). */
   sampleIntervalMs?: number;
   shipper?: Partial<ShipperOptions>;
-  /** Where the agent's own log lines go (default stderr). */
-  log?: (line: string) => void;
+  /** The process's logger (default: none); the agent logs through a child carrying its node id. */
+  logger?: Logger;
+  /** How image-less containers are isolated (default `bwrap`; `none` is unsafe: see docs/SECURITY.md). */
+  processSandbox?: SandboxSetting;
+  /** The bubblewrap executable (default `bwrap` on PATH). */
+  bwrap?: string;
+  /** The containers' network on every runtime (default `none`: loopback only). */
+  containerNetwork?: NetworkSetting;
+  /** Bytes of stdout and stderr stored per container (default 64MiB; 0 = no limit): log-limit.ts. */
+  logLimitBytes?: number;
   /**
    * Whether to send usage samples with the ping (default true). An API without the `usage` ping field
    * answers 400 once; the agent then stops sending them.
    */
   sendUsage?: boolean;
 }
+
+/**
+ * What this node can run, sent at registration as flat facts (the RegisterBody schema's `info`, stored in
+ * the node's info).
+ */
+export type RuntimeInfo = {
+  /** What runs containers with an image: 'process' when nothing does (such requests are refused). */
+  runtime: string;
+  /** The runtime for containers with an image, or null when none works here. */
+  image_runtime: string | null;
+  /** The process runtime's sandbox, or null when image-less containers are refused here. */
+  process_sandbox: SandboxSetting | null;
+  container_network: NetworkSetting;
+  /** Why the runtime detection passed over better runtimes. */
+  runtimes_passed_over?: string;
+  /** Why image-less containers are refused here. */
+  process_unusable?: string;
+};
 
 /** The agent cannot go on: registration refused, node declared failed, token revoked. */
 export class AgentFatalError extends Error {
@@ -76,7 +112,8 @@ export class AgentFatalError extends Error {
   }
 }
 
-export const DEFAULT_PING_WAIT_MS = 10_000;
+/** The declared default of --ping-wait (src/config/options.ts). */
+export const DEFAULT_PING_WAIT_MS = PROCESS_OPTIONS.defaultOf('ping_wait');
 
 export class Agent {
   readonly client: AgentClient;
@@ -88,13 +125,13 @@ export class Agent {
   /** One-shot mode: the container's runner once it was launched. */
   private onceRunner: ContainerRunner | null = null;
   private sendUsage: boolean;
-  private readonly log: (line: string) => void;
+  private readonly log: Logger;
   /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
   runtimeNote = '';
 
   constructor(private readonly opts: AgentOptions) {
     this.client = new AgentClient(opts.apiUrl.replace(/\/+$/, ''));
-    this.log = opts.log ?? ((line) => process.stderr.write(`berth agent: ${line}\n`));
+    this.log = (opts.logger ?? silentLogger).child({ node: opts.nodeId });
     this.sendUsage = opts.sendUsage ?? true;
   }
 
@@ -111,9 +148,13 @@ export class Agent {
   /** Registers (or reuses the saved token), re-attaches, then pings until stop() or a fatal error. */
   async run(): Promise<void> {
     const { opts } = this;
-    await mkdir(join(opts.workDir, 'containers'), { recursive: true });
+    // The agent's own state (node token, journal, containers' run files) is for root's eyes only.
+    for (const dir of [opts.workDir, join(opts.workDir, 'containers')]) {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      await chmod(dir, 0o700);
+    }
     const runtimes = await this.chooseRuntimes();
-    await this.authenticate(runtimes.name);
+    await this.authenticate(runtimes.info);
     // A one-shot agent is never restarted to read its journal back: no need to wait for the disk.
     this.journal = await Journal.load(join(opts.workDir, 'journal.json'), { fsync: !opts.once });
     const ctx: RunnerContext = {
@@ -123,7 +164,11 @@ export class Agent {
       containersDir: join(opts.workDir, 'containers'),
       killGraceMs: opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
       sampleIntervalMs: opts.sampleIntervalMs ?? 5000,
-      shipper: { ...DEFAULT_SHIPPER_OPTIONS, ...opts.shipper },
+      shipper: {
+        ...DEFAULT_SHIPPER_OPTIONS,
+        ...(opts.logLimitBytes !== undefined ? { limitBytes: opts.logLimitBytes } : {}),
+        ...opts.shipper,
+      },
       stop: this.stopper.signal,
       log: this.log,
     };
@@ -146,42 +191,83 @@ export class Agent {
       this.stop();
       return;
     }
-    this.log(`${reason}: stopping container ${this.onceRunner.id}`);
+    this.log.info({ container: this.onceRunner.id }, `${reason}: stopping the container`);
     this.onceRunner.kill(reason, 'temp');
   }
 
-  private async chooseRuntimes(): Promise<{ name: string; choice: RuntimeChoice }> {
-    const setting = this.opts.runtime ?? 'auto';
-    const processRt = new ProcessRuntime();
+  private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {
+    const { opts } = this;
+    const setting = opts.runtime ?? 'auto';
+    // Unset: the declared defaults (src/config/options.ts), as for `berth agent`.
+    const sandbox = opts.processSandbox ?? PROCESS_OPTIONS.defaultOf('process_sandbox');
+    const network = opts.containerNetwork ?? PROCESS_OPTIONS.defaultOf('container_network');
+    const runtimeOpts: RuntimeOptions = {
+      network,
+      logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
+      process: {
+        sandbox,
+        bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
+        // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
+        hide: [
+          opts.workDir,
+          join(homedir(), '.berth'),
+          ...[process.env.BERTH_HOME, process.env.BERTH_CONFIG].filter((p): p is string => !!p),
+        ],
+      },
+    };
+    const processRt = createRuntime('process', runtimeOpts);
     let main: Runtime;
+    const skipped: string[] = [];
     if (setting === 'auto') {
-      const d = await detectRuntime();
+      const d = await detectRuntime(RUNTIME_NAMES, runtimeOpts);
       main = d.runtime;
-      const skipped = Object.entries(d.skipped).map(([n, why]) => `${n}: ${why}`);
+      for (const [n, why] of Object.entries(d.skipped)) skipped.push(`${n}: ${why}`);
       this.runtimeNote = skipped.join('; ');
-      this.log(`runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`);
+      this.log.info(
+        { runtime: main.name },
+        `runtime ${main.name}${skipped.length ? ` (passed over ${skipped.join('; ')})` : ''}`,
+      );
     } else {
       if (!RUNTIME_NAMES.includes(setting))
         throw new AgentFatalError(
           `--runtime: expected auto or one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(setting)}`,
           2,
         );
-      main = setting === 'process' ? processRt : createRuntime(setting);
+      main = setting === 'process' ? processRt : createRuntime(setting, runtimeOpts);
       const why = await main.available();
       if (why) throw new AgentFatalError(`--runtime ${setting}: not usable here: ${why}`, 2);
-      this.log(`runtime ${main.name}`);
+      this.log.info({ runtime: main.name }, `runtime ${main.name}`);
     }
+    const processWhy = await processRt.available();
+    if (processWhy)
+      this.log.warn({ reason: processWhy }, `image-less containers will be refused: ${processWhy}`);
+    else if (sandbox === 'none')
+      this.log.warn('process sandbox "none": image-less containers run as unisolated host processes');
+    // With no image runtime, an image request is refused at once (perm), naming what is missing.
+    const imageRt =
+      main.name === processRt.name
+        ? new NoImageRuntime(skipped.length ? skipped.join('; ') : `the agent runs with --runtime ${setting}`)
+        : main;
+    const imageName = imageRt instanceof NoImageRuntime ? null : imageRt.name;
+    const info: RuntimeInfo = {
+      runtime: imageName ?? 'process',
+      image_runtime: imageName,
+      process_sandbox: processWhy ? null : sandbox,
+      container_network: network,
+      ...(skipped.length ? { runtimes_passed_over: skipped.join('; ') } : {}),
+      ...(processWhy ? { process_unusable: processWhy } : {}),
+    };
     const all = new Map<string, Runtime>([
       [processRt.name, processRt],
       [main.name, main],
     ]);
     return {
-      name: main.name,
+      info,
       choice: {
-        pick: (image) => (image === null || image === '' ? processRt : main),
+        pick: (image) => (image === null || image === '' ? processRt : imageRt),
         byName: (name) => {
           if (!all.has(name) && (RUNTIME_NAMES as readonly string[]).includes(name))
-            all.set(name, createRuntime(name as RuntimeName));
+            all.set(name, createRuntime(name as RuntimeName, runtimeOpts));
           return all.get(name);
         },
       },
@@ -189,12 +275,12 @@ export class Agent {
   }
 
   /** Uses the saved node token, or registers with the bootstrap secret and saves the token. */
-  private async authenticate(runtime: string): Promise<void> {
+  private async authenticate(runtimes: RuntimeInfo): Promise<void> {
     const { opts } = this;
     const saved = opts.once ? null : await readCredentials(opts.workDir, opts.nodeId);
     if (saved) {
       this.client.token = saved.token;
-      this.log(`node ${opts.nodeId}: using the saved node token`);
+      this.log.info('using the saved node token');
       return;
     }
     if (!opts.bootstrapSecretFile)
@@ -217,11 +303,11 @@ export class Agent {
     }
     if (!secret)
       throw new AgentFatalError(`--bootstrap-secret-file: ${opts.bootstrapSecretFile} is empty`, 2);
-    const info = { hostname: hostname(), pid: process.pid, runtime, version: '0.1.0' };
+    const info = { hostname: hostname(), pid: process.pid, ...runtimes, version: '0.1.0' };
     try {
       const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
         signal: this.stopper.signal,
-        onRetry: (err, d) => this.log(`register: ${err.message}; retry in ${d} ms`),
+        onRetry: (err, d) => this.log.warn({ ...errorFields(err), retry_ms: d }, 'register failed; retrying'),
       });
       this.client.token = r.token;
     } catch (err) {
@@ -230,7 +316,7 @@ export class Agent {
     }
     // A one-shot agent never restarts: its token stays in memory only.
     if (!opts.once) await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
-    this.log(`node ${opts.nodeId}: registered`);
+    this.log.info('registered');
   }
 
   private track(runner: ContainerRunner): void {
@@ -284,7 +370,7 @@ export class Agent {
           AbortSignal.any([stop, this.wakeup.signal]),
         );
         backoff.reset();
-        if (lastError) this.log('API reachable again');
+        if (lastError) this.log.info('API reachable again');
         lastError = '';
       } catch (err) {
         if (err instanceof AbortedError) continue;
@@ -295,12 +381,13 @@ export class Agent {
         if (err instanceof ApiHttpError && (err.status === 403 || err.status === 404))
           await this.fatal(`the API refuses this node: ${err.message}`);
         if (err instanceof ApiHttpError && err.status === 400 && usage) {
-          this.log(`ping refused with usage samples (${err.message}); sending pings without them`);
+          this.log.warn(errorFields(err), 'ping refused with usage samples; sending pings without them');
           this.sendUsage = false;
           continue;
         }
         const msg = (err as Error).message;
-        if (msg !== lastError) this.log(`ping failed: ${msg}${isTransient(err) ? '; retrying' : ''}`);
+        if (msg !== lastError)
+          this.log.warn(errorFields(err), `ping failed${isTransient(err) ? '; retrying' : ''}`);
         lastError = msg;
         await pause(backoff.delay(), stop);
         continue;
@@ -308,11 +395,12 @@ export class Agent {
       try {
         this.apply(ctx, ans);
       } catch (err) {
-        this.log(`handling the ping answer failed: ${(err as Error).stack ?? String(err)}`);
+        this.log.error({ err }, 'handling the ping answer failed');
       }
       if (once && !this.onceRunner) {
-        this.log(
-          `container ${once} is not assigned to node ${this.opts.nodeId} (cancelled or given back): nothing to run`,
+        this.log.info(
+          { container: once },
+          'the container is not assigned to this node (cancelled or given back): nothing to run',
         );
         return;
       }
@@ -322,14 +410,14 @@ export class Agent {
   private apply(ctx: RunnerContext, ans: PingAnswer): void {
     if (ans.drain && !this.draining) {
       this.draining = true;
-      this.log('draining: starting nothing new');
+      this.log.info('draining: starting nothing new');
     }
     for (const id of ans.kill) this.runners.get(id)?.kill('cancelled');
     for (const order of ans.start) {
       if (this.runners.has(order.id)) continue;
       if (this.draining) continue; // left Locked: the dispatcher unlocks it
       if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) continue;
-      this.log(`container ${order.id}: starting`);
+      this.log.info({ container: order.id }, 'starting');
       const runner = ContainerRunner.launch(ctx, order);
       if (this.opts.once) this.onceRunner = runner;
       this.track(runner);
@@ -338,13 +426,15 @@ export class Agent {
 
   /** Kills everything this agent runs and throws: it must not run anything for a failed node. */
   private async fatal(message: string): Promise<never> {
-    this.log(`${message}; killing ${this.runners.size} container(s) and exiting`);
+    this.log.error(`${message}; killing ${this.runners.size} container(s) and exiting`);
     const runners = [...this.runners.values()];
     await Promise.all(runners.map((r) => r.killNow()));
     this.stopper.abort();
     if (this.journal) {
       this.journal.containers.clear();
-      await this.journal.save().catch(() => {});
+      await this.journal
+        .save()
+        .catch((err: unknown) => this.log.warn(errorFields(err), 'clearing the journal failed'));
     }
     throw new AgentFatalError(message);
   }

@@ -4,7 +4,10 @@
 // from the journal entry instead (resume), re-attaches to the container and carries on where it stopped.
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errorFields, type Logger } from '../log/logger.js';
+import { oomWarning } from '../model/exit.js';
 import { Supervisor } from './supervisor.js';
+import type { StartFailure } from './runtimes/errors.js';
 import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage } from './runtimes/types.js';
 import {
   AbortedError,
@@ -35,7 +38,8 @@ export interface RunnerContext {
   shipper: ShipperOptions;
   /** Aborted when the agent stops: runners stop reporting and leave their containers to the next agent. */
   stop: AbortSignal;
-  log: (line: string) => void;
+  /** The agent's logger; each runner logs through a child carrying its container id. */
+  log: Logger;
 }
 
 export class ContainerRunner {
@@ -47,16 +51,18 @@ export class ContainerRunner {
   lastUsage: Usage | null = null;
   /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
   readonly done: Promise<void>;
+  private readonly log: Logger;
 
   private constructor(
     private readonly ctx: RunnerContext,
     readonly id: string,
     body: () => Promise<void>,
   ) {
+    this.log = ctx.log.child({ container: id });
     // Deferred: `body` refers to the runner, which exists only once this constructor returned.
     this.done = Promise.resolve()
       .then(body)
-      .catch((err: Error) => ctx.log(`container ${id}: ${err.stack ?? err.message}`));
+      .catch((err: Error) => this.log.error({ err }, 'the runner failed'));
   }
 
   /** Starts a container from a ping's start order. */
@@ -84,9 +90,14 @@ export class ContainerRunner {
     if (entry && !entry.killReason) {
       entry.killReason = reason;
       if (cancelAs) entry.cancelClass = cancelAs;
-      void this.ctx.journal.save().catch(() => {});
+      void this.ctx.journal
+        .save()
+        .catch((err: unknown) => this.log.warn(errorFields(err), 'saving the kill in the journal failed'));
     }
-    if (this.supervisor) void this.supervisor.cancel(reason).catch(() => {});
+    if (this.supervisor)
+      void this.supervisor
+        .cancel(reason)
+        .catch((err: unknown) => this.log.warn(errorFields(err), 'stopping the container failed'));
     else this.killRequested ??= reason;
   }
 
@@ -123,7 +134,7 @@ export class ContainerRunner {
   private async runNew(order: StartOrder): Promise<void> {
     const { ctx } = this;
     const runDir = join(this.dir(), 'run');
-    await mkdir(runDir, { recursive: true });
+    await mkdir(runDir, { recursive: true, mode: 0o700 });
     const runtime = ctx.runtimes.pick(order.image);
     const entry: JournalEntry = {
       id: order.id,
@@ -145,19 +156,17 @@ export class ContainerRunner {
       await retrying(() => ctx.client.start(order.id, order.lock_token), {
         signal: ctx.stop,
         onRetry: (err, d) =>
-          ctx.log(`container ${order.id}: start report failed (${err.message}); retry in ${d} ms`),
+          this.log.warn({ ...errorFields(err), retry_ms: d }, 'start report failed; retrying'),
       });
     } catch (err) {
       if (err instanceof AbortedError) return; // the next agent finds it in the journal
       if (!(err instanceof ApiHttpError && err.status === 409 && (await this.stillOurs(entry)))) {
-        ctx.log(
-          `container ${order.id}: the API refused the start (${(err as Error).message}); not running it`,
-        );
+        this.log.warn(errorFields(err), 'the API refused the start; not running it');
         await this.forget();
         return;
       }
       // An earlier attempt was accepted but its answer was lost (connection cut): it is Running and ours.
-      ctx.log(`container ${order.id}: start already recorded by an earlier attempt`);
+      this.log.info('start already recorded by an earlier attempt');
     }
     entry.startReported = true;
     if (this.killRequested) {
@@ -168,7 +177,7 @@ export class ContainerRunner {
       id: order.id,
       image: order.image,
       command: order.command,
-      env: order.env ?? {},
+      env: { ...(order.env ?? {}), ...(order.secret_env ?? {}) },
       ...(order.cwd ? { cwd: order.cwd } : {}),
       vcpus: order.vcpus,
       ram: order.ram,
@@ -181,10 +190,15 @@ export class ContainerRunner {
       entry.startedAt = Date.now();
       handle = await runtime.start(spec);
     } catch (err) {
-      const cls = (err as { failureClass?: string }).failureClass === 'perm' ? 'perm' : 'temp';
+      const failure = err as StartFailure;
+      const cls = failure.failureClass === 'perm' ? 'perm' : 'temp';
+      const retryable = failure.retryable !== false;
       const msg = `${runtime.name} runtime could not start it: ${(err as Error).message}`;
-      ctx.log(`container ${order.id}: ${msg} (cancel ${cls})`);
-      await this.cancel(entry, cls, msg);
+      this.log.warn(
+        { failure_class: cls, retryable },
+        `${msg} (cancel ${cls}${retryable ? '' : ', not retryable'})`,
+      );
+      await this.cancel(entry, cls, msg, { retryable });
       return;
     }
     entry.phase = 'running';
@@ -205,18 +219,16 @@ export class ContainerRunner {
         entry.phase === 'starting'
           ? 'the agent restarted before the container was started'
           : `the ${entry.runtime} runtime has no trace of the container after an agent restart`;
-      ctx.log(`container ${entry.id}: ${why}`);
+      this.log.warn(why);
       // A start cut short may still have left a running process or engine container: it must not run on
       // unseen while the retry runs elsewhere.
       await runtime
         ?.discard(entry.id, entry.runDir)
-        .catch((err: Error) =>
-          ctx.log(`container ${entry.id}: discarding its leftovers failed: ${err.message}`),
-        );
+        .catch((err: unknown) => this.log.warn(errorFields(err), 'discarding its leftovers failed'));
       await this.cancel(entry, 'temp', why);
       return;
     }
-    ctx.log(`container ${entry.id}: re-attached (${entry.runtime})`);
+    this.log.info({ runtime: entry.runtime }, `re-attached (${entry.runtime})`);
     if (entry.phase === 'starting') {
       entry.phase = 'running';
       await ctx.journal.save();
@@ -236,7 +248,7 @@ export class ContainerRunner {
       this.ctx.client,
       this.ctx.journal,
       this.ctx.stop,
-      this.ctx.log,
+      (line) => this.log.warn(line),
       this.ctx.shipper,
     );
     void this.shipper.start();
@@ -286,7 +298,10 @@ export class ContainerRunner {
   /** Ships the rest of the log and reports the exit. */
   private async finish(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
     const { ctx } = this;
-    if (info.oomKilled) await shipper.system('the container was killed: out of memory (its ram limit)');
+    if (info.oomKilled)
+      await shipper.system(
+        oomWarning(info.exitCode, true) ?? 'the container was killed: out of memory (its ram limit)',
+      );
     await shipper.finish();
     if (ctx.stop.aborted) return;
     const body: CompleteBody = {
@@ -303,32 +318,46 @@ export class ContainerRunner {
       await retrying(() => ctx.client.complete(entry.id, entry.lockToken, body), {
         signal: ctx.stop,
         onRetry: (err, d) =>
-          ctx.log(`container ${entry.id}: complete report failed (${err.message}); retry in ${d} ms`),
+          this.log.warn({ ...errorFields(err), retry_ms: d }, 'complete report failed; retrying'),
       });
-      ctx.log(`container ${entry.id}: exited ${body.exit_code}${info.reason ? ` (${info.reason})` : ''}`);
+      this.log.info(
+        { exit_code: body.exit_code },
+        `exited ${body.exit_code}${info.reason ? ` (${info.reason})` : ''}`,
+      );
     } catch (err) {
       if (err instanceof AbortedError) return;
       // 409: cancelled meanwhile (its token was revoked), which is how a kill-list kill ends.
       const stale = err instanceof ApiHttpError && err.status === 409;
-      ctx.log(
-        `container ${entry.id}: exit ${body.exit_code} not recorded${stale ? ' (it was cancelled)' : ''}: ${(err as Error).message}`,
+      this.log.warn(
+        { exit_code: body.exit_code, ...errorFields(err) },
+        `exit ${body.exit_code} not recorded${stale ? ' (it was cancelled)' : ''}`,
       );
     }
     await this.forget();
   }
 
-  /** Cancels the container through the API (after shipping what its log holds), then forgets it. */
-  private async cancel(entry: JournalEntry, cls: 'temp' | 'perm', reason: string): Promise<void> {
+  /**
+   * Cancels the container through the API (after shipping what its log holds), then forgets it.
+   * `retryable: false`: no retry can succeed (the request ends at once).
+   */
+  private async cancel(
+    entry: JournalEntry,
+    cls: 'temp' | 'perm',
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     const { ctx } = this;
     const shipper = this.shipper ?? this.makeShipper(entry);
     await shipper.system(reason).catch(() => {});
     await shipper.finish();
     if (ctx.stop.aborted) return;
     try {
-      await retrying(() => ctx.client.cancel(entry.id, entry.lockToken, cls, reason), { signal: ctx.stop });
+      await retrying(() => ctx.client.cancel(entry.id, entry.lockToken, cls, reason, opts), {
+        signal: ctx.stop,
+      });
     } catch (err) {
       if (err instanceof AbortedError) return;
-      ctx.log(`container ${entry.id}: cancel (${cls}) not recorded: ${(err as Error).message}`);
+      this.log.warn({ failure_class: cls, ...errorFields(err) }, `cancel (${cls}) not recorded`);
     }
     await this.forget();
   }
@@ -336,8 +365,8 @@ export class ContainerRunner {
   private async forget(): Promise<void> {
     this.ctx.journal.containers.delete(this.id);
     await this.ctx.journal.save();
-    await rm(this.dir(), { recursive: true, force: true }).catch((err: Error) =>
-      this.ctx.log(`container ${this.id}: cannot remove ${this.dir()}: ${err.message}`),
+    await rm(this.dir(), { recursive: true, force: true }).catch((err: unknown) =>
+      this.log.warn({ dir: this.dir(), ...errorFields(err) }, 'cannot remove its directory'),
     );
   }
 }

@@ -15,6 +15,11 @@ declare module 'fastify' {
   }
 }
 
+/** Waits `ms` milliseconds (a timer; tests inject one that records and controls the wait). */
+export type Sleep = (ms: number) => Promise<void>;
+
+const timerSleep: Sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
 /** Slows down a client after repeated authentication failures: each failure adds a delay, capped. */
 export class FailureThrottle {
   private readonly failures = new Map<string, { count: number; last: number }>();
@@ -22,7 +27,13 @@ export class FailureThrottle {
     private readonly stepMs = 100,
     private readonly capMs = 2000,
     private readonly forgetMs = 60_000,
+    private readonly sleep: Sleep = timerSleep,
   ) {}
+  /** Waits the delay a client has earned by its failures (none for a client without recent ones). */
+  async wait(client: string, nowMs: number): Promise<void> {
+    const delay = this.delayFor(client, nowMs);
+    if (delay > 0) await this.sleep(delay);
+  }
   delayFor(client: string, nowMs: number): number {
     const f = this.failures.get(client);
     if (!f || nowMs - f.last > this.forgetMs) return 0;
@@ -58,8 +69,7 @@ export function installAuth(
     if (!scopes) return;
     const secret = bearer(req);
     const client = req.ip;
-    const delay = throttle.delayFor(client, nowMs());
-    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+    await throttle.wait(client, nowMs());
     if (!secret) {
       throttle.fail(client, nowMs());
       throw new HttpError(401, 'unauthorized', 'missing bearer token (Authorization: Bearer TOKEN)');

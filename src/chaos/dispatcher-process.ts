@@ -2,6 +2,7 @@
 // application_name), its own PgQueue and Store, and the cloud driver behind a gate. kill() makes every
 // later call of the process hang forever (a dead process does nothing more) and terminates its database
 // sessions from the server side, as PostgreSQL does when a process dies: the advisory-lock lease goes.
+import { bootDataFor } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { Dispatcher, type DispatchEvent } from '../dispatch/dispatcher.js';
 import { PgQueue } from '../dispatch/pg-queue.js';
@@ -10,7 +11,7 @@ import { seededRng } from '../model/clock.js';
 import type { VirtualClock } from '../sim/clock.js';
 import { createPool, type Db } from '../store/db.js';
 import { Store } from '../store/store.js';
-import { CONFIG, NODE_LOST_AFTER_MS, SHUTDOWN_RETRY_MS, SYNC_INTERVAL_MS, TYPES } from './world.js';
+import { CONFIG, TIMERS, TYPES } from './world.js';
 
 /** Where a process dies: after the named call (e.g. "driver.create", "queue.lock") next succeeds. */
 export type KillPoint = `${'driver' | 'queue'}.${string}`;
@@ -60,10 +61,8 @@ export class DispatcherProcess {
       clock,
       instanceTypes: TYPES,
       config: CONFIG,
-      nodeLostAfterMs: NODE_LOST_AFTER_MS,
-      syncIntervalMs: SYNC_INTERVAL_MS,
-      shutdownRetryMs: SHUTDOWN_RETRY_MS,
-      bootData: ({ nodeId, bootstrapSecret }) => JSON.stringify({ nodeId, secret: bootstrapSecret }),
+      ...TIMERS,
+      bootData: bootDataFor('sim:'),
       onEvent: (e) => {
         if (!this.dead) onEvent(e);
       },

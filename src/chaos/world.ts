@@ -5,7 +5,8 @@ import type { SimCloudOptions } from '../cloud/sim/options.js';
 import { sample, type Distribution } from '../cloud/sim/distribution.js';
 import { seededRng } from '../model/clock.js';
 import type { InstanceType } from '../model/types.js';
-import type { SchedulerConfig } from '../dispatch/scheduler/types.js';
+import { SCHEDULER_OPTIONS, type SchedulerConfig } from '../config/scheduler.js';
+import { DISPATCHER_TIMERS, type DispatcherTimers } from '../dispatch/config.js';
 
 const GiB = 1024 ** 3;
 
@@ -29,25 +30,13 @@ export const AGENT_CRASH_RATE = 1 / 7;
 /** The cloud's account quota (instances). */
 export const QUOTA = 10;
 
-export const CONFIG: SchedulerConfig = {
+export const CONFIG: SchedulerConfig = SCHEDULER_OPTIONS.parse({
   // Above the cloud quota, so the quota is found the hard way (QuotaError) and remembered.
-  maxInstances: 12,
-  maxSpendPerHour: null,
-  maxPriceFactor: 1.5,
-  maxContainersPerInstance: 0,
-  idleTimeoutMs: 60_000,
-  bootTimeoutMs: 300_000,
-  maxInstancesPerType: {},
-  minInstances: 0,
-  ramOverhead: 0,
-  billingPeriodMs: 0,
-  shutdownWindowMs: 0,
-  maxDispatchAttempts: 10,
-};
+  max_instances: 12,
+  boot_timeout: '5m',
+});
 
-export const NODE_LOST_AFTER_MS = 60_000;
-export const SYNC_INTERVAL_MS = 10_000;
-export const SHUTDOWN_RETRY_MS = 5_000;
+export const TIMERS: DispatcherTimers = DISPATCHER_TIMERS.parse({ shutdown_retry: '5s' });
 /** Agents ping this often (the long poll's timeout); assignments wake them at once. */
 export const PING_INTERVAL_MS = 15_000;
 

@@ -1,217 +1,320 @@
-// Every configuration option, declared once: its type, default, environment variable and help. The
-// config file, the environment and flags are merged in that order (later wins) and validated here;
-// docs/CONFIG.md is generated from this table (`npm run docs:config`).
+// The process options of `berth server`, `dispatch`, `up`, `agent` and the CLI, each declared once: key,
+// kind, default, environment variable, flag, help and the processes that read it. The config file
+// ($BERTH_HOME/config.json, or $BERTH_CONFIG), the environment and flags are layered in that order
+// (later wins) over the defaults; the CLI adds each option's flag to the commands of the processes that
+// read it (src/cli/flags.ts). docs/CONFIG.md is generated from this table (`npm run docs:config`).
 import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { parseDuration, parseSize, UnitError } from '../model/units.js';
+import { join } from 'node:path';
+import { ConfigError, opt, section, type Infer, type Layer, type Option, type Source } from './declare.js';
+import { isId } from '../model/ids.js';
+import {
+  duration,
+  Expected,
+  hostPort,
+  type Kind,
+  int,
+  nullable,
+  oneOf,
+  path,
+  size,
+  sizeOrZero,
+  text,
+  url,
+} from './kinds.js';
+import { NETWORK_SETTINGS, SANDBOX_SETTINGS } from '../agent/runtimes/sandbox.js';
 
-type Kind = 'string' | 'integer' | 'number' | 'boolean' | 'duration' | 'size' | 'url';
+export { ConfigError } from './declare.js';
 
-export interface OptionSpec {
-  key: string;
-  kind: Kind;
-  env?: string;
-  default: unknown;
-  help: string;
-  /** Which processes read it (for the docs). */
-  used: string;
-  min?: number;
-}
+/** A path, or `-` for stdin. */
+const pathOrStdin: Kind<string> = {
+  ...path,
+  parse: (v, p, ctx) => (v === '-' ? '-' : path.parse(v, p, ctx)),
+};
 
-export const OPTIONS = [
-  {
+/** A container id. */
+const containerId: Kind<string> = {
+  type: 'container id',
+  placeholder: '<container>',
+  parse(v) {
+    if (!isId('c', v)) throw new Expected('a container id (c-…)');
+    return v;
+  },
+};
+
+/** What `berth dispatch` runs containers on. */
+export const DISPATCH_BACKENDS = ['cloud', 'slurm'] as const;
+
+/** The log levels of pino. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export const PROCESS_OPTIONS = section([
+  opt({
     key: 'home',
-    kind: 'string',
-    env: 'BERTH_HOME',
+    kind: path,
     default: '~/.berth',
-    help: 'Directory for Berth state: embedded PostgreSQL data, tokens, local instances.',
-    used: 'all',
-  },
-  {
+    env: 'BERTH_HOME',
+    flag: '--home',
+    global: true,
+    notInFile: true,
+    help: 'Directory for Berth state: embedded PostgreSQL data, tokens, the config file, local instances.',
+    usedBy: ['server', 'dispatch', 'up', 'cli'],
+  }),
+  opt({
     key: 'database_url',
-    kind: 'url',
+    kind: nullable(url(['postgres', 'postgresql'], 'postgres://berth@db.example/berth')),
+    default: null,
     env: 'BERTH_DATABASE_URL',
-    default: null,
-    help: 'PostgreSQL URL (≥ 14). Unset: Berth runs its own embedded PostgreSQL under `home`.',
-    used: 'server, dispatch, up',
-  },
-  {
+    flag: '--database-url',
+    help: 'PostgreSQL URL (>= 14). Unset: Berth runs its own embedded PostgreSQL under `home`.',
+    usedBy: ['server', 'dispatch', 'up'],
+  }),
+  opt({
     key: 'listen',
-    kind: 'string',
-    env: 'BERTH_LISTEN',
+    kind: hostPort,
     default: '127.0.0.1:8470',
+    env: 'BERTH_LISTEN',
+    flag: '--listen',
     help: 'Address the API server listens on (HOST:PORT; port 0 picks a free one).',
-    used: 'server, up',
-  },
-  {
+    usedBy: ['server', 'up'],
+  }),
+  opt({
     key: 'api_url',
-    kind: 'url',
+    kind: nullable(url(['http', 'https'], 'http://127.0.0.1:8470')),
+    default: null,
     env: 'BERTH_API_URL',
-    default: null,
-    help: 'API URL for the CLI and agents. Unset: the URL the local server wrote to `home`.',
-    used: 'CLI, agent',
-  },
-  {
+    flag: '--api-url',
+    global: true,
+    help: 'API URL for the CLI, for `berth dispatch` (it goes into the boot data of instances) and for the agent. Unset: the URL the local server wrote to `home`.',
+    usedBy: ['cli', 'dispatch', 'agent'],
+  }),
+  opt({
     key: 'token',
-    kind: 'string',
-    env: 'BERTH_TOKEN',
+    kind: nullable(text()),
     default: null,
+    env: 'BERTH_TOKEN',
+    flag: '--token',
+    global: true,
     help: 'Bearer token for the CLI. Unset: the admin token the local server saved in `home`.',
-    used: 'CLI',
-  },
-  {
+    usedBy: ['cli'],
+  }),
+  opt({
     key: 'log_level',
-    kind: 'string',
-    env: 'BERTH_LOG_LEVEL',
+    kind: oneOf(LOG_LEVELS, '<level>'),
     default: 'warn',
-    help: 'Server log level: fatal, error, warn, info, debug, trace, silent.',
-    used: 'server, dispatch, up',
-  },
-  {
+    env: 'BERTH_LOG_LEVEL',
+    flag: '--log-level',
+    help: 'Log level.',
+    usedBy: ['server', 'dispatch', 'up', 'agent'],
+  }),
+  opt({
     key: 'max_dispatch_attempts',
-    kind: 'integer',
-    env: 'BERTH_MAX_DISPATCH_ATTEMPTS',
+    kind: int(1),
     default: 10,
-    min: 1,
-    help: 'A container locked and unlocked more than this many times is cancelled (perm).',
-    used: 'server, dispatch',
-  },
-  {
+    env: 'BERTH_MAX_DISPATCH_ATTEMPTS',
+    flag: '--max-dispatch-attempts',
+    help:
+      'A container is cancelled (perm) when its N-th lock ends without a start: at its N-th unlock, or ' +
+      'when found back in the queue after N locks (its node or dispatcher was lost). The server stores ' +
+      'the value in the database at start; the store and every dispatcher read it from there.',
+    usedBy: ['server', 'up'],
+  }),
+  opt({
     key: 'body_limit',
-    kind: 'size',
-    env: 'BERTH_BODY_LIMIT',
+    kind: size,
     default: '1MiB',
+    env: 'BERTH_BODY_LIMIT',
+    flag: '--body-limit',
     help: 'Largest API request body (batch submissions and log appends allow 16 times this).',
-    used: 'server',
-  },
-] as const satisfies readonly OptionSpec[];
+    usedBy: ['server', 'up'],
+  }),
+  opt({
+    key: 'dispatch_config',
+    kind: nullable(path),
+    default: null,
+    defaultText: 'none (`berth up`: instance types sized for this machine)',
+    env: 'BERTH_DISPATCH_CONFIG',
+    flag: '--config',
+    help: 'The dispatch config file (JSON; its keys are in docs/CONFIG.md).',
+    usedBy: ['dispatch', 'up'],
+  }),
+  opt({
+    key: 'backend',
+    kind: nullable(oneOf(DISPATCH_BACKENDS)),
+    default: null,
+    defaultText: "the config file's `backend`, else `cloud`",
+    env: 'BERTH_DISPATCH_BACKEND',
+    flag: '--backend',
+    help:
+      'What the dispatcher runs containers on: `cloud` (instances it creates through a driver) or `slurm` ' +
+      '(jobs on an existing SLURM cluster; its config keys are in docs/SLURM.md).',
+    usedBy: ['dispatch'],
+  }),
+  opt({
+    key: 'node_id',
+    kind: nullable(text()),
+    default: null,
+    defaultText: 'required',
+    env: 'BERTH_NODE_ID',
+    flag: '--node-id',
+    help: 'The node id the dispatcher recorded for this instance.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'bootstrap_secret_file',
+    kind: nullable(pathOrStdin),
+    default: null,
+    env: 'BERTH_BOOTSTRAP_SECRET_FILE',
+    flag: '--bootstrap-secret-file',
+    help: 'File holding the one-time bootstrap secret (needed at the first start only; `-` reads it from stdin).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'once',
+    kind: nullable(containerId),
+    default: null,
+    flag: '--once',
+    help:
+      'One-shot mode (the jobs of the slurm backend, docs/SLURM.md): run this container only, then exit; ' +
+      'SIGTERM stops it and reports it cancelled (temp) so that it is retried.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'work_dir',
+    kind: nullable(path),
+    default: null,
+    defaultText: 'required',
+    env: 'BERTH_WORK_DIR',
+    flag: '--work-dir',
+    help: "The agent's state and the containers' work directories.",
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'runtime',
+    kind: text('auto or a runtime name', /^[a-z][a-z0-9-]*$/, '<name>'),
+    default: 'auto',
+    env: 'BERTH_RUNTIME',
+    flag: '--runtime',
+    help: 'Container runtime: `auto` (the best that works here), or docker, podman, runc, process (the agent says which it knows).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'kill_grace',
+    kind: duration(),
+    default: '30s',
+    env: 'BERTH_KILL_GRACE',
+    flag: '--kill-grace',
+    help: 'Time between SIGTERM and SIGKILL when a container is stopped.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'ping_wait',
+    kind: duration({ above0: true, max: '60s' }),
+    default: '10s',
+    env: 'BERTH_PING_WAIT',
+    flag: '--ping-wait',
+    help: 'How long one ping waits for work (a long poll: an assignment ends it at once).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'process_sandbox',
+    kind: oneOf(SANDBOX_SETTINGS, '<kind>'),
+    default: 'bwrap',
+    env: 'BERTH_PROCESS_SANDBOX',
+    flag: '--process-sandbox',
+    help:
+      'How containers without an image are isolated: `bwrap` (bubblewrap: own namespaces and uid, a ' +
+      'read-only view of the system, only its work dir writable; where bubblewrap cannot run, such ' +
+      "containers are refused) or `none` (UNSAFE: a plain host process that can read Berth's tokens; only " +
+      'where every user is trusted). See docs/SECURITY.md. `berth up` passes it on to its agents and warns ' +
+      'when they will refuse such containers or run them unsandboxed.',
+    usedBy: ['agent', 'up'],
+  }),
+  opt({
+    key: 'bwrap',
+    kind: text('a program name or an absolute path', /^(\/.*|[^/]+)$/, '<path>'),
+    default: 'bwrap',
+    env: 'BERTH_BWRAP',
+    flag: '--bwrap',
+    help:
+      'The bubblewrap executable of the process sandbox: a name looked up on PATH, or an absolute path ' +
+      '(`berth up` passes it on to its agents).',
+    usedBy: ['agent', 'up'],
+  }),
+  opt({
+    key: 'container_network',
+    kind: oneOf(NETWORK_SETTINGS, '<kind>'),
+    default: 'none',
+    env: 'BERTH_CONTAINER_NETWORK',
+    flag: '--container-network',
+    help: "The containers' network on every runtime: `none` (a network namespace with only loopback) or `host`.",
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'log_limit',
+    kind: sizeOrZero('64KiB', 'no limit'),
+    default: '64MiB',
+    env: 'BERTH_LOG_LIMIT',
+    flag: '--log-limit',
+    help:
+      'Output stored per container: the first half of the limit (stdout and stderr together), then the ' +
+      'last quarter of each stream; what was left out is noted in its log (docs/RUNTIMES.md). Output on ' +
+      "the instance's disk counts against the container's scratch.",
+    usedBy: ['agent'],
+  }),
+]);
 
-export type OptionKey = (typeof OPTIONS)[number]['key'];
+type ProcessOption = (typeof PROCESS_OPTIONS.options)[number];
+export type OptionKey = ProcessOption['key'];
 
-export interface Config {
-  home: string;
-  database_url: string | null;
-  listen: string;
-  api_url: string | null;
-  token: string | null;
-  log_level: string;
-  max_dispatch_attempts: number;
-  body_limit: number;
-}
+/** The compiled process options. */
+export type Config = Infer<ProcessOption>;
 
-/** A configuration error naming the option and where its value came from. */
-export class ConfigError extends Error {}
+/** The declared source of an option's value in a layer. */
+const envSource = (o: Option): Source => ({ env: o.env! });
+const flagSource = (o: Option): Source => ({ flag: o.flag! });
 
-const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-function coerce(spec: OptionSpec, raw: unknown, source: string): unknown {
-  const fail = (expected: string) => {
-    throw new ConfigError(`${spec.key} (from ${source}): expected ${expected}, got ${JSON.stringify(raw)}`);
-  };
-  if (raw === null) return null;
-  switch (spec.kind) {
-    case 'string':
-      if (typeof raw !== 'string' || raw === '') fail('a non-empty string');
-      return raw;
-    case 'url':
-      if (typeof raw !== 'string' || !/^[a-z][a-z0-9+.-]*:\/\/\S+$/i.test(raw))
-        fail('a URL such as http://127.0.0.1:8470');
-      return raw;
-    case 'integer': {
-      const n = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw;
-      if (typeof n !== 'number' || !Number.isInteger(n) || n < (spec.min ?? -Infinity))
-        fail(`a whole number${spec.min !== undefined ? ` ≥ ${spec.min}` : ''}`);
-      return n;
-    }
-    case 'number': {
-      const n = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw;
-      if (typeof n !== 'number' || !Number.isFinite(n)) fail('a number');
-      return n;
-    }
-    case 'boolean':
-      if (raw === true || raw === 'true' || raw === '1') return true;
-      if (raw === false || raw === 'false' || raw === '0') return false;
-      return fail('true or false');
-    case 'duration':
-    case 'size':
-      try {
-        return spec.kind === 'duration' ? parseDuration(raw) : parseSize(raw);
-      } catch (err) {
-        return fail(err instanceof UnitError ? err.expected : String(err));
-      }
+function envLayer(env: NodeJS.ProcessEnv): Layer {
+  const values: Record<string, unknown> = {};
+  for (const o of PROCESS_OPTIONS.options) {
+    const v = o.env === undefined ? undefined : env[o.env];
+    if (v !== undefined && v !== '') values[o.key] = v; // an empty variable is unset
   }
+  return { values, source: envSource, text: true };
 }
 
-function expandHome(p: string): string {
-  return resolve(p.startsWith('~/') || p === '~' ? join(homedir(), p.slice(2)) : p);
+function fileLayer(file: string): Layer | null {
+  if (!existsSync(file)) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError('', `not valid JSON (${(err as Error).message})`, { file });
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new ConfigError('', 'expected a JSON object of options', { file });
+  return { values: parsed as Record<string, unknown>, source: { file }, file: true };
 }
 
 /**
- * Loads the configuration: defaults, then BERTH_HOME/config.json (or BERTH_CONFIG), then the environment,
- * then `flags` (already-parsed CLI flags by option key). Unknown keys in the file are errors.
+ * Loads the process options: defaults, then BERTH_HOME/config.json (or $BERTH_CONFIG), then the
+ * environment, then `flags` (by option key, as given on the command line). Errors name the key and
+ * where its value came from.
  */
 export function loadConfig(
   flags: Partial<Record<OptionKey, unknown>> = {},
   env: NodeJS.ProcessEnv = process.env,
 ): Config {
-  const out: Record<string, unknown> = {};
-  for (const spec of OPTIONS as readonly OptionSpec[]) {
-    out[spec.key] =
-      spec.kind === 'size' || spec.kind === 'duration' ? coerce(spec, spec.default, 'default') : spec.default;
-  }
-  const homeRaw = flags.home ?? env.BERTH_HOME ?? '~/.berth';
-  const home = expandHome(String(homeRaw));
-  const file = env.BERTH_CONFIG ?? join(home, 'config.json');
-  if (existsSync(file)) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(readFileSync(file, 'utf8'));
-    } catch (err) {
-      throw new ConfigError(`${file}: not valid JSON (${(err as Error).message})`);
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
-      throw new ConfigError(`${file}: expected a JSON object of options`);
-    for (const [k, v] of Object.entries(parsed)) {
-      const spec = OPTIONS.find((o) => o.key === k);
-      if (!spec)
-        throw new ConfigError(
-          `${file}: unknown option "${k}" (known: ${OPTIONS.map((o) => o.key).join(', ')})`,
-        );
-      out[k] = coerce(spec, v, file);
-    }
-  }
-  for (const spec of OPTIONS) {
-    const v = 'env' in spec ? env[spec.env] : undefined;
-    if (v !== undefined && v !== '') out[spec.key] = coerce(spec, v, `$${spec.env}`);
-  }
-  for (const [k, v] of Object.entries(flags)) {
-    if (v === undefined) continue;
-    const spec = OPTIONS.find((o) => o.key === k);
-    if (!spec) throw new ConfigError(`unknown option ${k}`);
-    out[k] = coerce(spec, v, `--${k.replace(/_/g, '-')}`);
-  }
-  out.home = home;
-  if (!LOG_LEVELS.includes(out.log_level as string))
-    throw new ConfigError(
-      `log_level: expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(out.log_level)}`,
-    );
-  if (!/^[^:\s]+:\d{1,5}$/.test(out.listen as string))
-    throw new ConfigError(
-      `listen: expected HOST:PORT such as 127.0.0.1:8470, got ${JSON.stringify(out.listen)}`,
-    );
-  return out as unknown as Config;
+  const late: Layer[] = [envLayer(env), { values: flags, source: flagSource, text: true }];
+  // The file is found through `home`, which only the environment and flags can set.
+  const { home } = PROCESS_OPTIONS.compile(late);
+  const file = fileLayer(env.BERTH_CONFIG || join(home, 'config.json'));
+  return PROCESS_OPTIONS.compile(file ? [file, ...late] : late);
 }
 
-/** The options table as Markdown (docs/CONFIG.md is generated from it). */
-export function optionsMarkdown(): string {
-  const rows = OPTIONS.map(
-    (o) =>
-      `| \`${o.key}\` | ${'env' in o ? `\`${o.env}\`` : ''} | ${o.kind} | ${o.default === null ? '—' : `\`${String(o.default)}\``} | ${o.used} | ${o.help} |`,
-  );
-  return [
-    '| option | environment | type | default | used by | meaning |',
-    '|---|---|---|---|---|---|',
-    ...rows,
-  ].join('\n');
+/** The value of an option the process cannot run without; unset, an error saying how to set it. */
+export function required<K extends OptionKey>(cfg: Config, key: K): NonNullable<Config[K]> {
+  const v = cfg[key];
+  if (v !== null && v !== undefined) return v as NonNullable<Config[K]>;
+  const o = PROCESS_OPTIONS.option(key);
+  throw new ConfigError(key, `required: set ${o.flag} or $${o.env}`);
 }

@@ -1,116 +1,168 @@
-// The dispatcher's configuration file (JSON): cluster identity, driver, instance types, the scheduler's
-// settings (the same keys as the `config` of a `berth plan` snapshot) and the dispatcher's own timers.
-// Every key is validated; an error names the key and what was expected.
+// The dispatch config file (`berth dispatch --config FILE`, `berth up --config FILE`), declared with
+// the mechanism of every option (src/config/declare.ts): cluster identity, driver, instance types, the
+// scheduler's keys (those of a `berth plan` snapshot's `config`) and the dispatcher's own timers.
 import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { ConfigError, opt, section, type Infer } from '../config/declare.js';
+import { bool, duration, Expected, int, nullable, num, oneOf, text, type Kind } from '../config/kinds.js';
+import { SCHEDULER_OPTIONS } from '../config/scheduler.js';
 import type { InstanceType } from '../model/types.js';
-import { parseDuration, UnitError } from '../model/units.js';
-import type { SchedulerConfig } from './scheduler/types.js';
-import { parseSnapshot, SnapshotError } from './snapshot-json.js';
+import { parseInstanceTypes, SnapshotError } from './snapshot-json.js';
 
-export interface DispatchConfig {
-  cluster: string;
-  tag: string;
-  driver: 'local';
-  instanceTypes: InstanceType[];
-  scheduler: SchedulerConfig;
-  nodeLostAfterMs: number;
-  dispatcherLostAfterMs: number;
-  syncIntervalMs: number;
-  tickIntervalMs: number;
-  shutdownRetryMs: number;
-  capacityTtlMs: number;
-  quotaTtlMs: number;
-  maxCloudOpsPerSecond: number;
-  maxConcurrentCreates: number;
-  /** local driver: how long an instance takes to "boot" before its agent starts. */
-  bootDelayMs: number;
-  /** local driver: run each instance's agent in its own network namespace (root; see cloud/local/netns.ts). */
-  netns: boolean;
-}
+/** The cloud drivers this build can run. */
+export const DRIVERS = ['local'] as const;
 
-export class DispatchConfigError extends Error {}
+const NAME = text('lower-case letters, digits and - (at most 32)', /^[a-z0-9][a-z0-9-]{0,31}$/, '<name>');
 
-const NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;
+/** Instance types as in a §6.4 snapshot; at least one. */
+const instanceTypes: Kind<InstanceType[]> = {
+  type: 'array of instance types',
+  placeholder: '<json>',
+  parse(v, path) {
+    let types: InstanceType[];
+    try {
+      types = parseInstanceTypes(v, path);
+    } catch (err) {
+      if (err instanceof SnapshotError) throw new ConfigError(err.path, err.problem);
+      throw err;
+    }
+    if (types.length === 0) throw new Expected('at least one instance type');
+    return types;
+  },
+};
 
-const DURATIONS: [keyof DispatchConfig, string, string, string][] = [
-  [
-    'nodeLostAfterMs',
-    'node_lost_after',
-    '60s',
-    'A node that has not pinged for this long is failed; its containers are retried elsewhere.',
-  ],
-  [
-    'dispatcherLostAfterMs',
-    'dispatcher_lost_after',
-    '60s',
-    'Another dispatcher of the cluster silent this long loses its unplaced locks.',
-  ],
-  [
-    'syncIntervalMs',
-    'sync_interval',
-    '10s',
-    "How often the cloud's instance list is reconciled with the dispatcher's view.",
-  ],
-  [
-    'tickIntervalMs',
-    'tick_interval',
-    '1s',
-    'Safety tick: a pass at least this often even without notifications.',
-  ],
-  [
-    'shutdownRetryMs',
-    'shutdown_retry',
-    '30s',
-    'A failed destroy is retried after this long, until the instance is gone.',
-  ],
-  ['capacityTtlMs', 'capacity_ttl', '60s', 'A type that returned a capacity error is skipped for this long.'],
-  [
-    'quotaTtlMs',
-    'quota_ttl',
-    '5m',
-    'After a quota error the current count is the cap for this long (or until an instance goes away).',
-  ],
-  [
-    'bootDelayMs',
-    'boot_delay',
-    '1s',
-    "local driver: the simulated boot time before an instance's agent starts.",
-  ],
-];
+/** The dispatcher's timers (also what the simulator and the chaos run give the Dispatcher). */
+export const DISPATCHER_TIMERS = section([
+  opt({
+    key: 'node_lost_after',
+    field: 'nodeLostAfterMs',
+    kind: duration(),
+    default: '60s',
+    help: 'A node that has not pinged for this long is failed; its containers are retried elsewhere.',
+  }),
+  opt({
+    key: 'dispatcher_lost_after',
+    field: 'dispatcherLostAfterMs',
+    kind: duration(),
+    default: '60s',
+    help: 'Another dispatcher of the cluster silent this long loses its unplaced locks.',
+  }),
+  opt({
+    key: 'sync_interval',
+    field: 'syncIntervalMs',
+    kind: duration(),
+    default: '10s',
+    help: "How often the cloud's instance list is reconciled with the dispatcher's view.",
+  }),
+  opt({
+    key: 'shutdown_retry',
+    field: 'shutdownRetryMs',
+    kind: duration(),
+    default: '30s',
+    help: 'A failed destroy is retried after this long.',
+  }),
+  opt({
+    key: 'capacity_ttl',
+    field: 'capacityTtlMs',
+    kind: duration(),
+    default: '60s',
+    help: 'A type that returned a capacity error is skipped for this long.',
+  }),
+  opt({
+    key: 'quota_ttl',
+    field: 'quotaTtlMs',
+    kind: duration(),
+    default: '5m',
+    help: 'After a quota error the current count is the cap for this long (or until an instance goes away).',
+  }),
+  opt({
+    key: 'status_interval',
+    field: 'statusIntervalMs',
+    kind: duration(),
+    default: '2s',
+    help: "Waiting containers' status texts are written at most this often.",
+  }),
+]);
 
-/** The dispatch config keys with their defaults and meaning (docs/CONFIG.md is generated from this). */
-export const DISPATCH_KEYS: { key: string; default: string; help: string }[] = [
-  { key: 'cluster', default: 'local', help: 'Cluster name: instances and nodes are tagged with it.' },
-  {
+/** The dispatcher's timers, compiled. */
+export type DispatcherTimers = Infer<(typeof DISPATCHER_TIMERS.options)[number]>;
+
+export const DISPATCH_OPTIONS = section([
+  opt({
+    key: 'cluster',
+    kind: NAME,
+    default: 'local',
+    help: 'Cluster name: instances and nodes are tagged with it.',
+  }),
+  opt({
     key: 'tag',
+    kind: NAME,
     default: 'default',
     help: 'Dispatcher tag: one live dispatcher per cluster/tag; it owns the instances carrying the tag.',
-  },
-  {
+  }),
+  opt({
     key: 'driver',
+    kind: oneOf(DRIVERS),
     default: 'local',
     help: 'Cloud driver: `local` (instances are `berth agent` processes on this machine).',
-  },
-  {
+  }),
+  opt({
     key: 'instance_types',
-    default: 'three types sized for this machine (then max_instances defaults to 2 × CPUs)',
-    help: 'List of {name, provider_type?, vcpus, ram, scratch?, gpus?, price, preemptible?}.',
-  },
-  {
+    field: 'instanceTypes',
+    kind: instanceTypes,
+    default: () => localInstanceTypes(),
+    defaultText:
+      'three types sized for this machine (and then `scheduler.max_instances` defaults to 2 × CPUs, at least 4)',
+    help: 'List of {name, provider_type?, vcpus, ram, scratch?, gpus?, price, preemptible?}, as in a `berth plan` snapshot.',
+  }),
+  opt({
     key: 'scheduler',
-    default: '{}',
-    help: 'Scheduler settings, the same keys as the `config` of a `berth plan` snapshot (see docs/SCHEDULER.md).',
-  },
-  ...DURATIONS.map(([, key, d, help]) => ({ key, default: d, help })),
-  { key: 'max_cloud_ops_per_second', default: '10', help: 'Rate limit on cloud API calls (token bucket).' },
-  { key: 'max_concurrent_creates', default: '4', help: 'Most instance creates in flight at once.' },
-  {
+    kind: SCHEDULER_OPTIONS.without(
+      ['max_dispatch_attempts'],
+      'a server option (--max-dispatch-attempts, $BERTH_MAX_DISPATCH_ATTEMPTS): the dispatcher reads it from the database',
+    ),
+    default: {},
+    help: 'The scheduler keys (below), except `max_dispatch_attempts`.',
+  }),
+  ...DISPATCHER_TIMERS.options,
+  opt({
+    key: 'tick_interval',
+    field: 'tickIntervalMs',
+    kind: duration({ above0: true }),
+    default: '1s',
+    help: 'Safety tick: a pass at least this often even without notifications.',
+  }),
+  opt({
+    key: 'max_cloud_ops_per_second',
+    field: 'maxCloudOpsPerSecond',
+    kind: nullable(num(0, { above: true })),
+    default: 10,
+    help: 'Rate limit on cloud API calls (a token bucket over all operations); null: none.',
+  }),
+  opt({
+    key: 'max_concurrent_creates',
+    field: 'maxConcurrentCreates',
+    kind: nullable(int(1)),
+    default: 4,
+    help: 'Most instance creates in flight at once; null: no limit.',
+  }),
+  opt({
+    key: 'boot_delay',
+    field: 'bootDelayMs',
+    kind: duration(),
+    default: '1s',
+    help: "local driver: the simulated boot time before an instance's agent starts.",
+  }),
+  opt({
     key: 'netns',
-    default: 'false',
+    kind: bool,
+    default: false,
     help: "local driver: run each instance's agent in its own network namespace behind a veth pair (root only); the API must listen on 0.0.0.0.",
-  },
-];
+  }),
+]);
+
+/** The compiled dispatch config. */
+export type DispatchConfig = Infer<(typeof DISPATCH_OPTIONS.options)[number]>;
 
 /** Instance types for the local driver sized for this machine: a small, a medium and a whole-machine type. */
 export function localInstanceTypes(): Record<string, unknown>[] {
@@ -121,113 +173,68 @@ export function localInstanceTypes(): Record<string, unknown>[] {
       name: 'small',
       vcpus: Math.min(1, n),
       ram: `${Math.max(1, Math.min(2, Math.floor(gib / 4)))}GiB`,
+      scratch: '10GiB',
       price: 0.02,
     },
-    { name: 'medium', vcpus: n, ram: `${Math.max(1, Math.min(8, Math.floor(gib / 2)))}GiB`, price: 0.08 },
-    { name: 'large', vcpus: n, ram: `${Math.max(1, Math.floor(gib * 0.75))}GiB`, price: 0.2 },
+    {
+      name: 'medium',
+      vcpus: n,
+      ram: `${Math.max(1, Math.min(8, Math.floor(gib / 2)))}GiB`,
+      scratch: '50GiB',
+      price: 0.08,
+    },
+    {
+      name: 'large',
+      vcpus: n,
+      ram: `${Math.max(1, Math.floor(gib * 0.75))}GiB`,
+      scratch: '100GiB',
+      price: 0.2,
+    },
   ];
 }
 
-/** Parses a dispatch config object; `defaults` fills what the object leaves out. */
-export function parseDispatchConfig(value: unknown, source = 'dispatch config'): DispatchConfig {
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new DispatchConfigError(`${source}: expected a JSON object`);
-  const o = value as Record<string, unknown>;
-  const known = new Set([
-    'cluster',
-    'tag',
-    'driver',
-    'instance_types',
-    'scheduler',
-    'max_cloud_ops_per_second',
-    'max_concurrent_creates',
-    'netns',
-    ...DURATIONS.map((d) => d[1]),
-  ]);
-  for (const k of Object.keys(o))
-    if (!known.has(k))
-      throw new DispatchConfigError(`${source}: ${k}: unknown key (known: ${[...known].join(', ')})`);
-  const name = (k: string, dflt: string) => {
-    const v = o[k] ?? dflt;
-    if (typeof v !== 'string' || !NAME.test(v))
-      throw new DispatchConfigError(
-        `${source}: ${k}: expected lower-case letters, digits and - (at most 32), got ${JSON.stringify(v)}`,
-      );
-    return v;
-  };
-  const driver = o.driver ?? 'local';
-  if (driver !== 'local')
-    throw new DispatchConfigError(
-      `${source}: driver: expected "local" (the only driver this build can run), got ${JSON.stringify(driver)}`,
-    );
-  let snap;
-  try {
-    // The default local types share this machine: without a cap a deep queue would start an agent per
-    // container. Cap the instances at twice the CPUs unless the config says otherwise.
-    const scheduler = (o.scheduler ?? {}) as Record<string, unknown>;
-    const localDefault =
+/**
+ * Parses a dispatch config object; absent keys take their defaults. With the local driver's default
+ * types (which share this machine) and no max_instances, the instances are capped at twice the CPUs:
+ * without a cap a deep queue would start an agent per container.
+ */
+export function parseDispatchConfig(value: unknown): DispatchConfig {
+  let raw = value;
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const o = value as Record<string, unknown>;
+    const scheduler = o.scheduler;
+    if (
       o.instance_types === undefined &&
-      (o.driver ?? 'local') === 'local' &&
-      scheduler.max_instances === undefined;
-    snap = parseSnapshot({
-      now: '2026-01-01T00:00:00Z',
-      config: localDefault ? { ...scheduler, max_instances: Math.max(4, 2 * cpus().length) } : scheduler,
-      instance_types: o.instance_types ?? localInstanceTypes(),
-      instances: [],
-      containers: [],
-      cloud: { quota_max_instances: null, unavailable_types: [], rate_limited_until: null },
-    });
-  } catch (err) {
-    if (err instanceof SnapshotError)
-      throw new DispatchConfigError(
-        `${source}: ${err.path.replace(/^config\b/, 'scheduler')}: ${err.problem}`,
-      );
-    throw err;
+      (o.driver ?? DISPATCH_OPTIONS.option('driver').default) === 'local' &&
+      (scheduler === undefined ||
+        (typeof scheduler === 'object' && scheduler !== null && !('max_instances' in scheduler)))
+    )
+      raw = { ...o, scheduler: { ...scheduler, max_instances: Math.max(4, 2 * cpus().length) } };
   }
-  if (snap.instanceTypes.length === 0)
-    throw new DispatchConfigError(`${source}: instance_types: expected at least one type`);
-  const out: Record<string, unknown> = {
-    cluster: name('cluster', 'local'),
-    tag: name('tag', 'default'),
-    driver,
-    instanceTypes: snap.instanceTypes,
-    scheduler: snap.config,
-  };
-  for (const [field, key, dflt] of DURATIONS) {
-    try {
-      out[field] = parseDuration(o[key] ?? dflt);
-    } catch (err) {
-      throw new DispatchConfigError(
-        `${source}: ${key}: ${err instanceof UnitError ? err.message : String(err)}`,
-      );
-    }
-  }
-  const posInt = (k: string, dflt: number) => {
-    const v = o[k] ?? dflt;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
-      throw new DispatchConfigError(`${source}: ${k}: expected a whole number ≥ 1, got ${JSON.stringify(v)}`);
-    return v;
-  };
-  out.maxCloudOpsPerSecond = posInt('max_cloud_ops_per_second', 10);
-  out.maxConcurrentCreates = posInt('max_concurrent_creates', 4);
-  const netns = o.netns ?? false;
-  if (typeof netns !== 'boolean')
-    throw new DispatchConfigError(`${source}: netns: expected true or false, got ${JSON.stringify(netns)}`);
-  out.netns = netns;
-  return out as unknown as DispatchConfig;
+  return DISPATCH_OPTIONS.parse(raw);
 }
 
+/** Reads a dispatch config file (none: every default); `overrides` replace top-level keys. */
 export function loadDispatchConfig(
   path: string | null,
   overrides: Record<string, unknown> = {},
 ): DispatchConfig {
-  let value: Record<string, unknown> = {};
+  let value: unknown = {};
   if (path) {
     try {
       value = JSON.parse(readFileSync(path, 'utf8'));
     } catch (err) {
-      throw new DispatchConfigError(`${path}: ${(err as Error).message}`);
+      throw new ConfigError('', `cannot read a JSON dispatch config: ${(err as Error).message}`, {
+        file: path,
+      });
     }
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      throw new ConfigError('', 'expected a JSON object', { file: path });
   }
-  return parseDispatchConfig({ ...value, ...overrides }, path ?? 'dispatch config');
+  try {
+    return parseDispatchConfig({ ...(value as object), ...overrides });
+  } catch (err) {
+    if (err instanceof ConfigError && path) throw err.from({ file: path });
+    throw err;
+  }
 }

@@ -4,27 +4,48 @@
 import type { Driver } from '../cloud/driver.js';
 import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
-import type { IdleBehavior, InstanceType } from '../model/types.js';
+import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js';
 import { CloudMemory } from './cloud-memory.js';
+import type { DispatcherTimers } from './config.js';
+import { NodeWatch } from './node-watch.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { DispatchQueue, NodeView } from './ports.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type { Action, Plan, SchedulerConfig, Snapshot, SnapshotContainer } from './scheduler/types.js';
 
-/** What happened, for metrics, logs, the event stream and simulation reports. */
+/**
+ * What happened, for metrics, logs, the event stream and simulation reports: every action the dispatcher
+ * takes, and every one it fails to take (`error`, with the ids it concerned and the error's class).
+ */
 export type DispatchEvent =
   | { kind: 'instance-created'; at: Date; instance: string; type: string; price: number; for: string[] }
   | { kind: 'instance-ready'; at: Date; instance: string }
   | { kind: 'instance-shutdown'; at: Date; instance: string; reason: string }
+  /** The driver accepted a destroy (the instance is gone once the cloud's list no longer shows it). */
+  | { kind: 'instance-destroyed'; at: Date; instance: string; type: string }
   | { kind: 'instance-gone'; at: Date; instance: string }
   /** The cloud announced it will reclaim the instance (spot): it is drained. */
   | { kind: 'instance-interrupted'; at: Date; instance: string; noticeAt: Date }
+  /** Locks granted, and those another dispatcher (or a state change) took first. */
+  | { kind: 'containers-locked'; at: Date; containers: string[]; refused: string[] }
   | { kind: 'container-placed'; at: Date; container: string; instance: string }
+  /** A start the plan asked for, not done this pass because the instance cannot take work yet. */
+  | { kind: 'start-deferred'; at: Date; container: string; instance: string; reason: string }
+  | { kind: 'container-unlocked'; at: Date; container: string; reason: string }
+  | { kind: 'container-cancelled'; at: Date; container: string; failureClass: FailureClass; reason: string }
   | { kind: 'node-lost'; at: Date; node: string; instance: string | null; reason: string }
-  | { kind: 'create-failed'; at: Date; type: string; message: string }
-  | { kind: 'error'; at: Date; op: string; message: string };
+  | { kind: 'create-failed'; at: Date; type: string; message: string; errorClass: string }
+  | ({ kind: 'error'; at: Date; op: string; message: string; errorClass: string } & ErrorSubject);
 
-export interface DispatcherOptions {
+/** The ids an action concerned, carried by its `error` event. */
+export interface ErrorSubject {
+  container?: string;
+  instance?: string;
+  type?: string;
+  node?: string;
+}
+
+export interface DispatcherOptions extends DispatcherTimers {
   id: string;
   cluster: string;
   tag: string;
@@ -32,21 +53,14 @@ export interface DispatcherOptions {
   driver: Driver;
   clock: Clock;
   instanceTypes: InstanceType[];
-  config: SchedulerConfig;
-  /** A node silent for this long is failed and its work retried elsewhere (DESIGN §3.4). */
-  nodeLostAfterMs: number;
-  /** A dispatcher silent for this long loses its unplaced locks (DESIGN §3.5). */
-  dispatcherLostAfterMs?: number;
-  /** How often to reconcile with the cloud's list. */
-  syncIntervalMs: number;
-  /** How long to wait before retrying a failed destroy. */
-  shutdownRetryMs?: number;
-  capacityTtlMs?: number;
-  quotaTtlMs?: number;
+  /** The scheduler's config, but max_dispatch_attempts: the queue's (the database owns it). */
+  config: Omit<SchedulerConfig, 'maxDispatchAttempts'>;
+  /** Passes further apart than this interrupt the node watch (node-watch.ts); unset in the simulator. */
+  maxPassGapMs?: number;
+  /** Whether the API the agents ping answers (checked every few seconds); unset: not checked. */
+  apiHealth?: () => Promise<boolean>;
   /** The boot data handed to a new instance (the agent's API URL, node id and secret). */
   bootData(node: { nodeId: string; bootstrapSecret: string; instanceType: InstanceType }): string;
-  /** Status texts are written at most this often (default 2 s). */
-  statusIntervalMs?: number;
   /** The scheduling policy: the real plan() unless a baseline replaces it (simulator). */
   planner?: (s: Snapshot) => Plan;
   onEvent?: (e: DispatchEvent) => void;
@@ -62,6 +76,24 @@ export interface InstanceMirror {
 
 export class LeaseLostError extends Error {}
 
+/** The ids a planned action concerns. */
+function actionSubject(a: Action, instances: Map<string, PoolInstance>): ErrorSubject {
+  const typeOf = (id: string) => instances.get(id)?.type;
+  switch (a.op) {
+    case 'lock':
+    case 'unlock':
+    case 'cancel':
+      return { container: a.container };
+    case 'start':
+    case 'kill':
+      return { container: a.container, instance: a.instance, type: typeOf(a.instance) };
+    case 'create':
+      return { type: a.type };
+    case 'shutdown':
+      return { instance: a.instance, type: typeOf(a.instance) };
+  }
+}
+
 /** Most status texts written in one pass (the rest follow in later writes). */
 const MAX_STATUS_WRITES = 5_000;
 
@@ -69,6 +101,7 @@ export class Dispatcher {
   readonly instances = new Map<string, PoolInstance>();
   private readonly types: Map<string, InstanceType>;
   private readonly cloud: CloudMemory;
+  private readonly watch: NodeWatch;
   private lastSync = -Infinity;
   private synced = false;
   private lastStatus = new Map<string, string>();
@@ -81,38 +114,53 @@ export class Dispatcher {
   constructor(private readonly o: DispatcherOptions) {
     this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
     this.cloud = new CloudMemory({
-      capacityTtlMs: o.capacityTtlMs ?? 60_000,
-      quotaTtlMs: o.quotaTtlMs ?? 300_000,
+      capacityTtlMs: o.capacityTtlMs,
+      quotaTtlMs: o.quotaTtlMs,
     });
+    this.watch = new NodeWatch({ lostAfterMs: o.nodeLostAfterMs, maxPassGapMs: o.maxPassGapMs });
   }
 
   private emit(e: DispatchEvent): void {
     this.o.onEvent?.(e);
   }
 
+  /** An action that failed: reported with what it concerned; the next pass tries again. */
+  private failed(op: string, err: unknown, now: Date, subject: ErrorSubject): void {
+    const e = err instanceof Error ? err : new Error(String(err));
+    this.emit({ kind: 'error', at: now, op, message: e.message, errorClass: e.constructor.name, ...subject });
+  }
+
   /** One pass. Concurrent calls share the pass in flight (callers coalesce events into ticks). */
   tick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    this.running ??= this.pass().finally(() => (this.running = null));
+    this.running ??= this.pass()
+      .catch((err: unknown) => {
+        this.watch.passFailed();
+        throw err;
+      })
+      .finally(() => (this.running = null));
     return this.running;
   }
 
   private async pass(): Promise<void> {
     const o = this.o;
     const now = o.clock.now();
-    if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs ?? 60_000))) {
+    this.watch.passStarted(now.getTime());
+    if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs))) {
       throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
     }
     if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
     if (o.mirror) await this.applyOperatorRequests(now);
-    const nodes = await o.queue.nodes(o.cluster, o.tag);
+    if (o.apiHealth && this.watch.probeDue(now.getTime()))
+      this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
+    const nodes = await o.queue.nodes(o.cluster, o.tag, now);
     const containers = await o.queue.containers(o.id, now);
     await this.observe(nodes, containers, now);
     await this.retryDestroys(now);
 
     const snapshot: Snapshot = {
       now,
-      config: o.config,
+      config: { ...o.config, maxDispatchAttempts: await o.queue.maxDispatchAttempts() },
       instanceTypes: o.instanceTypes,
       instances: [...this.instances.values()]
         .filter((i) => i.state !== 'gone')
@@ -143,7 +191,7 @@ export class Dispatcher {
       listed = await o.driver.list({ [TAG.cluster]: o.cluster, [TAG.tag]: o.tag });
     } catch (err) {
       // The pass goes on with the view we have; the sync is tried again at the next pass.
-      this.emit({ kind: 'error', at: now, op: 'list', message: (err as Error).message });
+      this.failed('list', err, now, {});
       return;
     }
     const seen = new Set<string>();
@@ -165,11 +213,10 @@ export class Dispatcher {
         }
         known.interruptionNotice = ci.interruptionNotice;
         // Destroyed, but the cloud still lists it as live after shutdown_retry: destroy again.
-        const retry = o.shutdownRetryMs ?? 30_000;
         if (
           known.state === 'shutdown' &&
           known.destroyAttemptAt !== null &&
-          now.getTime() - known.destroyAttemptAt >= retry
+          now.getTime() - known.destroyAttemptAt >= o.shutdownRetryMs
         ) {
           await this.destroy(known, now);
         }
@@ -208,7 +255,7 @@ export class Dispatcher {
         node &&
         node.lastPingAt &&
         node.state !== 'registered' &&
-        now.getTime() - node.lastPingAt.getTime() > this.o.nodeLostAfterMs
+        this.watch.lost(node.lastPingAt.getTime(), now.getTime())
       ) {
         const silent = Math.round((now.getTime() - node.lastPingAt.getTime()) / 1000);
         await this.failNode(
@@ -231,6 +278,13 @@ export class Dispatcher {
       // An adopted instance whose agent never came is judged by its age, like any booting one.
       if (was === 'unknown' && inst.state === 'booting') inst.stateSince = inst.createdAt;
     }
+    // A node whose instance the cloud no longer lists can never report again: it died while no dispatcher
+    // watched, or the node's failure could not be written when the instance was shut down (database down).
+    if (!this.synced) return;
+    for (const node of nodes) {
+      if (node.state === 'failed' || !node.instanceId || this.instances.has(node.instanceId)) continue;
+      await this.failNode(node.id, node.instanceId, 'its instance is gone', now);
+    }
   }
 
   private async failNode(
@@ -243,7 +297,7 @@ export class Dispatcher {
       await this.o.queue.failNode(nodeId, reason);
       this.emit({ kind: 'node-lost', at: now, node: nodeId, instance: instanceId, reason });
     } catch (err) {
-      this.emit({ kind: 'error', at: now, op: 'failNode', message: (err as Error).message });
+      this.failed('failNode', err, now, { node: nodeId, ...(instanceId ? { instance: instanceId } : {}) });
     }
   }
 
@@ -254,6 +308,8 @@ export class Dispatcher {
       .map((a) => a.container);
     const granted = new Set(toLock.length > 0 ? await o.queue.lock(toLock, o.id) : []);
     const refused = new Set(toLock.filter((id) => !granted.has(id)));
+    if (toLock.length > 0)
+      this.emit({ kind: 'containers-locked', at: now, containers: [...granted], refused: [...refused] });
     for (const a of plan.actions) {
       try {
         switch (a.op) {
@@ -263,7 +319,17 @@ export class Dispatcher {
             if (refused.has(a.container)) break;
             const inst = this.instances.get(a.instance);
             // Work goes only to an instance whose agent is there to take it.
-            if (!inst || !inst.nodeId || (inst.state !== 'idle' && inst.state !== 'running')) break;
+            if (!inst || !inst.nodeId || (inst.state !== 'idle' && inst.state !== 'running')) {
+              const reason = !inst ? 'unknown instance' : !inst.nodeId ? 'no node' : `instance ${inst.state}`;
+              this.emit({
+                kind: 'start-deferred',
+                at: now,
+                container: a.container,
+                instance: a.instance,
+                reason,
+              });
+              break;
+            }
             await o.queue.assign(a.container, o.id, inst.id, inst.nodeId);
             inst.containers.push(a.container);
             setState(inst, 'running', now);
@@ -275,13 +341,30 @@ export class Dispatcher {
             break;
           case 'unlock':
             await o.queue.unlock(a.container, o.id, a.reason);
+            this.emit({ kind: 'container-unlocked', at: now, container: a.container, reason: a.reason });
             break;
           case 'cancel':
-            await o.queue.cancel(a.container, o.id, a.class, a.reason);
+            await o.queue.cancel(a.container, o.id, a.class, a.reason, { retryable: a.retryable ?? true });
+            this.emit({
+              kind: 'container-cancelled',
+              at: now,
+              container: a.container,
+              failureClass: a.class,
+              reason: a.reason,
+            });
             break;
-          case 'kill':
-            await o.queue.cancel(a.container, o.id, 'user', 'priority is 0 (withdrawn)');
+          case 'kill': {
+            const reason = 'priority is 0 (withdrawn)';
+            await o.queue.cancel(a.container, o.id, 'user', reason);
+            this.emit({
+              kind: 'container-cancelled',
+              at: now,
+              container: a.container,
+              failureClass: 'user',
+              reason,
+            });
             break;
+          }
           case 'shutdown': {
             const inst = this.instances.get(a.instance);
             if (inst) await this.shutdown(inst, a.reason, now);
@@ -290,7 +373,7 @@ export class Dispatcher {
         }
       } catch (err) {
         // Failed actions are retried by the next pass, never by ad-hoc loops (DESIGN §6.1).
-        this.emit({ kind: 'error', at: now, op: a.op, message: (err as Error).message });
+        this.failed(a.op, err, now, actionSubject(a, this.instances));
       }
     }
   }
@@ -312,8 +395,17 @@ export class Dispatcher {
         (i) => i.state !== 'shutdown' && i.state !== 'gone',
       ).length;
       const what = this.cloud.learn(err, type, o.instanceTypes, live, now.getTime());
-      await o.queue.failNode(nodeId, `instance create failed: ${(err as Error).message}`).catch(() => {});
-      this.emit({ kind: 'create-failed', at: now, type: type.name, message: what });
+      this.emit({
+        kind: 'create-failed',
+        at: now,
+        type: type.name,
+        message: what,
+        errorClass: err instanceof Error ? err.constructor.name : typeof err,
+      });
+      // The node record never gets an instance; the next passes ignore a failed node without one.
+      await o.queue
+        .failNode(nodeId, `instance create failed: ${(err as Error).message}`)
+        .catch((e: unknown) => this.failed('failNode', e, now, { node: nodeId, type: type.name }));
       return;
     }
     await o.queue.bindNode(nodeId, ci.id);
@@ -347,8 +439,14 @@ export class Dispatcher {
     if (inst.state !== 'shutdown') {
       setState(inst, 'shutdown', now);
       this.emit({ kind: 'instance-shutdown', at: now, instance: inst.id, reason });
-      // Its agent must not report any more; whatever it still held is retried elsewhere.
-      if (inst.nodeId) await this.o.queue.failNode(inst.nodeId, `instance shut down: ${reason}`);
+      // Its agent must not report any more; whatever it still held is retried elsewhere. Destroyed even
+      // when that cannot be written now (the node is then failed once its instance is gone: observe()).
+      if (inst.nodeId)
+        await this.o.queue
+          .failNode(inst.nodeId, `instance shut down: ${reason}`)
+          .catch((err: unknown) =>
+            this.failed('failNode', err, now, { node: inst.nodeId!, instance: inst.id, type: inst.type }),
+          );
     }
     await this.destroy(inst, now);
   }
@@ -361,26 +459,21 @@ export class Dispatcher {
     } catch (err) {
       if (!(err instanceof CloudNotFound)) {
         inst.destroyFailed = true;
-        this.emit({
-          kind: 'error',
-          at: now,
-          op: 'destroy',
-          message: `${inst.id}: ${(err as Error).message}`,
-        });
+        this.failed('destroy', err, now, { instance: inst.id, type: inst.type });
         return;
       }
     }
     // Gone from the cloud's side; the next sync forgets it when the list no longer shows it.
+    this.emit({ kind: 'instance-destroyed', at: now, instance: inst.id, type: inst.type });
   }
 
   private async retryDestroys(now: Date): Promise<void> {
-    const retry = this.o.shutdownRetryMs ?? 30_000;
     for (const inst of this.instances.values()) {
       if (
         inst.state === 'shutdown' &&
         inst.destroyFailed &&
         inst.destroyAttemptAt !== null &&
-        now.getTime() - inst.destroyAttemptAt >= retry
+        now.getTime() - inst.destroyAttemptAt >= this.o.shutdownRetryMs
       )
         await this.destroy(inst, now);
     }
@@ -395,7 +488,7 @@ export class Dispatcher {
         inst.idleBehavior = r.idleBehavior;
         await this.o.driver
           .setTags(inst.id, { [TAG.idle]: r.idleBehavior })
-          .catch((err: Error) => this.emit({ kind: 'error', at: now, op: 'setTags', message: err.message }));
+          .catch((err: unknown) => this.failed('setTags', err, now, { instance: inst.id, type: inst.type }));
       }
     }
   }
@@ -406,8 +499,7 @@ export class Dispatcher {
    * queue costs one bounded UPDATE every few seconds, not one per container per pass.
    */
   private async saveStatuses(plan: Plan, now: Date): Promise<void> {
-    const interval = this.o.statusIntervalMs ?? 2_000;
-    if (now.getTime() - this.lastStatusWrite < interval) return;
+    if (now.getTime() - this.lastStatusWrite < this.o.statusIntervalMs) return;
     const changed = new Map<string, string>();
     for (const [id, s] of plan.status) {
       if (this.lastStatus.get(id) !== s) {
@@ -431,21 +523,22 @@ export class Dispatcher {
    */
   async shutdownAll(reason: string): Promise<number> {
     const now = this.o.clock.now();
-    let n = 0;
-    for (const inst of this.instances.values()) {
-      if (inst.state === 'gone') continue;
-      await this.shutdown(inst, reason, now).catch((err: Error) =>
-        this.emit({ kind: 'error', at: now, op: 'shutdown', message: err.message }),
-      );
-      n++;
-    }
-    return n;
+    const live = [...this.instances.values()].filter((i) => i.state !== 'gone');
+    // All at once: each destroy waits for its agent's grace, and the stop must end in bounded time.
+    await Promise.all(
+      live.map((inst) =>
+        this.shutdown(inst, reason, now).catch((err: unknown) =>
+          this.failed('shutdown', err, now, { instance: inst.id, type: inst.type }),
+        ),
+      ),
+    );
+    return live.length;
   }
 
   /** Graceful stop (DESIGN §6.3): finish the pass in flight, start nothing new, release the lease. */
   async stop(): Promise<void> {
     this.stopped = true;
     await this.running?.catch(() => {});
-    await this.o.queue.release(this.o.id);
+    await this.o.queue.release(this.o.id, this.o.clock.now());
   }
 }

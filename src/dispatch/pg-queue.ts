@@ -4,7 +4,7 @@
 import pg from 'pg';
 import type { FailureClass } from '../model/types.js';
 import type { Store } from '../store/store.js';
-import type { DispatchQueue, NodeView } from './ports.js';
+import { FAILED_NODE_VISIBLE_MS, type DispatchQueue, type NodeView } from './ports.js';
 import type { SnapshotContainer } from './scheduler/types.js';
 
 export class PgQueue implements DispatchQueue {
@@ -61,13 +61,13 @@ export class PgQueue implements DispatchQueue {
     return true;
   }
 
-  async release(dispatcherId: string): Promise<void> {
+  async release(dispatcherId: string, now: Date): Promise<void> {
     await this.pool.query(
-      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = now()
+      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = $2
        WHERE state = 'Locked' AND instance_id IS NULL AND locked_by = $1`,
-      [dispatcherId],
+      [dispatcherId, now],
     );
-    await this.pool.query(`UPDATE dispatchers SET stopped_at = now() WHERE id = $1`, [dispatcherId]);
+    await this.pool.query(`UPDATE dispatchers SET stopped_at = $2 WHERE id = $1`, [dispatcherId, now]);
     const c = this.leaseClient;
     this.leaseClient = null;
     await c?.end().catch(() => {});
@@ -102,6 +102,10 @@ export class PgQueue implements DispatchQueue {
     }));
   }
 
+  maxDispatchAttempts(): Promise<number> {
+    return this.store.settings.maxDispatchAttempts();
+  }
+
   async lock(ids: string[], dispatcherId: string): Promise<string[]> {
     return (await this.store.containers.lock(ids, dispatcherId)).map((l) => l.id);
   }
@@ -114,14 +118,18 @@ export class PgQueue implements DispatchQueue {
     await this.store.containers.assign(id, dispatcherId, instanceId, nodeId);
   }
 
-  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
+  async cancel(
+    id: string,
+    dispatcherId: string,
+    failureClass: FailureClass,
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     const c = await this.store.containers.get(id);
-    if (c.state === 'Queued') {
-      // Unsatisfiable before it was ever locked: the system cancels it.
-      await this.store.containers.cancel(id, { kind: 'system' }, failureClass, reason);
-    } else {
-      await this.store.containers.cancel(id, { kind: 'dispatcher', dispatcherId }, failureClass, reason);
-    }
+    // Unsatisfiable before it was ever locked: the system cancels it.
+    const by =
+      c.state === 'Queued' ? { kind: 'system' as const } : { kind: 'dispatcher' as const, dispatcherId };
+    await this.store.containers.cancel(id, by, failureClass, reason, opts);
   }
 
   async createNode(instanceType: string, cluster: string, tag: string) {
@@ -138,11 +146,12 @@ export class PgQueue implements DispatchQueue {
     await this.store.nodes.bind(nodeId, instanceId);
   }
 
-  async nodes(cluster: string, tag: string): Promise<NodeView[]> {
+  async nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]> {
+    // updated_at of a failed node is when it failed (the store writes it with the same clock).
     const r = await this.pool.query(
       `SELECT id, instance_id, state, last_ping_at FROM nodes WHERE cluster = $1 AND dispatcher_tag = $2
-       AND (state <> 'failed' OR updated_at > now() - interval '1 hour')`,
-      [cluster, tag],
+       AND (state <> 'failed' OR updated_at > $3)`,
+      [cluster, tag, new Date(now.getTime() - FAILED_NODE_VISIBLE_MS)],
     );
     return r.rows.map((row) => ({
       id: row.id,

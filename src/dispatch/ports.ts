@@ -14,7 +14,16 @@ export interface NodeView {
   lastPingAt: Date | null;
 }
 
-/** The queue and node records, for one dispatcher. Every method is one transaction. */
+/**
+ * How long a failed node stays in nodes(): long enough for the dispatcher to see it failed and shut its
+ * instance down, short enough that the list holds only recent failures. Measured on the application clock.
+ */
+export const FAILED_NODE_VISIBLE_MS = 3_600_000;
+
+/**
+ * The queue and node records, for one dispatcher. Every method is one transaction. Times that decide
+ * something are the dispatcher's clock (`now`), never the database's: tests and the simulator control it.
+ */
 export interface DispatchQueue {
   /**
    * Takes (first call) or renews this dispatcher's lease; false when another live process holds it. Also
@@ -28,7 +37,7 @@ export interface DispatchQueue {
     lostAfterMs: number,
   ): Promise<boolean>;
   /** Releases the lease at a graceful stop: its unplaced Locked containers go back to the queue. */
-  release(dispatcherId: string): Promise<void>;
+  release(dispatcherId: string, now: Date): Promise<void>;
   /**
    * The containers the scheduler considers: Queued ones with priority > 0 whose run_after has passed, and
    * every container locked by this dispatcher (Locked or Running, with the instance it is assigned to).
@@ -39,7 +48,14 @@ export interface DispatchQueue {
   unlock(id: string, dispatcherId: string, reason: string): Promise<void>;
   /** Places a Locked container on an instance (its node, if registered, then starts it). */
   assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void>;
-  cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void>;
+  /** `retryable: false`: no retry can succeed, so the request ends now (src/model/retry.ts). */
+  cancel(
+    id: string,
+    dispatcherId: string,
+    failureClass: FailureClass,
+    reason: string,
+    opts?: { retryable?: boolean },
+  ): Promise<void>;
 
   /**
    * Records a node for an instance about to be created and returns the one-time secret for its boot
@@ -51,8 +67,8 @@ export interface DispatchQueue {
     tag: string,
   ): Promise<{ nodeId: string; bootstrapSecret: string }>;
   bindNode(nodeId: string, instanceId: string): Promise<void>;
-  /** Nodes of this cluster/tag (failed ones included while their instance may still exist). */
-  nodes(cluster: string, tag: string): Promise<NodeView[]>;
+  /** Nodes of this cluster/tag; failed ones for FAILED_NODE_VISIBLE_MS after they failed. */
+  nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]>;
   /**
    * Declares a node failed: its token is revoked, its Locked containers go back to the queue and its
    * Running containers are cancelled (temp) so they are retried elsewhere.
@@ -60,6 +76,11 @@ export interface DispatchQueue {
   failNode(nodeId: string, reason: string): Promise<void>;
   /** Asks a node to drain (finish what it runs, start nothing new). */
   drainNode(nodeId: string): Promise<void>;
+  /**
+   * max_dispatch_attempts as the queue enforces it (DESIGN §3.3): the scheduler's copy for a pass, so the
+   * two never disagree.
+   */
+  maxDispatchAttempts(): Promise<number>;
   /** Stores the scheduler's status text of waiting containers (only changed ones are passed). */
   setStatuses(statuses: Map<string, string>): Promise<void>;
 }

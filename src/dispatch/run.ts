@@ -1,14 +1,17 @@
 // Running a dispatcher as a service: the event-driven loop (LISTEN/NOTIFY wake-ups coalesced into passes,
 // plus a safety tick), driver decorators, metrics, and a graceful stop.
 import { Registry } from 'prom-client';
+import { bootDataFor } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
+import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { systemClock, type Clock } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
-import type { DispatchConfig } from './config.js';
+import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
 import { Dispatcher, type DispatchEvent } from './dispatcher.js';
+import { logDispatchEvents } from './log.js';
 import { runPassLoop } from './loop.js';
 import { dispatcherMetrics } from './metrics.js';
 import { PgMirror } from './pg-mirror.js';
@@ -32,23 +35,29 @@ export interface StartDispatcherOptions {
   /** The API URL agents use; goes into every instance's boot data. */
   apiUrl: string;
   clock?: Clock;
-  log?: (line: string) => void;
+  /** The process's logger; the dispatcher logs through a child carrying its id. Default: silent. */
+  logger?: Logger;
   onEvent?: (e: DispatchEvent) => void;
 }
 
-/** The boot data of an instance: what its agent needs to find the API and prove who it is. */
-export interface BootData {
-  api_url: string;
-  node_id: string;
-  bootstrap_secret: string;
-  instance_type: string;
+/** Whether the API at `url` answers its health check (which also checks its database) within 2 s. */
+async function apiAnswers(url: string): Promise<boolean> {
+  try {
+    const r = await fetch(`${url.replace(/\/$/, '')}/healthz`, { signal: AbortSignal.timeout(2_000) });
+    await r.arrayBuffer();
+    return r.ok;
+  } catch {
+    return false;
+  }
 }
 
 export async function startDispatcher(o: StartDispatcherOptions): Promise<RunningDispatcher> {
   const clock = o.clock ?? systemClock;
-  const log = o.log ?? (() => {});
   const registry = new Registry();
   const { cfg } = o;
+  const id = `${cfg.cluster}/${cfg.tag}`;
+  const logger = (o.logger ?? silentLogger).child({ dispatcher: id });
+  const logEvent = logDispatchEvents(logger);
   let dispatcher: Dispatcher | null = null;
   const metrics = dispatcherMetrics(registry, () => dispatcher);
   const driver = withMetrics(
@@ -60,7 +69,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     { registry, clock, driverName: cfg.driver },
   );
   dispatcher = new Dispatcher({
-    id: `${cfg.cluster}/${cfg.tag}`,
+    id,
     cluster: cfg.cluster,
     tag: cfg.tag,
     queue: new PgQueue(o.store, o.dbUrl),
@@ -68,38 +77,29 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     clock,
     instanceTypes: cfg.instanceTypes,
     config: cfg.scheduler,
-    nodeLostAfterMs: cfg.nodeLostAfterMs,
-    dispatcherLostAfterMs: cfg.dispatcherLostAfterMs,
-    syncIntervalMs: cfg.syncIntervalMs,
-    shutdownRetryMs: cfg.shutdownRetryMs,
-    capacityTtlMs: cfg.capacityTtlMs,
-    quotaTtlMs: cfg.quotaTtlMs,
-    bootData: ({ nodeId, bootstrapSecret, instanceType }) =>
-      JSON.stringify({
-        api_url: o.apiUrl,
-        node_id: nodeId,
-        bootstrap_secret: bootstrapSecret,
-        instance_type: instanceType.name,
-      } satisfies BootData),
+    ...DISPATCHER_TIMERS.fieldsOf(cfg),
+    // A stall this long could hide a silence that fails a node; well above the gaps of a running loop.
+    maxPassGapMs: Math.max(cfg.nodeLostAfterMs / 2, 3 * cfg.tickIntervalMs),
+    apiHealth: () => apiAnswers(o.apiUrl),
+    bootData: bootDataFor(o.apiUrl),
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
     onEvent: (e) => {
       metrics.onEvent(e);
+      logEvent(e);
       o.onEvent?.(e);
     },
   });
   // The first pass takes the lease: refuse to run beside another live dispatcher for the same tag.
   await dispatcher.tick();
-  log(
-    `dispatcher ${cfg.cluster}/${cfg.tag} running (${cfg.instanceTypes.length} instance types, driver ${cfg.driver})`,
-  );
+  logger.info({ instance_types: cfg.instanceTypes.length, driver: cfg.driver }, 'dispatcher running');
 
   const loop = runPassLoop({
     tick: () => dispatcher.tick(),
     notifier: o.notifier,
     intervalMs: cfg.tickIntervalMs,
-    onLeaseLost: (err) => log(`stopping: ${err.message}`),
+    onLeaseLost: (err) => logger.error(errorFields(err), 'stopping: the lease is lost'),
     // The database or the cloud is unreachable: retried at the next tick, never a crash.
-    onPassFailed: (err) => log(`pass failed (retrying): ${err.message}`),
+    onPassFailed: (err) => logger.error(errorFields(err), 'pass failed (retried at the next tick)'),
     onPass: (seconds) => metrics.passSeconds.observe(seconds),
   });
   return {

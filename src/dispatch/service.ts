@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Driver } from '../cloud/driver.js';
 import type { Config } from '../config/options.js';
+import type { Logger } from '../log/logger.js';
 import { API_URL_FILE } from '../server/files.js';
 import { createPool, withDatabase } from '../store/db.js';
 import { runningEmbeddedUrl } from '../store/embedded.js';
@@ -12,10 +13,14 @@ import { Store } from '../store/store.js';
 import type { DispatchConfig } from './config.js';
 import { startDispatcher, type RunningDispatcher } from './run.js';
 
-/** Opens the configured cloud driver. */
-export async function openDriver(dcfg: DispatchConfig, home: string): Promise<Driver> {
+/** Opens the configured cloud driver; `agentArgs`: flags for the agents it starts on this machine. */
+export async function openDriver(
+  dcfg: DispatchConfig,
+  home: string,
+  agentArgs: string[] = [],
+): Promise<Driver> {
   const { LocalDriver } = await import('../cloud/local/driver.js');
-  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns });
+  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns, agentArgs });
 }
 
 export interface DispatchService {
@@ -50,19 +55,19 @@ export function agentApiUrl(cfg: Config, configured: string | null = null): stri
 export async function runDispatchService(
   cfg: Config,
   dcfg: DispatchConfig,
-  log: (line: string) => void,
+  logger: Logger,
 ): Promise<DispatchService> {
   const url = dispatchDatabaseUrl(cfg);
   const apiUrl = agentApiUrl(cfg);
   const pool = createPool(url, 10);
   await migrate(pool);
-  const store = new Store(pool, { options: { maxDispatchAttempts: dcfg.scheduler.maxDispatchAttempts } });
+  const store = new Store(pool);
   const notifier = new Notifier(url);
   await notifier.start();
   const driver = await openDriver(dcfg, cfg.home);
   let running: RunningDispatcher;
   try {
-    running = await startDispatcher({ cfg: dcfg, store, dbUrl: url, notifier, driver, apiUrl, log });
+    running = await startDispatcher({ cfg: dcfg, store, dbUrl: url, notifier, driver, apiUrl, logger });
   } catch (err) {
     await notifier.stop();
     await pool.end();

@@ -1,7 +1,10 @@
 // The §6.4 snapshot JSON (snake_case, human quantities) to a Snapshot, and a Plan back to JSON.
 // Validation is strict: an unknown field or a wrong value is an error naming its path
 // ("containers[3].colour: unknown field"), never a crash or a silent default.
-import { parseDuration, parseSize, parseTime, parseVcpus, UnitError } from '../model/units.js';
+import { ConfigError } from '../config/declare.js';
+import * as kinds from '../config/kinds.js';
+import { SCHEDULER_OPTIONS } from '../config/scheduler.js';
+import { parseSize, parseTime, parseVcpus, UnitError } from '../model/units.js';
 import {
   IDLE_BEHAVIORS,
   INSTANCE_STATES,
@@ -40,7 +43,7 @@ class Fields {
 
   static of(value: unknown, path: string): Fields {
     if (typeof value !== 'object' || value === null || Array.isArray(value))
-      throw new SnapshotError(path, `expected an object, got ${describe(value)}`);
+      throw new SnapshotError(path, `expected an object, got ${kinds.describe(value)}`);
     return new Fields(value as Obj, path);
   }
 
@@ -65,8 +68,8 @@ class Fields {
       return convert(v);
     } catch (err) {
       if (err instanceof UnitError) throw new SnapshotError(this.at(key), err.message);
-      if (err instanceof Expected)
-        throw new SnapshotError(this.at(key), `expected ${err.what}, got ${describe(v)}`);
+      if (err instanceof kinds.Expected)
+        throw new SnapshotError(this.at(key), `expected ${err.what}, got ${kinds.describe(v)}`);
       throw err;
     }
   }
@@ -78,56 +81,23 @@ class Fields {
   }
 }
 
-class Expected extends Error {
-  constructor(readonly what: string) {
-    super(what);
-  }
-}
-
-function describe(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'an array';
-  if (typeof v === 'object') return 'an object';
-  return JSON.stringify(v);
-}
-
-const str = (v: unknown): string => {
-  if (typeof v !== 'string' || v === '') throw new Expected('a non-empty string');
-  return v;
-};
-const bool = (v: unknown): boolean => {
-  if (typeof v !== 'boolean') throw new Expected('true or false');
-  return v;
-};
-const int =
-  (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  (v: unknown): number => {
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
-      throw new Expected(
-        max === Number.MAX_SAFE_INTEGER ? `a whole number >= ${min}` : `a whole number from ${min} to ${max}`,
-      );
-    return v;
-  };
-const num =
-  (min: number) =>
-  (v: unknown): number => {
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < min) throw new Expected(`a number >= ${min}`);
-    return v;
-  };
+/** A kind's check as a converter of one value (the snapshot's data speaks the options' language). */
+const check =
+  <T>(kind: kinds.Kind<T>) =>
+  (v: unknown): T =>
+    kind.parse(v, '', { baseDir: '' });
+const str = check(kinds.text());
+const bool = check(kinds.bool);
+const int = (min: number, max?: number) => check(kinds.int(min, max));
+const num = (min: number) => check(kinds.num(min));
+const oneOf = <T extends string>(values: readonly T[]) => check(kinds.oneOf(values));
 const nullable =
   <T>(f: (v: unknown) => T) =>
   (v: unknown): T | null =>
     v === null ? null : f(v);
-const oneOf =
-  <T extends string>(values: readonly T[]) =>
-  (v: unknown): T => {
-    if (typeof v !== 'string' || !(values as readonly string[]).includes(v))
-      throw new Expected(`one of ${values.join(', ')}`);
-    return v as T;
-  };
 
 function array<T>(value: unknown, path: string, item: (v: unknown, path: string) => T): T[] {
-  if (!Array.isArray(value)) throw new SnapshotError(path, `expected an array, got ${describe(value)}`);
+  if (!Array.isArray(value)) throw new SnapshotError(path, `expected an array, got ${kinds.describe(value)}`);
   return value.map((v, i) => item(v, `${path}[${i}]`));
 }
 
@@ -137,41 +107,19 @@ const orEmpty = (v: unknown): unknown => (v === undefined ? [] : v);
 function stringList(value: unknown, path: string): string[] {
   return array(value, path, (v, p) => {
     if (typeof v !== 'string' || v === '')
-      throw new SnapshotError(p, `expected a non-empty string, got ${describe(v)}`);
+      throw new SnapshotError(p, `expected a non-empty string, got ${kinds.describe(v)}`);
     return v;
   });
 }
 
+/** The scheduler keys are declared with every other option (src/config/scheduler.ts). */
 function parseConfig(value: unknown): SchedulerConfig {
-  const f = Fields.of(value, 'config');
-  const perType = f.get(
-    'max_instances_per_type',
-    (v) => {
-      const o = Fields.of(v, f.at('max_instances_per_type'));
-      const out: Record<string, number> = {};
-      for (const k of Object.keys(v as Obj)) out[k] = o.get(k, int(0));
-      return out;
-    },
-    () => ({}),
-  );
-  const config: SchedulerConfig = {
-    maxInstances: f.get('max_instances', nullable(int(0)), () => null),
-    maxSpendPerHour: f.get('max_spend_per_hour', nullable(num(0)), () => null),
-    maxPriceFactor: f.get('max_price_factor', num(1), () => 1.5),
-    maxContainersPerInstance: f.get('max_containers_per_instance', int(0), () => 0),
-    idleTimeoutMs: f.get('idle_timeout', parseDuration, () => 60_000),
-    bootTimeoutMs: f.get('boot_timeout', parseDuration, () => 600_000),
-    maxInstancesPerType: perType,
-    minInstances: f.get('min_instances', int(0), () => 0),
-    ramOverhead: f.get('ram_overhead', parseSize, () => 0),
-    billingPeriodMs: f.get('billing_period', parseDuration, () => 0),
-    shutdownWindowMs: f.get('shutdown_window', parseDuration, () => 0),
-    maxDispatchAttempts: f.get('max_dispatch_attempts', int(1), () => 10),
-  };
-  f.done();
-  if (config.billingPeriodMs > 0 && config.shutdownWindowMs > config.billingPeriodMs)
-    throw new SnapshotError('config.shutdown_window', 'expected a duration no longer than billing_period');
-  return config;
+  try {
+    return SCHEDULER_OPTIONS.parse(value, 'config');
+  } catch (err) {
+    if (err instanceof ConfigError) throw new SnapshotError(err.path, err.problem);
+    throw err;
+  }
 }
 
 function parseType(value: unknown, path: string): InstanceType {
@@ -230,7 +178,7 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
   if (c.state === 'Queued' && c.instance !== null)
     throw new SnapshotError(
       f.at('instance'),
-      `expected null for a Queued container, got ${describe(c.instance)}`,
+      `expected null for a Queued container, got ${kinds.describe(c.instance)}`,
     );
   return c;
 }
@@ -255,18 +203,24 @@ function unique<T>(items: T[], id: (t: T) => string, path: string): void {
   });
 }
 
+/** A list of §6.4 instance types (also the `instance_types` of the dispatch config file). */
+export function parseInstanceTypes(value: unknown, path: string): InstanceType[] {
+  const types = array(value, path, parseType);
+  unique(types, (t) => t.name, path);
+  return types;
+}
+
 /** Parses and validates a §6.4 snapshot (already JSON-decoded). Throws SnapshotError. */
 export function parseSnapshot(value: unknown): Snapshot {
   Fields.of(value, 'snapshot'); // the whole document must be an object; its fields have bare paths
   const f = Fields.of(value, '');
   const now = f.get('now', parseTime);
   const config = parseConfig(f.raw('config') === undefined ? {} : f.raw('config'));
-  const instanceTypes = array(orEmpty(f.raw('instance_types')), 'instance_types', parseType);
+  const instanceTypes = parseInstanceTypes(orEmpty(f.raw('instance_types')), 'instance_types');
   const instances = array(orEmpty(f.raw('instances')), 'instances', parseInstance);
   const containers = array(orEmpty(f.raw('containers')), 'containers', parseContainer);
   const cloud = parseCloud(f.raw('cloud') === undefined ? {} : f.raw('cloud'));
   f.done();
-  unique(instanceTypes, (t) => t.name, 'instance_types');
   unique(instances, (i) => i.id, 'instances');
   unique(containers, (c) => c.id, 'containers');
   return { now, config, instanceTypes, instances, containers, cloud };

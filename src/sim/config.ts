@@ -1,362 +1,347 @@
-// The simulator's configuration file (`berth sim --config FILE`): the catalog, the scheduler config, the
-// sim cloud's boot times and fault knobs, Berth's own cloud limits, and the agents' and dispatcher's
-// timings. JSON, snake_case like the §6.4 snapshot; durations and sizes as people write them ("90s").
-// Every error names the key ("faults.agent_crash_rate: expected a probability from 0 to 1, got 2");
-// unknown keys are rejected.
+// The simulator's configuration file (`berth sim --config FILE`), declared with the mechanism of every
+// option (src/config/declare.ts): the catalog, the scheduler's keys (those of a `berth plan` snapshot),
+// the sim cloud's boot times and fault knobs, Berth's own cloud limits (the dispatch config's keys), and
+// the agents' and the dispatcher's timings (the agent's and the dispatch config's options, with the
+// simulator's defaults where they differ). Every error names the key
+// ("faults.agent_crash_rate: expected a probability from 0 to 1, got 2"); unknown keys are rejected.
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { CapacityOutage, SimCloudOptions } from '../cloud/sim/options.js';
-import type { Distribution } from '../cloud/sim/distribution.js';
-import { parseSnapshot, SnapshotError } from '../dispatch/snapshot-json.js';
-import type { SchedulerConfig } from '../dispatch/scheduler/types.js';
+import type { SimCloudOptions } from '../cloud/sim/options.js';
+import {
+  at,
+  ConfigError,
+  listOf,
+  mapOf,
+  opt,
+  reuse,
+  section,
+  variant,
+  type Infer,
+} from '../config/declare.js';
+import {
+  duration,
+  int,
+  nullable,
+  num,
+  oneOf,
+  optional,
+  probability,
+  text,
+  type Kind,
+} from '../config/kinds.js';
+import { PROCESS_OPTIONS } from '../config/options.js';
+import { SCHEDULER_OPTIONS } from '../config/scheduler.js';
+import { DISPATCH_OPTIONS } from '../dispatch/config.js';
 import type { InstanceType } from '../model/types.js';
-import { parseDuration, UnitError } from '../model/units.js';
 import { CatalogError, defaultCatalog, loadCatalog, parseCatalog } from './catalog.js';
 
-/** A validated simulator configuration. */
-export interface SimConfig {
-  catalog: InstanceType[];
-  scheduler: SchedulerConfig;
-  /** Sim cloud options except the seed (given per run); outage times are ms after the run's start. */
-  cloud: Omit<SimCloudOptions, 'seed' | 'recordCalls'>;
-  /** Berth's own limits on cloud calls (the rate-limit decorator). */
-  limits: { opsPerSecond: number | null; burst: number | null; maxConcurrentCreates: number | null };
-  agent: { startDelayMs: number; pingIntervalMs: number };
-  /**
-   * minPassIntervalMs: passes run at least this far apart in virtual time (what happens meanwhile waits
-   * for the next pass, as it would while a real dispatcher's pass takes that long); 0 = a pass at every
-   * instant something happened.
-   */
-  dispatcher: {
-    nodeLostAfterMs: number;
-    syncIntervalMs: number;
-    safetyTickMs: number;
-    minPassIntervalMs: number;
-  };
-  /** Stop the run this long after its start, finished or not; null = last arrival + 30 days. */
-  timeLimitMs: number | null;
-}
-
-/** A configuration file that cannot be used; the message names the key. */
-export class SimConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'SimConfigError';
-  }
-}
-
-type Obj = Record<string, unknown>;
-
-/** Reads one JSON object's keys; done() rejects those never read. */
-class Keys {
-  private readonly seen = new Set<string>();
-  constructor(
-    readonly o: Obj,
-    readonly path: string,
-  ) {}
-
-  static of(v: unknown, path: string): Keys {
-    if (typeof v !== 'object' || v === null || Array.isArray(v))
-      throw new SimConfigError(`${path || 'config'}: expected an object, got ${JSON.stringify(v)}`);
-    return new Keys(v as Obj, path);
-  }
-
-  at(k: string): string {
-    return this.path === '' ? k : `${this.path}.${k}`;
-  }
-
-  get<T>(k: string, parse: (v: unknown, path: string) => T, fallback: T): T {
-    this.seen.add(k);
-    const v = this.o[k];
-    if (v === undefined) return fallback;
+/** "default", a catalog file (relative to the config file), or the catalog itself. */
+const catalog: Kind<InstanceType[]> = {
+  type: 'catalog',
+  placeholder: '<json>',
+  parse(v, path, ctx) {
     try {
-      return parse(v, this.at(k));
+      if (v === 'default') return defaultCatalog();
+      if (typeof v === 'string') return loadCatalog(resolve(ctx.baseDir, v));
+      return parseCatalog(v);
     } catch (err) {
-      if (err instanceof UnitError) throw new SimConfigError(`${this.at(k)}: ${err.message}`);
+      if (err instanceof CatalogError) throw new ConfigError(path, err.message);
       throw err;
     }
-  }
+  },
+};
 
-  done(allowed: string[]): void {
-    for (const k of Object.keys(this.o))
-      if (!this.seen.has(k))
-        throw new SimConfigError(`${this.at(k)}: unknown key; expected one of ${allowed.join(', ')}`);
-  }
-}
+const above0 = num(0, { above: true });
 
-const duration = (v: unknown): number => parseDuration(v);
-
-function probability(v: unknown, path: string): number {
-  if (typeof v !== 'number' || !(v >= 0 && v <= 1))
-    throw new SimConfigError(`${path}: expected a probability from 0 to 1, got ${JSON.stringify(v)}`);
-  return v;
-}
-
-function count(v: unknown, path: string): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0)
-    throw new SimConfigError(`${path}: expected a whole number >= 0, got ${JSON.stringify(v)}`);
-  return v;
-}
-
-function positive(v: unknown, path: string): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
-    throw new SimConfigError(`${path}: expected a number above 0, got ${JSON.stringify(v)}`);
-  return v;
-}
-
-function mapOf<T>(parse: (v: unknown, path: string) => T) {
-  return (v: unknown, path: string): Record<string, T> => {
-    const k = Keys.of(v, path);
-    const out: Record<string, T> = {};
-    for (const name of Object.keys(k.o)) out[name] = k.get(name, parse, undefined as T);
-    return out;
-  };
-}
-
-/** {"kind": "fixed", "time": "90s"} | uniform {min, max} | lognormal {median, sigma} | exponential {mean}. */
-function distribution(v: unknown, path: string): Distribution {
-  const k = Keys.of(v, path);
-  const kind = k.get('kind', (x) => x, undefined as unknown);
-  const req = (name: string): number => {
-    const ms = k.get(name, duration, -1);
-    if (ms < 0) throw new SimConfigError(`${k.at(name)}: required for kind ${String(kind)}`);
-    return ms;
-  };
-  let d: Distribution;
-  switch (kind) {
-    case 'fixed':
-      d = { kind, ms: req('time') };
-      k.done(['kind', 'time']);
-      break;
-    case 'uniform':
-      d = { kind, minMs: req('min'), maxMs: req('max') };
-      if (d.maxMs < d.minMs) throw new SimConfigError(`${k.at('max')}: expected at least min`);
-      k.done(['kind', 'min', 'max']);
-      break;
-    case 'lognormal':
-      d = { kind, medianMs: req('median'), sigma: k.get('sigma', positive, 0.25) };
-      k.done(['kind', 'median', 'sigma']);
-      break;
-    case 'exponential':
-      d = { kind, meanMs: req('mean') };
-      k.done(['kind', 'mean']);
-      break;
-    default:
-      throw new SimConfigError(
-        `${k.at('kind')}: expected fixed, uniform, lognormal or exponential, got ${JSON.stringify(kind)}`,
-      );
-  }
-  return d;
-}
-
-function outage(v: unknown, path: string): CapacityOutage {
-  const k = Keys.of(v, path);
-  const scope = k.get('scope', (x) => x, undefined as unknown);
-  if (scope !== 'type' && scope !== 'quota-group' && scope !== 'all')
-    throw new SimConfigError(
-      `${k.at('scope')}: expected type, quota-group or all, got ${JSON.stringify(scope)}`,
-    );
-  const subject = k.get(
-    'subject',
-    (x, p) => {
-      if (typeof x !== 'string' || x === '')
-        throw new SimConfigError(`${p}: expected a name, got ${JSON.stringify(x)}`);
-      return x;
+/** A distribution of durations: {"kind": "fixed", "time": "90s"} and the like. */
+const distribution = variant('kind', {
+  fixed: section([opt({ key: 'time', field: 'ms', kind: duration(), help: 'The duration.' })]),
+  uniform: section(
+    [
+      opt({ key: 'min', field: 'minMs', kind: duration(), help: 'Shortest.' }),
+      opt({ key: 'max', field: 'maxMs', kind: duration(), help: 'Longest.' }),
+    ],
+    (d, path) => {
+      if (d.maxMs < d.minMs) throw new ConfigError(at(path, 'max'), 'expected at least min');
     },
-    undefined as string | undefined,
-  );
-  if (scope !== 'all' && subject === undefined)
-    throw new SimConfigError(`${k.at('subject')}: required for scope ${scope}`);
-  const fromMs = k.get('from', duration, 0);
-  const untilMs = k.get('until', duration, -1);
-  if (untilMs < fromMs)
-    throw new SimConfigError(`${k.at('until')}: expected a time after "from" (a duration after the start)`);
-  k.done(['scope', 'subject', 'from', 'until']);
-  return subject === undefined ? { scope, fromMs, untilMs } : { scope, subject, fromMs, untilMs };
-}
+  ),
+  lognormal: section([
+    opt({ key: 'median', field: 'medianMs', kind: duration(), help: 'Median.' }),
+    opt({ key: 'sigma', kind: above0, default: 0.25, help: 'Spread (σ of the log).' }),
+  ]),
+  exponential: section([opt({ key: 'mean', field: 'meanMs', kind: duration(), help: 'Mean.' })]),
+});
 
-function faults(v: unknown, path: string): Omit<SimCloudOptions, 'seed' | 'recordCalls' | 'bootTime'> {
-  const k = Keys.of(v, path);
-  const quota = k.get(
-    'quota',
-    (x, p) => {
-      const q = Keys.of(x, p);
-      const out = {
-        maxInstances: q.get('max_instances', count, undefined),
-        maxVcpus: q.get('max_vcpus', count, undefined),
-      };
-      q.done(['max_instances', 'max_vcpus']);
-      return out;
-    },
-    undefined,
-  );
-  const rateLimit = k.get(
-    'rate_limit',
-    (x, p) => {
-      const r = Keys.of(x, p);
-      const out = {
-        opsPerSecond: r.get('ops_per_second', positive, 10),
-        burst: r.get('burst', positive, 10),
-      };
-      r.done(['ops_per_second', 'burst']);
-      return out;
-    },
-    undefined,
-  );
-  const spot = k.get(
-    'spot',
-    (x, p) => {
-      const s = Keys.of(x, p);
-      const out = {
-        interruptionsPerHour: s.get('interruptions_per_hour', positive, 0),
-        noticeMs: s.get('notice', duration, 120_000),
-      };
-      s.done(['interruptions_per_hour', 'notice']);
-      return out;
-    },
-    undefined,
-  );
-  const out = {
-    createErrorRate: k.get('create_error_rate', probability, 0),
-    destroyErrorRate: k.get('destroy_error_rate', probability, 0),
-    capacityErrorRate: k.get('capacity_error_rate', mapOf(probability), {}),
-    typeCapacity: k.get('type_capacity', mapOf(count), {}),
-    outages: k.get(
-      'outages',
-      (x, p) => {
-        if (!Array.isArray(x)) throw new SimConfigError(`${p}: expected an array of outages`);
-        return x.map((w, i) => outage(w, `${p}[${i}]`));
-      },
-      [],
+const outage = section(
+  [
+    opt({
+      key: 'scope',
+      kind: oneOf(['type', 'quota-group', 'all']),
+      help: 'What is out of capacity: one provider type, a quota group, or the whole cloud.',
+    }),
+    opt({
+      key: 'subject',
+      kind: optional(text('a name')),
+      defaultText: 'required unless scope is all',
+      help: 'The provider type or quota group.',
+    }),
+    opt({ key: 'from', field: 'fromMs', kind: duration(), default: 0, help: 'Start, after the run starts.' }),
+    opt({ key: 'until', field: 'untilMs', kind: duration(), help: 'End, after the run starts.' }),
+  ],
+  (w, path) => {
+    if (w.scope !== 'all' && w.subject === undefined)
+      throw new ConfigError(at(path, 'subject'), `required for scope ${w.scope}`);
+    if (w.untilMs < w.fromMs)
+      throw new ConfigError(at(path, 'until'), 'expected a time after "from" (a duration after the start)');
+  },
+);
+
+/** The sim cloud's fault knobs; absent optional ones take the sim cloud's own defaults. */
+const FAULTS = section([
+  opt({
+    key: 'create_error_rate',
+    field: 'createErrorRate',
+    kind: probability,
+    default: 0,
+    help: 'Share of creates that fail with a transient error.',
+  }),
+  opt({
+    key: 'destroy_error_rate',
+    field: 'destroyErrorRate',
+    kind: probability,
+    default: 0,
+    help: 'Share of destroys that fail with a transient error.',
+  }),
+  opt({
+    key: 'capacity_error_rate',
+    field: 'capacityErrorRate',
+    kind: mapOf(probability),
+    default: {},
+    help: 'Per provider type: share of creates that fail with a capacity error.',
+  }),
+  opt({
+    key: 'type_capacity',
+    field: 'typeCapacity',
+    kind: mapOf(int(0)),
+    default: {},
+    help: 'Per provider type: most live instances the cloud has room for.',
+  }),
+  opt({
+    key: 'outages',
+    kind: listOf(outage, 'an array of outages'),
+    default: [],
+    help: 'Capacity outages: {scope: type|quota-group|all, subject, from, until} (durations after the start).',
+  }),
+  opt({
+    key: 'quota_groups',
+    field: 'quotaGroups',
+    kind: mapOf(text('a group name')),
+    default: {},
+    help: 'Provider type → quota group name, for quota-group outages.',
+  }),
+  opt({
+    key: 'quota',
+    kind: optional(
+      section([
+        opt({
+          key: 'max_instances',
+          field: 'maxInstances',
+          kind: optional(int(0)),
+          defaultText: 'none',
+          help: 'Account quota on live instances.',
+        }),
+        opt({
+          key: 'max_vcpus',
+          field: 'maxVcpus',
+          kind: optional(int(0)),
+          defaultText: 'none',
+          help: 'Account quota on live vcpus.',
+        }),
+      ]),
     ),
-    quotaGroups: k.get(
-      'quota_groups',
-      mapOf((x, p) => {
-        if (typeof x !== 'string') throw new SimConfigError(`${p}: expected a group name`);
-        return x;
+    defaultText: 'none',
+    help: 'Account quota; beyond it creates fail with a quota error.',
+  }),
+  opt({
+    key: 'rate_limit',
+    field: 'rateLimit',
+    kind: optional(
+      section([
+        opt({
+          key: 'ops_per_second',
+          field: 'opsPerSecond',
+          kind: above0,
+          default: 10,
+          help: 'Sustained API calls per second.',
+        }),
+        opt({ key: 'burst', kind: above0, default: 10, help: 'Burst of API calls.' }),
+      ]),
+    ),
+    defaultText: 'none',
+    help: "The cloud API's rate limit; beyond it calls fail with a rate-limit error.",
+  }),
+  opt({
+    key: 'never_boot_rate',
+    field: 'neverBootRate',
+    kind: probability,
+    default: 0,
+    help: 'Share of instances that come up but whose agent never starts.',
+  }),
+  opt({
+    key: 'agent_crash_rate',
+    field: 'agentCrashRate',
+    kind: probability,
+    default: 0,
+    help: 'Share of instances whose agent crashes some time after it started.',
+  }),
+  opt({
+    key: 'agent_crash_after',
+    field: 'agentCrashAfter',
+    kind: optional(distribution),
+    defaultText: 'exponential, mean 1h',
+    help: 'How long after starting a crashing agent crashes.',
+  }),
+  opt({
+    key: 'spot',
+    kind: optional(
+      section([
+        opt({
+          key: 'interruptions_per_hour',
+          field: 'interruptionsPerHour',
+          kind: num(0),
+          default: 0,
+          help: 'Mean spot interruptions per preemptible instance-hour.',
+        }),
+        opt({
+          key: 'notice',
+          field: 'noticeMs',
+          kind: duration(),
+          default: '2m',
+          help: 'Notice before an interrupted instance ends.',
+        }),
+      ]),
+    ),
+    defaultText: 'no interruptions',
+    help: 'Spot interruptions of preemptible instances.',
+  }),
+  opt({
+    key: 'terminated_visible',
+    field: 'terminatedVisibleMs',
+    kind: optional(duration()),
+    defaultText: '60s',
+    help: 'How long a terminated instance stays in the list before the cloud forgets it.',
+  }),
+]);
+
+const dispatch = <K extends (typeof DISPATCH_OPTIONS.options)[number]['key']>(k: K) =>
+  DISPATCH_OPTIONS.option(k);
+
+export const SIM_OPTIONS = section([
+  opt({
+    key: 'catalog',
+    kind: catalog,
+    default: 'default',
+    defaultText: '"default" (80 types in four families)',
+    help: '"default", a catalog file path (relative to the config file), or the catalog itself (`{"instance_types": [...]}` or an array).',
+  }),
+  opt({
+    key: 'scheduler',
+    kind: SCHEDULER_OPTIONS,
+    default: {},
+    help: 'The scheduler keys (below).',
+  }),
+  opt({
+    key: 'boot_time',
+    field: 'bootTime',
+    kind: distribution,
+    default: { kind: 'lognormal', median: '60s', sigma: 0.25 },
+    defaultText: 'lognormal, median 60s, sigma 0.25',
+    help: 'Time from create to the instance running and its agent starting.',
+  }),
+  opt({
+    key: 'limits',
+    kind: section([
+      reuse(dispatch('max_cloud_ops_per_second'), { field: 'opsPerSecond', default: null }),
+      opt({
+        key: 'burst',
+        kind: nullable(above0),
+        default: null,
+        defaultText: 'null (max(1, max_cloud_ops_per_second))',
+        help: 'Burst size of the token bucket.',
       }),
-      {},
-    ),
-    neverBootRate: k.get('never_boot_rate', probability, 0),
-    agentCrashRate: k.get('agent_crash_rate', probability, 0),
-    agentCrashAfter: k.get('agent_crash_after', distribution, undefined),
-    terminatedVisibleMs: k.get('terminated_visible', duration, undefined),
-    ...(quota === undefined ? {} : { quota }),
-    ...(rateLimit === undefined ? {} : { rateLimit }),
-    ...(spot === undefined ? {} : { spot }),
-  };
-  k.done([
-    'create_error_rate',
-    'destroy_error_rate',
-    'capacity_error_rate',
-    'type_capacity',
-    'outages',
-    'quota_groups',
-    'quota',
-    'rate_limit',
-    'never_boot_rate',
-    'agent_crash_rate',
-    'agent_crash_after',
-    'spot',
-    'terminated_visible',
-  ]);
-  return out;
-}
+      reuse(dispatch('max_concurrent_creates'), { field: 'maxConcurrentCreates', default: null }),
+    ]),
+    default: {},
+    defaultText: 'no limits',
+    help: "Berth's own limits on cloud calls (the rate-limit decorator), as in the dispatch config.",
+  }),
+  opt({
+    key: 'faults',
+    kind: FAULTS,
+    default: {},
+    defaultText: 'none',
+    help: "The sim cloud's fault knobs (below).",
+  }),
+  opt({
+    key: 'agent',
+    kind: section([
+      opt({
+        key: 'start_delay',
+        field: 'startDelayMs',
+        kind: duration(),
+        default: '2s',
+        help: "Time from the instance running to its agent's first ping.",
+      }),
+      reuse(PROCESS_OPTIONS.option('ping_wait'), { key: 'ping_interval', field: 'pingIntervalMs' }),
+    ]),
+    default: {},
+    help: "The simulated agents' timings.",
+  }),
+  opt({
+    key: 'dispatcher',
+    kind: section([
+      reuse(dispatch('node_lost_after')),
+      reuse(dispatch('sync_interval'), { default: '5m' }),
+      opt({
+        key: 'safety_tick',
+        field: 'safetyTickMs',
+        kind: duration({ above0: true }),
+        default: '5m',
+        help: 'A pass at least this often (the simulated tick_interval).',
+      }),
+      opt({
+        key: 'min_pass_interval',
+        field: 'minPassIntervalMs',
+        kind: duration(),
+        default: 0,
+        help: 'Passes run at least this far apart in virtual time (what happens meanwhile waits for the next pass, as it would while a real pass takes that long); 0: a pass at every instant something happened.',
+      }),
+    ]),
+    default: {},
+    help: "The dispatcher's timings.",
+  }),
+  opt({
+    key: 'time_limit',
+    field: 'timeLimitMs',
+    kind: nullable(duration()),
+    default: null,
+    defaultText: 'last arrival + 30 days',
+    help: 'Stop the run this long after its start, finished or not.',
+  }),
+]);
 
-/** The scheduler section uses the §6.4 snapshot's config keys and defaults (one parser for both). */
-function scheduler(v: unknown): SchedulerConfig {
-  try {
-    return parseSnapshot({ now: '2026-01-01T00:00:00Z', config: v }).config;
-  } catch (err) {
-    if (err instanceof SnapshotError) throw new SimConfigError(err.message.replace(/^config/, 'scheduler'));
-    throw err;
-  }
-}
+type Compiled = Infer<(typeof SIM_OPTIONS.options)[number]>;
 
-function catalog(v: unknown, path: string, baseDir: string): InstanceType[] {
-  try {
-    if (v === 'default') return defaultCatalog();
-    if (typeof v === 'string') return loadCatalog(resolve(baseDir, v));
-    return parseCatalog(v);
-  } catch (err) {
-    if (err instanceof CatalogError) throw new SimConfigError(`${path}: ${err.message}`);
-    throw err;
-  }
+/** A validated simulator configuration. */
+export interface SimConfig extends Omit<Compiled, 'faults' | 'bootTime'> {
+  /** Sim cloud options except the seed (given per run); outage times are ms after the run's start. */
+  cloud: Omit<SimCloudOptions, 'seed' | 'recordCalls'>;
 }
-
-const TOP = ['catalog', 'scheduler', 'boot_time', 'limits', 'faults', 'agent', 'dispatcher', 'time_limit'];
 
 /** Validates a configuration value; relative catalog paths are resolved against baseDir. */
 export function parseSimConfig(value: unknown, baseDir = process.cwd()): SimConfig {
-  const k = Keys.of(value, '');
-  const cat = k.get('catalog', (x, p) => catalog(x, p, baseDir), defaultCatalog());
-  const sched = k.get('scheduler', scheduler, scheduler({}));
-  const bootTime = k.get('boot_time', distribution, {
-    kind: 'lognormal',
-    medianMs: 60_000,
-    sigma: 0.25,
-  } as Distribution);
-  const limits = k.get(
-    'limits',
-    (x, p) => {
-      const l = Keys.of(x, p);
-      const out = {
-        opsPerSecond: l.get('max_cloud_ops_per_second', positive, null as number | null),
-        burst: l.get('burst', positive, null as number | null),
-        maxConcurrentCreates: l.get(
-          'max_concurrent_creates',
-          (y, q) => Math.max(1, count(y, q)),
-          null as number | null,
-        ),
-      };
-      l.done(['max_cloud_ops_per_second', 'burst', 'max_concurrent_creates']);
-      return out;
-    },
-    { opsPerSecond: null, burst: null, maxConcurrentCreates: null },
-  );
-  const f = k.get('faults', faults, faults({}, 'faults'));
-  const agent = k.get(
-    'agent',
-    (x, p) => {
-      const a = Keys.of(x, p);
-      const out = {
-        startDelayMs: a.get('start_delay', duration, 2000),
-        pingIntervalMs: a.get('ping_interval', duration, 10_000),
-      };
-      a.done(['start_delay', 'ping_interval']);
-      return out;
-    },
-    { startDelayMs: 2000, pingIntervalMs: 10_000 },
-  );
-  if (agent.pingIntervalMs <= 0) throw new SimConfigError('agent.ping_interval: expected a duration above 0');
-  const dispatcher = k.get(
-    'dispatcher',
-    (x, p) => {
-      const d = Keys.of(x, p);
-      const out = {
-        nodeLostAfterMs: d.get('node_lost_after', duration, 60_000),
-        syncIntervalMs: d.get('sync_interval', duration, 300_000),
-        safetyTickMs: d.get('safety_tick', duration, 300_000),
-        minPassIntervalMs: d.get('min_pass_interval', duration, 0),
-      };
-      d.done(['node_lost_after', 'sync_interval', 'safety_tick', 'min_pass_interval']);
-      return out;
-    },
-    { nodeLostAfterMs: 60_000, syncIntervalMs: 300_000, safetyTickMs: 300_000, minPassIntervalMs: 0 },
-  );
-  if (dispatcher.safetyTickMs <= 0)
-    throw new SimConfigError('dispatcher.safety_tick: expected a duration above 0');
-  const timeLimitMs = k.get('time_limit', duration, null as number | null);
-  k.done(TOP);
-  return {
-    catalog: cat,
-    scheduler: sched,
-    cloud: { ...f, bootTime },
-    limits,
-    agent,
-    dispatcher,
-    timeLimitMs,
-  };
+  const { faults, bootTime, ...rest } = SIM_OPTIONS.parse(value, '', { baseDir });
+  return { ...rest, cloud: { ...faults, bootTime } };
 }
 
 /** The configuration used when no file is given. */
@@ -370,12 +355,12 @@ export function loadSimConfig(path: string): SimConfig {
   try {
     value = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new SimConfigError(`${path}: cannot read a JSON configuration: ${(err as Error).message}`);
+    throw new ConfigError('', `cannot read a JSON configuration: ${(err as Error).message}`, { file: path });
   }
   try {
     return parseSimConfig(value, dirname(resolve(path)));
   } catch (err) {
-    if (err instanceof SimConfigError) throw new SimConfigError(`${path}: ${err.message}`);
+    if (err instanceof ConfigError) throw err.from({ file: path });
     throw err;
   }
 }

@@ -6,11 +6,8 @@
 // | registered | idle/busy | the agent registers with the secret (busy while it runs work) |
 // | idle/busy  | draining  | drainNode; `drained` once nothing is assigned to it           |
 // | any        | failed    | failNode; a failed node never registers or pings again        |
-import type { NodeView } from '../dispatch/ports.js';
+import { FAILED_NODE_VISIBLE_MS, type NodeView } from '../dispatch/ports.js';
 import { NotFoundError, UnauthorizedError } from '../store/errors.js';
-
-/** Failed nodes stay listed this long, as in the store's nodes query. */
-const FAILED_NODE_VISIBLE_MS = 3_600_000;
 
 /** One node record. */
 export interface SimNode {
@@ -69,8 +66,7 @@ export class SimNodes {
     return { nodeId: id, bootstrapSecret: secret };
   }
 
-  list(cluster: string, tag: string): NodeView[] {
-    const now = this.now();
+  list(cluster: string, tag: string, now = this.now()): NodeView[] {
     const out: NodeView[] = [];
     for (const n of this.byId.values()) {
       if (n.cluster !== cluster || n.tag !== tag) continue;

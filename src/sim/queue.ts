@@ -13,6 +13,7 @@
 // maps (plus the caller's ids); containers() walks only the non-final containers, never the history.
 import type { Rng } from '../model/clock.js';
 import { decideRetry, type ContainerEnd } from '../model/retry.js';
+import { REQUEST_DEFAULTS } from '../model/request.js';
 import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
 import type { DispatchQueue, NodeView } from '../dispatch/ports.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
@@ -90,8 +91,8 @@ export interface QueueObserver {
 export interface SimQueueOptions {
   now(): number;
   rng: Rng;
-  /** max_dispatch_attempts (store option, DESIGN §3.3). Default 10. */
-  maxDispatchAttempts?: number;
+  /** max_dispatch_attempts (DESIGN §3.3): the simulator's scheduler section's. */
+  maxDispatchAttempts: number;
   observer?: QueueObserver;
 }
 
@@ -103,11 +104,11 @@ export class SimQueue implements DispatchQueue {
   private readonly nodeTable: SimNodes;
   private readonly leases = new Map<string, { cluster: string; tag: string; at: number }>();
   private readonly outcomeCounts: RequestOutcomes = { success: 0, failed: 0, cancelled: 0, open: 0 };
-  private readonly maxDispatchAttempts: number;
+  private readonly maxAttempts: number;
   private readonly observer: QueueObserver;
 
   constructor(private readonly o: SimQueueOptions) {
-    this.maxDispatchAttempts = o.maxDispatchAttempts ?? 10;
+    this.maxAttempts = o.maxDispatchAttempts;
     this.observer = o.observer ?? {};
     this.nodeTable = new SimNodes(o.now);
   }
@@ -152,7 +153,7 @@ export class SimQueue implements DispatchQueue {
     return true;
   }
 
-  async release(dispatcherId: string): Promise<void> {
+  async release(dispatcherId: string, _now: Date): Promise<void> {
     this.leases.delete(dispatcherId);
     this.releaseUnplaced(dispatcherId);
   }
@@ -186,17 +187,22 @@ export class SimQueue implements DispatchQueue {
     return got;
   }
 
+  async maxDispatchAttempts(): Promise<number> {
+    return this.maxAttempts;
+  }
+
   async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
     const c = this.get(id);
     this.expect(c, 'Queued');
     if (c.lockedBy !== dispatcherId)
       throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
-    if (c.lockCount >= this.maxDispatchAttempts) {
+    if (c.lockCount >= this.maxAttempts) {
       this.finish(c, {
         state: 'Cancelled',
         exitCode: null,
         failureClass: 'perm',
-        reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxDispatchAttempts}); last: ${reason}`,
+        reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxAttempts}); last: ${reason}`,
+        retryable: true,
       });
       return;
     }
@@ -221,13 +227,25 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
+  async cancel(
+    id: string,
+    dispatcherId: string,
+    failureClass: FailureClass,
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     const c = this.get(id);
     // A dispatcher cancels what it holds, or a Queued container nobody holds (e.g. unsatisfiable).
     if (c.lockedBy !== null && c.lockedBy !== dispatcherId)
       throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
     this.expect(c, 'Cancelled');
-    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason });
+    this.finish(c, {
+      state: 'Cancelled',
+      exitCode: null,
+      failureClass,
+      reason,
+      retryable: opts.retryable ?? true,
+    });
   }
 
   async createNode(
@@ -242,8 +260,8 @@ export class SimQueue implements DispatchQueue {
     this.nodeTable.find(nodeId).instanceId = instanceId;
   }
 
-  async nodes(cluster: string, tag: string): Promise<NodeView[]> {
-    return this.nodeTable.list(cluster, tag);
+  async nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]> {
+    return this.nodeTable.list(cluster, tag, now.getTime());
   }
 
   async failNode(nodeId: string, reason: string): Promise<void> {
@@ -259,6 +277,7 @@ export class SimQueue implements DispatchQueue {
           exitCode: null,
           failureClass: 'temp',
           reason: `node lost: ${reason}`,
+          retryable: true,
         });
     }
     this.observer.nodeFailed?.(nodeId);
@@ -314,7 +333,7 @@ export class SimQueue implements DispatchQueue {
   complete(id: string, nodeId: string, gen: number, exitCode: number): void {
     const c = this.agentRow(id, nodeId, gen);
     this.expect(c, 'Complete');
-    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null });
+    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null, retryable: true });
   }
 
   /**
@@ -436,9 +455,9 @@ export class SimQueue implements DispatchQueue {
         priority: s.priority,
         attempts: req.attempts,
         tempFailures: req.tempFailures,
-        containerCountMax: s.containerCountMax ?? 3,
-        maxTempRetries: s.maxTempRetries ?? 10,
-        retryOnFailure: s.retryOnFailure ?? true,
+        containerCountMax: s.containerCountMax ?? REQUEST_DEFAULTS.containerCountMax,
+        maxTempRetries: s.maxTempRetries ?? REQUEST_DEFAULTS.maxTempRetries,
+        retryOnFailure: s.retryOnFailure ?? REQUEST_DEFAULTS.retryOnFailure,
       },
       this.o.rng,
     );

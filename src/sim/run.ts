@@ -15,10 +15,11 @@ import { withRateLimit } from '../cloud/decorators/rate-limit.js';
 import type { Driver } from '../cloud/driver.js';
 import { RateLimitError } from '../cloud/errors.js';
 import { SimCloud } from '../cloud/sim/sim-cloud.js';
+import { DISPATCHER_TIMERS } from '../dispatch/config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from '../dispatch/dispatcher.js';
 import { seededRng } from '../model/clock.js';
 import type { InstanceType } from '../model/types.js';
-import { SimAgents, encodeBootData } from './agents.js';
+import { SimAgents, simBootData } from './agents.js';
 import { VirtualClock } from './clock.js';
 import type { SimConfig } from './config.js';
 import { makePolicy, type PolicyName } from './policies.js';
@@ -148,6 +149,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   const instanceRecs = new Map<string, InstanceRecord>();
   const typeByName = new Map<string, InstanceType>(cfg.catalog.map((t) => [t.name, t]));
 
+  // The dispatcher's timers the simulator's config does not set keep the dispatch config's defaults.
+  const timers = DISPATCHER_TIMERS.fieldsOf({ ...DISPATCHER_TIMERS.defaults(), ...cfg.dispatcher });
   const queue = new SimQueue({
     now: () => clock.nowMs(),
     rng: seededRng((o.seed ^ hash('retry')) >>> 0),
@@ -275,8 +278,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       }
       case 'error':
         stats.dispatchErrors++;
-        // Failed destroys are retried after the dispatcher's shutdown_retry (30 s); other actions next pass.
-        passAt(e.at.getTime() + 30_001);
+        // Failed destroys are retried after the dispatcher's shutdown_retry; other actions next pass.
+        passAt(e.at.getTime() + timers.shutdownRetryMs + 1);
         break;
       default:
         break;
@@ -292,9 +295,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     clock,
     instanceTypes: cfg.catalog,
     config: policy.config,
-    nodeLostAfterMs: cfg.dispatcher.nodeLostAfterMs,
-    syncIntervalMs: cfg.dispatcher.syncIntervalMs,
-    bootData: (n) => encodeBootData({ node: n.nodeId, secret: n.bootstrapSecret }),
+    ...timers,
+    bootData: simBootData,
     planner: policy.planner,
     onEvent,
   });

@@ -2,12 +2,13 @@
 import { systemClock, type Clock, type Rng } from '../model/clock.js';
 import { ContainerList } from './container-list.js';
 import { Containers } from './containers.js';
-import { DEFAULT_STORE_OPTIONS, type StoreContext, type StoreOptions } from './context.js';
+import type { StoreContext } from './context.js';
 import type { Db } from './db.js';
 import { Instances } from './instances.js';
 import { Logs } from './logs.js';
 import { Nodes } from './nodes.js';
 import { Requests } from './requests.js';
+import { Settings } from './settings.js';
 import { Tokens } from './tokens.js';
 import { Wake } from './wake.js';
 
@@ -20,13 +21,13 @@ export class Store {
   readonly logs: Logs;
   readonly nodes: Nodes;
   readonly instances: Instances;
+  readonly settings: Settings;
 
-  constructor(pool: Db, opts: { clock?: Clock; rng?: Rng; options?: Partial<StoreOptions> } = {}) {
+  constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
       pool,
       clock: opts.clock ?? systemClock,
       rng: opts.rng ?? Math.random,
-      options: { ...DEFAULT_STORE_OPTIONS, ...opts.options },
       wake: new Wake(pool),
     };
     this.tokens = new Tokens(this.ctx);
@@ -36,5 +37,6 @@ export class Store {
     this.logs = new Logs(this.ctx);
     this.nodes = new Nodes(this.ctx, this.tokens);
     this.instances = new Instances(this.ctx);
+    this.settings = new Settings(this.ctx);
   }
 }

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -13,6 +13,7 @@ import { Agent, type AgentOptions } from '../../src/agent/agent.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { CGROUP_ROOT } from '../../src/agent/runtimes/cgroup.js';
 import { buildApi } from '../../src/api/server.js';
+import { createLogger, formatLine } from '../../src/log/logger.js';
 import type { RequestInput } from '../../src/model/request.js';
 import { Notifier } from '../../src/store/notifier.js';
 import type { Store } from '../../src/store/store.js';
@@ -113,15 +114,19 @@ export class Harness {
     return d;
   }
 
-  /** A node as the dispatcher records it, with its bootstrap secret in a 0600 file. */
-  async node(instanceId = `i-${Math.random().toString(36).slice(2, 10)}`) {
+  /**
+   * A node as the dispatcher records it, with its bootstrap secret in a 0600 file in `dir` (default: a new
+   * temp dir; the agent's work dir is `dir/work`, as a local instance's is in BERTH_HOME/instances/<id>/).
+   */
+  async node(instanceId = `i-${Math.random().toString(36).slice(2, 10)}`, dir?: string) {
     const { node, bootstrapSecret } = await this.store.nodes.create({
       cluster: 'c1',
       dispatcherTag: 't1',
       instanceId,
       instanceType: 'small',
     });
-    const dir = await this.tempDir();
+    dir ??= await this.tempDir();
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const secretFile = join(dir, 'bootstrap-secret');
     await writeFile(secretFile, bootstrapSecret, { mode: 0o600 });
     const workDir = join(dir, 'work');
@@ -182,7 +187,19 @@ export class Harness {
     node: { id: string; secretFile: string; workDir: string },
     over: Partial<AgentOptions> = {},
   ): { agent: Agent; run: Promise<unknown>; lines: string[] } {
+    // The agent's log as text ("container ID: message" for a container's lines), for tests to wait on.
     const lines: string[] = [];
+    const logger = createLogger({
+      name: `agent ${node.id}`,
+      level: 'debug',
+      destination: {
+        write: (json: string) => {
+          const e = JSON.parse(json) as { msg: string; container?: string };
+          lines.push(`${e.container ? `container ${e.container}: ` : ''}${e.msg}`);
+          if (process.env.BERTH_TEST_AGENT_LOG === '1') process.stderr.write(formatLine(json));
+        },
+      },
+    });
     const agent = new Agent({
       apiUrl: this.url,
       nodeId: node.id,
@@ -192,10 +209,7 @@ export class Harness {
       killGraceMs: 1000,
       pingWaitMs: 2000,
       sampleIntervalMs: 200,
-      log: (l) => {
-        lines.push(l);
-        if (process.env.BERTH_TEST_AGENT_LOG === '1') process.stderr.write(`agent ${node.id}: ${l}\n`);
-      },
+      logger,
       ...over,
     });
     const run = agent.run().then(
@@ -212,6 +226,7 @@ export class Harness {
     node: { id: string; secretFile: string; workDir: string },
     extra: string[] = [],
     apiUrl = this.url,
+    env: NodeJS.ProcessEnv = process.env,
   ): SpawnedAgent {
     const child = spawn(
       process.execPath,
@@ -232,9 +247,11 @@ export class Harness {
         '1s',
         '--ping-wait',
         '2s',
+        '--log-level',
+        'info',
         ...extra,
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], env },
     );
     let output = '';
     child.stdout!.on('data', (d) => (output += d));

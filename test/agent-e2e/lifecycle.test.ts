@@ -64,7 +64,7 @@ describe('agent lifecycle', () => {
     expect(b).toMatchObject({ state: 'Complete', exit_code: 0 });
     expect(await h.text(still, 'stdout')).toBe('before\nafter\n');
     expect(second.output()).toMatch(/using the saved node token/);
-    expect(second.output()).toMatch(new RegExp(`container ${still}: re-attached`));
+    expect(second.output()).toMatch(new RegExp(`"container":"${still}".*"msg":"re-attached`));
     // Both are forgotten once reported.
     await until(
       async () =>
@@ -140,6 +140,6 @@ describe('agent lifecycle', () => {
     const node = await h.node();
     const a = h.spawnAgent(node, ['--kill-grace', 'soon']);
     expect(await a.exited).toBe(2);
-    expect(a.output()).toMatch(/--kill-grace: expected a duration/);
+    expect(a.output()).toMatch(/kill_grace \(from --kill-grace\): expected a duration/);
   });
 });

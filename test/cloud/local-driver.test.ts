@@ -112,10 +112,11 @@ describe('local driver', () => {
   });
 
   it('the list survives a new driver object (a restarted dispatcher); setTags adds tags', async () => {
-    const before = await driver.list({ role: 'a' });
-    expect(before).toHaveLength(1);
+    const { ci } = await boot({ role: 'list' });
+    const before = await driver.list({ role: 'list' });
+    expect(before.map((i) => i.id)).toEqual([ci.id]);
     const again = new LocalDriver({ home });
-    const after = await again.list({ role: 'a' });
+    const after = await again.list({ role: 'list' });
     expect(after.map((i) => i.id)).toEqual(before.map((i) => i.id));
     await again.setTags(after[0]!.id, { idle: 'hold' });
     expect((await driver.list({ idle: 'hold' })).map((i) => i.id)).toEqual([after[0]!.id]);
@@ -204,7 +205,12 @@ describe('local driver', () => {
   it('two driver objects creating at once lose no instance (locked read-modify-write)', async () => {
     const a = new LocalDriver({ home, bootDelayMs: 600_000, cgroups: false });
     const b = new LocalDriver({ home, bootDelayMs: 600_000, cgroups: false });
-    const boot = JSON.stringify({ api_url: h.url, node_id: 'n-none', bootstrap_secret: 'bs_none' });
+    const boot = JSON.stringify({
+      api_url: h.url,
+      node_id: 'n-none',
+      bootstrap_secret: 'bs_none',
+      instance_type: small.name,
+    });
     const made = await Promise.all(
       Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).create(small, { role: 'e' }, boot)),
     );
@@ -221,6 +227,6 @@ describe('local driver', () => {
     const err = await driver.create(small, {}, JSON.stringify({ api_url: h.url })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CloudApiError);
     expect((err as CloudApiError).retryable).toBe(false);
-    expect((err as Error).message).toMatch(/bootData.node_id/);
+    expect((err as Error).message).toMatch(/boot data: node_id: /);
   });
 });

@@ -1,5 +1,6 @@
 // Small builders for scheduler snapshots, and applyPlan: a simulation of the act layer and the agents,
 // so tests can run many passes in a row.
+import { SCHEDULER_OPTIONS } from '../../src/config/scheduler.js';
 import type { InstanceType } from '../../src/model/types.js';
 import type {
   Plan,
@@ -76,20 +77,8 @@ export function ctr(id: string, extra: Partial<SnapshotContainer> = {}): Snapsho
   };
 }
 
-export const DEFAULT_CONFIG: SchedulerConfig = {
-  maxInstances: null,
-  maxSpendPerHour: null,
-  maxPriceFactor: 1.5,
-  maxContainersPerInstance: 0,
-  idleTimeoutMs: 60_000,
-  bootTimeoutMs: 600_000,
-  maxInstancesPerType: {},
-  minInstances: 0,
-  ramOverhead: 0,
-  billingPeriodMs: 0,
-  shutdownWindowMs: 0,
-  maxDispatchAttempts: 10,
-};
+/** The declared scheduler defaults (src/config/scheduler.ts). */
+export const DEFAULT_CONFIG: SchedulerConfig = SCHEDULER_OPTIONS.defaults();
 
 /** A snapshot; instance `containers` lists are filled in from the containers' `instance` fields. */
 export function snap(parts: {

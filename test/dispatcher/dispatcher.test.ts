@@ -1,5 +1,6 @@
 // The dispatcher against a real PostgreSQL queue and the sim cloud on a virtual clock.
 import { describe, expect, it } from 'vitest';
+import { ConflictError } from '../../src/store/errors.js';
 import { harness } from './harness.js';
 
 describe('dispatcher', () => {
@@ -56,19 +57,12 @@ describe('dispatcher', () => {
 
   it('a node that stops pinging is failed: its container is retried elsewhere and its instance destroyed', async () => {
     const h = await harness();
-    const d = h.make();
-    const [id] = await h.submit({ vcpus: 1, ram: '1GiB' });
-    await d.tick();
-    await h.advance(30_000);
-    await d.tick();
-    await h.pingAll();
-    expect(await h.state(id!)).toBe('Running');
-    const first = [...h.agents.values()][0]!;
+    const { d, id, agent: first } = await h.oneRunning();
     h.agents.delete(first.instanceId); // the agent goes silent
     await h.advance(61_000);
     await d.tick();
     expect(h.events.filter((e) => e.kind === 'node-lost')).toHaveLength(1);
-    const c = await h.store.containers.get(id!);
+    const c = await h.store.containers.get(id);
     expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
     const req = await h.store.requests.get(c.request_id);
     expect(req.container_id).not.toBe(id);
@@ -80,14 +74,18 @@ describe('dispatcher', () => {
     await d.tick();
     await h.pingAll();
     expect(await h.state(req.container_id!)).toBe('Running');
-    // the old agent's late report is refused
-    await expect(
-      h.store.containers.complete(id!, first.nodeId, first.running.get(id!)!, {
-        exitCode: 0,
-        oomKilled: false,
-        usage: null,
-      }),
-    ).rejects.toThrow();
+    // the old agent's late report is refused: its per-lock token was revoked when the node failed
+    const late = await h.store.containers
+      .complete(id, first.nodeId, first.running.get(id)!, { exitCode: 0, oomKilled: false, usage: null })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(late).toBeInstanceOf(ConflictError);
+    expect((late as Error).message).toMatch(
+      /^stale lock token for container \S+: it was unlocked, cancelled/,
+    );
+    expect(await h.store.containers.get(id)).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
   });
 
   it('an unsatisfiable container is cancelled perm with the reason', async () => {

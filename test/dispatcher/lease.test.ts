@@ -10,7 +10,7 @@ import { testDb } from '../helpers/db.js';
 
 const queues: PgQueue[] = [];
 afterAll(async () => {
-  for (const q of queues) await q.release('x').catch(() => {});
+  for (const q of queues) await q.release('x', new Date(0)).catch(() => {});
 });
 
 async function setup() {
@@ -39,7 +39,7 @@ describe('dispatcher lease', () => {
     const b = queue();
     expect(await a.heartbeat('c/t', 'c', 't', clock.now(), 60_000)).toBe(true);
     expect(await b.heartbeat('c/t', 'c', 't', clock.now(), 60_000)).toBe(false);
-    await a.release('c/t');
+    await a.release('c/t', clock.now());
     expect(await b.heartbeat('c/t', 'c', 't', clock.now(), 60_000)).toBe(true);
   });
 
@@ -76,7 +76,7 @@ describe('dispatcher lease', () => {
     const q = queue();
     await q.heartbeat('c/t', 'c', 't', clock.now(), 60_000);
     await q.lock([c1!], 'c/t');
-    await q.release('c/t');
+    await q.release('c/t', clock.now());
     expect((await store.containers.get(c1!)).state).toBe('Queued');
   });
 });

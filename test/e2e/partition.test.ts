@@ -32,7 +32,8 @@ import { LocalDriver } from '../../src/cloud/local/driver.js';
 import type { LocalInstanceRecord } from '../../src/cloud/local/instance-list.js';
 import { apiUrlFor, netnsUnusable, removeNetns } from '../../src/cloud/local/netns.js';
 import { loadConfig } from '../../src/config/options.js';
-import { DispatchConfigError, parseDispatchConfig } from '../../src/dispatch/config.js';
+import { ConfigError } from '../../src/config/declare.js';
+import { parseDispatchConfig } from '../../src/dispatch/config.js';
 import type { DispatchEvent } from '../../src/dispatch/dispatcher.js';
 import { startDispatcher, type RunningDispatcher } from '../../src/dispatch/run.js';
 import type { InstanceType } from '../../src/model/types.js';
@@ -182,8 +183,11 @@ describe('network partition', () => {
         bootDelayMs: dcfg.bootDelayMs,
         netns: dcfg.netns,
         runtime: 'process',
-        // pings well inside node_lost_after: a long poll counts as one ping
-        agentArgs: ['--ping-wait', '1s'],
+        // pings well inside node_lost_after: a long poll counts as one ping; info: the log says "registered".
+        // The containers coordinate with the test through files in a host directory, which a sandbox would
+        // hide from them: this test is about partitions, so its containers run unsandboxed (the operator's
+        // explicit opt-out).
+        agentArgs: ['--ping-wait', '1s', '--log-level', 'info', '--process-sandbox', 'none'],
         stopGraceMs: 2000,
       });
       driver = new HoldingDriver(local);
@@ -330,7 +334,7 @@ describe('network partition', () => {
   it('the netns option: a dispatch config boolean; agents get the API URL at their veth host address', () => {
     expect(parseDispatchConfig({}).netns).toBe(false);
     expect(parseDispatchConfig({ netns: true }).netns).toBe(true);
-    expect(() => parseDispatchConfig({ netns: 'yes' })).toThrow(DispatchConfigError);
+    expect(() => parseDispatchConfig({ netns: 'yes' })).toThrow(ConfigError);
     expect(() => parseDispatchConfig({ netns: 'yes' })).toThrow(/netns: expected true or false, got "yes"/);
     const link = { name: 'berth-x', hostDev: 'bhx', hostAddr: '10.213.7.9', nsAddr: '10.213.7.10' };
     expect(apiUrlFor(link, 'http://0.0.0.0:8470')).toBe('http://10.213.7.9:8470');

@@ -19,6 +19,8 @@ const daemons: ReturnType<typeof berthDaemon>[] = [];
 beforeAll(() => {
   assertBuilt();
   ({ home, env } = testHome('berth-up-'));
+  // Errors logged, so that the check for internal errors below can see one.
+  env.BERTH_LOG_LEVEL = 'error';
 });
 
 afterAll(async () => {
@@ -35,25 +37,24 @@ function liveInstances(): number {
 }
 
 describe('berth up --demo', () => {
-  it('Ctrl-C in the middle stops everything cleanly', { timeout: 240_000 }, async () => {
-    const up = berthDaemon(['up', '--demo', '--listen', '127.0.0.1:0'], env);
-    daemons.push(up);
-    await until(() => /running [1-9]/.test(up.output()), 120_000, 'demo containers to run');
-    expect(await up.stop('SIGINT')).toBe(130);
-    expect(up.output()).toMatch(/interrupted: stopping/);
-    expect(up.output()).toMatch(/shut down \d+ local instance/);
-    expect(processesMentioning(home)).toEqual([]);
-    expect(liveInstances()).toBe(0);
-  });
-
+  // One test: the second start resumes what the interrupted first one left in the same BERTH_HOME.
   it(
-    'starting again resumes the demo and runs it to completion, leaving no process or instance',
-    { timeout: 240_000 },
+    'Ctrl-C in the middle stops everything cleanly; starting again resumes the demo and runs it to the end',
+    { timeout: 480_000 },
     async () => {
-      const up = berthDaemon(['up', '--demo', '--listen', '127.0.0.1:0'], env);
-      daemons.push(up);
-      const code = await up.exited;
-      const out = up.output();
+      const first = berthDaemon(['up', '--demo', '--listen', '127.0.0.1:0'], env);
+      daemons.push(first);
+      await until(() => /running [1-9]/.test(first.output()), 120_000, 'demo containers to run');
+      expect(await first.stop('SIGINT')).toBe(130);
+      expect(first.output()).toMatch(/interrupted: stopping/);
+      expect(first.output()).toMatch(/shut down \d+ local instance/);
+      expect(processesMentioning(home)).toEqual([]);
+      expect(liveInstances()).toBe(0);
+
+      const again = berthDaemon(['up', '--demo', '--listen', '127.0.0.1:0'], env);
+      daemons.push(again);
+      const code = await again.exited;
+      const out = again.output();
       expect(out, out).toMatch(/resuming the demo/);
       expect(code, out).toBe(0);
       expect(out).toMatch(/finished 12\/12/);

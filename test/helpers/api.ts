@@ -1,12 +1,12 @@
 // An API on a fresh database, called in-process (fastify inject), with a token of every scope.
 import { afterAll } from 'vitest';
 import type { FastifyInstance, InjectOptions } from 'fastify';
-import { buildApi } from '../../src/api/server.js';
+import { buildApi, type ApiOptions } from '../../src/api/server.js';
 import { testStore } from './store.js';
 
-export async function testApi() {
+export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
   const { store, clock, db } = await testStore();
-  const app = await buildApi({ store });
+  const app = await buildApi({ store, ...options });
   afterAll(() => app.close());
   const admin = (await store.tokens.create({ scope: 'admin', owner: 'root' })).secret;
   const alice = (await store.tokens.create({ scope: 'user', owner: 'alice' })).secret;

@@ -7,7 +7,9 @@ import { testDb } from './db.js';
 export async function testStore(options: { maxDispatchAttempts?: number } = {}) {
   const db = await testDb();
   const clock = new ManualClock('2026-01-01T00:00:00Z');
-  const store = new Store(db.pool, { clock, rng: seededRng(42), options });
+  const store = new Store(db.pool, { clock, rng: seededRng(42) });
+  if (options.maxDispatchAttempts !== undefined)
+    await store.settings.setMaxDispatchAttempts(options.maxDispatchAttempts);
   return { store, clock, db };
 }
 

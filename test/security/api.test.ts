@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, AgentFatalError } from '../../src/agent/agent.js';
 import { testApi } from '../helpers/api.js';
+import { captureLog } from '../helpers/log.js';
 import { dump } from '../helpers/store.js';
 
 let t: Awaited<ReturnType<typeof testApi>>;
@@ -229,14 +230,14 @@ describe('API security', () => {
     const dir = mkdtempSync(join(tmpdir(), 'berth-sec-agent-'));
     dirs.push(dir);
     writeFileSync(join(dir, 'secret'), created.bootstrap_secret, { mode: 0o600 });
-    const lines: string[] = [];
+    const { logger, lines } = captureLog();
     const agent = new Agent({
       apiUrl: `http://127.0.0.1:${addr.port}`,
       nodeId: created.node.id,
       bootstrapSecretFile: join(dir, 'secret'),
       workDir: join(dir, 'work'),
       runtime: 'process',
-      log: (l) => lines.push(l),
+      logger,
     });
     const err = await agent.run().then(
       () => null,

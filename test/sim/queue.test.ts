@@ -115,22 +115,25 @@ describe('SimQueue', () => {
     s.advance(20_000);
     expect((await s.q.containers(D, s.now())).map((c) => c.id).sort()).toEqual(['run#2', 'wait']);
     // A failed node cannot register again, and is listed as failed.
-    expect((await s.q.nodes('c', 'tag'))[0]!.state).toBe('failed');
+    expect((await s.q.nodes('c', 'tag', s.now()))[0]!.state).toBe('failed');
   });
 
   it('nodes: lastPingAt follows the ping interval and stops with the agent', async () => {
     const s = setup();
     const { nodeId, bootstrapSecret } = await s.q.createNode('t', 'c', 'tag');
-    expect((await s.q.nodes('c', 'tag'))[0]).toMatchObject({ state: 'registered', lastPingAt: null });
+    expect((await s.q.nodes('c', 'tag', s.now()))[0]).toMatchObject({
+      state: 'registered',
+      lastPingAt: null,
+    });
     expect(() => s.q.registerNode(nodeId, 'wrong', 10_000)).toThrow(UnauthorizedError);
     const t0 = s.now().getTime();
     s.q.registerNode(nodeId, bootstrapSecret, 10_000);
     expect(() => s.q.registerNode(nodeId, bootstrapSecret, 10_000)).toThrow(UnauthorizedError);
     s.advance(25_000);
-    expect((await s.q.nodes('c', 'tag'))[0]!.lastPingAt!.getTime()).toBe(t0 + 20_000);
+    expect((await s.q.nodes('c', 'tag', s.now()))[0]!.lastPingAt!.getTime()).toBe(t0 + 20_000);
     s.q.stopPings(nodeId);
     s.advance(100_000);
-    expect((await s.q.nodes('c', 'tag'))[0]).toMatchObject({
+    expect((await s.q.nodes('c', 'tag', s.now()))[0]).toMatchObject({
       state: 'idle',
       lastPingAt: new Date(t0 + 20_000),
     });

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
-import { loadSimConfig, parseSimConfig, SimConfigError } from '../../src/sim/config.js';
+import { ConfigError } from '../../src/config/declare.js';
+import { loadSimConfig, parseSimConfig } from '../../src/sim/config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-sim-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -140,7 +141,7 @@ describe('parseSimConfig', () => {
     try {
       parseSimConfig(v);
     } catch (err) {
-      expect(err).toBeInstanceOf(SimConfigError);
+      expect(err).toBeInstanceOf(ConfigError);
       return (err as Error).message;
     }
     throw new Error('expected an error');
@@ -203,7 +204,7 @@ describe('parseSimConfig', () => {
   });
 
   it('names the key of every error', () => {
-    expect(error({ colour: 1 })).toMatch(/^colour: unknown key/);
+    expect(error({ colour: 1 })).toMatch(/^colour: unknown field/);
     expect(error({ scheduler: { idle_timeout: 'soon' } })).toMatch(
       /^scheduler\.idle_timeout: expected a duration/,
     );
@@ -220,6 +221,6 @@ describe('parseSimConfig', () => {
       /^catalog: instance_types\[0\]\.price/,
     );
     expect(error({ agent: { ping_interval: 0 } })).toMatch(/^agent\.ping_interval/);
-    expect(error({ dispatcher: { sync: '1m' } })).toMatch(/^dispatcher\.sync: unknown key/);
+    expect(error({ dispatcher: { sync: '1m' } })).toMatch(/^dispatcher\.sync: unknown field/);
   });
 });

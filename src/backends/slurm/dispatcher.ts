@@ -269,6 +269,6 @@ export class SlurmDispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     await this.running?.catch(() => {});
-    await this.queue.release(this.id);
+    await this.queue.release(this.id, this.clock.now());
   }
 }

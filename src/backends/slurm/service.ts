@@ -3,6 +3,7 @@
 import type { Config } from '../../config/options.js';
 import { runPassLoop } from '../../dispatch/loop.js';
 import { agentApiUrl, dispatchDatabaseUrl } from '../../dispatch/service.js';
+import { errorFields, silentLogger, type Logger } from '../../log/logger.js';
 import type { Clock } from '../../model/clock.js';
 import { createPool } from '../../store/db.js';
 import { migrate } from '../../store/migrate.js';
@@ -28,10 +29,11 @@ export async function startSlurmDispatcher(o: {
   notifier: Notifier | null;
   slurm?: SlurmCommands;
   clock?: Clock;
-  log?: (line: string) => void;
+  /** The process's logger; the dispatcher logs through a child carrying its id. Default: silent. */
+  logger?: Logger;
   onEvent?: (e: SlurmEvent) => void;
 }): Promise<RunningSlurmDispatcher> {
-  const log = o.log ?? (() => {});
+  const logger = (o.logger ?? silentLogger).child({ dispatcher: `${o.cfg.cluster}/${o.cfg.tag}` });
   const dispatcher = new SlurmDispatcher({
     cfg: o.cfg,
     store: o.store,
@@ -39,18 +41,21 @@ export async function startSlurmDispatcher(o: {
     apiUrl: o.apiUrl,
     slurm: o.slurm ?? new SlurmCommands(o.cfg),
     clock: o.clock,
-    onEvent: o.onEvent,
+    onEvent: (e) => {
+      logSlurmEvent(logger, e);
+      o.onEvent?.(e);
+    },
   });
   // The first pass takes the lease: refuse to run beside another live dispatcher of the same cluster/tag.
   await dispatcher.tick();
-  log(`slurm dispatcher ${dispatcher.id} running (jobs marked --comment=${dispatcher.marker})`);
+  logger.info({ marker: dispatcher.marker }, 'slurm dispatcher running (its jobs carry this --comment)');
   const loop = runPassLoop({
     tick: () => dispatcher.tick(),
     notifier: o.notifier,
     intervalMs: o.cfg.tickIntervalMs,
-    onLeaseLost: (err) => log(`stopping: ${err.message}`),
+    onLeaseLost: (err) => logger.error(errorFields(err), 'stopping: the lease is lost'),
     // SLURM or the database is unreachable: tried again at the next tick, never a crash.
-    onPassFailed: (err) => log(`pass failed (retrying): ${err.message}`),
+    onPassFailed: (err) => logger.error(errorFields(err), 'pass failed (retried at the next tick)'),
   });
   return {
     dispatcher,
@@ -62,36 +67,46 @@ export async function startSlurmDispatcher(o: {
   };
 }
 
+/**
+ * Logs a dispatcher event: SLURM refusals at warn, failed actions at error (the next pass retries them),
+ * submissions, SLURM-side actions and stale actions at debug (frequent and routine).
+ */
+function logSlurmEvent(logger: Logger, e: SlurmEvent): void {
+  switch (e.kind) {
+    case 'error':
+      logger.error({ op: e.op, error: e.message }, 'slurm dispatcher action failed');
+      break;
+    case 'refused':
+      logger.warn({ container: e.container, failure_class: e.failure, error: e.message }, 'sbatch refused');
+      break;
+    case 'submitted':
+      logger.debug({ container: e.container, job: e.job, nice: e.nice }, 'submitted');
+      break;
+    case 'action':
+      logger.debug({ action: e.action }, e.action.op);
+      break;
+    case 'stale':
+      logger.debug({ op: e.op, error: e.message }, 'stale action (the container moved on)');
+      break;
+  }
+}
+
 /** The whole service: finds the database and the API URL, then runs the dispatcher. */
 export async function runSlurmService(
   cfg: Config,
   scfg: SlurmConfig,
-  log: (line: string) => void,
+  logger: Logger,
 ): Promise<{ done: Promise<void>; stop(): Promise<void> }> {
   const url = dispatchDatabaseUrl(cfg);
   const apiUrl = agentApiUrl(cfg, scfg.apiUrl);
-  // Every submission, renice, cancel and stale action, at log level debug or trace.
-  const verbose = cfg.log_level === 'debug' || cfg.log_level === 'trace';
   const pool = createPool(url, 10);
   await migrate(pool);
-  const store = new Store(pool, { options: { maxDispatchAttempts: cfg.max_dispatch_attempts } });
+  const store = new Store(pool);
   const notifier = new Notifier(url);
   await notifier.start();
   let running: RunningSlurmDispatcher;
   try {
-    running = await startSlurmDispatcher({
-      cfg: scfg,
-      store,
-      dbUrl: url,
-      apiUrl,
-      notifier,
-      log,
-      onEvent: (e) => {
-        if (e.kind === 'error') log(`${e.op}: ${e.message}`);
-        else if (e.kind === 'refused') log(`sbatch refused ${e.container} (${e.failure}): ${e.message}`);
-        else if (verbose) log(JSON.stringify(e));
-      },
-    });
+    running = await startSlurmDispatcher({ cfg: scfg, store, dbUrl: url, apiUrl, notifier, logger });
   } catch (err) {
     await notifier.stop();
     await pool.end();

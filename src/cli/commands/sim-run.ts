@@ -3,7 +3,8 @@
 // report.html, print a summary; `berth sim compare A B` prints two reports side by side.
 import { performance } from 'node:perf_hooks';
 import { formatDuration } from '../../model/units.js';
-import { defaultSimConfig, loadSimConfig, SimConfigError, type SimConfig } from '../../sim/config.js';
+import { ConfigError } from '../../config/declare.js';
+import { defaultSimConfig, loadSimConfig, type SimConfig } from '../../sim/config.js';
 import { isPolicyName, POLICIES, type PolicyName } from '../../sim/policy-names.js';
 import type { Report } from '../../sim/report/build.js';
 import { compareReports } from '../../sim/report/compare.js';
@@ -82,7 +83,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     const w = loadWorkload(opts.workload, limit === undefined ? {} : { limit });
     jobs = scaled(limit === undefined ? w.jobs : w.jobs.slice(0, limit), scale);
   } catch (err) {
-    if (err instanceof SimConfigError) throw new UsageError(`--config ${err.message}`);
+    if (err instanceof ConfigError) throw new UsageError(`--config ${err.message}`);
     if (err instanceof WorkloadError) throw new UsageError(`--workload ${err.message}`);
     throw err;
   }

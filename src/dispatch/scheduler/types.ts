@@ -1,34 +1,10 @@
 // The scheduler's input and output: a snapshot of the world and the actions to take (DESIGN §6.4).
 // The plan function is pure: no I/O, no clock reads; `now` is part of the snapshot.
+import type { SchedulerConfig } from '../../config/scheduler.js';
 import type { ContainerState, IdleBehavior, InstanceState, InstanceType } from '../../model/types.js';
 
-/** Scheduler configuration (the subset of the dispatcher's config that decisions depend on). */
-export interface SchedulerConfig {
-  /** Hard cap on live + booting instances; null = no cap. */
-  maxInstances: number | null;
-  /** Cap on the summed hourly price of live + booting instances; null = no cap. */
-  maxSpendPerHour: number | null;
-  /** A container may use an existing instance priced up to this factor times its cheapest type. */
-  maxPriceFactor: number;
-  /** Containers per instance; 0 = unlimited. */
-  maxContainersPerInstance: number;
-  /** Idle instances are shut down after this many ms. */
-  idleTimeoutMs: number;
-  /** Booting instances that have not registered after this many ms are shut down. */
-  bootTimeoutMs: number;
-  /** Per-type cap on instances (type name → count). */
-  maxInstancesPerType: Record<string, number>;
-  /** Warm pool: keep at least this many instances (of the cheapest type) up. */
-  minInstances: number;
-  /** RAM reserved per instance for the system and agent, in bytes, subtracted from the type's ram. */
-  ramOverhead: number;
-  /** Billing period in ms (0 = per-second billing, no window). */
-  billingPeriodMs: number;
-  /** With a billing period: idle instances are shut down only in the last shutdownWindowMs of a period. */
-  shutdownWindowMs: number;
-  /** A container locked and unlocked more than this many times is cancelled perm. */
-  maxDispatchAttempts: number;
-}
+/** Scheduler configuration, declared with every other option (src/config/scheduler.ts). */
+export type { SchedulerConfig };
 
 export interface SnapshotInstance {
   id: string;
@@ -83,7 +59,8 @@ export type Action =
   | { op: 'lock'; container: string }
   | { op: 'start'; container: string; instance: string }
   | { op: 'unlock'; container: string; reason: string }
-  | { op: 'cancel'; container: string; class: 'perm' | 'temp'; reason: string }
+  /** retryable false: no retry can succeed (no configured type can ever fit it), so its request ends. */
+  | { op: 'cancel'; container: string; class: 'perm' | 'temp'; reason: string; retryable?: false }
   | { op: 'shutdown'; instance: string; reason: string }
   | { op: 'kill'; container: string; instance: string };
 

@@ -19,6 +19,7 @@ import { startSlurmDispatcher, type RunningSlurmDispatcher } from '../../../src/
 import type { SlurmEvent } from '../../../src/backends/slurm/dispatcher.js';
 import { parseSqueue, squeueArgs, type SlurmJob } from '../../../src/backends/slurm/squeue.js';
 import { loadConfig } from '../../../src/config/options.js';
+import { createLogger } from '../../../src/log/logger.js';
 import { startServer, type RunningServer } from '../../../src/server/server.js';
 import {
   assertBuilt,
@@ -210,11 +211,8 @@ export async function slurmWorld(
         apiUrl: s.url,
         notifier: s.notifier,
         slurm: new SlurmCommands(cfg, c.env),
-        log: (line) => debug && process.stderr.write(`slurm dispatcher: ${line}\n`),
-        onEvent: (e) => {
-          if (debug) process.stderr.write(`slurm dispatcher: ${JSON.stringify(e)}\n`);
-          onEvent?.(e);
-        },
+        logger: debug ? createLogger({ name: 'slurm dispatcher', level: 'debug', pretty: true }) : undefined,
+        onEvent,
       });
       running.push(d);
       return d;
