@@ -398,7 +398,7 @@ export class Agent {
         this.log.error({ err }, 'handling the ping answer failed');
       }
       if (once && !this.onceRunner) {
-        this.log.info(
+        this.log.warn(
           { container: once },
           'the container is not assigned to this node (cancelled or given back): nothing to run',
         );

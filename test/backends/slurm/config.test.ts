@@ -1,15 +1,10 @@
 // The slurm backend's config: defaults, validation naming the key, and the docs' table.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import {
-  configuredBackend,
-  loadSlurmConfig,
-  parseSlurmConfig,
-  SLURM_KEYS,
-  SlurmConfigError,
-} from '../../../src/backends/slurm/config.js';
+import { configuredBackend, loadSlurmConfig, parseSlurmConfig } from '../../../src/backends/slurm/config.js';
+import { ConfigError } from '../../../src/config/declare.js';
 
 describe('slurm config', () => {
   it('defaults', () => {
@@ -34,27 +29,56 @@ describe('slurm config', () => {
   });
 
   it.each([
-    [{ nope: 1 }, /nope: unknown key for the slurm backend \(known: backend, cluster/],
-    [{ backend: 'cloud' }, /backend: expected "slurm", got "cloud"/],
-    [{ cluster: 'Has Caps' }, /cluster: expected lower-case letters/],
-    [{ partition: 'a b' }, /partition: expected a partition name/],
-    [{ ram_overhead: '4 gigs' }, /ram_overhead: expected a size such as 4GiB/],
-    [{ time_margin: 'soon' }, /time_margin: expected a duration/],
-    [{ sbatch_args: ['qos=x'] }, /sbatch_args: expected a list of sbatch options/],
+    [{ nope: 1 }, 'f.json: nope: unknown field'],
+    [{ backend: 'cloud' }, 'f.json: backend: expected one of slurm, got "cloud"'],
     [
-      { features: { big: 'a b' } },
-      /features: expected an object of instance type → feature name \(bad entry "big"\)/,
+      { cluster: 'Has Caps' },
+      'f.json: cluster: expected lower-case letters, digits and - (at most 32), got "Has Caps"',
     ],
-    [{ agent_runtime: 'lxc' }, /agent_runtime: expected one of auto, docker, podman, runc, process/],
-    [{ agent_ping_wait: '2m' }, /agent_ping_wait: expected a duration of at most 60s/],
-    [{ agent_command: [] }, /agent_command: expected a non-empty list/],
-    [{ work_dir: 'relative' }, /work_dir: expected an absolute path/],
-    [{ max_jobs: 0 }, /max_jobs: expected a whole number ≥ 1, got 0/],
-    [{ lower_nice: 'yes' }, /lower_nice: expected true or false/],
-    [{ api_url: 'ftp://x' }, /api_url: expected an http\(s\) URL/],
-  ])('%j is refused with the key named', (value, message) => {
-    expect(() => parseSlurmConfig(value, 'f.json')).toThrow(SlurmConfigError);
-    expect(() => parseSlurmConfig(value, 'f.json')).toThrow(message);
+    [
+      { partition: 'a b' },
+      'f.json: partition: expected a partition name (or a comma-separated list), got "a b"',
+    ],
+    [{ ram_overhead: '4 gigs' }, /^f\.json: ram_overhead: .*4GiB/],
+    [{ time_margin: 'soon' }, /^f\.json: time_margin: .*duration/],
+    [
+      { sbatch_args: ['qos=x'] },
+      'f.json: sbatch_args[0]: expected an sbatch option starting with - or --, got "qos=x"',
+    ],
+    [{ features: { big: 'a b' } }, 'f.json: features.big: expected a feature name, got "a b"'],
+    [{ features: { 'a b': 'big' } }, 'f.json: features.a b: expected an instance type name as the key'],
+    [
+      { agent_env: { 'A-B': 'x' } },
+      'f.json: agent_env.A-B: expected an environment variable name as the key',
+    ],
+    [{ agent_env: { A: 'x\ny' } }, 'f.json: agent_env.A: expected a string without NUL or newline'],
+    [
+      { agent_runtime: 'lxc' },
+      'f.json: agent_runtime: expected one of auto, docker, podman, runc, process, got "lxc"',
+    ],
+    [{ agent_ping_wait: '2m' }, /^f\.json: agent_ping_wait: .*60s/],
+    [{ agent_command: [] }, 'f.json: agent_command: expected a non-empty list of strings, got an array'],
+    [{ work_dir: 'relative' }, 'f.json: work_dir: expected an absolute path, got "relative"'],
+    [{ max_jobs: 0 }, /^f\.json: max_jobs: expected .*, got 0/],
+    [{ lower_nice: 'yes' }, /^f\.json: lower_nice: expected .*, got "yes"/],
+    [{ api_url: 'ftp://x' }, /^f\.json: api_url: expected .*http/],
+  ])('%j is refused with the file and the key named', (value, message) => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-slurm-config-'));
+    try {
+      writeFileSync(join(dir, 'f.json'), JSON.stringify(value));
+      let err: unknown;
+      try {
+        loadSlurmConfig(join(dir, 'f.json'));
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      const text = (err as Error).message.replace(`${dir}/`, '');
+      if (typeof message === 'string') expect(text).toContain(message);
+      else expect(text).toMatch(message);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a config file says which backend it is for (cloud when it does not say)', () => {
@@ -75,8 +99,8 @@ describe('slurm config', () => {
     }
   });
 
-  it('docs/SLURM.md lists every key', () => {
-    const doc = readFileSync(new URL('../../../docs/SLURM.md', import.meta.url), 'utf8');
-    for (const k of SLURM_KEYS) expect(doc, k.key).toContain(`| \`${k.key}\` |`);
+  it('the overrides of --backend win over the file', () => {
+    expect(parseSlurmConfig({ tag: 'east' }).tag).toBe('east');
+    expect(() => parseSlurmConfig({ tag: 'East' })).toThrow(ConfigError);
   });
 });
