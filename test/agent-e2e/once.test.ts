@@ -86,6 +86,7 @@ describe('berth agent --once', () => {
       .output()
       .split('\n')
       .find((l) => l.includes('not assigned to this node'));
+    expect(said, a.output()).toBeDefined();
     expect(said).toContain(cid);
     expect((await h.store.containers.get(cid)).state).toBe('Queued');
   });
