@@ -14,6 +14,8 @@
 // | Locked, no node                 | —                                  | unlock (nothing was submitted)        |
 // | Locked, node not bound to a job | none live                          | unlock after submit_grace             |
 // | Locked, bound                   | ended or gone                      | unlock                                |
+// | Locked, priority 0 (withdrawn)  | any                                | unlock; scancel a live job            |
+// | Running, priority 0 (withdrawn) | running                            | cancel (user): its agent stops it     |
 // | Running                         | ended or gone                      | cancel (temp): retried                |
 // | Running                         | running, agent silent              | cancel (temp), scancel                |
 // | anything else (ended, unlocked) | live                               | scancel (pending: now; else after orphan_grace) |
@@ -94,7 +96,7 @@ export type SlurmAction =
   /** Record the job of a container's node (after a restart cut the submission short). */
   | { op: 'bind'; container: string; node: string; job: string }
   | { op: 'unlock'; container: string; reason: string }
-  | { op: 'cancel'; container: string; class: 'temp' | 'perm'; reason: string }
+  | { op: 'cancel'; container: string; class: 'temp' | 'perm' | 'user'; reason: string }
   /** Declares the node failed: its token is revoked (its agent, if any, stops). */
   | { op: 'retire'; node: string; reason: string }
   | { op: 'scancel'; job: string; reason: string }
@@ -110,6 +112,9 @@ export interface SlurmPlan {
 export const JOB_INSTANCE_PREFIX = 'slurm-job-';
 /** The instance id a container has between its assignment and sbatch's answer. */
 export const SUBMITTING_INSTANCE = 'slurm-submitting';
+
+/** Why a container of priority 0 is given back or cancelled (the cloud dispatcher's words). */
+const WITHDRAWN = 'priority is 0 (withdrawn)';
 
 /** The instance id that stands for a SLURM job (on nodes and containers). */
 export function jobInstance(jobId: string): string {
@@ -157,6 +162,19 @@ export function planSlurm(s: SlurmSnapshot, cfg: PlanConfig): SlurmPlan {
       if (bound === null && node) actions.push({ op: 'bind', container: c.id, node: node.id, job: job.id });
     }
     if (c.nodeId) keepNodes.add(c.nodeId);
+
+    // Priority 0 withdraws a container (as on the cloud backend): not scheduled, killed if running.
+    if (c.priority === 0 && (job || c.state === 'Locked')) {
+      if (c.state === 'Running') {
+        // Its agent stops the container and the job ends; a job that lingers is an orphan (below).
+        actions.push({ op: 'cancel', container: c.id, class: 'user', reason: WITHDRAWN });
+        continue;
+      }
+      actions.push({ op: 'unlock', container: c.id, reason: WITHDRAWN });
+      if (job) actions.push({ op: 'scancel', job: job.id, reason: WITHDRAWN });
+      retire(c.nodeId, 'its container was withdrawn (priority 0)');
+      continue;
+    }
 
     if (c.state === 'Running') {
       if (!job) {

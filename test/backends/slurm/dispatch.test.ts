@@ -216,6 +216,35 @@ describe('slurm backend', () => {
   );
 
   test(
+    'priority 0 withdraws: a pending container goes back to the queue (its job cancelled), a running one is killed',
+    { timeout: 240_000 },
+    async () => {
+      await withFullCluster('withdraw', async (blockers) => {
+        const pending = await submit(w, { name: 'to-withdraw-pending', command: ['true'] });
+        const pendingJob = jobOf(await w.container(pending.container, submitted, 30_000, 'submitted'));
+        const r = await w.cli(['priority', pending.request, '0']);
+        expect(r.code, r.stderr).toBe(0);
+        await until(async () => !(await liveJob(pendingJob)), 30_000, 'pending job gone');
+        await w.container(pending.container, (c) => c.state === 'Queued', 30_000, 'back in the queue');
+
+        const running = blockers[0]!;
+        const c = await w.api<ContainerView>('GET', `/v1/containers/${running}`);
+        const r2 = await w.cli(['priority', c.request_id, '0']);
+        expect(r2.code, r2.stderr).toBe(0);
+        await until(async () => !(await liveJob(jobOf(c))), 30_000, 'running job gone');
+        expect(await w.api<ContainerView>('GET', `/v1/containers/${running}`)).toMatchObject({
+          state: 'Cancelled',
+          failure_class: 'user',
+          runtime_status: 'priority is 0 (withdrawn)',
+        });
+        // Nothing submits the withdrawn one again while its priority stays 0.
+        expect((await w.jobs()).filter((j) => j.name === pending.container && isLive(j))).toEqual([]);
+        await w.cli(['cancel', pending.container]);
+      });
+    },
+  );
+
+  test(
     'SLURM ends a running job itself (an administrator’s scancel): the container is retried',
     { timeout: 180_000 },
     async () => {

@@ -199,6 +199,30 @@ describe('planSlurm: jobs and their containers', () => {
     ]);
   });
 
+  it('priority 0 (withdrawn), Locked: unlocked, its job cancelled, its node retired', () => {
+    expect(
+      ops({
+        held: [held('c1', { priority: 0 })],
+        nodes: [node('n-c1', '4')],
+        jobs: [job('4', 'c1')],
+      }),
+    ).toEqual([
+      { op: 'unlock', container: 'c1', reason: 'priority is 0 (withdrawn)' },
+      { op: 'scancel', job: '4', reason: 'priority is 0 (withdrawn)' },
+      { op: 'retire', node: 'n-c1', reason: 'its container was withdrawn (priority 0)' },
+    ]);
+  });
+
+  it('priority 0 (withdrawn), Running: cancelled (user) like on the cloud backend; its agent stops it', () => {
+    expect(
+      ops({
+        held: [held('c1', { state: 'Running', priority: 0 })],
+        nodes: [node('n-c1', '4')],
+        jobs: [job('4', 'c1', { state: 'RUNNING' })],
+      }),
+    ).toEqual([{ op: 'cancel', container: 'c1', class: 'user', reason: 'priority is 0 (withdrawn)' }]);
+  });
+
   it('Running, job gone: cancelled (temp) so it is retried', () => {
     expect(ops({ held: [held('c1', { state: 'Running' })], nodes: [node('n-c1', '4')] })).toEqual([
       {
