@@ -1,5 +1,6 @@
 // A container request as submitted: field-level validation and normalisation (sizes to bytes, durations
 // to ms, times to Date), shared by the HTTP API and anything else that creates requests.
+import { checkLabels, type Labels } from './labels.js';
 import { parseDuration, parseSize, parseTime, parseVcpus, UnitError } from './units.js';
 
 /** A field-level problem, as the API reports it: {"field": "ram", "problem": "expected ..."}. */
@@ -34,6 +35,8 @@ export interface RequestSpec {
   containerCountMax: number;
   maxTempRetries: number;
   retryOnFailure: boolean;
+  /** Labels for cost allocation (src/model/labels.ts). */
+  labels: Labels;
 }
 
 export const REQUEST_DEFAULTS = {
@@ -151,6 +154,9 @@ export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec 
     } else instanceTypes = [...new Set(it as string[])].sort();
   }
 
+  const labels = checkLabels(input.labels, f('labels'));
+  problems.push(...labels.problems);
+
   const image = str('image', 1024);
   const spec: RequestSpec = {
     name: str('name', 256) ?? '',
@@ -170,6 +176,7 @@ export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec 
     containerCountMax: int('container_count_max', 1, 100, REQUEST_DEFAULTS.containerCountMax),
     maxTempRetries: int('max_temp_retries', 0, 1000, REQUEST_DEFAULTS.maxTempRetries),
     retryOnFailure: bool('retry_on_failure', REQUEST_DEFAULTS.retryOnFailure),
+    labels: labels.labels,
   };
   if (spec.ram === 0) problems.push({ field: f('ram'), problem: 'expected a size above 0' });
   if (spec.maxRunTimeMs === 0)

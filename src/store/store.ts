@@ -2,6 +2,7 @@
 import { systemClock, type Clock, type Rng } from '../model/clock.js';
 import { ContainerList } from './container-list.js';
 import { Containers } from './containers.js';
+import { Costs } from './cost.js';
 import type { StoreContext } from './context.js';
 import type { Db } from './db.js';
 import { Instances } from './instances.js';
@@ -22,6 +23,7 @@ export class Store {
   readonly nodes: Nodes;
   readonly instances: Instances;
   readonly settings: Settings;
+  readonly costs: Costs;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
@@ -38,5 +40,6 @@ export class Store {
     this.nodes = new Nodes(this.ctx, this.tokens);
     this.instances = new Instances(this.ctx);
     this.settings = new Settings(this.ctx);
+    this.costs = new Costs(this.ctx);
   }
 }
