@@ -18,4 +18,4 @@ if [ ! -x /usr/bin/chromium ]; then
 else
   echo "30-chromium: chromium already installed"
 fi
-step "30-chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1)" true
+echo "30-chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1)"

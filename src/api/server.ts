@@ -7,9 +7,11 @@ import type { Notifier, Waiter } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { FailureThrottle, installAuth } from './auth.js';
 import { errorBody, handleError } from './errors.js';
+import { costMetrics } from './cost-metrics.js';
 import { apiMetrics } from './metrics.js';
 import { collectRoutes, openApiDocument } from './openapi.js';
 import { containerRoutes } from './routes/containers.js';
+import { costRoutes } from './routes/cost.js';
 import { instanceRoutes } from './routes/instances.js';
 import { logRoutes } from './routes/logs.js';
 import { nodeRoutes } from './routes/nodes.js';
@@ -101,6 +103,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
     });
   });
   const metrics = apiMetrics(opts.store);
+  costMetrics(opts.store, metrics.registry);
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
@@ -152,6 +155,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);
   instanceRoutes(app, deps);
+  costRoutes(app, deps);
   app.addHook('onResponse', async (req, reply) => {
     if (req.routeOptions.url === '/v1/containers/:id/start' && reply.statusCode === 200) {
       const c = await opts.store.containers.get((req.params as { id: string }).id).catch(() => null);

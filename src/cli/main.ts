@@ -6,6 +6,7 @@ import { ConfigError } from '../config/options.js';
 import { withGlobalFlags } from './flags.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
+import { registerCost } from './commands/cost.js';
 import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
 import { registerDispatch } from './commands/dispatch.js';
@@ -32,6 +33,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerToken,
   registerWhy,
   registerInstances,
+  registerCost,
   registerPlan,
   registerAgent,
   registerSim,

@@ -1,6 +1,7 @@
 // `berth submit [options] -- CMD ARGS...`: submit a container request; --wait streams its logs and exits
 // with its exit code.
 import type { Command } from 'commander';
+import { parseLabelFlag } from '../../model/labels.js';
 import type { RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
@@ -31,6 +32,7 @@ interface SubmitOpts {
   runAfter?: string;
   env: string[];
   instanceType: string[];
+  label?: string[];
   name?: string;
   wait?: boolean;
   json?: boolean;
@@ -60,6 +62,18 @@ export function buildRequestBody(opts: SubmitOpts, argv: string[]): Record<strin
   if (opts.instanceType.length > 0) body.instance_types = opts.instanceType;
   if (opts.name !== undefined) body.name = opts.name;
   if (Object.keys(env).length > 0) body.env = env;
+  if (opts.label && opts.label.length > 0) {
+    const labels: Record<string, string> = {};
+    for (const flag of opts.label) {
+      try {
+        const [k, v] = parseLabelFlag(flag);
+        labels[k] = v;
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+    }
+    body.labels = labels;
+  }
   return body;
 }
 
@@ -122,6 +136,12 @@ export function registerSubmit(program: Command): void {
     .option('--env <NAME=VALUE>', 'environment variable (repeatable)', collect, [])
     .option('--instance-type <name>', 'allowed instance type (repeatable), default any', collect, [])
     .option('--name <name>', 'a name to find it by')
+    .option(
+      '--label <KEY=VALUE>',
+      'a label for cost reports and instance tags, e.g. team=genomics (repeatable)',
+      collect,
+      [],
+    )
     .option('--wait', 'stream its logs and exit with its exit code')
     .option('--json', 'print the created request as JSON')
     .argument('[command...]', 'the command and its arguments, after --')
