@@ -12,6 +12,7 @@ import { apiMetrics } from './metrics.js';
 import { collectRoutes, openApiDocument } from './openapi.js';
 import { containerRoutes } from './routes/containers.js';
 import { costRoutes } from './routes/cost.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { instanceRoutes } from './routes/instances.js';
 import { logRoutes } from './routes/logs.js';
 import { nodeRoutes } from './routes/nodes.js';
@@ -108,9 +109,8 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
   });
-  installAuth(app, opts.store.tokens, opts.throttle ?? new FailureThrottle(), () =>
-    opts.store.ctx.clock.now().getTime(),
-  );
+  const throttle = opts.throttle ?? new FailureThrottle();
+  installAuth(app, opts.store.tokens, throttle, () => opts.store.ctx.clock.now().getTime());
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unknown';
     metrics.http.inc({ method: req.method, route, status: String(reply.statusCode) });
@@ -156,6 +156,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   tokenRoutes(app, deps);
   instanceRoutes(app, deps);
   costRoutes(app, deps);
+  dashboardRoutes(app, deps, throttle);
   app.addHook('onResponse', async (req, reply) => {
     if (req.routeOptions.url === '/v1/containers/:id/start' && reply.statusCode === 200) {
       const c = await opts.store.containers.get((req.params as { id: string }).id).catch(() => null);

@@ -7,6 +7,7 @@ import { withGlobalFlags } from './flags.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerCost } from './commands/cost.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
 import { registerDispatch } from './commands/dispatch.js';
@@ -34,6 +35,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerWhy,
   registerInstances,
   registerCost,
+  registerDashboard,
   registerPlan,
   registerAgent,
   registerSim,

@@ -116,6 +116,7 @@ export class PgMirror implements InstanceMirror {
         max_spend_per_hour: c.maxSpendPerHour,
         max_instances_per_type: c.maxInstancesPerType,
         min_instances: c.minInstances,
+        ram_overhead: c.ramOverhead,
       },
       cloud: {
         quota_max_instances: view.cloud.quotaMaxInstances,

@@ -3,6 +3,7 @@ import { systemClock, type Clock, type Rng } from '../model/clock.js';
 import { ContainerList } from './container-list.js';
 import { Containers } from './containers.js';
 import { Costs } from './cost.js';
+import { Dashboard } from './dashboard.js';
 import type { StoreContext } from './context.js';
 import type { Db } from './db.js';
 import { Instances } from './instances.js';
@@ -24,6 +25,7 @@ export class Store {
   readonly instances: Instances;
   readonly settings: Settings;
   readonly costs: Costs;
+  readonly dashboard: Dashboard;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
@@ -41,5 +43,6 @@ export class Store {
     this.instances = new Instances(this.ctx);
     this.settings = new Settings(this.ctx);
     this.costs = new Costs(this.ctx);
+    this.dashboard = new Dashboard(this.ctx);
   }
 }

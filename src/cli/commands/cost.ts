@@ -1,6 +1,6 @@
 // `berth cost`: what work cost, grouped by owner, request, name, instance type or label (docs/COST.md).
 import type { Command } from 'commander';
-import { formatMoney } from '../../model/money.js';
+import { formatMoney, startOfDayUtc } from '../../model/cost.js';
 import { formatDuration, parseDuration } from '../../model/units.js';
 import type { CostSummary } from '../../store/cost.js';
 import { clientFor } from '../client.js';
@@ -9,7 +9,7 @@ import { table } from '../format.js';
 
 /** `--since`: an RFC 3339 time, `today` (since 00:00 UTC), or a duration meaning that long ago (24h, 7d). */
 export function sinceTime(v: string, now: Date): string {
-  if (v === 'today') return new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000).toISOString();
+  if (v === 'today') return startOfDayUtc(now).toISOString();
   if (/^\d{4}-\d{2}-\d{2}T/.test(v)) return v;
   try {
     return new Date(now.getTime() - parseDuration(v)).toISOString();

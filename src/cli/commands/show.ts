@@ -4,7 +4,7 @@ import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
 import { shortCommand, size } from '../format.js';
-import { formatMoney } from '../../model/money.js';
+import { formatMoney } from '../../model/cost.js';
 import { formatDuration } from '../../model/units.js';
 import type { ContainerCost } from '../../store/cost.js';
 import { statusWord } from './ps.js';

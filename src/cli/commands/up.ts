@@ -92,7 +92,16 @@ async function run(
         registries.push(dispatcher.registry);
       }
       if (dispatcher && !shutdown.begun)
-        code = await serve({ url: server.url, store: server.store, dispatcher, dcfg, demo, say, requested });
+        code = await serve({
+          url: server.url,
+          store: server.store,
+          home: cfg.home,
+          dispatcher,
+          dcfg,
+          demo,
+          say,
+          requested,
+        });
       else say(`${await requested}: stopping`);
     } finally {
       // Each step even when one before it failed (the database may be down): nothing may stay running.
@@ -116,6 +125,7 @@ async function run(
 async function serve(o: {
   url: string;
   store: Store;
+  home: string;
   dispatcher: RunningDispatcher;
   dcfg: DispatchConfig;
   demo: boolean;
@@ -123,7 +133,14 @@ async function serve(o: {
   requested: Promise<NodeJS.Signals>;
 }): Promise<number> {
   const { url, dispatcher, say, requested } = o;
+  const { localSigninLink } = await import('../../web/signin-link.js');
   say(`Berth is up: API ${url}, metrics ${url}/metrics`);
+  say(`dashboard: ${url}/dashboard`);
+  const link = await localSigninLink(o.store, o.home).catch(() => null);
+  if (link)
+    say(
+      `sign in to the dashboard: ${url}${link} (works once, within 10 minutes; later: npx berth dashboard)`,
+    );
   say(
     `instance types: ${o.dcfg.instanceTypes.map((t) => `${t.name} (${t.vcpus} CPUs, ${formatSize(t.ram)})`).join(', ')}`,
   );

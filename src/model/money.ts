@@ -1,8 +1,0 @@
-// Money as people read it. Prices are per hour in the unit of the configured instance types' prices (no
-// currency is assumed); small amounts keep enough digits to tell them apart.
-export function formatMoney(x: number): string {
-  const a = Math.abs(x);
-  if (a >= 1) return x.toFixed(2);
-  if (a >= 0.01 || a === 0) return x.toFixed(4);
-  return x.toFixed(6);
-}
