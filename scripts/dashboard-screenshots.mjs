@@ -20,7 +20,7 @@ const config = join(home, 'dispatch.json');
 writeFileSync(
   config,
   JSON.stringify({
-    scheduler: { max_instances: 3, idle_timeout: '60s' },
+    scheduler: { max_instances: 4, idle_timeout: '60s' },
     boot_delay: '6s',
     sync_interval: '2s',
   }),
@@ -72,6 +72,14 @@ async function main() {
   const submit = (token, requests) => api(token, 'POST', '/v1/requests/batch', { requests });
   const sh = (script) => ['/bin/sh', '-c', script];
   await submit(alice, [
+    ...[1, 2, 3].map((i) => ({
+      name: `prep-${i}`,
+      command: sh(`echo "preparing sample ${i}"; sleep 6; echo ready`),
+      vcpus: 0.25,
+      ram: '256MiB',
+      priority: 600,
+      labels: { team: 'genomics', project: 'atlas' },
+    })),
     ...[1, 2, 3, 4].map((i) => ({
       name: `align-${i}`,
       command: sh(loop(`align-${i}`, 200, 1, 'aligned chunk')),
@@ -102,6 +110,7 @@ async function main() {
       vcpus: 0.25,
       ram: '128MiB',
       container_count_max: 2,
+      priority: 700,
       labels: { team: 'analytics' },
     },
   ]);

@@ -99,7 +99,7 @@ export interface LiveInstance {
   requested_idle_behavior: IdleBehavior | null;
   kill_requested: boolean;
   /** Containers placed on or running on it. */
-  containers: { id: string; state: string; owner: string }[];
+  containers: { id: string; state: string; owner: string; name: string }[];
 }
 
 export interface Sample {
@@ -217,21 +217,22 @@ export class Dashboard {
     limit: number,
   ): Promise<{ items: WaitingContainer[]; next: string | null; total: number }> {
     const args: unknown[] = [limit + 1];
-    const where = ["c.state = 'Queued'"];
-    if (owner !== null) where.push(`c.owner = $${args.push(owner)}`);
+    const mine = owner === null ? '' : `AND c.owner = $${args.push(owner)}`;
+    const select = (where: string, order: string) =>
+      `(SELECT ${WAITING_COLUMNS} FROM containers c JOIN container_requests r ON r.id = c.request_id
+        WHERE c.state = 'Queued' ${mine} AND ${where} ORDER BY ${order} LIMIT $1)`;
+    // After a cursor: the rest of its priority, then the lower priorities. Two index ranges of
+    // containers_queue: one OR-ed condition would filter its way through every row before the cursor.
+    let sql: string;
     if (cursor) {
       const p = `$${args.push(cursor.priority)}`;
       const q = `$${args.push(cursor.queuedAt)}`;
       const i = `$${args.push(cursor.id)}`;
-      where.push(
-        `(c.priority < ${p} OR (c.priority = ${p} AND (c.queued_at, c.id) > (${q}::timestamptz, ${i})))`,
-      );
-    }
-    const rows = await this.ctx.pool.query(
-      `SELECT ${WAITING_COLUMNS} FROM containers c JOIN container_requests r ON r.id = c.request_id
-       WHERE ${where.join(' AND ')} ORDER BY c.priority DESC, c.queued_at, c.id LIMIT $1`,
-      args,
-    );
+      sql = `SELECT * FROM (${select(`c.priority = ${p} AND (c.queued_at, c.id) > (${q}::timestamptz, ${i})`, 'c.queued_at, c.id')}
+        UNION ALL ${select(`c.priority < ${p}`, 'c.priority DESC, c.queued_at, c.id')}) u
+        ORDER BY u.priority DESC, u.queued_at, u.id LIMIT $1`;
+    } else sql = `${select('true', 'c.priority DESC, c.queued_at, c.id')}`;
+    const rows = await this.ctx.pool.query(sql, args);
     const total = await this.ctx.pool.query(
       `SELECT count(*)::int AS n FROM containers WHERE state = 'Queued' ${owner === null ? '' : 'AND owner = $1'}`,
       owner === null ? [] : [owner],
@@ -260,8 +261,9 @@ export class Dashboard {
     const r = await this.ctx.pool.query(
       `SELECT i.id, i.cluster, i.dispatcher_tag, i.type, i.state, i.idle_behavior, i.preemptible, i.price, i.created_at,
          i.state_since, i.ready_at, n.last_ping_at, i.requested_idle_behavior, i.kill_requested,
-         COALESCE((SELECT json_agg(json_build_object('id', c.id, 'state', c.state, 'owner', c.owner) ORDER BY c.id)
-           FROM containers c WHERE c.node_id = i.node_id AND c.state IN ('Locked', 'Running')), '[]') AS containers
+         COALESCE((SELECT json_agg(json_build_object('id', c.id, 'state', c.state, 'owner', c.owner, 'name', r.name) ORDER BY c.id)
+           FROM containers c JOIN container_requests r ON r.id = c.request_id
+           WHERE c.node_id = i.node_id AND c.state IN ('Locked', 'Running')), '[]') AS containers
        FROM instances i LEFT JOIN nodes n ON n.id = i.node_id
        WHERE i.gone_at IS NULL ORDER BY i.created_at, i.id`,
     );
@@ -298,10 +300,14 @@ export class Dashboard {
     await this.ctx.pool.query(`DELETE FROM dashboard_samples WHERE at < $1`, [before]);
   }
 
-  async samples(from: Date): Promise<Sample[]> {
+  /** Samples since `from`, at most one per `stepMs` (the last of each step), oldest first. */
+  async samples(from: Date, stepMs: number): Promise<Sample[]> {
     const r = await this.ctx.pool.query(
-      `SELECT at, queued, running, instances, spend_per_hour FROM dashboard_samples WHERE at >= $1 ORDER BY at`,
-      [from],
+      `SELECT at, queued, running, instances, spend_per_hour FROM (
+         SELECT DISTINCT ON (floor(extract(epoch FROM at) * 1000 / $2)) * FROM dashboard_samples WHERE at >= $1
+         ORDER BY floor(extract(epoch FROM at) * 1000 / $2), at DESC) s
+       ORDER BY at`,
+      [from, stepMs],
     );
     return r.rows;
   }

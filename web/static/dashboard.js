@@ -29,14 +29,17 @@
     const live = document.getElementById('live');
     const next = document.createElement('template');
     next.innerHTML = html;
+    // Moving an element resets its scroll position: remember it, and put it back.
+    const kept = [];
     for (const keep of live.querySelectorAll('[data-keep][id]')) {
       const placeholder = next.content.getElementById(keep.id);
-      if (placeholder) placeholder.replaceWith(keep);
+      if (!placeholder) continue;
+      kept.push([keep, keep.scrollTop]);
+      placeholder.replaceWith(keep);
     }
     live.replaceChildren(next.content);
+    for (const [el, top] of kept) el.scrollTop = top;
     refreshTimes(live);
-    const target = location.hash && document.getElementById(location.hash.slice(1));
-    if (target && target.tagName === 'TR') target.classList.add('target');
   }
 
   if (body.dataset.live) {
@@ -106,6 +109,13 @@
   });
 
   // --- charts --------------------------------------------------------------------------------
+  // Whole steps for counts (no "1.5 instances"), and times as a clock shows them.
+  const COUNT_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
+  const pad = (n) => String(n).padStart(2, '0');
+  const clock = (t, seconds) => {
+    const d = new Date(t * 1000);
+    return pad(d.getHours()) + ':' + pad(d.getMinutes()) + (seconds ? ':' + pad(d.getSeconds()) : '');
+  };
   const COLORS = ['#2454d6', '#1d8348', '#b7791f', '#7b4fc9', '#c0392b', '#178a9c', '#8a6d3b', '#5a6478'];
   const charts = document.getElementById('charts');
   if (charts && window.uPlot) {
@@ -124,10 +134,12 @@
       const types = [...new Set(data.samples.flatMap((s) => Object.keys(s.instances)))].sort();
       const defs = {
         queue: {
+          counts: true,
           series: [series('waiting', 2), series('running', 1)],
           data: [data.samples.map((s) => s.queued), data.samples.map((s) => s.running)],
         },
         instances: {
+          counts: true,
           series: types.map((name, i) =>
             series(name, i, { paths: window.uPlot.paths.stepped({ align: 1 }) }),
           ),
@@ -154,11 +166,18 @@
           el.appendChild(p);
           continue;
         }
+        const span = t[t.length - 1] - t[0];
         const opts = Object.assign(size(el), {
           series: [{}].concat(def.series),
-          axes: [{}, { size: 50 }],
-          scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1e-9, max * 1.1)] } },
-          legend: { live: true },
+          axes: [
+            { space: 70, values: (u, ticks) => ticks.map((x) => clock(x, span < 900)) },
+            Object.assign({ size: 50 }, def.counts ? { incrs: COUNT_STEPS } : {}),
+          ],
+          scales: {
+            x: { time: true },
+            y: { range: (u, min, max) => [0, Math.max(def.counts ? 1 : 1e-9, max * 1.1)] },
+          },
+          legend: { live: false },
           cursor: { drag: { x: false, y: false } },
         });
         plots.push(new window.uPlot(opts, [t].concat(def.data), el));

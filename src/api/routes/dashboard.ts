@@ -18,6 +18,7 @@ import { queue } from '../../web/pages/queue.js';
 import { request, requests } from '../../web/pages/requests.js';
 import { signinPage } from '../../web/pages/signin.js';
 import { Sessions, sameOrigin, sessionCookie, setSessionCookie } from '../../web/session.js';
+import { SAMPLE_INTERVAL_MS } from '../../web/sampler.js';
 import { staticDir } from '../../web/static.js';
 import { ViewError, type View, type ViewContext } from '../../web/view.js';
 import { who, type FailureThrottle } from '../auth.js';
@@ -38,8 +39,9 @@ const LIVE_MAX_MS = 2_000;
 const LIVE_RECHECK_MS = 30_000;
 /** Lines of log a request page starts with. */
 const LOG_TAIL = 200;
-/** How far back the charts go at most. */
+/** The charts' ranges, and the most points a series has. */
 const CHART_HOURS = [1, 6, 24];
+const CHART_POINTS = 720;
 
 /** Security headers of every dashboard response: no framing, no inline script, no referrer to other sites. */
 const HEADERS = {
@@ -297,7 +299,11 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
         const hours = Number((req.query as { hours?: string }).hours ?? 6);
         if (!CHART_HOURS.includes(hours))
           return reply.status(400).send({ error: `hours: expected ${CHART_HOURS.join(', ')}` });
-        const samples = await store.dashboard.samples(new Date(now().getTime() - hours * 3_600_000));
+        // At most CHART_POINTS points per series, whatever the range.
+        const samples = await store.dashboard.samples(
+          new Date(now().getTime() - hours * 3_600_000),
+          Math.max(SAMPLE_INTERVAL_MS, (hours * 3_600_000) / CHART_POINTS),
+        );
         return { now: now(), hours, samples };
       });
 

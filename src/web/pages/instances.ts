@@ -88,7 +88,7 @@ export const instances: View = {
                         <td>${i.type}${i.preemptible ? html` <span class="badge">spot</span>` : ''}</td>
                         <td>${stateCell(i, v.now)}</td>
                         <td>
-                          ${i.containers.length === 0 ? html`<span class="dim">none</span>` : i.containers.map((c) => html`<a class="mono cid state-${c.state}" href="/dashboard/containers/${c.id}" title="${c.state}, ${c.owner}">${c.id}</a> `)}
+                          ${i.containers.length === 0 ? html`<span class="dim">none</span>` : i.containers.map((c) => html`<a class="cid state-${c.state.toLowerCase()}" href="/dashboard/containers/${c.id}" title="${c.id}: ${c.state}, ${c.owner}">${c.name || c.id}</a> `)}
                         </td>
                         <td class="num">${money(i.price)}</td>
                         <td class="num">${duration(v.now.getTime() - new Date(i.created_at).getTime())}</td>

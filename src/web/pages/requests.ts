@@ -73,7 +73,7 @@ export const requests: View = {
                     <th>Status</th>
                     <th class="num">Priority</th>
                     <th class="num">Asks for</th>
-                    <th class="num">Attempts</th>
+                    <th>Labels</th>
                     <th class="num">Age</th>
                   </tr>
                 </thead>
@@ -89,7 +89,9 @@ export const requests: View = {
                         <td>${status(r)}</td>
                         <td class="num">${r.priority}</td>
                         <td class="num">${r.vcpus} CPU · ${bytes(r.ram)}</td>
-                        <td class="num">${r.attempts + r.temp_failures}</td>
+                        <td>
+                          ${Object.entries(r.labels ?? {}).map(([k, val]) => html`<span class="badge">${k}=${val}</span> `)}
+                        </td>
                         <td class="num">${duration(v.now.getTime() - new Date(r.created_at).getTime())}</td>
                       </tr>`,
                   )}
@@ -196,9 +198,10 @@ export const request: View = {
         </div>
         <div class="stat">
           <div class="label">Attempts</div>
-          <div class="value">${req.attempts + req.temp_failures}</div>
+          <div class="value">${containers.length}</div>
           <div class="sub">
-            ${req.attempts} of ${req.container_count_max} counted; ${req.temp_failures} infrastructure retries
+            ${req.attempts} of ${req.container_count_max} failures allowed used; ${req.temp_failures}
+            infrastructure retries
           </div>
         </div>
         <div class="stat">
