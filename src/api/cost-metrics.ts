@@ -13,26 +13,24 @@ export function costMetrics(store: Store, registry: Registry): void {
     );
     return pending;
   };
-  new Counter({
-    name: 'berth_spend_total',
-    help: 'What instances have cost so far (price × billed time), by instance type, in the price unit',
-    labelNames: ['type'],
-    registers: [registry],
-    async collect() {
-      const rows = await read();
-      this.reset();
-      for (const r of rows) this.inc({ type: r.type }, r.cost);
-    },
-  });
-  new Counter({
-    name: 'berth_instance_hours_total',
-    help: 'Billed instance hours so far, by instance type',
-    labelNames: ['type'],
-    registers: [registry],
-    async collect() {
-      const rows = await read();
-      this.reset();
-      for (const r of rows) this.inc({ type: r.type }, r.hours);
-    },
-  });
+  const counters: [string, string, (r: InstanceSpend) => number][] = [
+    [
+      'berth_spend_total',
+      'What instances have cost so far (price × billed time), by instance type, in the price unit',
+      (r) => r.cost,
+    ],
+    ['berth_instance_hours_total', 'Billed instance hours so far, by instance type', (r) => r.hours],
+  ];
+  for (const [name, help, value] of counters)
+    new Counter({
+      name,
+      help,
+      labelNames: ['type'],
+      registers: [registry],
+      async collect() {
+        const rows = await read();
+        this.reset();
+        for (const r of rows) this.inc({ type: r.type }, value(r));
+      },
+    });
 }

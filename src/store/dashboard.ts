@@ -6,6 +6,7 @@ import type { StoreContext } from './context.js';
 import { instanceSpend } from './cost.js';
 import { NotFoundError } from './errors.js';
 import type { LogChunk } from './logs.js';
+import type { ContainerRecord } from './records.js';
 import { sha256 } from './secrets.js';
 import type { Principal } from './tokens.js';
 
@@ -63,25 +64,24 @@ export interface DispatcherView {
   } | null;
 }
 
-/** A waiting container with what a person needs to know about it. */
-export interface WaitingContainer {
-  id: string;
-  request_id: string;
-  name: string;
-  owner: string;
-  state: 'Queued' | 'Locked';
-  priority: number;
-  queued_at: Date;
-  run_after: Date | null;
-  vcpus: number;
-  ram: number;
-  scratch: number;
-  gpus: number;
-  preemptible: boolean;
-  instance_types: string[] | null;
-  instance_id: string | null;
-  scheduling_status: string | null;
-}
+/** A waiting container with what a person needs to know about it: its record's fields and its request's name. */
+export type WaitingContainer = Pick<
+  ContainerRecord,
+  | 'id'
+  | 'request_id'
+  | 'owner'
+  | 'priority'
+  | 'queued_at'
+  | 'run_after'
+  | 'vcpus'
+  | 'ram'
+  | 'scratch'
+  | 'gpus'
+  | 'preemptible'
+  | 'instance_types'
+  | 'instance_id'
+  | 'scheduling_status'
+> & { name: string; state: 'Queued' | 'Locked' };
 
 export interface LiveInstance {
   id: string;
