@@ -139,7 +139,7 @@ async function main() {
   const instances = (await api(admin, 'GET', '/v1/instances')).items;
   await page.goto(`${base}/dashboard/instances`);
   page.once('dialog', (d) => d.accept());
-  await page.click(`tr[id="${instances[0].id}"] form[action$="/hold"] button`);
+  await page.click(`tr[id="${instances[0].id}"] button[formaction$="/hold"]`);
   await page.waitForURL(/\/dashboard\/instances/);
   await until('the hold to apply', async () =>
     (await api(admin, 'GET', '/v1/instances')).items.some((i) => i.idle_behavior === 'hold'),

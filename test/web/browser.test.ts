@@ -132,7 +132,7 @@ describe('dashboard in a browser', async () => {
     await mirror.publish([inst], clock.now());
     const page = await signedIn(tokens.admin);
     await page.goto(`${base}/dashboard/instances`);
-    await page.click('tr[id="i-browser"] form[action$="/hold"] button');
+    await page.click('tr[id="i-browser"] button[formaction$="/hold"]');
     await page.waitForSelector('tr[id="i-browser"] .pending', WAIT);
     expect(await page.textContent('tr[id="i-browser"] .pending')).toContain('hold requested');
     // The dispatcher takes the request at its next pass and publishes the instance held.
@@ -143,7 +143,7 @@ describe('dashboard in a browser', async () => {
     await page.waitForSelector('tr[id="i-browser"] .pill.state-hold', WAIT);
     expect(await page.locator('tr[id="i-browser"] .pending').count()).toBe(0);
     expect(await page.evaluate('window.marker')).toBe(8);
-    expect(await page.isDisabled('tr[id="i-browser"] form[action$="/hold"] button')).toBe(true);
+    expect(await page.isDisabled('tr[id="i-browser"] button[formaction$="/hold"]')).toBe(true);
     await page.context().close();
   });
 

@@ -31,21 +31,21 @@ function stateCell(i: LiveInstance, now: Date): Html {
 
 function actions(i: LiveInstance, csrf: string): Html {
   const gone = i.state === 'shutdown' || i.state === 'gone';
-  return html`<div class="actions">
+  // One form per instance, a button per action (formaction): one CSRF field per row, not four.
+  return html`<form class="actions" method="post" action="/dashboard/instances/${i.id}/run">
+    <input type="hidden" name="_csrf" value="${csrf}" />
     ${INSTANCE_ACTIONS.map((a) => {
       const current = a !== 'kill' && i.idle_behavior === a;
-      return html`<form method="post" action="/dashboard/instances/${i.id}/${a}">
-        <input type="hidden" name="_csrf" value="${csrf}" />
-        <button
-          class="${a === 'kill' ? 'danger' : ''}"
-          title="${ACTION_HELP[a]}"
-          ${gone || current ? html` disabled` : ''}${a === 'kill' ? html` data-confirm="Shut down ${i.id} now? Its containers are retried elsewhere."` : ''}
-        >
-          ${a}
-        </button>
-      </form>`;
+      return html`<button
+        formaction="/dashboard/instances/${i.id}/${a}"
+        class="${a === 'kill' ? 'danger' : ''}"
+        title="${ACTION_HELP[a]}"
+        ${gone || current ? html` disabled` : ''}${a === 'kill' ? html` data-confirm="Shut down ${i.id} now? Its containers are retried elsewhere."` : ''}
+      >
+        ${a}
+      </button>`;
     })}
-  </div>`;
+  </form>`;
 }
 
 export const instances: View = {
