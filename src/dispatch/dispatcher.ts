@@ -368,7 +368,7 @@ export class Dispatcher {
             this.emit({ kind: 'container-unlocked', at: now, container: a.container, reason: a.reason });
             break;
           case 'cancel':
-            await o.queue.cancel(a.container, o.id, a.class, a.reason);
+            await o.queue.cancel(a.container, o.id, a.class, a.reason, { retryable: a.retryable ?? true });
             this.emit({
               kind: 'container-cancelled',
               at: now,

@@ -1,6 +1,7 @@
 // The dashboard in-process (fastify inject, real PostgreSQL): signing in and sessions, who sees what,
 // escaping, CSRF on the instance buttons, queue pages at the scheduler's order, sign-in links, the log
 // stream, and the security headers. The browser tests (test/web/browser.test.ts) drive the same pages.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { LightMyRequestResponse } from 'fastify';
 import { normalizeRequest } from '../../src/model/request.js';
@@ -311,6 +312,75 @@ describe('dashboard', async () => {
     const page = await get(alice, `/dashboard/requests/${r.id}`);
     expect(page.body).toContain(`data-log="/dashboard/containers/${cid}/log"`);
   });
+
+  it('answers no URL with a 5xx: hostile text in any path segment or query parameter of a page', async () => {
+    const admin = await session(tokens.admin);
+    const r = await submit('alice', { name: 'fuzzed' });
+    const pages = [
+      '/dashboard',
+      '/dashboard/queue',
+      '/dashboard/instances',
+      '/dashboard/requests',
+      '/dashboard/cost',
+      `/dashboard/requests/${r.id}`,
+      `/dashboard/containers/${r.container_id}`,
+      '/dashboard/charts.json',
+      '/dashboard/signin',
+      '/dashboard/static/dashboard.css',
+    ];
+    const names = ['after', 'state', 'name', 'label', 'window', 'view', 'hours', 'next', 'code', 'by', 'x'];
+    const hostile = fc.oneof(
+      fc.constantFrom(
+        '%00',
+        '%ff',
+        '%',
+        '%c0%af',
+        '%ed%a0%80',
+        '1e16',
+        '-1',
+        '99999999999999999999',
+        'x'.repeat(300),
+      ),
+      fc.string({ maxLength: 12 }).map(encodeURIComponent),
+    );
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...pages),
+        fc.boolean(),
+        fc.constantFrom(...names),
+        hostile,
+        async (page, inPath, name, text) => {
+          const url = inPath ? `${page.replace(/\/[^/]*$/, '')}/${text}` : `${page}?${name}=${text}`;
+          const res = await get(admin, url);
+          expect(res.statusCode, `${url} → ${res.statusCode} ${res.body.slice(0, 200)}`).toBeLessThan(500);
+          const cookie = admin + '; x=1';
+          // The form as a hostile client may send it: the text percent-encoded or deliberately not.
+          const form = `${name}=${text}&_csrf=${text}&token=${text}`;
+          // Each run from its own address: a failed sign-in slows its sender down (FailureThrottle).
+          const from = `10.${(run >> 16) & 255}.${(run >> 8) & 255}.${run++ & 255}`;
+          for (const post of ['/dashboard/signin', `/dashboard/instances/${inPath ? text : 'i-x'}/hold`]) {
+            const p = await app.inject({
+              method: 'POST',
+              url: post,
+              payload: form,
+              headers: { ...FORM, cookie },
+              remoteAddress: from,
+            });
+            expect(
+              p.statusCode,
+              `POST ${post} ${form} → ${p.statusCode} ${p.body.slice(0, 200)}`,
+            ).toBeLessThan(500);
+          }
+        },
+      ),
+      {
+        // At most 1,500 (about 20 s under shared load) even when CI asks the API's fuzz for 10,000.
+        numRuns: Math.min(1500, Number(process.env.BERTH_FUZZ_RUNS ?? 300)),
+        seed: Number(process.env.BERTH_FUZZ_SEED ?? 17),
+      },
+    );
+  }, 180_000);
 
   it('serves its own files and the charting library, nothing else', async () => {
     expect((await get(null, '/dashboard/static/uplot.js')).body.length).toBeGreaterThan(10_000);

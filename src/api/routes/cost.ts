@@ -1,15 +1,15 @@
 // What work cost (docs/COST.md): a summary grouped by owner, request, name, instance type or label over a
 // window, and the cost of one request's attempts. A user sees their own work; an admin everyone's, with
 // the instances' side (what they cost, and what no container carries).
-import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { ValidationError } from '../../model/request.js';
 import { parseTime } from '../../model/units.js';
 import type { CostBy } from '../../store/cost.js';
 import { ownerScope, who } from '../auth.js';
 import { HttpError } from '../errors.js';
-import { IdParams } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
+import { RequestParams } from '../schemas.js';
+import type { Api, ApiDeps } from '../server.js';
+import { intQuery } from './paging.js';
 
 const BY_PATTERN = '^(owner|request|name|type|label:[A-Za-z][A-Za-z0-9_.:/=+@-]{0,62})$';
 
@@ -32,7 +32,7 @@ const CostQuery = Type.Object(
 );
 
 /** A time query parameter, or a field-named error. */
-function time(q: Record<string, string | undefined>, name: string): Date | undefined {
+function time(q: Partial<Record<string, string>>, name: string): Date | undefined {
   const v = q[name];
   if (v === undefined) return undefined;
   try {
@@ -42,7 +42,7 @@ function time(q: Record<string, string | undefined>, name: string): Date | undef
   }
 }
 
-export function costRoutes(app: FastifyInstance, { store }: ApiDeps): void {
+export function costRoutes(app: Api, { store }: ApiDeps): void {
   app.get(
     '/v1/cost',
     {
@@ -50,14 +50,12 @@ export function costRoutes(app: FastifyInstance, { store }: ApiDeps): void {
       config: { scopes: ['user', 'admin'] },
     },
     async (req) => {
-      const q = req.query as Record<string, string | undefined>;
+      const q = req.query;
       const p = who(req);
       const mine = ownerScope(p);
       if (mine !== null && q.owner !== undefined && q.owner !== mine)
         throw new HttpError(403, 'forbidden', `owner: a user token may only see its own costs (${mine})`);
-      const limit = q.limit === undefined ? 100 : Number(q.limit);
-      if (limit < 1 || limit > 10_000)
-        throw new ValidationError([{ field: 'limit', problem: 'expected a whole number from 1 to 10000' }]);
+      const limit = intQuery(q, { limit: [1, 10_000] }).limit ?? 100;
       const from = time(q, 'since') ?? null;
       const to = time(q, 'until');
       if (from && to && from >= to)
@@ -69,11 +67,11 @@ export function costRoutes(app: FastifyInstance, { store }: ApiDeps): void {
   app.get(
     '/v1/requests/:id/cost',
     {
-      schema: { params: IdParams, tags: ['cost'], summary: "What a request's attempts cost so far" },
+      schema: { params: RequestParams, tags: ['cost'], summary: "What a request's attempts cost so far" },
       config: { scopes: ['user', 'admin'] },
     },
     async (req) => {
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       await store.requests.get(id, ownerScope(who(req)));
       const items = await store.costs.ofRequest(id);
       return { request: id, cost: items.reduce((n, c) => n + c.cost, 0), items };

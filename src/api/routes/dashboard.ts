@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { isId } from '../../model/ids.js';
 import { NotFoundError, UnauthorizedError } from '../../store/errors.js';
+import { HttpError } from '../errors.js';
 import type { Principal } from '../../store/tokens.js';
 import type { Html } from '../../web/html.js';
 import { messagePage, page } from '../../web/layout.js';
@@ -69,6 +70,9 @@ const STATIC: Record<string, [string, string]> = {
 
 const staticCache = new Map<string, Buffer>();
 
+/** The pages' route options: for a browser, not operations of the API (left out of /openapi.json). */
+const PAGE = { config: { page: true } };
+
 /** A static file: ours from web/static, the charting library from its package. */
 function readStatic(file: string): Buffer {
   let data = staticCache.get(file);
@@ -114,13 +118,33 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
         for (const [k, v] of Object.entries(HEADERS)) if (!reply.hasHeader(k)) void reply.header(k, v);
         return payload;
       });
+      // The pages read their query, path and form as text for the database, which holds no NUL character.
+      scope.addHook('preHandler', async (req) => {
+        for (const [where, values] of [
+          ['query', req.query],
+          ['path', req.params],
+          ['form', req.body],
+        ] as const)
+          for (const [name, v] of Object.entries((values ?? {}) as Record<string, unknown>))
+            if (typeof v === 'string' && v.includes('\u0000'))
+              throw new HttpError(400, 'bad_request', `${where} field ${name} contains a NUL character`, [
+                { field: name, problem: 'expected text without NUL characters' },
+              ]);
+      });
       scope.setNotFoundHandler((req, reply) =>
         sendPage(reply, 404, messagePage(frame(null), 'Not found', `no page ${req.url.split('?')[0]}`)),
       );
       scope.setErrorHandler((err, req, reply) => {
         const e = err as Error & { statusCode?: number; validation?: unknown };
-        if (e.statusCode && e.statusCode < 500) {
-          return sendPage(reply, e.statusCode, messagePage(frame(null), 'Bad request', e.message));
+        // HttpError: refused before the page ran (e.g. a URL that is not valid percent-encoding: checkUrl).
+        const status = err instanceof HttpError ? err.status : e.statusCode;
+        if (status && status < 500) {
+          const detail = err instanceof HttpError ? err.details.map((d) => `${d.field}: ${d.problem}`) : [];
+          return sendPage(
+            reply,
+            status,
+            messagePage(frame(null), 'Bad request', [e.message, ...detail].join('; ')),
+          );
         }
         req.log.error({ err }, 'dashboard error');
         return sendPage(reply, 500, messagePage(frame(null), 'Something went wrong', 'see the server log'));
@@ -205,17 +229,17 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
         }
       }
 
-      scope.get('/', (req, reply) => showView(req, reply, 'overview'));
-      scope.get('/queue', (req, reply) => showView(req, reply, 'queue'));
-      scope.get('/instances', (req, reply) => showView(req, reply, 'instances'));
-      scope.get('/requests', (req, reply) => showView(req, reply, 'requests'));
-      scope.get('/cost', (req, reply) => showView(req, reply, 'cost'));
-      scope.get('/requests/:id', (req, reply) =>
+      scope.get('/', PAGE, (req, reply) => showView(req, reply, 'overview'));
+      scope.get('/queue', PAGE, (req, reply) => showView(req, reply, 'queue'));
+      scope.get('/instances', PAGE, (req, reply) => showView(req, reply, 'instances'));
+      scope.get('/requests', PAGE, (req, reply) => showView(req, reply, 'requests'));
+      scope.get('/cost', PAGE, (req, reply) => showView(req, reply, 'cost'));
+      scope.get('/requests/:id', PAGE, (req, reply) =>
         showView(req, reply, 'request', { id: (req.params as { id: string }).id }),
       );
 
       // A container's page is its request's, scrolled to the attempt.
-      scope.get('/containers/:id', async (req, reply) => {
+      scope.get('/containers/:id', PAGE, async (req, reply) => {
         const s = await session(req);
         if (!s) return toSignin(req, reply);
         const id = (req.params as { id: string }).id;
@@ -230,7 +254,7 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
       });
 
       // Live updates: the view's region re-rendered, sent when it changed.
-      scope.get('/live', async (req, reply) => {
+      scope.get('/live', PAGE, async (req, reply) => {
         let s = await session(req);
         if (!s) return reply.status(401).type('text/plain').send('sign in first');
         const q = req.query as Record<string, string | undefined>;
@@ -272,7 +296,7 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
       });
 
       // A container's log: its last lines, then new ones as they come, until it ends.
-      scope.get('/containers/:id/log', async (req, reply) => {
+      scope.get('/containers/:id/log', PAGE, async (req, reply) => {
         const s = await session(req);
         if (!s) return reply.status(401).type('text/plain').send('sign in first');
         const id = (req.params as { id: string }).id;
@@ -292,7 +316,7 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
       });
 
       // The charts' data (admins): the server's samples over the last hours.
-      scope.get('/charts.json', async (req, reply) => {
+      scope.get('/charts.json', PAGE, async (req, reply) => {
         const s = await session(req);
         if (!s) return reply.status(401).send({ error: 'sign in first' });
         if (s.principal.scope !== 'admin') return reply.status(403).send({ error: 'admins only' });
@@ -308,7 +332,7 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
       });
 
       // Hold / drain / run / kill an instance (admins): the management API's operator request.
-      scope.post('/instances/:id/:action', async (req, reply) => {
+      scope.post('/instances/:id/:action', PAGE, async (req, reply) => {
         const s = await session(req);
         if (!s) return toSignin(req, reply);
         const body = (req.body ?? {}) as Record<string, string | undefined>;
@@ -357,7 +381,7 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
       });
 
       // Signing in: with a token pasted in the form, or a one-time link.
-      scope.get('/signin', async (req, reply) => {
+      scope.get('/signin', PAGE, async (req, reply) => {
         const q = req.query as { code?: string; next?: string };
         if (q.code !== undefined) {
           let tokenId: number;
@@ -380,7 +404,7 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
         return sendPage(reply, 200, signinPage({ next: safeNext(q.next) }));
       });
 
-      scope.post('/signin', async (req, reply) => {
+      scope.post('/signin', PAGE, async (req, reply) => {
         const body = (req.body ?? {}) as Record<string, string | undefined>;
         const next = safeNext(body.next);
         if (!sameOrigin(req))
@@ -411,12 +435,12 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
         return reply.redirect(next, 303);
       });
 
-      scope.post('/signout', async (req, reply) => {
+      scope.post('/signout', PAGE, async (req, reply) => {
         setSessionCookie(req, reply, null);
         return reply.redirect('/dashboard/signin', 303);
       });
 
-      scope.get('/static/:file', async (req, reply) => {
+      scope.get('/static/:file', PAGE, async (req, reply) => {
         const file = (req.params as { file: string }).file;
         const entry = Object.hasOwn(STATIC, file) ? STATIC[file] : undefined;
         if (!entry) return reply.status(404).type('text/plain').send('not found');

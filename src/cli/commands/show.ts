@@ -1,9 +1,10 @@
 // `berth show ID`: a request (with its attempts) or a container (with its events), for people or --json.
 import type { Command } from 'commander';
+import { describeExit } from '../../model/exit.js';
 import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
-import { shortCommand, size } from '../format.js';
+import { printable, shortCommand, size, when } from '../format.js';
 import { formatMoney } from '../../model/cost.js';
 import { formatDuration } from '../../model/units.js';
 import type { ContainerCost } from '../../store/cost.js';
@@ -25,14 +26,12 @@ function costLine(k: ContainerCost): string {
   return `    cost: ${formatMoney(k.cost)} (${formatMoney(k.direct)} running: ${Math.round(k.share * 100)}% of a ${k.type} at ${formatMoney(k.price)}/h for ${formatDuration(k.run_seconds * 1000)}; ${formatMoney(k.overhead)} its instance's boot and idle time)`;
 }
 
-function containerLines(c: ContainerRecord, cost?: ContainerCost): string[] {
+function containerLines(c: ContainerRecord, now: Date, cost?: ContainerCost): string[] {
+  const waits = (c.state === 'Queued' || c.state === 'Locked') && c.run_after && new Date(c.run_after) > now;
   return [
     `  ${c.id}  attempt ${c.attempt}  ${c.state}${c.failure_class ? ` (${c.failure_class})` : ''}`,
-    ...(c.exit_code !== null
-      ? [`    exit code: ${c.exit_code}${c.oom_killed ? ' (OOM-killed)' : ''}`]
-      : c.oom_killed
-        ? ['    OOM-killed']
-        : []),
+    ...(waits ? [`    not before: ${when(c.run_after!, now)}`] : []),
+    ...(c.exit_code !== null || c.oom_killed ? [`    ${describeExit(c.exit_code, c.oom_killed)}`] : []),
     ...(c.runtime_status ? [`    reason: ${c.runtime_status}`] : []),
     ...(c.instance_id ? [`    instance: ${c.instance_id}${c.node_id ? ` (node ${c.node_id})` : ''}`] : []),
     ...(c.usage ? [`    usage: ${usageLine(c)}`] : []),
@@ -64,12 +63,18 @@ async function showRequest(client: Client, id: string, json: boolean): Promise<v
     );
     return;
   }
+  const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
+  const secret = req.secret_env_keys.map((k) => `${k}=(secret, not shown)`);
+  const now = new Date();
   console.log(
     [
       `request ${req.id}${req.name ? ` (${req.name})` : ''}: ${statusWord(req)}`,
-      `  owner: ${req.owner}   priority: ${req.priority}   created: ${new Date(req.created_at).toISOString()}`,
+      `  owner: ${req.owner}   priority: ${req.priority}${req.priority === 0 ? ' (withdrawn: not scheduled)' : ''}   created: ${new Date(req.created_at).toISOString()}`,
+      ...(req.run_after ? [`  run after: ${when(req.run_after, now)}`] : []),
       `  command: ${shortCommand(req.command, 200)}`,
       `  image: ${req.image ?? '(none: a process)'}`,
+      ...(req.cwd ? [`  working directory: ${req.cwd}`] : []),
+      ...(env.length + secret.length > 0 ? [`  env: ${[...env, ...secret].join(' ')}`] : []),
       `  resources: ${req.vcpus} CPUs, ${size(req.ram)} RAM, ${size(req.scratch)} scratch, ${req.gpus} GPUs${req.preemptible ? ', preemptible' : ''}`,
       `  attempts: ${req.attempts} of ${req.container_count_max}, infrastructure retries: ${req.temp_failures} of ${req.max_temp_retries}`,
       ...(req.state === 'Final' ? [`  outcome: ${req.outcome}: ${req.final_reason ?? ''}`] : []),
@@ -82,8 +87,10 @@ async function showRequest(client: Client, id: string, json: boolean): Promise<v
         : []),
       `  cost: ${formatMoney(cost.cost)}${req.state === 'Final' ? '' : ' so far'} (all attempts; docs/COST.md)`,
       `containers:`,
-      ...containers.flatMap((c) => containerLines(c, costOf.get(c.id))),
-    ].join('\n'),
+      ...containers.flatMap((c) => containerLines(c, now, costOf.get(c.id))),
+    ]
+      .map(printable)
+      .join('\n'),
   );
 }
 
@@ -97,11 +104,13 @@ async function showContainer(client: Client, id: string, json: boolean): Promise
   console.log(
     [
       `container ${c.id} of request ${c.request_id}`,
-      ...containerLines(c),
+      ...containerLines(c, new Date()),
       `  resources: ${c.vcpus} CPUs, ${size(c.ram)} RAM, priority ${c.priority}, locked ${c.lock_count} times`,
       'events:',
       ...events.map((e) => `  ${new Date(e.at).toISOString()}  ${e.message}`),
-    ].join('\n'),
+    ]
+      .map(printable)
+      .join('\n'),
   );
 }
 
