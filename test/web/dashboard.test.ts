@@ -125,6 +125,7 @@ describe('dashboard', async () => {
       name: evil,
       labels: { team: 'x' },
       env: { PASSWORD: 'hunter2-secret' },
+      secret_env: { API_KEY: 'sekrit-value-42' },
     });
     const admin = await session(tokens.admin);
     for (const url of ['/dashboard/requests', `/dashboard/requests/${r.id}`, '/dashboard/queue']) {
@@ -132,6 +133,7 @@ describe('dashboard', async () => {
       expect(page.body, url).not.toContain(evil);
       expect(page.body, url).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
       expect(page.body, url).not.toContain('hunter2-secret');
+      expect(page.body, url).not.toContain('sekrit-value-42');
       expect(page.body, url).not.toContain(tokens.admin);
       expect(page.headers['content-security-policy']).toMatch(/script-src 'self'/);
       expect(page.headers['x-frame-options']).toBe('DENY');
