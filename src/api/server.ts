@@ -23,6 +23,7 @@ import { logRoutes } from './routes/logs.js';
 import { nodeRoutes } from './routes/nodes.js';
 import { requestRoutes } from './routes/requests.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { usageRoutes } from './routes/usage.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -188,6 +189,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   instanceRoutes(app, deps);
   costRoutes(app, deps);
   dashboardRoutes(app, deps, throttle);
+  usageRoutes(app, deps);
   let doc: Record<string, unknown> | null = null;
   app.get(
     '/openapi.json',

@@ -12,6 +12,7 @@ import { Nodes } from './nodes.js';
 import { Requests } from './requests.js';
 import { Settings } from './settings.js';
 import { Tokens } from './tokens.js';
+import { UsageQueries } from './usage.js';
 import { Wake } from './wake.js';
 
 export class Store {
@@ -26,6 +27,7 @@ export class Store {
   readonly settings: Settings;
   readonly costs: Costs;
   readonly dashboard: Dashboard;
+  readonly usage: UsageQueries;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
@@ -44,5 +46,6 @@ export class Store {
     this.settings = new Settings(this.ctx);
     this.costs = new Costs(this.ctx);
     this.dashboard = new Dashboard(this.ctx);
+    this.usage = new UsageQueries(this.ctx);
   }
 }

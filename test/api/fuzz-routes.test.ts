@@ -114,6 +114,10 @@ function examples(): Record<string, Example> {
     },
     'GET /v1/requests/{id}/cost': { who: 'alice', params: r },
     'POST /v1/dashboard/signin-links': { who: 'alice', body: {} },
+    'GET /v1/usage': {
+      who: 'admin',
+      query: { by: 'owner', owner: 'alice', since: '2026-01-01T00:00:00Z' },
+    },
   };
 }
 
