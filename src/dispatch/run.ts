@@ -7,6 +7,7 @@ import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { systemClock, type Clock } from '../model/clock.js';
+import { agreedLabelsOf } from '../store/labels.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
@@ -83,6 +84,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     apiHealth: () => apiAnswers(o.apiUrl),
     bootData: bootDataFor(o.apiUrl),
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
+    labelsFor: (containers) => agreedLabelsOf(o.store.ctx.pool, containers),
     onEvent: (e) => {
       metrics.onEvent(e);
       logEvent(e);
