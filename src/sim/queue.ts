@@ -82,6 +82,8 @@ export interface QueueObserver {
   started?(c: SimContainer): void;
   /** A container reached Complete or Cancelled; `wasRunning` when it had started. */
   ended?(c: SimContainer, wasRunning: boolean): void;
+  /** A request became final (no more attempts): how it ended. */
+  requestFinal?(spec: SimRequestSpec, outcome: keyof Omit<RequestOutcomes, 'open'>): void;
   /** A retry will become runnable at `at`: the dispatcher should look then. */
   runnableAt?(at: number): void;
   nodeFailed?(nodeId: string): void;
@@ -453,6 +455,7 @@ export class SimQueue implements DispatchQueue {
       req.final = true;
       this.outcomeCounts.open--;
       this.outcomeCounts[d.outcome]++;
+      this.observer.requestFinal?.(s, d.outcome);
       return;
     }
     const now = this.o.now();

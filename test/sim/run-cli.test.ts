@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { ConfigError } from '../../src/config/declare.js';
 import { loadSimConfig, parseSimConfig } from '../../src/sim/config.js';
+import { diamond } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-sim-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -96,6 +97,21 @@ describe('berth sim', () => {
     expect(c.code).toBe(0);
     expect(c.stdout).toMatch(/A: berth \(seed 3\)\s+B: one-per-instance \(seed 1\)/);
     expect(c.stdout).toMatch(/total cost/);
+  });
+
+  it('a WfCommons workflow runs closed loop; the summary shows its makespan and critical path', async () => {
+    const wf = join(dir, 'diamond-001.json');
+    writeFileSync(wf, JSON.stringify(diamond()));
+    const out = join(dir, 'workflow');
+    const r = await berth('sim', '--workload', wf, '--config', config, '--out', out);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      /workflows: 1 runs, 1 succeeded, 0 failed, 0 open; makespan \/ critical path p50 \d\.\d\d/,
+    );
+    expect(r.stdout).toMatch(/diamond-001: 1\/1 runs, 4 tasks, critical path 1m50s, makespan p50 \S+/);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8'));
+    expect(report.workflows.list[0]).toMatchObject({ id: 'diamond-001/1', outcome: 'success' });
+    expect(report.workflows.list[0].makespan).toBeGreaterThan(110);
   });
 
   it('bad flags and files exit 2 naming the flag or key', async () => {

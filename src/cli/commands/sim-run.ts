@@ -11,7 +11,13 @@ import { compareReports } from '../../sim/report/compare.js';
 import { readReport, writeReport } from '../../sim/report/files.js';
 import { runSimulation, type Progress } from '../../sim/run.js';
 import { loadWorkload } from '../../sim/workload/load.js';
-import { WorkloadError, type WorkloadJob } from '../../sim/workload/types.js';
+import {
+  WorkloadError,
+  type Workflow,
+  type WorkflowRun,
+  type WorkloadJob,
+} from '../../sim/workload/types.js';
+import { criticalPath } from '../../sim/workload/wfcommons.js';
 import { UsageError } from '../errors.js';
 
 export interface SimOpts {
@@ -38,14 +44,27 @@ function scaleFlag(v: string): number {
   return f;
 }
 
+const scaleMs = (ms: number, f: number): number => Math.max(1, Math.round(ms * f));
+
 /** Multiplies arrivals and run times: 0.5 plays the same workload in half the virtual time. */
 function scaled(jobs: WorkloadJob[], f: number): WorkloadJob[] {
   if (f === 1) return jobs;
-  return jobs.map((j) => ({
-    ...j,
-    arrival: Math.round(j.arrival * f),
-    duration: Math.max(1, Math.round(j.duration * f)),
-  }));
+  return jobs.map((j) => ({ ...j, arrival: Math.round(j.arrival * f), duration: scaleMs(j.duration, f) }));
+}
+
+/** The same for workflow runs: start times and task run times (so the critical path too). */
+function scaledRuns(runs: WorkflowRun[], f: number): WorkflowRun[] {
+  if (f === 1) return runs;
+  const done = new Map<Workflow, Workflow>();
+  const scale = (w: Workflow): Workflow => {
+    const tasks = w.tasks.map((t) => ({ ...t, duration: scaleMs(t.duration, f) }));
+    return { ...w, tasks, criticalPath: criticalPath(tasks) };
+  };
+  return runs.map((r) => {
+    let w = done.get(r.workflow);
+    if (w === undefined) done.set(r.workflow, (w = scale(r.workflow)));
+    return { ...r, arrival: Math.round(r.arrival * f), workflow: w };
+  });
 }
 
 const money = (x: number | null): string => (x === null ? '-' : x.toFixed(2));
@@ -59,7 +78,23 @@ export function summary(r: Report): string {
     `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  idle ${money(r.cost.idle)}`,
     `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
     `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
+    ...workflowLines(r),
   ].join('\n');
+}
+
+/** One line for all workflow runs, then one per workflow: makespan and its ratio to the critical path. */
+function workflowLines(r: Report): string[] {
+  const w = r.workflows;
+  if (w === null) return [];
+  const ratio = (x: number | null) => (x === null ? '-' : x.toFixed(2));
+  const span = (x: number | null) => (x === null ? '-' : formatDuration(x * 1000));
+  return [
+    `workflows: ${w.runs.total} runs, ${w.runs.succeeded} succeeded, ${w.runs.failed} failed, ${w.runs.open} open; makespan / critical path p50 ${ratio(w.ratio.p50)} mean ${ratio(w.ratio.mean)} max ${ratio(w.ratio.max)}`,
+    ...Object.entries(w.byWorkflow).map(
+      ([name, s]) =>
+        `  ${name}: ${s.succeeded}/${s.runs} runs, ${s.tasks} tasks, critical path ${span(s.criticalPath)}, makespan p50 ${span(s.makespan.p50)} max ${span(s.makespan.max)}, ratio p50 ${ratio(s.ratio.p50)} max ${ratio(s.ratio.max)}`,
+    ),
+  ];
 }
 
 export async function runCommand(opts: SimOpts): Promise<void> {
@@ -78,10 +113,12 @@ export async function runCommand(opts: SimOpts): Promise<void> {
 
   let config: SimConfig;
   let jobs: WorkloadJob[];
+  let workflows: WorkflowRun[];
   try {
     config = opts.config === undefined ? defaultSimConfig() : loadSimConfig(opts.config);
     const w = loadWorkload(opts.workload, limit === undefined ? {} : { limit });
     jobs = scaled(limit === undefined ? w.jobs : w.jobs.slice(0, limit), scale);
+    workflows = scaledRuns(limit === undefined ? w.workflows : w.workflows.slice(0, limit), scale);
   } catch (err) {
     if (err instanceof ConfigError) throw new UsageError(`--config ${err.message}`);
     if (err instanceof WorkloadError) throw new UsageError(`--workload ${err.message}`);
@@ -101,6 +138,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
   };
   const { report, stats } = await runSimulation({
     jobs,
+    workflows,
     config,
     seed,
     policy,

@@ -11,7 +11,10 @@ export function registerSim(program: Command): void {
   const sim = program
     .command('sim')
     .description('simulate a workload with the real scheduler on a simulated cloud (virtual time)')
-    .option('--workload <file>', 'workload: SWF trace (.swf, .swf.gz) or JSON (.json)')
+    .option(
+      '--workload <file>',
+      'workload: SWF trace (.swf[.gz]), or JSON (.json[.gz]): jobs, a WfCommons workflow or a workflow mix',
+    )
     .option('--config <file>', 'simulator configuration (JSON; docs/SIMULATOR.md)')
     .option('--seed <n>', 'seed of every random choice', '1')
     .option('--policy <name>', `scheduling policy: ${POLICIES.join(', ')}`, 'berth')

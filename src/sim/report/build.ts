@@ -4,6 +4,7 @@
 import { costLowerBound } from '../lower-bound.js';
 import { ReportInputError, type ContainerRecord, type RunRecord } from './input.js';
 import { bucketMax, percentile, round, unionLength } from './stats.js';
+import { workflowSection, type WorkflowSection } from './workflows.js';
 
 /** Number of buckets in the time series (enough for a chart, small enough for a 1M-container run). */
 export const SERIES_BUCKETS = 200;
@@ -61,6 +62,8 @@ export interface Report {
   utilization: { vcpu: number | null; ram: number | null };
   /** Maximum within each of SERIES_BUCKETS equal slices of the period. */
   series: { bucketSeconds: number; instances: number[]; queue: number[] };
+  /** Workflow runs: makespan against the critical path; null when the workload had none. */
+  workflows: WorkflowSection | null;
 }
 
 function sortedRecord(m: Map<string, number>, digits: number): Record<string, number> {
@@ -237,6 +240,7 @@ export function buildReport(run: RunRecord): Report {
       instances: bucketMax(instanceEvents, start, end, SERIES_BUCKETS),
       queue: bucketMax(queueEvents, start, end, SERIES_BUCKETS),
     },
+    workflows: run.workflows === undefined ? null : workflowSection(run.workflows, start),
   };
 }
 
