@@ -96,6 +96,8 @@ function shapeContainer(id: string, rng: Rng, extra: Partial<SnapshotContainer>)
     instanceTypes: null,
     instance: null,
     lockCount: 0,
+    owner: '',
+    interruptions: 0,
     ...extra,
   };
 }
@@ -144,6 +146,7 @@ function buildSnapshot(a: Args): Snapshot {
     instances,
     containers,
     cloud: { quotaMaxInstances: null, unavailableTypes: [pick(rng, types).name], rateLimitedUntil: null },
+    arrivals: [],
   };
 }
 

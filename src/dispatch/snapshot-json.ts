@@ -13,6 +13,7 @@ import {
   type InstanceType,
 } from '../model/types.js';
 import type {
+  ArrivalCount,
   CloudState,
   Plan,
   SchedulerConfig,
@@ -87,6 +88,10 @@ const check =
   (v: unknown): T =>
     kind.parse(v, '', { baseDir: '' });
 const str = check(kinds.text());
+const anyString = (v: unknown): string => {
+  if (typeof v !== 'string') throw new kinds.Expected('a string');
+  return v;
+};
 const bool = check(kinds.bool);
 const int = (min: number, max?: number) => check(kinds.int(min, max));
 const num = (min: number) => check(kinds.num(min));
@@ -171,6 +176,8 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
     instanceTypes: allow === undefined || allow === null ? null : stringList(allow, f.at('instance_types')),
     instance: f.get('instance', nullable(str), () => null),
     lockCount: f.get('lock_count', int(0), () => 0),
+    owner: f.get('owner', anyString, () => ''),
+    interruptions: f.get('interruptions', int(0), () => 0),
   };
   f.done();
   if (c.state === 'Running' && c.instance === null)
@@ -192,6 +199,23 @@ function parseCloud(value: unknown): CloudState {
   };
   f.done();
   return cloud;
+}
+
+/** One entry of `arrivals`: a container shape and how many of it arrived in the last arrival_window. */
+function parseArrival(value: unknown, path: string): ArrivalCount {
+  const f = Fields.of(value, path);
+  const allow = f.raw('instance_types');
+  const a: ArrivalCount = {
+    vcpus: f.get('vcpus', parseVcpus),
+    ram: f.get('ram', parseSize),
+    scratch: f.get('scratch', parseSize, () => 0),
+    gpus: f.get('gpus', int(0), () => 0),
+    preemptible: f.get('preemptible', bool, () => false),
+    instanceTypes: allow === undefined || allow === null ? null : stringList(allow, f.at('instance_types')),
+    count: f.get('count', int(0)),
+  };
+  f.done();
+  return a;
 }
 
 function unique<T>(items: T[], id: (t: T) => string, path: string): void {
@@ -220,10 +244,11 @@ export function parseSnapshot(value: unknown): Snapshot {
   const instances = array(orEmpty(f.raw('instances')), 'instances', parseInstance);
   const containers = array(orEmpty(f.raw('containers')), 'containers', parseContainer);
   const cloud = parseCloud(f.raw('cloud') === undefined ? {} : f.raw('cloud'));
+  const arrivals = array(orEmpty(f.raw('arrivals')), 'arrivals', parseArrival);
   f.done();
   unique(instances, (i) => i.id, 'instances');
   unique(containers, (c) => c.id, 'containers');
-  return { now, config, instanceTypes, instances, containers, cloud };
+  return { now, config, instanceTypes, instances, containers, cloud, arrivals };
 }
 
 /** Parses snapshot text; JSON syntax errors become SnapshotErrors too. */
@@ -238,7 +263,7 @@ export function parseSnapshotText(text: string): Snapshot {
 }
 
 /** The §6.4 output: actions in plan order, status keys sorted so the bytes never depend on insertion order. */
-export function planToJson(p: Plan, pretty = false): string {
+export function planToJson(p: Pick<Plan, 'actions' | 'status'>, pretty = false): string {
   const status: Record<string, string> = {};
   for (const k of [...p.status.keys()].sort()) status[k] = p.status.get(k)!;
   return JSON.stringify({ actions: p.actions, status }, null, pretty ? 2 : undefined);

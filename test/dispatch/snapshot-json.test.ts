@@ -86,6 +86,14 @@ describe('parseSnapshot', () => {
       billingPeriodMs: 0,
       shutdownWindowMs: 0,
       maxDispatchAttempts: 10,
+      maxIdleTimeMs: 600_000,
+      minBillingPeriodMs: 0,
+      arrivalWindowMs: 60_000,
+      maxSpotInterruptions: 2,
+      maxRunningPerUser: null,
+      fairShare: true,
+      shareRule: 'expected',
+      batchPacking: 'cost',
     });
     expect(s.instanceTypes).toEqual([
       {
@@ -100,8 +108,56 @@ describe('parseSnapshot', () => {
       },
     ]);
     expect(s.instances[0]!.createdAt.toISOString()).toBe('2025-12-31T23:59:00.000Z');
-    expect(s.containers[0]).toMatchObject({ ram: 512 * 1024 ** 2, instanceTypes: null, lockCount: 0 });
+    expect(s.containers[0]).toMatchObject({
+      ram: 512 * 1024 ** 2,
+      instanceTypes: null,
+      lockCount: 0,
+      owner: '',
+      interruptions: 0,
+    });
     expect(s.cloud).toEqual({ quotaMaxInstances: null, unavailableTypes: [], rateLimitedUntil: null });
+    expect(s.arrivals).toEqual([]);
+  });
+
+  it('reads owners, spot interruptions and recent arrivals', () => {
+    const raw = example() as Record<string, unknown> & { containers: Record<string, unknown>[] };
+    Object.assign(raw.containers[0]!, { owner: 'alice', interruptions: 2 });
+    raw.arrivals = [
+      { vcpus: 2, ram: '4GiB', count: 7 },
+      { vcpus: 1, ram: 1024, preemptible: true, count: 0 },
+    ];
+    const s = parseSnapshot(raw);
+    expect(s.containers[0]).toMatchObject({ owner: 'alice', interruptions: 2 });
+    expect(s.arrivals).toEqual([
+      { vcpus: 2, ram: 4 * GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 7 },
+      { vcpus: 1, ram: 1024, scratch: 0, gpus: 0, preemptible: true, instanceTypes: null, count: 0 },
+    ]);
+  });
+
+  it('names the field of a bad owner, interruption count or arrival', () => {
+    const bad = (patch: (raw: ReturnType<typeof example> & Record<string, unknown>) => void) => {
+      const raw = example() as ReturnType<typeof example> & Record<string, unknown>;
+      patch(raw);
+      try {
+        parseSnapshot(raw);
+        return 'no error';
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    expect(bad((r) => Object.assign(r.containers[0]!, { owner: 7 }))).toBe(
+      'containers[0].owner: expected a string, got 7',
+    );
+    expect(bad((r) => Object.assign(r.containers[0]!, { interruptions: -1 }))).toMatch(
+      /^containers\[0\]\.interruptions: expected a whole number/,
+    );
+    expect(bad((r) => (r.arrivals = [{ vcpus: 1, ram: '1GiB' }]))).toBe(
+      'arrivals[0].count: required field is missing',
+    );
+    expect(bad((r) => (r.arrivals = [{ vcpus: 1, ram: '1GiB', count: 1, shape: 'x' }]))).toBe(
+      'arrivals[0].shape: unknown field',
+    );
+    expect(bad((r) => (r.arrivals = {}))).toBe('arrivals: expected an array, got an object');
   });
 
   it('reads the optional config keys', () => {

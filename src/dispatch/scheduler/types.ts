@@ -2,6 +2,7 @@
 // The plan function is pure: no I/O, no clock reads; `now` is part of the snapshot.
 import type { SchedulerConfig } from '../../config/scheduler.js';
 import type { ContainerState, IdleBehavior, InstanceState, InstanceType } from '../../model/types.js';
+import type { Statuses } from './statuses.js';
 
 /** Scheduler configuration, declared with every other option (src/config/scheduler.ts). */
 export type { SchedulerConfig };
@@ -34,6 +35,27 @@ export interface SnapshotContainer {
   /** The instance the container is assigned to, if any. */
   instance: string | null;
   lockCount: number;
+  /** Who submitted it: per-user limits and fair sharing between owners; '' when unknown. */
+  owner: string;
+  /**
+   * How many times its request was interrupted on a spot (preemptible) instance: from
+   * max_spot_interruptions on, a preemptible container runs on on-demand types.
+   */
+  interruptions: number;
+}
+
+/**
+ * Containers of one shape that arrived (were first queued) in the last `config.arrivalWindowMs`: the
+ * recent arrival rate, which says whether an idle instance is likely to be used again soon.
+ */
+export interface ArrivalCount {
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  preemptible: boolean;
+  instanceTypes: string[] | null;
+  count: number;
 }
 
 export interface CloudState {
@@ -52,6 +74,8 @@ export interface Snapshot {
   instances: SnapshotInstance[];
   containers: SnapshotContainer[];
   cloud: CloudState;
+  /** Recent arrivals by shape (reuse likelihood); empty when unknown. */
+  arrivals: ArrivalCount[];
 }
 
 export type Action =
@@ -66,8 +90,16 @@ export type Action =
 export interface Plan {
   actions: Action[];
   /**
-   * A human-readable status for every waiting container (DESIGN §6.2 rule 7), by container id. A Map, not
-   * an object: at 100k waiting containers the object's dictionary inserts were 40% of a pass.
+   * A human-readable status for every waiting container (DESIGN §6.2 rule 7), by container id, as
+   * `berth plan` prints it. Built from `statuses` when first read: a pass itself builds no text per
+   * waiting container (at a million waiting, those strings were most of a pass).
    */
-  status: Map<string, string>;
+  readonly status: Map<string, string>;
+  /** The same statuses, grouped by reason: what the dispatcher stores (statuses.ts). */
+  readonly statuses: Statuses;
+  /**
+   * The plan stays what a pass would give until this time (ms) if nothing but the clock changes: the
+   * first instant a timeout, a billing period or a rate limit flips a decision. Infinity when none does.
+   */
+  readonly validUntil: number;
 }
