@@ -1,13 +1,25 @@
 #!/usr/bin/env node
 // The berth executable: the compiled CLI (npm install runs the build through `prepare`).
+import { setTimeout } from 'node:timers';
 import { main } from '../dist/src/cli/main.js';
 
-main(process.argv).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err) => {
-    console.error(`berth: ${err instanceof Error ? err.message : String(err)}`);
-    process.exitCode = 1;
-  },
-);
+// A command that has finished must not linger (a stopped `berth up` that never exits is a hung terminal):
+// anything it left open is a bug, named here, and the process ends anyway. Writes to a terminal, a file or
+// a pipe are synchronous on Linux, so no output is cut short.
+const LINGER_MS = 5_000;
+
+function finish(code) {
+  process.exitCode = code;
+  setTimeout(() => {
+    const open = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap' && r !== 'Timeout');
+    console.error(
+      `berth: still running ${LINGER_MS / 1000}s after finishing (left open: ${open.join(', ') || 'timers'}); exiting`,
+    );
+    process.exit(code);
+  }, LINGER_MS).unref();
+}
+
+main(process.argv).then(finish, (err) => {
+  console.error(`berth: ${err instanceof Error ? err.message : String(err)}`);
+  finish(1);
+});

@@ -8,6 +8,7 @@ import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js
 import { CloudMemory } from './cloud-memory.js';
 import { ContainerView } from './container-view.js';
 import type { DispatcherTimers } from './config.js';
+import { NodeWatch } from './node-watch.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { DispatchQueue, NodeView } from './ports.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
@@ -56,6 +57,10 @@ export interface DispatcherOptions extends DispatcherTimers {
   instanceTypes: InstanceType[];
   /** The scheduler's config, but max_dispatch_attempts: the queue's (the database owns it). */
   config: Omit<SchedulerConfig, 'maxDispatchAttempts'>;
+  /** Passes further apart than this interrupt the node watch (node-watch.ts); unset in the simulator. */
+  maxPassGapMs?: number;
+  /** Whether the API the agents ping answers (checked every few seconds); unset: not checked. */
+  apiHealth?: () => Promise<boolean>;
   /** The boot data handed to a new instance (the agent's API URL, node id and secret). */
   bootData(node: { nodeId: string; bootstrapSecret: string; instanceType: InstanceType }): string;
   /**
@@ -101,6 +106,7 @@ export class Dispatcher {
   readonly instances = new Map<string, PoolInstance>();
   private readonly types: Map<string, InstanceType>;
   private readonly cloud: CloudMemory;
+  private readonly watch: NodeWatch;
   private lastSync = -Infinity;
   private synced = false;
   private lastStatus = new Map<string, string>();
@@ -138,6 +144,7 @@ export class Dispatcher {
       capacityTtlMs: o.capacityTtlMs,
       quotaTtlMs: o.quotaTtlMs,
     });
+    this.watch = new NodeWatch({ lostAfterMs: o.nodeLostAfterMs, maxPassGapMs: o.maxPassGapMs });
   }
 
   private emit(e: DispatchEvent): void {
@@ -153,18 +160,26 @@ export class Dispatcher {
   /** One pass. Concurrent calls share the pass in flight (callers coalesce events into ticks). */
   tick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    this.running ??= this.pass().finally(() => (this.running = null));
+    this.running ??= this.pass()
+      .catch((err: unknown) => {
+        this.watch.passFailed();
+        throw err;
+      })
+      .finally(() => (this.running = null));
     return this.running;
   }
 
   private async pass(): Promise<void> {
     const o = this.o;
     const now = o.clock.now();
+    this.watch.passStarted(now.getTime());
     if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs))) {
       throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
     }
     if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
     if (o.mirror) await this.applyOperatorRequests(now);
+    if (o.apiHealth && this.watch.probeDue(now.getTime()))
+      this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
     const nodes = await o.queue.nodes(o.cluster, o.tag, now);
     const containers = this.view.replace(await o.queue.containers(o.id, now), now);
     await this.observe(nodes, containers, now);
@@ -268,7 +283,7 @@ export class Dispatcher {
         node &&
         node.lastPingAt &&
         node.state !== 'registered' &&
-        now.getTime() - node.lastPingAt.getTime() > this.o.nodeLostAfterMs
+        this.watch.lost(node.lastPingAt.getTime(), now.getTime())
       ) {
         const silent = Math.round((now.getTime() - node.lastPingAt.getTime()) / 1000);
         await this.failNode(
@@ -290,6 +305,13 @@ export class Dispatcher {
       }
       // An adopted instance whose agent never came is judged by its age, like any booting one.
       if (was === 'unknown' && inst.state === 'booting') inst.stateSince = inst.createdAt;
+    }
+    // A node whose instance the cloud no longer lists can never report again: it died while no dispatcher
+    // watched, or the node's failure could not be written when the instance was shut down (database down).
+    if (!this.synced) return;
+    for (const node of nodes) {
+      if (node.state === 'failed' || !node.instanceId || this.instances.has(node.instanceId)) continue;
+      await this.failNode(node.id, node.instanceId, 'its instance is gone', now);
     }
   }
 
@@ -350,7 +372,7 @@ export class Dispatcher {
             this.emit({ kind: 'container-unlocked', at: now, container: a.container, reason: a.reason });
             break;
           case 'cancel':
-            await o.queue.cancel(a.container, o.id, a.class, a.reason);
+            await o.queue.cancel(a.container, o.id, a.class, a.reason, { retryable: a.retryable ?? true });
             this.emit({
               kind: 'container-cancelled',
               at: now,
@@ -445,8 +467,14 @@ export class Dispatcher {
     if (inst.state !== 'shutdown') {
       setState(inst, 'shutdown', now);
       this.emit({ kind: 'instance-shutdown', at: now, instance: inst.id, reason });
-      // Its agent must not report any more; whatever it still held is retried elsewhere.
-      if (inst.nodeId) await this.o.queue.failNode(inst.nodeId, `instance shut down: ${reason}`);
+      // Its agent must not report any more; whatever it still held is retried elsewhere. Destroyed even
+      // when that cannot be written now (the node is then failed once its instance is gone: observe()).
+      if (inst.nodeId)
+        await this.o.queue
+          .failNode(inst.nodeId, `instance shut down: ${reason}`)
+          .catch((err: unknown) =>
+            this.failed('failNode', err, now, { node: inst.nodeId!, instance: inst.id, type: inst.type }),
+          );
     }
     await this.destroy(inst, now);
   }
@@ -523,15 +551,16 @@ export class Dispatcher {
    */
   async shutdownAll(reason: string): Promise<number> {
     const now = this.o.clock.now();
-    let n = 0;
-    for (const inst of this.instances.values()) {
-      if (inst.state === 'gone') continue;
-      await this.shutdown(inst, reason, now).catch((err: unknown) =>
-        this.failed('shutdown', err, now, { instance: inst.id, type: inst.type }),
-      );
-      n++;
-    }
-    return n;
+    const live = [...this.instances.values()].filter((i) => i.state !== 'gone');
+    // All at once: each destroy waits for its agent's grace, and the stop must end in bounded time.
+    await Promise.all(
+      live.map((inst) =>
+        this.shutdown(inst, reason, now).catch((err: unknown) =>
+          this.failed('shutdown', err, now, { instance: inst.id, type: inst.type }),
+        ),
+      ),
+    );
+    return live.length;
   }
 
   /** Graceful stop (DESIGN §6.3): finish the pass in flight, start nothing new, release the lease. */

@@ -120,14 +120,18 @@ export class PgQueue implements DispatchQueue {
     await this.store.containers.assign(id, dispatcherId, instanceId, nodeId);
   }
 
-  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
+  async cancel(
+    id: string,
+    dispatcherId: string,
+    failureClass: FailureClass,
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     const c = await this.store.containers.get(id);
-    if (c.state === 'Queued') {
-      // Unsatisfiable before it was ever locked: the system cancels it.
-      await this.store.containers.cancel(id, { kind: 'system' }, failureClass, reason);
-    } else {
-      await this.store.containers.cancel(id, { kind: 'dispatcher', dispatcherId }, failureClass, reason);
-    }
+    // Unsatisfiable before it was ever locked: the system cancels it.
+    const by =
+      c.state === 'Queued' ? { kind: 'system' as const } : { kind: 'dispatcher' as const, dispatcherId };
+    await this.store.containers.cancel(id, by, failureClass, reason, opts);
   }
 
   async createNode(instanceType: string, cluster: string, tag: string) {

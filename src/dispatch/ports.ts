@@ -48,7 +48,14 @@ export interface DispatchQueue {
   unlock(id: string, dispatcherId: string, reason: string): Promise<void>;
   /** Places a Locked container on an instance (its node, if registered, then starts it). */
   assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void>;
-  cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void>;
+  /** `retryable: false`: no retry can succeed, so the request ends now (src/model/retry.ts). */
+  cancel(
+    id: string,
+    dispatcherId: string,
+    failureClass: FailureClass,
+    reason: string,
+    opts?: { retryable?: boolean },
+  ): Promise<void>;
 
   /**
    * Records a node for an instance about to be created and returns the one-time secret for its boot

@@ -2,7 +2,7 @@
 import { join } from 'node:path';
 import type { Config } from '../config/options.js';
 import { createPool, withDatabase, type Db } from '../store/db.js';
-import { startEmbedded, type EmbeddedServer } from '../store/embedded.js';
+import { startEmbedded, type EmbeddedServer, type OwnerStop } from '../store/embedded.js';
 import { migrate } from '../store/migrate.js';
 
 export interface OpenDatabase {
@@ -17,15 +17,19 @@ const DB_NAME = 'berth';
 export async function openDatabase(
   cfg: Config,
   onProgress: (line: string) => void = () => {},
+  shutdown?: OwnerStop,
 ): Promise<OpenDatabase> {
   let embedded: EmbeddedServer | null = null;
   let url = cfg.database_url;
   if (!url) {
-    embedded = await startEmbedded({ dataDir: join(cfg.home, 'pgdata'), onProgress });
+    embedded = await startEmbedded({ dataDir: join(cfg.home, 'pgdata'), onProgress, shutdown });
     const admin = createPool(embedded.url, 1);
     try {
       const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [DB_NAME]);
       if (exists.rowCount === 0) await admin.query(`CREATE DATABASE ${DB_NAME}`);
+    } catch (err) {
+      await embedded.stop();
+      throw err;
     } finally {
       await admin.end();
     }

@@ -215,6 +215,7 @@ export class SimQueue implements DispatchQueue {
         exitCode: null,
         failureClass: 'perm',
         reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxAttempts}); last: ${reason}`,
+        retryable: true,
       });
       return;
     }
@@ -239,13 +240,25 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
+  async cancel(
+    id: string,
+    dispatcherId: string,
+    failureClass: FailureClass,
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     const c = this.get(id);
     // A dispatcher cancels what it holds, or a Queued container nobody holds (e.g. unsatisfiable).
     if (c.lockedBy !== null && c.lockedBy !== dispatcherId)
       throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
     this.expect(c, 'Cancelled');
-    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason });
+    this.finish(c, {
+      state: 'Cancelled',
+      exitCode: null,
+      failureClass,
+      reason,
+      retryable: opts.retryable ?? true,
+    });
   }
 
   async createNode(
@@ -277,6 +290,7 @@ export class SimQueue implements DispatchQueue {
           exitCode: null,
           failureClass: 'temp',
           reason: `node lost: ${reason}`,
+          retryable: true,
         });
     }
     this.observer.nodeFailed?.(nodeId);
@@ -332,7 +346,7 @@ export class SimQueue implements DispatchQueue {
   complete(id: string, nodeId: string, gen: number, exitCode: number): void {
     const c = this.agentRow(id, nodeId, gen);
     this.expect(c, 'Complete');
-    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null });
+    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null, retryable: true });
   }
 
   /**

@@ -1,14 +1,24 @@
 // Container transitions (DESIGN §3.2). Each is one transaction that locks the row, checks the current
 // state (and, for lock-holder and agent operations, the holder and the per-lock token), and refuses an
 // illegal change with a ConflictError that says why, changing nothing.
-import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
+import type { UsageSample } from '../api/schemas.js';
+import {
+  isFinalContainerState,
+  isLegalTransition,
+  type ContainerState,
+  type FailureClass,
+} from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { withRetriedTx, type Tx } from './db.js';
-import { ConflictError, ForbiddenError, NotFoundError } from './errors.js';
-import { addEvent, cancelContainer, finishContainer } from './finish.js';
+import { AlreadyFinishedError, ConflictError, ForbiddenError, NotFoundError } from './errors.js';
+import { addEvent, cancelContainer, finishContainer, recordExitAfterCancel } from './finish.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
 import { lockKey, lockToken, lockTokenValid } from './secrets.js';
 import { maxDispatchAttempts } from './settings.js';
+
+/** The columns of Row. */
+const ROW_COLUMNS = `id, state, locked_by, lock_generation, lock_count, node_id, instance_id, owner, priority,
+  run_after, started_at, finished_at, exit_code`;
 
 /** A lock granted to a dispatcher: the per-lock token goes to the agent that will run the container. */
 export interface GrantedLock {
@@ -37,6 +47,8 @@ export interface StartOrder {
   image: string | null;
   command: string[];
   env: Record<string, string>;
+  /** Secret environment values: set in the container like env, never shown or logged. */
+  secret_env: Record<string, string>;
   cwd: string | null;
   vcpus: number;
   ram: number;
@@ -45,12 +57,7 @@ export interface StartOrder {
   max_run_time_ms: number | null;
 }
 
-/** A running container's usage as its agent sampled it (sent with the ping). */
-export interface UsageSample {
-  cpu_seconds: number;
-  ram: number;
-  peak_ram: number;
-}
+export type { UsageSample };
 
 export interface NodeWork {
   start: StartOrder[];
@@ -68,7 +75,20 @@ interface Row {
   owner: string;
   priority: number;
   run_after: Date | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+  exit_code: number | null;
 }
+
+/**
+ * The cancel grace (issue 10 item 8): a container cancelled while Running goes on running for the agent's
+ * kill grace (SIGTERM, then SIGKILL), and what it prints meanwhile and how it ended are worth keeping. The
+ * per-lock token it ran under stays good, after the cancel revoked it, for exactly two things: appending
+ * its logs, and one final report of its exit code and usage, which closes the grace. Neither changes the
+ * container's state (it stays Cancelled: no container completes twice), and the grace ends this long after
+ * the cancel in any case, so an agent that comes back much later is refused as any stale writer is.
+ */
+export const CANCEL_GRACE_MS = 3_600_000;
 
 /** How long a Running container may be missing from its agent's pings before it counts as lost. */
 export const UNKNOWN_TO_AGENT_GRACE_MS = 90_000;
@@ -101,11 +121,35 @@ export class Containers {
     return lockToken(await this.lockKey(), id, r.lock_generation);
   }
 
-  /** True when token is the current per-lock token of the container (for appends after a start). */
+  /**
+   * True when token may append to the container's logs: its current per-lock token, or the token it ran
+   * under while in its cancel grace (see CANCEL_GRACE_MS).
+   */
   async tokenValid(id: string, token: string): Promise<boolean> {
-    const r = await this.ctx.pool.query(`SELECT lock_generation FROM containers WHERE id = $1`, [id]);
+    const r = await this.ctx.pool.query(`SELECT ${ROW_COLUMNS} FROM containers WHERE id = $1`, [id]);
     if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
-    return lockTokenValid(await this.lockKey(), id, r.rows[0].lock_generation, token);
+    const row = r.rows[0] as Row;
+    const key = await this.lockKey();
+    return lockTokenValid(key, id, row.lock_generation, token) || (await this.inCancelGrace(row, key, token));
+  }
+
+  /**
+   * Whether token is the one a cancelled container ran under and its cancel grace is still open: not on a
+   * node declared failed, whose containers were cancelled because it was lost (its agent is exactly the
+   * stale writer DESIGN §3.2 refuses).
+   */
+  private async inCancelGrace(row: Row, key: Buffer, token: string): Promise<boolean> {
+    const open =
+      row.state === 'Cancelled' &&
+      row.started_at !== null &&
+      row.exit_code === null &&
+      row.finished_at !== null &&
+      this.ctx.clock.now().getTime() - new Date(row.finished_at).getTime() <= CANCEL_GRACE_MS &&
+      // cancelContainer moved the generation on by one: the running token is of the one before.
+      lockTokenValid(key, row.id, row.lock_generation - 1, token);
+    if (!open || row.node_id === null) return false;
+    const node = await this.ctx.pool.query(`SELECT state FROM nodes WHERE id = $1`, [row.node_id]);
+    return node.rows[0] !== undefined && node.rows[0].state !== 'failed';
   }
 
   /**
@@ -222,14 +266,23 @@ export class Containers {
     });
   }
 
-  /** Running → Complete with the exit code and usage, reported by the agent; then retry or finalise. */
+  /**
+   * Running → Complete with the exit code and usage, reported by the agent; then retry or finalise. For a
+   * container in its cancel grace, the report is recorded on the Cancelled container instead (exit code,
+   * OOM, usage; the state and the request's course stay as the cancel left them) and closes the grace.
+   */
   async complete(
     id: string,
     nodeId: string,
     token: string,
     exit: ExitReport,
-  ): Promise<{ retryId: string | null }> {
+  ): Promise<{ retryId: string | null; afterCancel?: true }> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
+      const current = await this.row(tx, id);
+      if (current.node_id === nodeId && (await this.inCancelGrace(current, await this.lockKey(), token))) {
+        await recordExitAfterCancel(this.ctx, tx, id, exit);
+        return { retryId: null, afterCancel: true };
+      }
       const row = await this.agentRow(tx, id, nodeId, token);
       this.expect(row, 'Complete');
       return finishContainer(this.ctx, tx, id, {
@@ -242,12 +295,16 @@ export class Containers {
     });
   }
 
-  /** → Cancelled with a failure class; who may cancel what is decided by `by`. */
+  /**
+   * → Cancelled with a failure class; who may cancel what is decided by `by`. `retryable: false` says no
+   * retry can succeed (the request ends at once, whatever attempts are left).
+   */
   async cancel(
     id: string,
     by: Canceller,
     failureClass: FailureClass,
     reason: string,
+    opts: { retryable?: boolean } = {},
   ): Promise<{ retryId: string | null }> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
       const row =
@@ -259,8 +316,10 @@ export class Containers {
           `container ${id} is ${row.locked_by ? `locked by ${row.locked_by}` : 'not locked'}, not by ${by.dispatcherId}`,
         );
       }
+      // Nothing left to stop: say so in words, not as a transition (berth cancel reports it as done).
+      if (isFinalContainerState(row.state)) throw new AlreadyFinishedError(id, row.state);
       this.expect(row, 'Cancelled');
-      return cancelContainer(this.ctx, tx, id, failureClass, reason);
+      return cancelContainer(this.ctx, tx, id, failureClass, reason, opts);
     });
   }
 
@@ -308,7 +367,8 @@ export class Containers {
   async workFor(nodeId: string, running: string[]): Promise<NodeWork> {
     const key = await this.lockKey();
     const start = await this.ctx.pool.query(
-      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.cwd, r.max_run_time_ms
+      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
+         r.cwd, r.max_run_time_ms
        FROM containers c JOIN container_requests r ON r.id = c.request_id
        WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
       [nodeId, running],
@@ -325,6 +385,7 @@ export class Containers {
         image: r.image,
         command: r.command,
         env: r.env,
+        secret_env: r.secret_env,
         cwd: r.cwd,
         vcpus: r.vcpus,
         ram: r.ram,
@@ -363,11 +424,7 @@ export class Containers {
   }
 
   private async row(tx: Tx, id: string): Promise<Row> {
-    const r = await tx.query(
-      `SELECT id, state, locked_by, lock_generation, lock_count, node_id, instance_id, owner, priority, run_after
-       FROM containers WHERE id = $1 FOR UPDATE`,
-      [id],
-    );
+    const r = await tx.query(`SELECT ${ROW_COLUMNS} FROM containers WHERE id = $1 FOR UPDATE`, [id]);
     if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
     return r.rows[0];
   }

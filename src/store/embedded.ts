@@ -144,17 +144,33 @@ async function waitFor(
   }
 }
 
+/** The owning process's stop, as the server needs it (src/server/shutdown.ts is the one in use). */
+export interface OwnerStop {
+  /** True once the owner has begun to stop. */
+  readonly begun: boolean;
+  /** Registers a process group for the owner's forced stop; returns the function that forgets it. */
+  own(pgid: number): () => void;
+}
+
 export interface StartOptions {
   /** Directory for the data (created and initialised on first use). */
   dataDir: string;
   /** Port; default: the one used last time if free, else a free one. */
   port?: number;
   onProgress?: (line: string) => void;
+  /**
+   * The owning process's stop. With it, the server runs in a process group of its own (a terminal's Ctrl-C
+   * and a signal to the owner's group reach the owner only, which stops the server last), the group is
+   * registered for a forced stop, and the server is not restarted once the stop has begun. Without it the
+   * server stays in the caller's group and dies with it (test fixtures, the chaos run).
+   */
+  shutdown?: OwnerStop;
 }
 
 /**
  * Starts (initialising on first use) a PostgreSQL server on 127.0.0.1 with its data in dataDir. A server
- * left running on the same data by a killed Berth process is stopped first.
+ * still running on the same data is stopped first: callers make sure its owner is gone (berth up and
+ * berth server hold the BERTH_HOME lock, src/server/home-lock.ts).
  */
 export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer> {
   const progress = opts.onProgress ?? (() => {});
@@ -213,7 +229,9 @@ export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer>
 
   const stale = livePid(dataDir);
   if (stale !== null) {
-    progress(`stopping a PostgreSQL server (pid ${stale}) left running on ${dataDir}`);
+    progress(
+      `stopping a PostgreSQL server (pid ${stale}) left running on ${dataDir} by a Berth process that is gone`,
+    );
     process.kill(stale, 'SIGINT');
     await waitFor(() => livePid(dataDir) === null, 30_000, `PostgreSQL pid ${stale} to stop`);
   }
@@ -236,9 +254,18 @@ export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer>
     'max_connections=300',
   ];
 
+  const shutdown = opts.shutdown;
   /** Starts postgres and resolves once it accepts connections. */
   const launch = async (): Promise<ChildProcess> => {
-    const child = spawn(bins.postgres, args, { ...spawnAs, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(bins.postgres, args, {
+      ...spawnAs,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      detached: shutdown !== undefined, // its own session and process group
+    });
+    if (shutdown && child.pid !== undefined) {
+      const forget = shutdown.own(child.pid);
+      child.once('exit', forget);
+    }
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
@@ -276,13 +303,19 @@ export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer>
   // so every process reconnects and carries on without an operator. Crash recovery replays the WAL.
   const supervise = (c: ChildProcess) => {
     c.once('exit', (code, signal) => {
-      if (stopping) return;
-      progress(`PostgreSQL exited unexpectedly (${signal ?? `code ${code}`}); starting it again`);
+      if (stopping) return; // our own stop()
+      const how = signal ?? `code ${code}`;
+      if (shutdown?.begun) {
+        // The owner is stopping: a server that goes now stays down (what needed it copes without).
+        progress(`PostgreSQL exited (${how}) while stopping; not starting it again`);
+        return;
+      }
+      progress(`PostgreSQL exited unexpectedly (${how}); starting it again`);
       void (async () => {
-        for (let attempt = 1; !stopping; attempt++) {
+        for (let attempt = 1; !stopping && !shutdown?.begun; attempt++) {
           // Backends of a killed postmaster hold its shared memory until they notice: retry until they are gone.
           await new Promise((r) => setTimeout(r, Math.min(5_000, 200 * attempt)));
-          if (stopping) return;
+          if (stopping || shutdown?.begun) return;
           try {
             child = await launch();
             progress('PostgreSQL is back');

@@ -7,7 +7,18 @@ export class NotFoundError extends Error {
 
 /** The change is not legal in the current state (illegal transition, stale writer). → 409 */
 export class ConflictError extends Error {
-  readonly code = 'conflict';
+  readonly code: string = 'conflict';
+}
+
+/** A cancel of a container that has already ended: there is nothing left to stop. → 409 already_finished */
+export class AlreadyFinishedError extends ConflictError {
+  override readonly code = 'already_finished';
+  constructor(
+    id: string,
+    readonly state: string,
+  ) {
+    super(`container ${id} has already finished (${state})`);
+  }
 }
 
 /** The caller is known but not allowed to do this. → 403 */

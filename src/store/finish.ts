@@ -1,6 +1,7 @@
 // Ending a container and deciding what its request does next (DESIGN §3.3), inside the caller's
 // transaction. Lock order everywhere: the container row first, then its request row.
 import { newId } from '../model/ids.js';
+import { describeExit, oomWarning } from '../model/exit.js';
 import { decideRetry, type ContainerEnd } from '../model/retry.js';
 import type { FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
@@ -15,6 +16,8 @@ export interface EndOfContainer {
   usage?: Usage | null;
   failureClass?: FailureClass | null;
   reason?: string | null;
+  /** false: no retry can succeed, so the request ends now (see decideRetry). Default true. */
+  retryable?: boolean;
 }
 
 /** Appends an event to a container's event log. */
@@ -43,6 +46,7 @@ export async function cancelContainer(
   containerId: string,
   failureClass: FailureClass,
   reason: string,
+  opts: { retryable?: boolean } = {},
 ): Promise<{ retryId: string | null }> {
   const u = await tx.query(
     `UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id`,
@@ -50,7 +54,37 @@ export async function cancelContainer(
   );
   const nodeId = u.rows[0]?.node_id as string | null | undefined;
   if (nodeId) onCommit(tx, () => ctx.wake.send('berth_node', nodeId));
-  return finishContainer(ctx, tx, containerId, { state: 'Cancelled', failureClass, reason });
+  return finishContainer(ctx, tx, containerId, {
+    state: 'Cancelled',
+    failureClass,
+    reason,
+    retryable: opts.retryable,
+  });
+}
+
+/**
+ * Records how a cancelled container ended (its agent's report within the cancel grace: see
+ * CANCEL_GRACE_MS in containers.ts) without changing its state or its request's course.
+ */
+export async function recordExitAfterCancel(
+  ctx: StoreContext,
+  tx: Tx,
+  containerId: string,
+  exit: { exitCode: number; oomKilled: boolean; usage: Usage | null; reason?: string | null },
+): Promise<void> {
+  const now = ctx.clock.now();
+  await tx.query(
+    `UPDATE containers SET exit_code = $2, oom_killed = $3, usage = $4, updated_at = $5 WHERE id = $1`,
+    [containerId, exit.exitCode, exit.oomKilled, exit.usage ? JSON.stringify(exit.usage) : null, now],
+  );
+  await addEvent(
+    tx,
+    now,
+    containerId,
+    'exit',
+    `after the cancel: ${describeExit(exit.exitCode, exit.oomKilled)}${exit.reason ? ` (${exit.reason})` : ''}`,
+    { exit_code: exit.exitCode, oom_killed: exit.oomKilled },
+  );
 }
 
 /**
@@ -82,9 +116,14 @@ export async function finishContainer(
   const row = c.rows[0];
   const what =
     end.state === 'Complete'
-      ? `completed with exit code ${end.exitCode}${end.oomKilled ? ' (OOM-killed)' : ''}`
-      : `cancelled (${end.failureClass}): ${end.reason ?? ''}`;
-  await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, { state: end.state });
+      ? `completed with ${describeExit(end.exitCode ?? null, end.oomKilled ?? false)}`
+      : `cancelled (${end.failureClass}${end.retryable === false ? ', not retryable' : ''}): ${end.reason ?? ''}`;
+  await addEvent(tx, now, containerId, 'state', `${end.state}: ${what}`, {
+    state: end.state,
+    ...(end.retryable === false ? { retryable: false } : {}),
+  });
+  const warning = end.state === 'Complete' ? oomWarning(end.exitCode ?? null, end.oomKilled ?? false) : null;
+  if (warning) await addEvent(tx, now, containerId, 'warning', warning, { oom_killed: true });
 
   // Capacity was freed (and a retry may be queued): wake the dispatcher (sent after commit; a rolled-back
   // transaction costs at most a needless pass).
@@ -97,6 +136,8 @@ export async function finishContainer(
     exitCode: end.exitCode ?? null,
     failureClass: end.failureClass ?? null,
     reason: end.reason ?? null,
+    oomKilled: end.oomKilled ?? false,
+    retryable: end.retryable ?? true,
   };
   const d = decideRetry(
     endInfo,

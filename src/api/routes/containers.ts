@@ -1,8 +1,7 @@
 // Containers: list, get, cancel, events; the dispatcher's lock/unlock/assign; the agent's start/complete.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { ContainerState, FailureClass } from '../../model/types.js';
+import type { FastifyRequest } from 'fastify';
 import { NotFoundError } from '../../store/errors.js';
-import type { ContainerRecord, Usage } from '../../store/records.js';
+import type { ContainerRecord } from '../../store/records.js';
 import type { Principal } from '../../store/tokens.js';
 import { ownerScope, who } from '../auth.js';
 import { HttpError } from '../errors.js';
@@ -11,12 +10,12 @@ import {
   CancelBody,
   CompleteBody,
   ContainerListQuery,
-  IdParams,
+  ContainerParams,
   LockBody,
   TokenBody,
   UnlockBody,
 } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
+import type { Api, ApiDeps } from '../server.js';
 import { pageArgs } from './paging.js';
 
 const READERS = ['user', 'admin', 'dispatcher', 'node'] as const;
@@ -51,9 +50,8 @@ function nodeOf(req: FastifyRequest): string {
   return p.nodeId;
 }
 
-export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
+export function containerRoutes(app: Api, deps: ApiDeps): void {
   const { store } = deps;
-  const id = (req: FastifyRequest) => (req.params as { id: string }).id;
 
   app.get(
     '/v1/containers',
@@ -66,7 +64,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['user', 'admin', 'dispatcher'] },
     },
     async (req) => {
-      const q = req.query as Record<string, string | undefined>;
+      const q = req.query;
       const p = who(req);
       const mine = p.scope === 'dispatcher' ? null : ownerScope(p);
       if (mine !== null && q.owner !== undefined && q.owner !== mine) {
@@ -79,7 +77,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       return store.containerList.list({
         ...pageArgs(q),
         owner: mine ?? q.owner,
-        state: q.state as ContainerState | undefined,
+        state: q.state,
         requestId: q.request_id,
         nodeId: q.node_id,
       });
@@ -89,21 +87,21 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get(
     '/v1/containers/:id',
     {
-      schema: { params: IdParams, tags: ['containers'], summary: 'Get a container' },
+      schema: { params: ContainerParams, tags: ['containers'], summary: 'Get a container' },
       config: { scopes: READERS },
     },
-    async (req) => visibleContainer(deps, who(req), id(req)),
+    async (req) => visibleContainer(deps, who(req), req.params.id),
   );
 
   app.get(
     '/v1/containers/:id/events',
     {
-      schema: { params: IdParams, tags: ['containers'], summary: "A container's event log" },
+      schema: { params: ContainerParams, tags: ['containers'], summary: "A container's event log" },
       config: { scopes: ['user', 'admin', 'dispatcher'] },
     },
     async (req) => {
-      await visibleContainer(deps, who(req), id(req));
-      return { items: await store.containerList.events(id(req)) };
+      await visibleContainer(deps, who(req), req.params.id);
+      return { items: await store.containerList.events(req.params.id) };
     },
   );
 
@@ -111,7 +109,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/cancel',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: CancelBody,
         tags: ['containers'],
         summary: 'Cancel a container (with a failure class)',
@@ -120,13 +118,9 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (req) => {
       const p = who(req);
-      const body = (req.body ?? {}) as {
-        class?: FailureClass;
-        reason?: string;
-        dispatcher_id?: string;
-        lock_token?: string;
-      };
-      const cid = id(req);
+      const body = req.body;
+      const cid = req.params.id;
+      const retryable = { retryable: body.retryable ?? true };
       if (p.scope === 'user' || p.scope === 'admin') {
         if (p.scope === 'user' && body.class !== undefined && body.class !== 'user') {
           throw new HttpError(403, 'forbidden', 'class: a user may only cancel with class "user"');
@@ -137,6 +131,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
           { kind: 'user', owner: ownerScope(p) },
           body.class ?? 'user',
           body.reason ?? `cancelled by ${p.owner}`,
+          retryable,
         );
       } else if (p.scope === 'dispatcher') {
         if (!body.dispatcher_id)
@@ -148,6 +143,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
           { kind: 'dispatcher', dispatcherId: dispatcherId(p, body.dispatcher_id) },
           body.class ?? 'perm',
           body.reason ?? 'cancelled by dispatcher',
+          retryable,
         );
       } else {
         if (!body.lock_token)
@@ -159,6 +155,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
           { kind: 'node', nodeId: nodeOf(req), token: body.lock_token },
           body.class ?? 'temp',
           body.reason ?? 'cancelled by agent',
+          retryable,
         );
       }
       return store.containers.get(cid);
@@ -176,7 +173,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req) => {
-      const b = req.body as { dispatcher_id: string; ids?: string[]; limit?: number };
+      const b = req.body;
       const d = dispatcherId(who(req), b.dispatcher_id);
       if ((b.ids === undefined) === (b.limit === undefined)) {
         throw new HttpError(400, 'invalid', 'give exactly one of ids or limit', [
@@ -194,7 +191,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/unlock',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: UnlockBody,
         tags: ['dispatcher'],
         summary: 'Give a Locked container back to the queue',
@@ -202,9 +199,9 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req) => {
-      const b = req.body as { dispatcher_id: string; reason: string };
-      await store.containers.unlock(id(req), dispatcherId(who(req), b.dispatcher_id), b.reason);
-      return store.containers.get(id(req));
+      const b = req.body;
+      await store.containers.unlock(req.params.id, dispatcherId(who(req), b.dispatcher_id), b.reason);
+      return store.containers.get(req.params.id);
     },
   );
 
@@ -212,7 +209,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/assign',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: AssignBody,
         tags: ['dispatcher'],
         summary: 'Place a Locked container on an instance',
@@ -220,14 +217,14 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req) => {
-      const b = req.body as { dispatcher_id: string; instance_id: string; node_id?: string | null };
+      const b = req.body;
       await store.containers.assign(
-        id(req),
+        req.params.id,
         dispatcherId(who(req), b.dispatcher_id),
         b.instance_id,
         b.node_id ?? null,
       );
-      return store.containers.get(id(req));
+      return store.containers.get(req.params.id);
     },
   );
 
@@ -235,7 +232,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/start',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: TokenBody,
         tags: ['agent'],
         summary: 'The agent reports that it started the container',
@@ -243,8 +240,10 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['node'] },
     },
     async (req) => {
-      await store.containers.start(id(req), nodeOf(req), (req.body as { lock_token: string }).lock_token);
-      return store.containers.get(id(req));
+      await store.containers.start(req.params.id, nodeOf(req), req.body.lock_token);
+      const c = await store.containers.get(req.params.id);
+      deps.started(c);
+      return c;
     },
   );
 
@@ -252,7 +251,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/complete',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: CompleteBody,
         tags: ['agent'],
         summary: 'The agent reports the exit code and usage',
@@ -260,20 +259,14 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['node'] },
     },
     async (req) => {
-      const b = req.body as {
-        lock_token: string;
-        exit_code: number;
-        oom_killed?: boolean;
-        usage?: Usage | null;
-        reason?: string;
-      };
-      await store.containers.complete(id(req), nodeOf(req), b.lock_token, {
+      const b = req.body;
+      await store.containers.complete(req.params.id, nodeOf(req), b.lock_token, {
         exitCode: b.exit_code,
         oomKilled: b.oom_killed ?? false,
         usage: b.usage ?? null,
         reason: b.reason ?? null,
       });
-      return store.containers.get(id(req));
+      return store.containers.get(req.params.id);
     },
   );
 }

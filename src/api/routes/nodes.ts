@@ -1,44 +1,12 @@
 // Nodes: the dispatcher records one per instance; the agent registers with its one-time bootstrap
 // secret and then pings. A ping is a long poll: it answers at once when there is work, else when work
 // is assigned (a notification) or `wait` passes.
-import type { FastifyInstance } from 'fastify';
-import { Type } from '@sinclair/typebox';
 import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
-import { IdParams, NodeCreateBody, RegisterBody } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
-import type { UsageSample } from '../../store/containers.js';
+import { NodeCreateBody, NodeParams, PingBody, RegisterBody } from '../schemas.js';
+import type { Api, ApiDeps } from '../server.js';
 
-const PingBody = Type.Object(
-  {
-    state: Type.Union([
-      Type.Literal('idle'),
-      Type.Literal('busy'),
-      Type.Literal('draining'),
-      Type.Literal('drained'),
-    ]),
-    running: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10000 })),
-    wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60000 })),
-    /** The latest usage sample of each running container (stored on the container until its exit). */
-    usage: Type.Optional(
-      Type.Record(
-        Type.String({ maxLength: 64 }),
-        Type.Object(
-          {
-            cpu_seconds: Type.Number({ minimum: 0 }),
-            ram: Type.Integer({ minimum: 0 }),
-            peak_ram: Type.Integer({ minimum: 0 }),
-          },
-          { additionalProperties: false },
-        ),
-        { maxProperties: 10000 },
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
-
-export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
+export function nodeRoutes(app: Api, deps: ApiDeps): void {
   const { store } = deps;
 
   app.post(
@@ -52,12 +20,7 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req, reply) => {
-      const b = req.body as {
-        cluster: string;
-        dispatcher_tag: string;
-        instance_id: string;
-        instance_type: string;
-      };
+      const b = req.body;
       const { node, bootstrapSecret } = await store.nodes.create({
         cluster: b.cluster,
         dispatcherTag: b.dispatcher_tag,
@@ -78,7 +41,7 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       },
     },
     async (req, reply) => {
-      const b = req.body as { node_id: string; secret: string; info?: Record<string, unknown> };
+      const b = req.body;
       const { node, token } = await store.nodes.register(b.node_id, b.secret, b.info ?? {});
       return reply.status(201).send({ node, token });
     },
@@ -95,12 +58,12 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get(
     '/v1/nodes/:id',
     {
-      schema: { params: IdParams, tags: ['admin'], summary: 'Get a node' },
+      schema: { params: NodeParams, tags: ['admin'], summary: 'Get a node' },
       config: { scopes: ['admin', 'dispatcher', 'node'] },
     },
     async (req) => {
       const p = who(req);
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       if (p.scope === 'node' && p.nodeId !== id)
         throw new HttpError(403, 'forbidden', 'a node token may only read its own node');
       return store.nodes.get(id);
@@ -111,7 +74,7 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/nodes/:id/ping',
     {
       schema: {
-        params: IdParams,
+        params: NodeParams,
         body: PingBody,
         tags: ['agent'],
         summary: 'Report state; receive containers to start and to kill',
@@ -120,14 +83,9 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (req) => {
       const p = who(req);
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       if (p.nodeId !== id) throw new HttpError(403, 'forbidden', 'a node token may only ping its own node');
-      const b = req.body as {
-        state: 'idle' | 'busy' | 'draining' | 'drained';
-        running?: string[];
-        wait_ms?: number;
-        usage?: Record<string, UsageSample>;
-      };
+      const b = req.body;
       const waiter = deps.waiter('berth_node', id);
       try {
         let node = await store.nodes.ping(id, b.state);

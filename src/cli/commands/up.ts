@@ -4,9 +4,32 @@ import type { Command } from 'commander';
 import type { Registry } from 'prom-client';
 import { configFor, withOptionFlags } from '../flags.js';
 import { loadDispatchConfig } from '../../dispatch/config.js';
-import { processLogger } from '../../log/logger.js';
+import { processLogger, type Logger } from '../../log/logger.js';
+import type { DispatchConfig } from '../../dispatch/config.js';
+import type { RunningDispatcher } from '../../dispatch/run.js';
 import { formatSize } from '../../model/units.js';
-import { untilSignal } from './server.js';
+import { PROCESS_OPTIONS, type Config } from '../../config/options.js';
+import type { Store } from '../../store/store.js';
+import { lockHome } from '../../server/home-lock.js';
+import { Shutdown } from '../../server/shutdown.js';
+import { watchStopSignals } from '../stop-signals.js';
+import { destroyAll, forceStop } from '../up-stop.js';
+
+/** What `berth up`'s agents will do with containers that have no image, when it is not the safe default. */
+async function processSandboxNote(cfg: Config): Promise<string | null> {
+  if (cfg.process_sandbox === 'none')
+    return "WARNING: process sandbox none: containers without an image run unsandboxed and can read Berth's tokens";
+  const { probeSandbox } = await import('../../agent/runtimes/sandbox.js');
+  const tools = await probeSandbox(cfg.bwrap);
+  return typeof tools === 'string'
+    ? `containers without an image will be refused: ${tools} (or --process-sandbox none where every user is trusted: unsafe)`
+    : null;
+}
+
+/** The options `berth up` reads for its agents, passed on as their flags (src/config/options.ts). */
+const AGENT_KEYS = ['process_sandbox', 'bwrap'] as const;
+const agentArgs = (cfg: Config): string[] =>
+  AGENT_KEYS.flatMap((k) => [PROCESS_OPTIONS.option(k).flag!, String(cfg[k])]);
 
 export function registerUp(program: Command): void {
   withOptionFlags(program.command('up'), 'up')
@@ -25,16 +48,47 @@ export function registerUp(program: Command): void {
       // Warnings and errors (a failed destroy, a lost node, a refused create) reach the same output, on a
       // terminal as lines like the progress lines, else as JSON.
       const logger = processLogger('berth up', cfg.log_level, { config: cfg, dispatch: dcfg });
-      const [{ startServer }, { startDispatcher }, { openDriver }] = await Promise.all([
-        import('../../server/server.js'),
-        import('../../dispatch/run.js'),
-        import('../../dispatch/service.js'),
-      ]);
-      const registries: Registry[] = [];
-      const server = await startServer(cfg, { onProgress: say, registries, logger });
-      let dispatcher;
+      // Listening from the start: a Ctrl-C while starting up stops what has started (a second one, at once).
+      const shutdown = new Shutdown();
+      const stop = watchStopSignals({ say, shutdown, force: () => forceStop(shutdown, cfg.home) });
+      let code: number;
       try {
-        const driver = await openDriver(dcfg, cfg.home);
+        code = await run(cfg, dcfg, !!opts.demo, say, logger, shutdown, stop.requested);
+      } finally {
+        stop.dispose();
+      }
+      (cmd as Command & { berthExitCode?: number }).berthExitCode = code;
+    });
+}
+
+/**
+ * Starts everything, runs until asked to stop (or the demo ends), and stops in order: the dispatcher, the
+ * instances (their running containers are retried at the next start), the API, the database last.
+ * Returns the exit code.
+ */
+async function run(
+  cfg: Config,
+  dcfg: DispatchConfig,
+  demo: boolean,
+  say: (line: string) => void,
+  logger: Logger,
+  shutdown: Shutdown,
+  requested: Promise<NodeJS.Signals>,
+): Promise<number> {
+  const lock = await lockHome(cfg.home, 'berth up');
+  try {
+    const [{ startServer }, { startDispatcher }, { openDriver }] = await Promise.all([
+      import('../../server/server.js'),
+      import('../../dispatch/run.js'),
+      import('../../dispatch/service.js'),
+    ]);
+    const registries: Registry[] = [];
+    const server = await startServer(cfg, { onProgress: say, registries, logger, shutdown, lock });
+    let dispatcher: RunningDispatcher | null = null;
+    let code = 0;
+    try {
+      if (!shutdown.begun) {
+        const driver = await openDriver(dcfg, cfg.home, agentArgs(cfg));
         dispatcher = await startDispatcher({
           cfg: dcfg,
           store: server.store,
@@ -52,39 +106,67 @@ export function registerUp(program: Command): void {
           },
         });
         registries.push(dispatcher.registry);
-      } catch (err) {
-        await server.stop();
-        throw err;
       }
-      say(`Berth is up: API ${server.url}, metrics ${server.url}/metrics`);
-      say(
-        `instance types: ${dcfg.instanceTypes.map((t) => `${t.name} (${t.vcpus} CPUs, ${formatSize(t.ram)})`).join(', ')}`,
-      );
-      say(
-        `submit work with: npx berth submit --cpus 1 --ram 512MiB -- echo hello   (Ctrl-C stops everything)`,
-      );
+      if (dispatcher && !shutdown.begun)
+        code = await serve({
+          url: server.url,
+          store: server.store,
+          dispatcher,
+          dcfg,
+          demo,
+          say,
+          requested,
+          sandboxNote: await processSandboxNote(cfg),
+        });
+      else say(`${await requested}: stopping`);
+    } finally {
+      // Each step even when one before it failed (the database may be down): nothing may stay running.
+      shutdown.begin();
+      const step = async (what: string, f: () => Promise<void>) =>
+        f().catch((err: Error) => say(`${what}: ${err.message}`));
+      if (dispatcher) {
+        const d = dispatcher;
+        await step('stopping the dispatcher', () => d.stop());
+        await step('shutting the instances down', () => destroyAll(d.dispatcher, server.store, say));
+      }
+      await step('stopping the API server and the database', () => server.stop());
+    }
+    return code;
+  } finally {
+    lock.release();
+  }
+}
 
-      let code = 0;
-      const stopAll = async () => {
-        await dispatcher.stop();
-        const { destroyAll } = await import('../up-stop.js');
-        await destroyAll(dispatcher.dispatcher, server.store, say);
-        await server.stop();
-      };
-      if (opts.demo) {
-        const { runDemo } = await import('../up-demo.js');
-        let interrupted = false;
-        const demo = runDemo(server.store, dispatcher.dispatcher, say, () => interrupted);
-        const outcome = await Promise.race([demo, untilSignal().then(() => 'interrupted' as const)]);
-        interrupted = true;
-        await demo.catch(() => {}); // its loop sees the flag and returns before the database closes
-        if (outcome === 'interrupted') say('interrupted: stopping (start `berth up --demo` again to resume)');
-        code = outcome === 'ok' ? 0 : outcome === 'interrupted' ? 130 : 1;
-      } else {
-        const sig = await Promise.race([untilSignal(), dispatcher.done.then(() => null)]);
-        say(`${sig ?? 'dispatcher stopped'}: stopping`);
-      }
-      await stopAll();
-      (cmd as Command & { berthExitCode?: number }).berthExitCode = code;
-    });
+/** Runs until a stop is requested (or the dispatcher ends, or the demo is done); returns the exit code. */
+async function serve(o: {
+  url: string;
+  store: Store;
+  dispatcher: RunningDispatcher;
+  dcfg: DispatchConfig;
+  demo: boolean;
+  say: (line: string) => void;
+  requested: Promise<NodeJS.Signals>;
+  /** How image-less containers will fare, when not as they should (processSandboxNote). */
+  sandboxNote: string | null;
+}): Promise<number> {
+  const { url, dispatcher, say, requested } = o;
+  say(`Berth is up: API ${url}, metrics ${url}/metrics`);
+  if (o.sandboxNote) say(o.sandboxNote);
+  say(
+    `instance types: ${o.dcfg.instanceTypes.map((t) => `${t.name} (${t.vcpus} CPUs, ${formatSize(t.ram)})`).join(', ')}`,
+  );
+  say(`submit work with: npx berth submit --cpus 1 --ram 512MiB -- echo hello   (Ctrl-C stops everything)`);
+  if (o.demo) {
+    const { runDemo } = await import('../up-demo.js');
+    let interrupted = false;
+    const run = runDemo(o.store, dispatcher.dispatcher, say, () => interrupted);
+    const outcome = await Promise.race([run, requested.then(() => 'interrupted' as const)]);
+    interrupted = true;
+    await run.catch(() => {}); // its loop sees the flag and returns before the database closes
+    if (outcome === 'interrupted') say('interrupted: stopping (start `berth up --demo` again to resume)');
+    return outcome === 'ok' ? 0 : outcome === 'interrupted' ? 130 : 1;
+  }
+  const sig = await Promise.race([requested, dispatcher.done.then(() => null)]);
+  say(`${sig ?? 'dispatcher stopped'}: stopping`);
+  return 0;
 }

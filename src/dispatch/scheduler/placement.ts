@@ -106,7 +106,13 @@ class Placer {
   consider(c: SnapshotContainer, shape: Shape, alikeBehind: number): void {
     const pass = this.pass;
     if (shape.unsatisfiable !== null) {
-      pass.cancels.push({ op: 'cancel', container: c.id, class: 'perm', reason: shape.unsatisfiable });
+      pass.cancels.push({
+        op: 'cancel',
+        container: c.id,
+        class: 'perm',
+        reason: shape.unsatisfiable,
+        retryable: false,
+      });
       pass.say(c, statusText.cancelled(shape.unsatisfiable));
       return;
     }
