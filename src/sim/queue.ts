@@ -310,6 +310,14 @@ export class SimQueue implements DispatchQueue {
     this.nodeTable.register(nodeId, secret, pingIntervalMs);
   }
 
+  /**
+   * The cloud reclaimed the spot instance these containers were running on: their requests count one
+   * interruption more (the scheduler's max_spot_interruptions reads it; retries carry it forward).
+   */
+  interrupted(containers: SimContainer[]): void {
+    for (const c of containers) c.request.interruptions++;
+  }
+
   /** The agent stopped pinging (it crashed, or its machine went away). */
   stopPings(nodeId: string): void {
     this.nodeTable.stopPings(nodeId);

@@ -201,7 +201,9 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       if (r !== undefined) r.ready = clock.nowMs();
       passNow();
     },
-    onStopped: (_instanceId, running) => {
+    onStopped: (instanceId, running) => {
+      const inst = cloud.get(instanceId);
+      if (inst?.state === 'terminated' && inst.interruptionNotice !== null) queue.interrupted(running);
       for (const c of running) {
         const r = containerRecs.get(c.id)!;
         if (r.end === null) r.end = clock.nowMs();
