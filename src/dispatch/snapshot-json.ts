@@ -15,6 +15,7 @@ import {
 import type {
   ArrivalCount,
   CloudState,
+  ContainerShape,
   Plan,
   SchedulerConfig,
   Snapshot,
@@ -160,20 +161,27 @@ function parseInstance(value: unknown, path: string): SnapshotInstance {
   return inst;
 }
 
-function parseContainer(value: unknown, path: string): SnapshotContainer {
-  const f = Fields.of(value, path);
+/** A container's shape: the fields a container and an arrival share. */
+function parseShape(f: Fields): ContainerShape {
   const allow = f.raw('instance_types');
-  const c: SnapshotContainer = {
-    id: f.get('id', str),
-    state: f.get('state', oneOf(['Queued', 'Locked', 'Running'] as const)),
-    priority: f.get('priority', int(0, 1000)),
-    queuedAt: f.get('queued_at', parseTime),
+  return {
     vcpus: f.get('vcpus', parseVcpus),
     ram: f.get('ram', parseSize),
     scratch: f.get('scratch', parseSize, () => 0),
     gpus: f.get('gpus', int(0), () => 0),
     preemptible: f.get('preemptible', bool, () => false),
     instanceTypes: allow === undefined || allow === null ? null : stringList(allow, f.at('instance_types')),
+  };
+}
+
+function parseContainer(value: unknown, path: string): SnapshotContainer {
+  const f = Fields.of(value, path);
+  const c: SnapshotContainer = {
+    id: f.get('id', str),
+    state: f.get('state', oneOf(['Queued', 'Locked', 'Running'] as const)),
+    priority: f.get('priority', int(0, 1000)),
+    queuedAt: f.get('queued_at', parseTime),
+    ...parseShape(f),
     instance: f.get('instance', nullable(str), () => null),
     lockCount: f.get('lock_count', int(0), () => 0),
     owner: f.get('owner', anyString, () => ''),
@@ -204,16 +212,7 @@ function parseCloud(value: unknown): CloudState {
 /** One entry of `arrivals`: a container shape and how many of it arrived in the last arrival_window. */
 function parseArrival(value: unknown, path: string): ArrivalCount {
   const f = Fields.of(value, path);
-  const allow = f.raw('instance_types');
-  const a: ArrivalCount = {
-    vcpus: f.get('vcpus', parseVcpus),
-    ram: f.get('ram', parseSize),
-    scratch: f.get('scratch', parseSize, () => 0),
-    gpus: f.get('gpus', int(0), () => 0),
-    preemptible: f.get('preemptible', bool, () => false),
-    instanceTypes: allow === undefined || allow === null ? null : stringList(allow, f.at('instance_types')),
-    count: f.get('count', int(0)),
-  };
+  const a: ArrivalCount = { ...parseShape(f), count: f.get('count', int(0)) };
   f.done();
   return a;
 }

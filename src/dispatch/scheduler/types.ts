@@ -20,11 +20,8 @@ export interface SnapshotInstance {
   createdAt: Date;
 }
 
-export interface SnapshotContainer {
-  id: string;
-  state: ContainerState;
-  priority: number;
-  queuedAt: Date;
+/** What a container needs and which types it may use: its shape. */
+export interface ContainerShape {
   vcpus: number;
   ram: number;
   scratch: number;
@@ -32,6 +29,13 @@ export interface SnapshotContainer {
   preemptible: boolean;
   /** Allowed instance type names; null = any. */
   instanceTypes: string[] | null;
+}
+
+export interface SnapshotContainer extends ContainerShape {
+  id: string;
+  state: ContainerState;
+  priority: number;
+  queuedAt: Date;
   /** The instance the container is assigned to, if any. */
   instance: string | null;
   lockCount: number;
@@ -48,13 +52,7 @@ export interface SnapshotContainer {
  * Containers of one shape that arrived (were first queued) in the last `config.arrivalWindowMs`: the
  * recent arrival rate, which says whether an idle instance is likely to be used again soon.
  */
-export interface ArrivalCount {
-  vcpus: number;
-  ram: number;
-  scratch: number;
-  gpus: number;
-  preemptible: boolean;
-  instanceTypes: string[] | null;
+export interface ArrivalCount extends ContainerShape {
   count: number;
 }
 
