@@ -169,7 +169,7 @@ const rows: Row[] = [
     // = 0.2/h > 0.15/h; beside one running container (k = 1): 0.1 + 0.1/2 = 0.15/h, within the factor.
     name: 'share rule (expected): the rest of the price counts by the chance of being left alone there',
     snapshot: snap({
-      config: { minBillingPeriodMs: 60_000 },
+      config: { minBillingPeriodMs: 60_000, shareRule: 'expected' },
       instances: [inst('i-1', 't2', 'idle', { stateSince: ago(5) }), inst('i-2', 't4', 'running')],
       containers: [ctr('c1'), ctr('r', { state: 'Running', instance: 'i-2', vcpus: 4 })],
     }),
@@ -178,6 +178,7 @@ const rows: Row[] = [
   {
     name: 'share rule (expected): beside one running container the expected share is within the factor',
     snapshot: snap({
+      config: { shareRule: 'expected' },
       instances: [inst('i-1', 't2', 'running')],
       containers: [ctr('r', { state: 'Running', instance: 'i-1' }), ctr('c1')],
     }),

@@ -92,7 +92,7 @@ describe('parseSnapshot', () => {
       maxSpotInterruptions: 2,
       maxRunningPerUser: null,
       fairShare: true,
-      shareRule: 'expected',
+      shareRule: 'share',
       batchPacking: 'cost',
     });
     expect(s.instanceTypes).toEqual([
