@@ -33,8 +33,8 @@ export const SCHEDULER_OPTIONS = section(
       key: 'share_rule',
       field: 'shareRule',
       kind: oneOf(['expected', 'share', 'price'] as const),
-      default: 'share',
-      help: "How a container's part of an existing instance's price is measured against max_price_factor: `share`, the price × the largest fraction of the instance it takes; `expected`, that share plus the rest of the price weighted by the chance it is left alone there (1/(k+1) with k containers on it; booting instances: the share; experimental: with batch packing it left containers waiting for hours on the KTH trace); `price`, the whole price.",
+      default: 'price',
+      help: "How a container's part of an existing instance's price is measured against max_price_factor: `share`, the price × the largest fraction of the instance it takes; `expected`, that share plus the rest of the price weighted by the chance it is left alone there (1/(k+1) with k containers on it; booting instances: the share); `price`, the whole price. `price` is the default until the other two stop losing on the traces (docs/performance/sim.md).",
     }),
     opt({
       key: 'batch_packing',

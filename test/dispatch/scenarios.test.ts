@@ -223,7 +223,7 @@ const rows: Row[] = [
     name: 'batch packing (boots): four 1-vcpu containers get one 4-vcpu instance',
     snapshot: snap({
       types: FAMILY,
-      config: { batchPacking: 'boots' },
+      config: { shareRule: 'share', batchPacking: 'boots' },
       containers: [ctr('a'), ctr('b'), ctr('c'), ctr('d')],
     }),
     actions: [lock('a'), lock('b'), lock('c'), lock('d'), create('c4', 'a', 'b', 'c', 'd')],
@@ -231,7 +231,11 @@ const rows: Row[] = [
   },
   {
     name: 'batch packing (cost): four 1-vcpu containers get two 2-vcpu instances, the same 0.2/h',
-    snapshot: snap({ types: FAMILY, containers: [ctr('a'), ctr('b'), ctr('c'), ctr('d')] }),
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share' },
+      containers: [ctr('a'), ctr('b'), ctr('c'), ctr('d')],
+    }),
     actions: [lock('a'), lock('b'), lock('c'), lock('d'), create('c2', 'a', 'b'), create('c2', 'c', 'd')],
     status: { a: 'waiting for a new c2 instance (create requested)' },
   },
@@ -239,7 +243,7 @@ const rows: Row[] = [
     name: 'batch packing (off): a planned instance never grows',
     snapshot: snap({
       types: FAMILY,
-      config: { batchPacking: 'off' },
+      config: { shareRule: 'share', batchPacking: 'off' },
       containers: [ctr('a'), ctr('b')],
     }),
     actions: [lock('a'), lock('b'), create('c1', 'a'), create('c1', 'b')],
@@ -247,7 +251,11 @@ const rows: Row[] = [
   {
     // c2 + c1 = 0.15/h; one c4 would be 0.2/h with a vcpu paid for and unused.
     name: 'batch packing: three 1-vcpu containers get a 2-vcpu and a 1-vcpu instance, not a half-empty 4-vcpu one',
-    snapshot: snap({ types: FAMILY, containers: [ctr('a'), ctr('b'), ctr('c')] }),
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share' },
+      containers: [ctr('a'), ctr('b'), ctr('c')],
+    }),
     actions: [lock('a'), lock('b'), lock('c'), create('c2', 'a', 'b'), create('c1', 'c')],
   },
   {
@@ -255,7 +263,7 @@ const rows: Row[] = [
     name: 'batch packing (boots): five 1-vcpu containers get a 4-vcpu and a 1-vcpu instance',
     snapshot: snap({
       types: FAMILY,
-      config: { batchPacking: 'boots' },
+      config: { shareRule: 'share', batchPacking: 'boots' },
       containers: [ctr('a'), ctr('b'), ctr('c'), ctr('d'), ctr('e')],
     }),
     actions: [
@@ -274,6 +282,7 @@ const rows: Row[] = [
     // 1.5 × 0.2/h.
     name: 'batch packing: complementary shapes share one instance of a type that holds both',
     snapshot: snap({
+      config: { shareRule: 'share' },
       types: FAMILY,
       containers: [ctr('cpu', { vcpus: 3 }), ctr('mem', { ram: 20 * GiB })],
     }),
@@ -286,7 +295,7 @@ const rows: Row[] = [
     name: 'batch packing keeps priority order and limits',
     snapshot: snap({
       types: FAMILY,
-      config: { maxInstances: 1 },
+      config: { shareRule: 'share', maxInstances: 1 },
       containers: [ctr('lo1', { priority: 1 }), ctr('lo2', { priority: 1 }), ctr('hi', { priority: 5 })],
     }),
     actions: [lock('hi'), lock('lo1'), create('c2', 'hi', 'lo1')],

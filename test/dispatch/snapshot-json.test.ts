@@ -92,7 +92,7 @@ describe('parseSnapshot', () => {
       maxSpotInterruptions: 2,
       maxRunningPerUser: null,
       fairShare: true,
-      shareRule: 'share',
+      shareRule: 'price',
       batchPacking: 'cost',
     });
     expect(s.instanceTypes).toEqual([
