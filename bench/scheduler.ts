@@ -98,7 +98,7 @@ function shapeContainer(id: string, rng: Rng, extra: Partial<SnapshotContainer>)
     instance: null,
     lockCount: 0,
     owner: '',
-    interruptions: 0,
+    spotInterruptions: 0,
     ...extra,
   };
 }

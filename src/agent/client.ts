@@ -111,13 +111,14 @@ export class AgentClient {
     lockToken: string,
     cls: 'temp' | 'perm',
     reason: string,
-    opts: { retryable?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean } = {},
   ): Promise<void> {
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, {
       lock_token: lockToken,
       class: cls,
       reason: reason.slice(0, 4096),
       ...(opts.retryable === false ? { retryable: false } : {}),
+      ...(opts.interrupted ? { interrupted: true } : {}),
     });
   }
 

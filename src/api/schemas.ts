@@ -144,6 +144,17 @@ export const ContainerListQuery = Type.Object(
   { additionalProperties: false },
 );
 
+export const UsageQuery = Type.Object(
+  {
+    by: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('owner')])),
+    owner: Type.Optional(Owner),
+    since: Type.Optional(
+      Text({ maxLength: 64, description: 'an RFC 3339 time: containers finished since then' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const params = <T extends TSchema>(id: T) => Type.Object({ id }, { additionalProperties: false });
 export const RequestParams = params(RequestId);
 export const ContainerParams = params(ContainerId);
@@ -177,6 +188,8 @@ export const CancelBody = Type.Object(
     reason: Type.Optional(Reason),
     /** false: no retry can succeed (e.g. an image that does not exist); the request ends at once. */
     retryable: Type.Optional(Type.Boolean()),
+    /** The cloud reclaimed the instance (a spot interruption, said by its agent): the retry counts it. */
+    interrupted: Type.Optional(Type.Boolean()),
     dispatcher_id: Type.Optional(DispatcherId),
     lock_token: Type.Optional(LockToken),
   },
@@ -311,6 +324,8 @@ export const PingBody = Type.Object(
     state: NodeReportStateSchema,
     running: Type.Optional(Type.Array(ContainerId, { maxItems: 10000 })),
     wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60000 })),
+    /** The cloud's notice about the instance (spot interruption, rebalance), kept in the node's info.notice. */
+    notice: Type.Optional(Text({ minLength: 1, maxLength: 1000 })),
     /** The latest usage sample of each running container (stored on the container until its exit). */
     usage: Type.Optional(Dict(Type.String({ pattern: ContainerId.pattern }), UsageSampleSchema, 10000)),
   },

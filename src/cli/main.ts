@@ -6,6 +6,7 @@ import { ConfigError } from '../config/options.js';
 import { withGlobalFlags } from './flags.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
+import { registerCatalog } from './commands/catalog.js';
 import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
 import { registerDispatch } from './commands/dispatch.js';
@@ -17,6 +18,7 @@ import { registerShow } from './commands/show.js';
 import { registerSim } from './commands/sim.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerToken } from './commands/token.js';
+import { registerUsage } from './commands/usage.js';
 import { registerWhy } from './commands/why.js';
 import { UsageError } from './errors.js';
 import { printableLines } from './format.js';
@@ -35,9 +37,11 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerToken,
   registerWhy,
   registerInstances,
+  registerUsage,
   registerPlan,
   registerAgent,
   registerSim,
+  registerCatalog,
 ];
 
 export { UsageError };

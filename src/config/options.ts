@@ -105,6 +105,18 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['dispatch', 'up'],
   }),
   opt({
+    key: 'cloud',
+    kind: oneOf(['local', 'ec2-emulated'], '<cloud>'),
+    default: 'local',
+    env: 'BERTH_CLOUD',
+    flag: '--cloud',
+    help:
+      "`berth up`'s cloud: `local` (instances are `berth agent` processes here) or `ec2-emulated` (the ec2 " +
+      "driver against an EC2 emulated here: moto behind Berth's fault proxy, each instance's boot script " +
+      'run for real; needs `moto_server`; brings its own dispatch config). See docs/AWS.md.',
+    usedBy: ['up'],
+  }),
+  opt({
     key: 'node_id',
     kind: nullable(text()),
     default: null,
@@ -161,6 +173,27 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['agent'],
   }),
   opt({
+    key: 'imds_url',
+    kind: nullable(text('an http base URL such as http://169.254.169.254', /^http:\/\/[^\s/]+\/?$/, '<url>')),
+    default: null,
+    env: 'BERTH_IMDS_URL',
+    flag: '--imds-url',
+    help:
+      "The cloud instance's metadata service (IMDSv2), e.g. http://169.254.169.254: the agent reports the " +
+      'instance id at registration and watches for spot interruption notices and rebalance ' +
+      "recommendations (docs/AWS.md). The ec2 driver's boot script sets it. Unset: not on a cloud instance.",
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'notice_poll',
+    kind: duration({ min: '100ms' }),
+    default: '5s',
+    env: 'BERTH_NOTICE_POLL',
+    flag: '--notice-poll',
+    help: 'How often the agent asks the metadata service (`imds_url`) for notices.',
+    usedBy: ['agent'],
+  }),
+  opt({
     key: 'process_sandbox',
     kind: oneOf(SANDBOX_SETTINGS, '<kind>'),
     default: 'bwrap',
@@ -184,6 +217,23 @@ export const PROCESS_OPTIONS = section([
       'The bubblewrap executable of the process sandbox: a name looked up on PATH, or an absolute path ' +
       '(`berth up` passes it on to its agents).',
     usedBy: ['agent', 'up'],
+  }),
+  opt({
+    key: 'cgroup_parent',
+    kind: text(
+      'a cgroup path below the hierarchy root: names of letters, digits, "_", "-" and "." separated by "/"',
+      /^(?!.*(^|\/)\.\.?(\/|$))[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/,
+      '<path>',
+    ),
+    default: 'berth',
+    env: 'BERTH_CGROUP_PARENT',
+    flag: '--cgroup-parent',
+    help:
+      "The cgroup under which the agent creates its containers' groups (`<parent>/<container id>`, below " +
+      "/sys/fs/cgroup or each v1 hierarchy). The local driver sets it to the instance's slice " +
+      '(`berth-local/<instance>/containers`), so that its containers count in the instance and its ' +
+      'teardown kills them with it.',
+    usedBy: ['agent'],
   }),
   opt({
     key: 'container_network',

@@ -125,13 +125,6 @@ export const SCHEDULER_OPTIONS = section(
       help: "How far back the snapshot's `arrivals` count: the recent arrival rate that says whether an idle instance will be used again soon.",
     }),
     opt({
-      key: 'max_spot_interruptions',
-      field: 'maxSpotInterruptions',
-      kind: int(0),
-      default: 2,
-      help: 'A preemptible container whose request was interrupted on spot instances this many times runs on on-demand types from then on.',
-    }),
-    opt({
       key: 'max_running_per_user',
       field: 'maxRunningPerUser',
       kind: nullable(int(1)),
@@ -145,6 +138,14 @@ export const SCHEDULER_OPTIONS = section(
       kind: bool,
       default: true,
       help: 'Among waiting containers of equal priority, owners take turns (the owner with the fewest placed containers first) instead of strict queue time.',
+    }),
+    opt({
+      key: 'on_demand_after_interruptions',
+      field: 'onDemandAfterInterruptions',
+      kind: nullable(int(1)),
+      default: null,
+      defaultText: 'null (always spot)',
+      help: "A preemptible container whose request's attempts were ended by a spot interruption this many times runs on non-preemptible (on-demand) types only.",
     }),
     reuse(PROCESS_OPTIONS.option('max_dispatch_attempts'), {
       field: 'maxDispatchAttempts',

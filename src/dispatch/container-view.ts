@@ -117,7 +117,7 @@ function same(a: SnapshotContainer, b: SnapshotContainer): boolean {
     a.instance === b.instance &&
     a.lockCount === b.lockCount &&
     a.owner === b.owner &&
-    a.interruptions === b.interruptions &&
+    (a.spotInterruptions ?? 0) === (b.spotInterruptions ?? 0) &&
     sameList(a.instanceTypes, b.instanceTypes)
   );
 }

@@ -79,10 +79,10 @@ export class PgQueue implements DispatchQueue {
    */
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
     const r = await this.pool.query(
-      `SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, interruptions
+      `SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, spot_interruptions
        FROM containers WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
        UNION ALL
-       SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, interruptions
+       SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, spot_interruptions
        FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`,
       [dispatcherId, now],
     );
@@ -100,7 +100,7 @@ export class PgQueue implements DispatchQueue {
       instance: row.instance_id,
       lockCount: row.lock_count,
       owner: row.owner,
-      interruptions: row.interruptions,
+      spotInterruptions: row.spot_interruptions,
     }));
   }
 

@@ -185,7 +185,7 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
     instance: f.get('instance', nullable(str), () => null),
     lockCount: f.get('lock_count', int(0), () => 0),
     owner: f.get('owner', anyString, () => ''),
-    interruptions: f.get('interruptions', int(0), () => 0),
+    spotInterruptions: f.get('spot_interruptions', int(0), () => 0),
   };
   f.done();
   if (c.state === 'Running' && c.instance === null)

@@ -43,7 +43,7 @@ interface SimRequest {
   spec: SimRequestSpec;
   attempts: number;
   tempFailures: number;
-  /** Attempts ended by a spot interruption (the scheduler's max_spot_interruptions). */
+  /** Attempts ended by a spot interruption (the scheduler's on_demand_after_interruptions). */
   interruptions: number;
   final: boolean;
   current: string;
@@ -312,7 +312,7 @@ export class SimQueue implements DispatchQueue {
 
   /**
    * The cloud reclaimed the spot instance these containers were running on: their requests count one
-   * interruption more (the scheduler's max_spot_interruptions reads it; retries carry it forward).
+   * interruption more (the scheduler's on_demand_after_interruptions reads it; retries carry it forward).
    */
   interrupted(containers: SimContainer[]): void {
     for (const c of containers) c.request.interruptions++;
@@ -378,7 +378,7 @@ export class SimQueue implements DispatchQueue {
       instance: c.state === 'Queued' ? null : c.instance,
       lockCount: c.lockCount,
       owner: s.owner ?? '',
-      interruptions: c.request.interruptions,
+      spotInterruptions: c.request.interruptions,
     };
   }
 

@@ -217,6 +217,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     if (e.type !== 'terminated') return;
     const r = instanceRecs.get(e.id);
     if (r !== undefined && r.destroyed === null) r.destroyed = e.at.getTime();
+    if (r !== undefined && e.reason === 'interrupted') r.interrupted = true;
     if (e.reason !== 'destroyed') passNow();
   });
 
@@ -436,6 +437,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     instanceTypes: cfg.catalog,
     containers: [...containerRecs.values()],
     instances: [...instanceRecs.values()],
+    billing: cfg.billing,
     ...(runs.length === 0 ? {} : { workflows: engine.runs() }),
     startTime: start,
     endTime: end,

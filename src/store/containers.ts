@@ -11,7 +11,13 @@ import {
 import type { StoreContext } from './context.js';
 import { withRetriedTx, type Tx } from './db.js';
 import { AlreadyFinishedError, ConflictError, ForbiddenError, NotFoundError } from './errors.js';
-import { addEvent, cancelContainer, finishContainer, recordExitAfterCancel } from './finish.js';
+import {
+  addEvent,
+  cancelContainer,
+  finishContainer,
+  recordExitAfterCancel,
+  type CancelOptions,
+} from './finish.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
 import { lockKey, lockToken, lockTokenValid } from './secrets.js';
 import { maxDispatchAttempts } from './settings.js';
@@ -304,7 +310,7 @@ export class Containers {
     by: Canceller,
     failureClass: FailureClass,
     reason: string,
-    opts: { retryable?: boolean } = {},
+    opts: CancelOptions = {},
   ): Promise<{ retryId: string | null }> {
     return withRetriedTx(this.ctx.pool, async (tx) => {
       const row =

@@ -18,6 +18,14 @@ export interface EndOfContainer {
   reason?: string | null;
   /** false: no retry can succeed, so the request ends now (see decideRetry). Default true. */
   retryable?: boolean;
+  /** The cloud reclaimed its instance (a spot interruption): its retry counts one more. Default false. */
+  interrupted?: boolean;
+}
+
+/** How a cancel ends a container, beyond its class and reason. */
+export interface CancelOptions {
+  retryable?: boolean;
+  interrupted?: boolean;
 }
 
 /** Appends an event to a container's event log. */
@@ -46,7 +54,7 @@ export async function cancelContainer(
   containerId: string,
   failureClass: FailureClass,
   reason: string,
-  opts: { retryable?: boolean } = {},
+  opts: CancelOptions = {},
 ): Promise<{ retryId: string | null }> {
   const u = await tx.query(
     `UPDATE containers SET lock_generation = lock_generation + 1 WHERE id = $1 RETURNING node_id`,
@@ -59,6 +67,7 @@ export async function cancelContainer(
     failureClass,
     reason,
     retryable: opts.retryable,
+    interrupted: opts.interrupted,
   });
 }
 
@@ -101,7 +110,7 @@ export async function finishContainer(
   const c = await tx.query(
     `UPDATE containers SET state = $2, finished_at = $3, updated_at = $3, exit_code = $4, oom_killed = $5,
        usage = $6, failure_class = $7, runtime_status = $8
-     WHERE id = $1 RETURNING request_id, attempt, queued_at, state`,
+     WHERE id = $1 RETURNING request_id, attempt, queued_at, state, spot_interruptions`,
     [
       containerId,
       end.state,
@@ -168,10 +177,18 @@ export async function finishContainer(
       .sort((a, b) => b.getTime() - a.getTime())[0] ?? null;
   await tx.query(
     `INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus, preemptible,
-       instance_types, queued_at, run_after, created_at, updated_at)
-     SELECT $2, id, owner, $3, 'Queued', priority, vcpus, ram, scratch, gpus, preemptible, instance_types, $4, $5, $6, $6
+       instance_types, queued_at, run_after, created_at, updated_at, spot_interruptions)
+     SELECT $2, id, owner, $3, 'Queued', priority, vcpus, ram, scratch, gpus, preemptible, instance_types, $4, $5, $6, $6, $7
      FROM container_requests WHERE id = $1`,
-    [req.id, retryId, row.attempt + 1, row.queued_at, runAfter, now],
+    [
+      req.id,
+      retryId,
+      row.attempt + 1,
+      row.queued_at,
+      runAfter,
+      now,
+      row.spot_interruptions + (end.interrupted ? 1 : 0),
+    ],
   );
   await tx.query(
     `UPDATE container_requests SET container_id = $2, attempts = $3, temp_failures = $4, updated_at = $5 WHERE id = $1`,

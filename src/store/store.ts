@@ -10,6 +10,7 @@ import { Nodes } from './nodes.js';
 import { Requests } from './requests.js';
 import { Settings } from './settings.js';
 import { Tokens } from './tokens.js';
+import { UsageQueries } from './usage.js';
 import { Wake } from './wake.js';
 
 export class Store {
@@ -22,6 +23,7 @@ export class Store {
   readonly nodes: Nodes;
   readonly instances: Instances;
   readonly settings: Settings;
+  readonly usage: UsageQueries;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
@@ -38,5 +40,6 @@ export class Store {
     this.nodes = new Nodes(this.ctx, this.tokens);
     this.instances = new Instances(this.ctx);
     this.settings = new Settings(this.ctx);
+    this.usage = new UsageQueries(this.ctx);
   }
 }

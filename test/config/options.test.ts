@@ -50,14 +50,18 @@ describe('loadConfig', () => {
       max_dispatch_attempts: 10,
       body_limit: 1024 ** 2,
       dispatch_config: null,
+      cloud: 'local',
       node_id: null,
       bootstrap_secret_file: null,
       work_dir: null,
       runtime: 'auto',
       kill_grace: 30_000,
       ping_wait: 10_000,
+      imds_url: null,
+      notice_poll: 5_000,
       process_sandbox: 'bwrap',
       bwrap: 'bwrap',
+      cgroup_parent: 'berth',
       container_network: 'none',
       log_limit: 64 * 1024 ** 2,
     });
@@ -124,12 +128,32 @@ describe('loadConfig', () => {
     );
   });
 
+  it("the agent's cgroup parent: a path below the cgroup root, nothing that leaves it", () => {
+    const env = { BERTH_HOME: home, BERTH_CGROUP_PARENT: 'berth-local/local-1/containers' };
+    expect(loadConfig({}, env).cgroup_parent).toBe('berth-local/local-1/containers');
+    const what =
+      'expected a cgroup path below the hierarchy root: names of letters, digits, "_", "-" and "." separated by "/"';
+    for (const bad of ['/berth', 'berth/', 'a/../b', '..', 'a//b', 'a b'])
+      expect(errorOf({ cgroup_parent: bad }, {})).toBe(
+        `cgroup_parent (from --cgroup-parent): ${what}, got ${JSON.stringify(bad)}`,
+      );
+  });
+
   it('a flag error names the flag and the key', () => {
     expect(errorOf({ body_limit: '4 gigs' }, {})).toBe(
       'body_limit (from --body-limit): expected a size such as 4GiB, 512MiB or a number of bytes, got "4 gigs"',
     );
     expect(errorOf({ ping_wait: '61s' }, {})).toBe(
       'ping_wait (from --ping-wait): expected a duration of at most 60s, got "61s"',
+    );
+    expect(errorOf({ notice_poll: '10ms' }, {})).toBe(
+      'notice_poll (from --notice-poll): expected a duration of at least 100ms, got "10ms"',
+    );
+    expect(errorOf({ imds_url: 'http://x/$(id)' }, {})).toBe(
+      'imds_url (from --imds-url): expected an http base URL such as http://169.254.169.254, got "http://x/$(id)"',
+    );
+    expect(errorOf({ cloud: 'aws' }, {})).toBe(
+      'cloud (from --cloud): expected one of local, ec2-emulated, got "aws"',
     );
     expect(errorOf({ listen: 'nowhere' }, {})).toBe(
       'listen (from --listen): expected HOST:PORT such as 127.0.0.1:8470, got "nowhere"',

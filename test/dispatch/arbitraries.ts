@@ -33,7 +33,7 @@ const configArb = fc.record({
   minBillingPeriodMs: fc.constantFrom(0, 60_000),
   maxRunningPerUser: fc.constantFrom(null, null, 1, 3),
   fairShare: fc.boolean(),
-  maxSpotInterruptions: fc.constantFrom(0, 2),
+  onDemandAfterInterruptions: fc.constantFrom(null, 1, 2),
   shareRule: fc.constantFrom('expected' as const, 'share' as const, 'price' as const),
   batchPacking: fc.constantFrom('cost' as const, 'boots' as const, 'off' as const),
 });
@@ -61,7 +61,7 @@ const containerArb = fc.record({
   /** Where a Locked or Running container is assigned (an index past the end: nowhere). */
   instance: fc.nat(),
   owner: fc.constantFrom('', 'alice', 'bob'),
-  interruptions: fc.constantFrom(0, 0, 1, 3),
+  spotInterruptions: fc.constantFrom(0, 0, 1, 3),
 });
 
 const cloudArb = fc.record({
@@ -128,7 +128,7 @@ export const snapshotArb: fc.Arbitrary<Snapshot> = fc
         instanceTypes: r.onlyType === null ? null : [typeName(r.onlyType)],
         lockCount: r.lockCount,
         owner: r.owner,
-        interruptions: r.interruptions,
+        spotInterruptions: r.spotInterruptions,
       });
       if (c.state === 'Queued') return c;
       const target = instances[r.instance % (instances.length + 1)] ?? null;

@@ -74,7 +74,7 @@ export function ctr(id: string, extra: Partial<SnapshotContainer> = {}): Snapsho
     instance: null,
     lockCount: 0,
     owner: '',
-    interruptions: 0,
+    spotInterruptions: 0,
     ...extra,
   };
 }

@@ -304,17 +304,18 @@ const rows: Row[] = [
   // Spot (preemptible) containers.
   {
     name: 'spot: a preemptible container runs on the cheaper spot type',
-    snapshot: snap({ types: SPOT, containers: [ctr('c1', { preemptible: true, interruptions: 1 })] }),
+    snapshot: snap({ types: SPOT, containers: [ctr('c1', { preemptible: true, spotInterruptions: 1 })] }),
     actions: [lock('c1'), create('t2-spot', 'c1')],
   },
   {
-    name: 'spot: after max_spot_interruptions a preemptible container runs on demand',
+    name: 'spot: after on_demand_after_interruptions a preemptible container runs on demand',
     snapshot: snap({
       types: SPOT,
+      config: { onDemandAfterInterruptions: 2 },
       instances: [inst('i-1', 't2-spot', 'running')],
       containers: [
         ctr('c0', { state: 'Running', instance: 'i-1', preemptible: true }),
-        ctr('c1', { preemptible: true, interruptions: 2 }),
+        ctr('c1', { preemptible: true, spotInterruptions: 2 }),
       ],
     }),
     actions: [lock('c1'), create('t2', 'c1')],
@@ -323,7 +324,8 @@ const rows: Row[] = [
     name: 'spot: a container only spot types can hold stays on spot whatever its interruptions',
     snapshot: snap({
       types: SPOT,
-      containers: [ctr('c1', { preemptible: true, interruptions: 5, instanceTypes: ['t2-spot'] })],
+      config: { onDemandAfterInterruptions: 2 },
+      containers: [ctr('c1', { preemptible: true, spotInterruptions: 5, instanceTypes: ['t2-spot'] })],
     }),
     actions: [lock('c1'), create('t2-spot', 'c1')],
   },
@@ -417,6 +419,26 @@ const rows: Row[] = [
       containers: [ctr('c1'), ctr('c2', { preemptible: true })],
     }),
     actions: [lock('c1'), lock('c2'), create('od', 'c1'), create('spot', 'c2')],
+  },
+  {
+    name: 'a preemptible container interrupted on_demand_after_interruptions times runs on demand; fewer, on spot',
+    snapshot: snap({
+      types: [type('spot', 2, 4, 0.05, { preemptible: true }), type('od', 2, 4, 0.2)],
+      config: { onDemandAfterInterruptions: 2 },
+      containers: [
+        ctr('c1', { preemptible: true, spotInterruptions: 2 }),
+        ctr('c2', { preemptible: true, spotInterruptions: 1 }),
+      ],
+    }),
+    actions: [lock('c1'), lock('c2'), create('od', 'c1'), create('spot', 'c2')],
+  },
+  {
+    name: 'without on_demand_after_interruptions a preemptible container stays on spot, however often interrupted',
+    snapshot: snap({
+      types: [type('spot', 2, 4, 0.05, { preemptible: true }), type('od', 2, 4, 0.2)],
+      containers: [ctr('c1', { preemptible: true, spotInterruptions: 9 })],
+    }),
+    actions: [lock('c1'), create('spot', 'c1')],
   },
   // Rule 2: unsatisfiable.
   {

@@ -85,11 +85,11 @@ describe('parseSnapshot', () => {
       ramOverhead: 0,
       billingPeriodMs: 0,
       shutdownWindowMs: 0,
+      onDemandAfterInterruptions: null,
       maxDispatchAttempts: 10,
       maxIdleTimeMs: 600_000,
       minBillingPeriodMs: 0,
       arrivalWindowMs: 60_000,
-      maxSpotInterruptions: 2,
       maxRunningPerUser: null,
       fairShare: true,
       shareRule: 'price',
@@ -113,7 +113,7 @@ describe('parseSnapshot', () => {
       instanceTypes: null,
       lockCount: 0,
       owner: '',
-      interruptions: 0,
+      spotInterruptions: 0,
     });
     expect(s.cloud).toEqual({ quotaMaxInstances: null, unavailableTypes: [], rateLimitedUntil: null });
     expect(s.arrivals).toEqual([]);
@@ -121,13 +121,13 @@ describe('parseSnapshot', () => {
 
   it('reads owners, spot interruptions and recent arrivals', () => {
     const raw = example() as Record<string, unknown> & { containers: Record<string, unknown>[] };
-    Object.assign(raw.containers[0]!, { owner: 'alice', interruptions: 2 });
+    Object.assign(raw.containers[0]!, { owner: 'alice', spot_interruptions: 2 });
     raw.arrivals = [
       { vcpus: 2, ram: '4GiB', count: 7 },
       { vcpus: 1, ram: 1024, preemptible: true, count: 0 },
     ];
     const s = parseSnapshot(raw);
-    expect(s.containers[0]).toMatchObject({ owner: 'alice', interruptions: 2 });
+    expect(s.containers[0]).toMatchObject({ owner: 'alice', spotInterruptions: 2 });
     expect(s.arrivals).toEqual([
       { vcpus: 2, ram: 4 * GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 7 },
       { vcpus: 1, ram: 1024, scratch: 0, gpus: 0, preemptible: true, instanceTypes: null, count: 0 },
@@ -148,8 +148,8 @@ describe('parseSnapshot', () => {
     expect(bad((r) => Object.assign(r.containers[0]!, { owner: 7 }))).toBe(
       'containers[0].owner: expected a string, got 7',
     );
-    expect(bad((r) => Object.assign(r.containers[0]!, { interruptions: -1 }))).toMatch(
-      /^containers\[0\]\.interruptions: expected a whole number/,
+    expect(bad((r) => Object.assign(r.containers[0]!, { spot_interruptions: -1 }))).toMatch(
+      /^containers\[0\]\.spot_interruptions: expected a whole number/,
     );
     expect(bad((r) => (r.arrivals = [{ vcpus: 1, ram: '1GiB' }]))).toBe(
       'arrivals[0].count: required field is missing',
@@ -170,11 +170,14 @@ describe('parseSnapshot', () => {
       billing_period: '1h',
       shutdown_window: 300,
       max_dispatch_attempts: 4,
+      on_demand_after_interruptions: 2,
     });
     raw.instances[0].created_at = '2025-12-31T22:00:00Z';
     raw.instance_types[0].provider_type = 'm5.large';
     raw.containers[0].instance_types = ['t1'];
+    raw.containers[0].spot_interruptions = 3;
     const s = parseSnapshot(raw);
+    expect(s.containers[0]!.spotInterruptions).toBe(3);
     expect(s.config).toMatchObject({
       bootTimeoutMs: 300_000,
       maxInstancesPerType: { t1: 3 },
@@ -183,6 +186,7 @@ describe('parseSnapshot', () => {
       billingPeriodMs: 3_600_000,
       shutdownWindowMs: 300_000,
       maxDispatchAttempts: 4,
+      onDemandAfterInterruptions: 2,
     });
     expect(s.instances[0]!.createdAt.toISOString()).toBe('2025-12-31T22:00:00.000Z');
     expect(s.instanceTypes[0]!.providerType).toBe('m5.large');

@@ -10,14 +10,8 @@ import type { Report } from '../../sim/report/build.js';
 import { compareReports } from '../../sim/report/compare.js';
 import { readReport, writeReport } from '../../sim/report/files.js';
 import { runSimulation, type Progress } from '../../sim/run.js';
-import { loadWorkload } from '../../sim/workload/load.js';
-import {
-  WorkloadError,
-  type Workflow,
-  type WorkflowRun,
-  type WorkloadJob,
-} from '../../sim/workload/types.js';
-import { criticalPath } from '../../sim/workload/wfcommons.js';
+import { prepareWorkload } from '../../sim/workload/prepare.js';
+import { WorkloadError, type WorkflowRun, type WorkloadJob } from '../../sim/workload/types.js';
 import { UsageError } from '../errors.js';
 
 export interface SimOpts {
@@ -44,29 +38,7 @@ function scaleFlag(v: string): number {
   return f;
 }
 
-const scaleMs = (ms: number, f: number): number => Math.max(1, Math.round(ms * f));
-
-/** Multiplies arrivals and run times: 0.5 plays the same workload in half the virtual time. */
-function scaled(jobs: WorkloadJob[], f: number): WorkloadJob[] {
-  if (f === 1) return jobs;
-  return jobs.map((j) => ({ ...j, arrival: Math.round(j.arrival * f), duration: scaleMs(j.duration, f) }));
-}
-
-/** The same for workflow runs: start times and task run times (so the critical path too). */
-function scaledRuns(runs: WorkflowRun[], f: number): WorkflowRun[] {
-  if (f === 1) return runs;
-  const done = new Map<Workflow, Workflow>();
-  const scale = (w: Workflow): Workflow => {
-    const tasks = w.tasks.map((t) => ({ ...t, duration: scaleMs(t.duration, f) }));
-    return { ...w, tasks, criticalPath: criticalPath(tasks) };
-  };
-  return runs.map((r) => {
-    let w = done.get(r.workflow);
-    if (w === undefined) done.set(r.workflow, (w = scale(r.workflow)));
-    return { ...r, arrival: Math.round(r.arrival * f), workflow: w };
-  });
-}
-
+const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 const money = (x: number | null): string => (x === null ? '-' : x.toFixed(2));
 const secs = (x: number | null): string => (x === null ? '-' : `${x.toFixed(1)}s`);
 
@@ -75,10 +47,15 @@ export function summary(r: Report): string {
   const c = r.containers;
   return [
     `policy ${r.policy}, seed ${r.seed}: ${c.total} containers, ${c.completed} completed, ${c.neverStarted} never started; ${r.instances.created} instances`,
-    `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  idle ${money(r.cost.idle)}`,
+    `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  (boot ${money(r.cost.boot)}, work ${money(r.cost.work)}, idle ${money(r.cost.idle)})`,
     `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
     `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
     ...workflowLines(r),
+    ...(r.rightSizing === null
+      ? []
+      : [
+          `right-sizing from recorded usage: cost lower bound ${r.rightSizing.lowerBound.asked.toFixed(4)} as asked, ${r.rightSizing.lowerBound.rightSized.toFixed(4)} right-sized (berth usage --report for the table)`,
+        ]),
   ].join('\n');
 }
 
@@ -114,17 +91,19 @@ export async function runCommand(opts: SimOpts): Promise<void> {
   let config: SimConfig;
   let jobs: WorkloadJob[];
   let workflows: WorkflowRun[];
+  // Wall and CPU time per phase, for --json: on a shared machine CPU time is the steadier figure.
+  const cpu0 = process.cpuUsage();
+  const load0 = performance.now();
   try {
     config = opts.config === undefined ? defaultSimConfig() : loadSimConfig(opts.config);
-    const w = loadWorkload(opts.workload, limit === undefined ? {} : { limit });
-    jobs = scaled(limit === undefined ? w.jobs : w.jobs.slice(0, limit), scale);
-    workflows = scaledRuns(limit === undefined ? w.workflows : w.workflows.slice(0, limit), scale);
+    ({ jobs, workflows } = prepareWorkload(opts.workload, { limit, timeScale: scale }));
   } catch (err) {
     if (err instanceof ConfigError) throw new UsageError(`--config ${err.message}`);
     if (err instanceof WorkloadError) throw new UsageError(`--workload ${err.message}`);
     throw err;
   }
 
+  const loadSeconds = (performance.now() - load0) / 1000;
   const t0 = performance.now();
   let lastLine = t0;
   const onProgress = (p: Progress): void => {
@@ -146,10 +125,20 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     progressEvery: 500,
   });
   const elapsed = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   const files = writeReport(opts.out, report);
   if (opts.json) {
     process.stdout.write(
-      `${JSON.stringify({ report, stats, seconds: Math.round(elapsed * 1000) / 1000 }, null, 2)}\n`,
+      `${JSON.stringify(
+        {
+          report,
+          stats,
+          seconds: r3(elapsed),
+          timings: { loadSeconds: r3(loadSeconds), cpuSeconds: r3((cpu.user + cpu.system) / 1e6) },
+        },
+        null,
+        2,
+      )}\n`,
     );
     return;
   }

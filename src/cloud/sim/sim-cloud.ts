@@ -235,8 +235,9 @@ export class SimCloud implements Driver {
       }),
     );
 
-    if (inst.preemptible && o.spot.interruptionsPerHour > 0) {
-      const endAt = now + Math.round((spotDraw * 3_600_000) / o.spot.interruptionsPerHour);
+    const perHour = o.spot.byType[inst.providerType] ?? o.spot.interruptionsPerHour;
+    if (inst.preemptible && perHour > 0) {
+      const endAt = now + Math.round((spotDraw * 3_600_000) / perHour);
       const noticeAt = Math.max(now, endAt - o.spot.noticeMs);
       inst.timers.push(
         this.clock.schedule(noticeAt, () => {

@@ -30,7 +30,7 @@ export interface Shape {
   usableByIndex: Uint8Array;
   /** Its share of its cheapest type's price: what it costs per container packed on its own (batch packing). */
   cheapestShare: number;
-  /** A preemptible container interrupted max_spot_interruptions times: on-demand types only. */
+  /** A preemptible container interrupted on_demand_after_interruptions times: on-demand types only. */
   onDemandOnly: boolean;
   /** Why no type can ever fit, or null. */
   unsatisfiable: string | null;
@@ -39,7 +39,7 @@ export interface Shape {
 /** What shapes depend on besides the container and the types. */
 export type ShapeConfig = Pick<
   SchedulerConfig,
-  'ramOverhead' | 'maxPriceFactor' | 'maxSpendPerHour' | 'maxSpotInterruptions' | 'shareRule'
+  'ramOverhead' | 'maxPriceFactor' | 'maxSpendPerHour' | 'onDemandAfterInterruptions' | 'shareRule'
 >;
 
 /** Rule 2's order: cheapest, then more ram, more vcpus, then name. */
@@ -60,7 +60,7 @@ export class ShapeCache {
 
   constructor(
     private readonly build: (c: SnapshotContainer) => Shape,
-    private readonly maxSpotInterruptions: number,
+    private readonly onDemandAfter: number | null,
   ) {}
 
   get(c: SnapshotContainer): Shape {
@@ -70,18 +70,22 @@ export class ShapeCache {
       list = [];
       this.byRam.set(k, list);
     }
-    for (const e of list) if (sameShape(e.c, c, this.maxSpotInterruptions)) return e.shape;
+    for (const e of list) if (sameShape(e.c, c, this.onDemandAfter)) return e.shape;
     const shape = this.build(c);
     list.push({ c, shape });
     return shape;
   }
 }
 
-function sameShape(a: SnapshotContainer, b: SnapshotContainer, maxSpotInterruptions: number): boolean {
+/** Whether a preemptible container's spot interruptions send it on demand (on_demand_after_interruptions). */
+function sentOnDemand(c: SnapshotContainer, after: number | null): boolean {
+  return after !== null && (c.spotInterruptions ?? 0) >= after;
+}
+
+function sameShape(a: SnapshotContainer, b: SnapshotContainer, onDemandAfter: number | null): boolean {
   if (a.ram !== b.ram || a.vcpus !== b.vcpus || a.scratch !== b.scratch || a.gpus !== b.gpus) return false;
   if (a.preemptible !== b.preemptible) return false;
-  if (a.preemptible && a.interruptions >= maxSpotInterruptions !== b.interruptions >= maxSpotInterruptions)
-    return false;
+  if (a.preemptible && sentOnDemand(a, onDemandAfter) !== sentOnDemand(b, onDemandAfter)) return false;
   const x = a.instanceTypes;
   const y = b.instanceTypes;
   if (x === y) return true;
@@ -103,10 +107,10 @@ export function buildShape(c: SnapshotContainer, sortedTypes: InstanceType[], co
   const allowed = sortedTypes.filter((t) => allow === null || allow.has(t.name));
   const onDemand = allowed.filter((t) => !t.preemptible);
   // A preemptible container may use either kind of type, a non-preemptible one only on-demand types. After
-  // max_spot_interruptions it runs on demand too, if an on-demand type can hold it at all.
+  // on_demand_after_interruptions it runs on demand too, if an on-demand type can hold it at all.
   const onDemandOnly =
     c.preemptible &&
-    c.interruptions >= config.maxSpotInterruptions &&
+    sentOnDemand(c, config.onDemandAfterInterruptions) &&
     onDemand.some((t) => fits(need, typeCapacity(t, config.ramOverhead)));
   const candidates = c.preemptible && !onDemandOnly ? allowed : onDemand;
   const fitting = candidates.filter((t) => fits(need, typeCapacity(t, config.ramOverhead)));

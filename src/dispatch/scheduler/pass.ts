@@ -78,7 +78,7 @@ export class Pass {
     );
     this.shapes = new ShapeCache(
       (c) => buildShape(c, this.sortedTypes, this.config),
-      this.config.maxSpotInterruptions,
+      this.config.onDemandAfterInterruptions,
     );
     this.owners = new Owners(this.config.maxRunningPerUser);
   }

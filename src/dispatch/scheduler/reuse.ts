@@ -28,7 +28,7 @@ export function arrivalRates(snap: Snapshot, sortedTypes: InstanceType[], shapes
       instance: null,
       lockCount: 0,
       owner: '',
-      interruptions: 0,
+      spotInterruptions: 0,
     };
     const shape = shapes.get(probe);
     if (shape.unsatisfiable !== null) continue;

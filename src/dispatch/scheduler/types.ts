@@ -41,11 +41,8 @@ export interface SnapshotContainer extends ContainerShape {
   lockCount: number;
   /** Who submitted it: per-user limits and fair sharing between owners; '' when unknown. */
   owner: string;
-  /**
-   * How many times its request was interrupted on a spot (preemptible) instance: from
-   * max_spot_interruptions on, a preemptible container runs on on-demand types.
-   */
-  interruptions: number;
+  /** Earlier attempts of its request ended by a spot interruption (absent: 0). */
+  spotInterruptions?: number;
 }
 
 /**

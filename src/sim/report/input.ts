@@ -1,5 +1,6 @@
 // What a simulation run records for its report: one row per container (attempt) and per instance.
 // All times are virtual ms since the epoch (the VirtualClock's nowMs()).
+import type { BillingRule } from '../../model/billing.js';
 import type { InstanceType } from '../../model/types.js';
 import type { WorkflowRunRecord } from '../workflows.js';
 import type { Usage } from '../workload/types.js';
@@ -42,6 +43,8 @@ export interface InstanceRecord {
   ready: number | null;
   /** When it was destroyed; null if still alive at the end of the run. */
   destroyed: number | null;
+  /** The cloud reclaimed it (a spot interruption) rather than Berth destroying it. */
+  interrupted?: boolean;
 }
 
 /** Everything buildReport needs: the recorded events of one run plus its identity. */
@@ -52,6 +55,8 @@ export interface RunRecord {
   instanceTypes: InstanceType[];
   containers: ContainerRecord[];
   instances: InstanceRecord[];
+  /** How instances are billed; default per started second (PER_SECOND). */
+  billing?: BillingRule;
   /** Workflow runs (closed-loop workloads); absent for job-only workloads. */
   workflows?: WorkflowRunRecord[];
   /** When the run started; default the earliest arrival or creation. */

@@ -3,7 +3,7 @@
 // or a bare array of jobs. Sizes and durations take the same human strings as the rest of Berth.
 // Every problem is reported with the field's path ("jobs[3].ram: expected ..."); unknown fields are
 // rejected so a typo does not silently fall back to a default.
-import { parseDuration, parseSize, parseVcpus, UnitError } from '../../model/units.js';
+import { parseAt, parseDuration, parseSize, parseVcpus } from '../../model/units.js';
 import { sortByArrival, WorkloadError, type Workload, type WorkloadJob } from './types.js';
 
 const JOB_FIELDS = [
@@ -28,12 +28,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /** Runs a unit parser and prefixes its error with the field path. */
 function field<T>(path: string, parse: (v: unknown) => T, value: unknown): T {
-  try {
-    return parse(value);
-  } catch (err) {
-    if (err instanceof UnitError) throw new WorkloadError(`${path}: ${err.message}`);
-    throw err;
-  }
+  return parseAt(path, parse, value, WorkloadError);
 }
 
 function job(v: unknown, i: number, seen: Set<string>): WorkloadJob {

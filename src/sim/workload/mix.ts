@@ -9,7 +9,7 @@
 // Files are relative to the mix file. Every error names the key ("workflows[2].runs: ...").
 import { exponential } from '../../cloud/sim/distribution.js';
 import { namedRng, type Rng } from '../../model/clock.js';
-import { parseDuration, parseSize, parseVcpus, UnitError } from '../../model/units.js';
+import { parseAt, parseDuration, parseSize, parseVcpus } from '../../model/units.js';
 import { sortByArrival, WorkloadError, type Workflow, type WorkflowRun } from './types.js';
 import { DEFAULT_TASK, type TaskDefaults } from './wfcommons.js';
 
@@ -47,12 +47,7 @@ function onlyKeys(o: Obj, at: string, allowed: string[]): void {
 }
 
 function unit<T>(at: string, parse: (v: unknown) => T, v: unknown): T {
-  try {
-    return parse(v);
-  } catch (err) {
-    if (err instanceof UnitError) throw new WorkloadError(`${at}: ${err.message}`);
-    throw err;
-  }
+  return parseAt(at, parse, v, WorkloadError);
 }
 
 function wholeNumber(v: unknown, at: string, min: number, max = Number.MAX_SAFE_INTEGER): number {

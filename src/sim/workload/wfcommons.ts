@@ -89,7 +89,8 @@ function measured(
     duration,
     usage: {
       cpuSeconds: avgCpu === undefined ? null : (avgCpu / 100) * (duration / 1000),
-      peakRam: mem === undefined ? null : Math.round(mem),
+      // Some tracers write 0 where they measured nothing.
+      peakRam: mem === undefined || mem === 0 ? null : Math.round(mem),
     },
   };
 }
