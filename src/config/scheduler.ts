@@ -1,7 +1,7 @@
 // The scheduler's keys: the `config` of a `berth plan` snapshot (DESIGN §6.4), the `scheduler` section of
 // the dispatch config file and of the simulator's config file. Sizes and durations as people write them.
 import { ConfigError, at, opt, reuse, section, mapOf, type Infer } from './declare.js';
-import { duration, int, nullable, num, size } from './kinds.js';
+import { bool, duration, int, nullable, num, oneOf, size } from './kinds.js';
 import { PROCESS_OPTIONS } from './options.js';
 
 export const SCHEDULER_OPTIONS = section(
@@ -30,6 +30,20 @@ export const SCHEDULER_OPTIONS = section(
       help: "A container may use room on an existing instance when its share of that instance's price is within this factor of its cheapest type's price.",
     }),
     opt({
+      key: 'share_rule',
+      field: 'shareRule',
+      kind: oneOf(['expected', 'share', 'price'] as const),
+      default: 'price',
+      help: "How a container's part of an existing instance's price is measured against max_price_factor: `share`, the price × the largest fraction of the instance it takes; `expected`, that share plus the rest of the price weighted by the chance it is left alone there (1/(k+1) with k containers on it; booting instances: the share); `price`, the whole price. `price` is the default until the other two stop losing on the traces (docs/performance/sim.md).",
+    }),
+    opt({
+      key: 'batch_packing',
+      field: 'batchPacking',
+      kind: oneOf(['cost', 'boots', 'off'] as const),
+      default: 'cost',
+      help: "How instances created in one pass pack the containers waiting for them: `cost`, a planned instance grows into a larger type for one more container when that adds no more than the container's own share of its cheapest type; `boots`, also when the containers like it waiting behind it would fill the larger type (fewer, larger instances at the same price); `off`, never grows.",
+    }),
+    opt({
       key: 'max_containers_per_instance',
       field: 'maxContainersPerInstance',
       kind: int(0),
@@ -41,8 +55,15 @@ export const SCHEDULER_OPTIONS = section(
       key: 'idle_timeout',
       field: 'idleTimeoutMs',
       kind: duration(),
-      default: '60s',
-      help: 'An idle instance is shut down after this long.',
+      default: '30s',
+      help: "Of the idle instances of one type, as many are kept as arrivals that could use them are expected within this long at the recent arrival rate (the snapshot's `arrivals`); the others are shut down at once.",
+    }),
+    opt({
+      key: 'max_idle_time',
+      field: 'maxIdleTimeMs',
+      kind: duration(),
+      default: '10m',
+      help: 'An idle instance kept for arrivals that are likely to use it is shut down after this long idle all the same.',
     }),
     opt({
       key: 'boot_timeout',
@@ -87,6 +108,36 @@ export const SCHEDULER_OPTIONS = section(
       kind: duration(),
       default: 0,
       help: 'With a billing period: an idle instance is shut down only in the last this-long of its current period (at most billing_period).',
+    }),
+    opt({
+      key: 'min_billing_period',
+      field: 'minBillingPeriodMs',
+      kind: duration(),
+      default: 0,
+      defaultText: '0 (billed per second from the start)',
+      help: 'The cloud bills every instance for at least this long (EC2: 60s). An idle instance younger than this is kept (it is paid for anyway) unless the head of the queue needs its room.',
+    }),
+    opt({
+      key: 'arrival_window',
+      field: 'arrivalWindowMs',
+      kind: duration({ above0: true }),
+      default: '60s',
+      help: "How far back the snapshot's `arrivals` count: the recent arrival rate that says whether an idle instance will be used again soon.",
+    }),
+    opt({
+      key: 'max_running_per_user',
+      field: 'maxRunningPerUser',
+      kind: nullable(int(1)),
+      default: null,
+      defaultText: 'null (no cap)',
+      help: 'Most containers of one owner placed at once (running, or assigned and starting).',
+    }),
+    opt({
+      key: 'fair_share',
+      field: 'fairShare',
+      kind: bool,
+      default: true,
+      help: 'Among waiting containers of equal priority, owners take turns (the owner with the fewest placed containers first) instead of strict queue time.',
     }),
     opt({
       key: 'on_demand_after_interruptions',

@@ -6,10 +6,12 @@ import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
 import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js';
 import { CloudMemory } from './cloud-memory.js';
+import { ContainerView } from './container-view.js';
 import type { DispatcherTimers } from './config.js';
 import { NodeWatch } from './node-watch.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { DispatchQueue, NodeView } from './ports.js';
+import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type {
   Action,
@@ -68,7 +70,10 @@ export interface DispatcherOptions extends DispatcherTimers {
   apiHealth?: () => Promise<boolean>;
   /** The boot data handed to a new instance (the agent's API URL, node id and secret). */
   bootData(node: { nodeId: string; bootstrapSecret: string; instanceType: InstanceType }): string;
-  /** The scheduling policy: the real plan() unless a baseline replaces it (simulator). */
+  /**
+   * The scheduling policy: the real plan() unless a baseline replaces it (simulator). It must be a pure
+   * function of the snapshot: a pass whose snapshot did not change reuses its last plan.
+   */
   planner?: (s: Snapshot) => Plan;
   onEvent?: (e: DispatchEvent) => void;
   /** Operator requests and the published view of instances (the management API); optional. */
@@ -127,11 +132,33 @@ export class Dispatcher {
   private lastStatusWrite = -Infinity;
   private stopped = false;
   private running: Promise<void> | null = null;
+  /** The containers across passes, and their recent arrivals (container-view.ts). */
+  private readonly view: ContainerView;
+  private readonly planner: IncrementalPlanner;
   /** The last plan, for `berth why` and tests. */
   lastPlan: Plan | null = null;
 
+  /**
+   * When the next pass could decide something new with no event: the last plan's validUntil, or when a
+   * recent arrival leaves the arrival window (ms; Infinity when neither). The simulator wakes then.
+   */
+  nextDecisionAt(): number {
+    const plan = this.lastPlan?.validUntil ?? Infinity;
+    // Arrivals only decide which idle instances stay warm.
+    for (const i of this.instances.values())
+      if (i.state === 'idle') return Math.min(plan, this.view.arrivalsChangeAt());
+    return plan;
+  }
+
+  /** How many passes planned in full and how many reused the last plan (scheduler/incremental.ts). */
+  get plannerStats(): { full: number; reused: number } {
+    return { ...this.planner.stats };
+  }
+
   constructor(private readonly o: DispatcherOptions) {
     this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
+    this.view = new ContainerView(o.config.arrivalWindowMs);
+    this.planner = new IncrementalPlanner(o.planner ?? realPlan);
     this.cloud = new CloudMemory({
       capacityTtlMs: o.capacityTtlMs,
       quotaTtlMs: o.quotaTtlMs,
@@ -173,7 +200,7 @@ export class Dispatcher {
     if (o.apiHealth && this.watch.probeDue(now.getTime()))
       this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
     const nodes = await o.queue.nodes(o.cluster, o.tag, now);
-    const containers = await o.queue.containers(o.id, now);
+    const containers = this.view.replace(await o.queue.containers(o.id, now), now);
     await this.observe(nodes, containers, now);
     await this.retryDestroys(now);
 
@@ -194,8 +221,9 @@ export class Dispatcher {
         })),
       containers,
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
+      arrivals: this.view.arrivals(now),
     };
-    const plan = (o.planner ?? realPlan)(snapshot);
+    const plan = this.planner.plan(snapshot);
     this.lastPlan = plan;
     await this.act(plan, now);
     await this.saveStatuses(plan, now);

@@ -79,12 +79,10 @@ export class PgQueue implements DispatchQueue {
    */
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
     const r = await this.pool.query(
-      `SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count,
-         spot_interruptions
+      `SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, spot_interruptions
        FROM containers WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
        UNION ALL
-       SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count,
-         spot_interruptions
+       SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, spot_interruptions
        FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`,
       [dispatcherId, now],
     );
@@ -101,6 +99,7 @@ export class PgQueue implements DispatchQueue {
       instanceTypes: row.instance_types,
       instance: row.instance_id,
       lockCount: row.lock_count,
+      owner: row.owner,
       spotInterruptions: row.spot_interruptions,
     }));
   }

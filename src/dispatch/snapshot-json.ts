@@ -13,7 +13,9 @@ import {
   type InstanceType,
 } from '../model/types.js';
 import type {
+  ArrivalCount,
   CloudState,
+  ContainerShape,
   Plan,
   SchedulerConfig,
   Snapshot,
@@ -87,6 +89,10 @@ const check =
   (v: unknown): T =>
     kind.parse(v, '', { baseDir: '' });
 const str = check(kinds.text());
+const anyString = (v: unknown): string => {
+  if (typeof v !== 'string') throw new kinds.Expected('a string');
+  return v;
+};
 const bool = check(kinds.bool);
 const int = (min: number, max?: number) => check(kinds.int(min, max));
 const num = (min: number) => check(kinds.num(min));
@@ -155,22 +161,30 @@ function parseInstance(value: unknown, path: string): SnapshotInstance {
   return inst;
 }
 
-function parseContainer(value: unknown, path: string): SnapshotContainer {
-  const f = Fields.of(value, path);
+/** A container's shape: the fields a container and an arrival share. */
+function parseShape(f: Fields): ContainerShape {
   const allow = f.raw('instance_types');
-  const c: SnapshotContainer = {
-    id: f.get('id', str),
-    state: f.get('state', oneOf(['Queued', 'Locked', 'Running'] as const)),
-    priority: f.get('priority', int(0, 1000)),
-    queuedAt: f.get('queued_at', parseTime),
+  return {
     vcpus: f.get('vcpus', parseVcpus),
     ram: f.get('ram', parseSize),
     scratch: f.get('scratch', parseSize, () => 0),
     gpus: f.get('gpus', int(0), () => 0),
     preemptible: f.get('preemptible', bool, () => false),
     instanceTypes: allow === undefined || allow === null ? null : stringList(allow, f.at('instance_types')),
+  };
+}
+
+function parseContainer(value: unknown, path: string): SnapshotContainer {
+  const f = Fields.of(value, path);
+  const c: SnapshotContainer = {
+    id: f.get('id', str),
+    state: f.get('state', oneOf(['Queued', 'Locked', 'Running'] as const)),
+    priority: f.get('priority', int(0, 1000)),
+    queuedAt: f.get('queued_at', parseTime),
+    ...parseShape(f),
     instance: f.get('instance', nullable(str), () => null),
     lockCount: f.get('lock_count', int(0), () => 0),
+    owner: f.get('owner', anyString, () => ''),
     spotInterruptions: f.get('spot_interruptions', int(0), () => 0),
   };
   f.done();
@@ -193,6 +207,14 @@ function parseCloud(value: unknown): CloudState {
   };
   f.done();
   return cloud;
+}
+
+/** One entry of `arrivals`: a container shape and how many of it arrived in the last arrival_window. */
+function parseArrival(value: unknown, path: string): ArrivalCount {
+  const f = Fields.of(value, path);
+  const a: ArrivalCount = { ...parseShape(f), count: f.get('count', int(0)) };
+  f.done();
+  return a;
 }
 
 function unique<T>(items: T[], id: (t: T) => string, path: string): void {
@@ -221,10 +243,11 @@ export function parseSnapshot(value: unknown): Snapshot {
   const instances = array(orEmpty(f.raw('instances')), 'instances', parseInstance);
   const containers = array(orEmpty(f.raw('containers')), 'containers', parseContainer);
   const cloud = parseCloud(f.raw('cloud') === undefined ? {} : f.raw('cloud'));
+  const arrivals = array(orEmpty(f.raw('arrivals')), 'arrivals', parseArrival);
   f.done();
   unique(instances, (i) => i.id, 'instances');
   unique(containers, (c) => c.id, 'containers');
-  return { now, config, instanceTypes, instances, containers, cloud };
+  return { now, config, instanceTypes, instances, containers, cloud, arrivals };
 }
 
 /** Parses snapshot text; JSON syntax errors become SnapshotErrors too. */
@@ -239,7 +262,7 @@ export function parseSnapshotText(text: string): Snapshot {
 }
 
 /** The §6.4 output: actions in plan order, status keys sorted so the bytes never depend on insertion order. */
-export function planToJson(p: Plan, pretty = false): string {
+export function planToJson(p: Pick<Plan, 'actions' | 'status'>, pretty = false): string {
   const status: Record<string, string> = {};
   for (const k of [...p.status.keys()].sort()) status[k] = p.status.get(k)!;
   return JSON.stringify({ actions: p.actions, status }, null, pretty ? 2 : undefined);

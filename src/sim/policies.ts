@@ -2,7 +2,7 @@
 // the real plan() with a different configuration or a wrapper around its output, so every policy runs
 // through the same dispatcher, queue, agents and cloud: only the decisions differ.
 import { queueOrder } from '../dispatch/scheduler/ordering.js';
-import { plan } from '../dispatch/scheduler/plan.js';
+import { makePlan, plan } from '../dispatch/scheduler/plan.js';
 import type { Action, Plan, SchedulerConfig, Snapshot } from '../dispatch/scheduler/types.js';
 
 import { type PolicyName } from './policy-names.js';
@@ -46,8 +46,9 @@ export function fifoPlanner(inner: (s: Snapshot) => Plan): (s: Snapshot) => Plan
       ...first.actions.filter((a) => a.op === 'cancel' && blocked.has(a.container)),
     ];
     const text = `fifo: behind container ${head} at the head of the queue`;
-    for (const id of blocked) p.status.set(id, cancelled.has(id) ? first.status.get(id)! : text);
-    return { actions, status: p.status };
+    const statuses = p.statuses;
+    for (const id of blocked) statuses.own.set(id, cancelled.has(id) ? first.statuses.own.get(id)! : text);
+    return makePlan(actions, statuses, Math.min(first.validUntil, p.validUntil));
   };
 }
 

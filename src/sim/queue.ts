@@ -31,6 +31,8 @@ export interface SimRequestSpec {
   priority: number;
   durationMs: number;
   exitCode: number;
+  /** Who submitted it (per-user limits, fair sharing); '' when unknown. */
+  owner?: string;
   /** Retry policy (DESIGN §3.3); defaults as for an API request. */
   containerCountMax?: number;
   maxTempRetries?: number;
@@ -41,6 +43,8 @@ interface SimRequest {
   spec: SimRequestSpec;
   attempts: number;
   tempFailures: number;
+  /** Attempts ended by a spot interruption (the scheduler's on_demand_after_interruptions). */
+  interruptions: number;
   final: boolean;
   current: string;
 }
@@ -133,7 +137,14 @@ export class SimQueue implements DispatchQueue {
 
   /** Submits a request: its first container is Queued now. */
   submit(spec: SimRequestSpec): SimContainer {
-    const req: SimRequest = { spec, attempts: 0, tempFailures: 0, final: false, current: spec.id };
+    const req: SimRequest = {
+      spec,
+      attempts: 0,
+      tempFailures: 0,
+      interruptions: 0,
+      final: false,
+      current: spec.id,
+    };
     this.outcomeCounts.open++;
     return this.addContainer(req, spec.id, 1, this.o.now(), null);
   }
@@ -299,6 +310,14 @@ export class SimQueue implements DispatchQueue {
     this.nodeTable.register(nodeId, secret, pingIntervalMs);
   }
 
+  /**
+   * The cloud reclaimed the spot instance these containers were running on: their requests count one
+   * interruption more (the scheduler's on_demand_after_interruptions reads it; retries carry it forward).
+   */
+  interrupted(containers: SimContainer[]): void {
+    for (const c of containers) c.request.interruptions++;
+  }
+
   /** The agent stopped pinging (it crashed, or its machine went away). */
   stopPings(nodeId: string): void {
     this.nodeTable.stopPings(nodeId);
@@ -358,6 +377,8 @@ export class SimQueue implements DispatchQueue {
       instanceTypes: null,
       instance: c.state === 'Queued' ? null : c.instance,
       lockCount: c.lockCount,
+      owner: s.owner ?? '',
+      spotInterruptions: c.request.interruptions,
     };
   }
 

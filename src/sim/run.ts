@@ -135,13 +135,6 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   };
   // A pass at the idle timeout only if the instance really stayed idle that long (a cheap check event
   // instead of a pass: most instances get new work first).
-  const idleDeadline = (instanceId: string): void => {
-    const since = agents.idleSince(instanceId);
-    if (since === null) return;
-    clock.schedule(since + policy.config.idleTimeoutMs + 1, () => {
-      if (agents.idleSince(instanceId) === since) passWanted = true;
-    });
-  };
 
   // --- records for the report ---------------------------------------------------------------------
   const containerRecs = new Map<string, ContainerRecord>();
@@ -208,8 +201,9 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       if (r !== undefined) r.ready = clock.nowMs();
       passNow();
     },
-    onIdle: (instanceId) => idleDeadline(instanceId),
-    onStopped: (_instanceId, running) => {
+    onStopped: (instanceId, running) => {
+      const inst = cloud.get(instanceId);
+      if (inst?.state === 'terminated' && inst.interruptionNotice !== null) queue.interrupted(running);
       for (const c of running) {
         const r = containerRecs.get(c.id)!;
         if (r.end === null) r.end = clock.nowMs();
@@ -403,6 +397,11 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
         inPass = false;
       }
       stats.passes++;
+      // The dispatcher decides on the clock too (idle instances kept warm or paid for, boot timeouts,
+      // billing windows, recent arrivals leaving the window): the instant its plan could change with no
+      // event gets a pass.
+      const wake = dispatcher.nextDecisionAt();
+      if (wake > clock.nowMs() && wake <= limit) passAt(wake);
       if (!quiet()) armSafety();
       if (stats.passes % every === 0)
         o.onProgress?.({

@@ -73,6 +73,8 @@ export function ctr(id: string, extra: Partial<SnapshotContainer> = {}): Snapsho
     instanceTypes: null,
     instance: null,
     lockCount: 0,
+    owner: '',
+    spotInterruptions: 0,
     ...extra,
   };
 }
@@ -87,6 +89,7 @@ export function snap(parts: {
   instances?: SnapshotInstance[];
   containers?: SnapshotContainer[];
   cloud?: Partial<Snapshot['cloud']>;
+  arrivals?: Snapshot['arrivals'];
   now?: Date;
 }): Snapshot {
   const instances = (parts.instances ?? []).map((i) => ({ ...i, containers: [...i.containers] }));
@@ -102,6 +105,7 @@ export function snap(parts: {
     instances,
     containers,
     cloud: { quotaMaxInstances: null, unavailableTypes: [], rateLimitedUntil: null, ...parts.cloud },
+    arrivals: parts.arrivals ?? [],
   };
 }
 

@@ -26,6 +26,16 @@ const unsatisfiable = (c: string, reason: string): Action => ({
   retryable: false,
 });
 
+/** Types priced in proportion to size (0.05/h per vcpu with 2 GiB each), and a memory type. */
+const FAMILY = [
+  type('c1', 1, 2, 0.05),
+  type('c2', 2, 4, 0.1),
+  type('c4', 4, 8, 0.2),
+  type('c8', 8, 16, 0.4),
+  type('m4', 4, 32, 0.3),
+];
+const SPOT = [type('t2', 2, 4, 0.2), type('t2-spot', 2, 4, 0.07, { preemptible: true })];
+
 const rows: Row[] = [
   // Rule 3: packing and preferences.
   {
@@ -54,7 +64,7 @@ const rows: Row[] = [
   {
     name: 'busier instances are preferred over emptier ones',
     snapshot: snap({
-      config: { maxPriceFactor: 10 },
+      config: { maxPriceFactor: 10, minBillingPeriodMs: 60_000 },
       instances: [inst('i-1', 't2', 'idle'), inst('i-2', 't2', 'running')],
       containers: [ctr('c0', { state: 'Running', instance: 'i-2' }), ctr('c1')],
     }),
@@ -85,7 +95,7 @@ const rows: Row[] = [
   {
     name: 'ram overhead is reserved on every instance',
     snapshot: snap({
-      config: { ramOverhead: GiB },
+      config: { ramOverhead: GiB, minBillingPeriodMs: 60_000 },
       instances: [inst('i-1', 't1', 'idle')],
       containers: [ctr('c1', { ram: 1.5 * GiB })],
     }),
@@ -133,12 +143,68 @@ const rows: Row[] = [
   },
   // Rule 3: price factor.
   {
-    name: 'an existing instance priced above max_price_factor is not used',
+    // c1 (1 vcpu, 1 GiB) takes a quarter of t4 (4 vcpus, 16 GiB, 0.8/h): its share is 0.8 × 1/4 = 0.2/h,
+    // above 1.5 × 0.1/h (its cheapest type t1).
+    name: 'share rule: an existing instance whose share is above max_price_factor is not used',
     snapshot: snap({
-      instances: [inst('i-1', 't2', 'idle', { stateSince: ago(5) })],
+      config: { minBillingPeriodMs: 60_000 },
+      instances: [inst('i-1', 't4', 'idle', { stateSince: ago(5) })],
       containers: [ctr('c1')],
     }),
     actions: [lock('c1'), create('t1', 'c1')],
+  },
+  {
+    // The whole t2 costs 0.2/h, twice t1's 0.1/h: above the factor 1.5. But c1 takes half of t2's vcpus
+    // (and a quarter of its ram): its share is 0.2 × 1/2 = 0.1/h, within 1.5 × 0.1/h.
+    name: 'share rule (share): a free part of a bigger idle instance is used when the share is within max_price_factor',
+    snapshot: snap({
+      config: { shareRule: 'share' },
+      instances: [inst('i-1', 't2', 'idle', { stateSince: ago(5) })],
+      containers: [ctr('c1')],
+    }),
+    actions: [lock('c1'), start('c1', 'i-1')],
+  },
+  {
+    // share_rule expected (the default): on an empty instance c1 would be alone (k = 0): 0.1 + (0.2 − 0.1)/1
+    // = 0.2/h > 0.15/h; beside one running container (k = 1): 0.1 + 0.1/2 = 0.15/h, within the factor.
+    name: 'share rule (expected): the rest of the price counts by the chance of being left alone there',
+    snapshot: snap({
+      config: { minBillingPeriodMs: 60_000, shareRule: 'expected' },
+      instances: [inst('i-1', 't2', 'idle', { stateSince: ago(5) }), inst('i-2', 't4', 'running')],
+      containers: [ctr('c1'), ctr('r', { state: 'Running', instance: 'i-2', vcpus: 4 })],
+    }),
+    actions: [lock('c1'), create('t1', 'c1')],
+  },
+  {
+    name: 'share rule (expected): beside one running container the expected share is within the factor',
+    snapshot: snap({
+      config: { shareRule: 'expected' },
+      instances: [inst('i-1', 't2', 'running')],
+      containers: [ctr('r', { state: 'Running', instance: 'i-1' }), ctr('c1')],
+    }),
+    actions: [lock('c1'), start('c1', 'i-1')],
+  },
+  {
+    // A running t4 (4 vcpus, 16 GiB, 0.8/h) with 3 vcpus free. c1 (2 vcpus, 1 GiB) would take half of it:
+    // share 0.8 × 2/4 = 0.4/h against its cheapest type t2 at 0.2/h × 2 = 0.4/h: used. c2 (1 vcpu): 0.8 ×
+    // 1/4 = 0.2/h against t1 at 0.1/h × 2 = 0.2/h: used.
+    name: 'share rule: the share is the largest fraction of the instance the container takes (factor 2)',
+    snapshot: snap({
+      config: { maxPriceFactor: 2, shareRule: 'share' },
+      instances: [inst('i-1', 't4', 'running')],
+      containers: [ctr('c0', { state: 'Running', instance: 'i-1' }), ctr('c1', { vcpus: 2 }), ctr('c2')],
+    }),
+    actions: [lock('c1'), start('c1', 'i-1'), lock('c2'), start('c2', 'i-1')],
+  },
+  {
+    // The same with the default factor 1.5: 0.4/h > 0.3/h and 0.2/h > 0.15/h, so each gets its cheapest
+    // type; c2 cannot join c1's new t2 (full), and growing it into a t4 would make c2's share 0.2/h.
+    name: 'share rule: the share is the largest fraction of the instance the container takes (factor 1.5)',
+    snapshot: snap({
+      instances: [inst('i-1', 't4', 'running')],
+      containers: [ctr('c0', { state: 'Running', instance: 'i-1' }), ctr('c1', { vcpus: 2 }), ctr('c2')],
+    }),
+    actions: [lock('c1'), lock('c2'), create('t2', 'c1'), create('t1', 'c2')],
   },
   {
     name: 'an existing instance within max_price_factor is used',
@@ -148,6 +214,174 @@ const rows: Row[] = [
       containers: [ctr('c1')],
     }),
     actions: [lock('c1'), start('c1', 'i-1')],
+  },
+  // Rule 3: batch packing. A family priced in proportion to size, and a memory type.
+  {
+    // 4 × c1 = 4 × 0.05/h = 0.2/h = one c4: the same price, one boot instead of four. batch_packing cost
+    // grows an instance only by what the newcomer's own share costs (0.05/h): c1 → c2 for b, not c2 → c4
+    // (+0.1/h) for c; boots counts the containers like c behind it (d) that the c4 would also hold.
+    name: 'batch packing (boots): four 1-vcpu containers get one 4-vcpu instance',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share', batchPacking: 'boots' },
+      containers: [ctr('a'), ctr('b'), ctr('c'), ctr('d')],
+    }),
+    actions: [lock('a'), lock('b'), lock('c'), lock('d'), create('c4', 'a', 'b', 'c', 'd')],
+    status: { d: 'waiting for a new c4 instance (create requested)' },
+  },
+  {
+    name: 'batch packing (cost): four 1-vcpu containers get two 2-vcpu instances, the same 0.2/h',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share' },
+      containers: [ctr('a'), ctr('b'), ctr('c'), ctr('d')],
+    }),
+    actions: [lock('a'), lock('b'), lock('c'), lock('d'), create('c2', 'a', 'b'), create('c2', 'c', 'd')],
+    status: { a: 'waiting for a new c2 instance (create requested)' },
+  },
+  {
+    name: 'batch packing (off): a planned instance never grows',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share', batchPacking: 'off' },
+      containers: [ctr('a'), ctr('b')],
+    }),
+    actions: [lock('a'), lock('b'), create('c1', 'a'), create('c1', 'b')],
+  },
+  {
+    // c2 + c1 = 0.15/h; one c4 would be 0.2/h with a vcpu paid for and unused.
+    name: 'batch packing: three 1-vcpu containers get a 2-vcpu and a 1-vcpu instance, not a half-empty 4-vcpu one',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share' },
+      containers: [ctr('a'), ctr('b'), ctr('c')],
+    }),
+    actions: [lock('a'), lock('b'), lock('c'), create('c2', 'a', 'b'), create('c1', 'c')],
+  },
+  {
+    // c4 + c1 = 0.25/h; one c8 would be 0.4/h.
+    name: 'batch packing (boots): five 1-vcpu containers get a 4-vcpu and a 1-vcpu instance',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share', batchPacking: 'boots' },
+      containers: [ctr('a'), ctr('b'), ctr('c'), ctr('d'), ctr('e')],
+    }),
+    actions: [
+      lock('a'),
+      lock('b'),
+      lock('c'),
+      lock('d'),
+      lock('e'),
+      create('c4', 'a', 'b', 'c', 'd'),
+      create('c1', 'e'),
+    ],
+  },
+  {
+    // cpu (3 vcpus, 1 GiB) alone: c4 at 0.2/h; mem (1 vcpu, 20 GiB) alone: m4 at 0.3/h; together (4 vcpus,
+    // 21 GiB) they fit one m4: 0.3/h instead of 0.5/h. cpu's share of the m4 is 0.3 × 3/4 = 0.225/h, within
+    // 1.5 × 0.2/h.
+    name: 'batch packing: complementary shapes share one instance of a type that holds both',
+    snapshot: snap({
+      config: { shareRule: 'share' },
+      types: FAMILY,
+      containers: [ctr('cpu', { vcpus: 3 }), ctr('mem', { ram: 20 * GiB })],
+    }),
+    actions: [lock('cpu'), lock('mem'), create('m4', 'cpu', 'mem')],
+  },
+  {
+    // The one instance max_instances allows goes to the higher priority first: hi and lo1 share a c2;
+    // growing it into a c4 for lo2 alone would cost 0.1/h more than lo2's own c1 (0.05/h), which the limit
+    // does not allow.
+    name: 'batch packing keeps priority order and limits',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'share', maxInstances: 1 },
+      containers: [ctr('lo1', { priority: 1 }), ctr('lo2', { priority: 1 }), ctr('hi', { priority: 5 })],
+    }),
+    actions: [lock('hi'), lock('lo1'), create('c2', 'hi', 'lo1')],
+    status: { lo2: 'queue position 1; waits for a c1 instance; max_instances=1 reached' },
+  },
+  // Spot (preemptible) containers.
+  {
+    name: 'spot: a preemptible container runs on the cheaper spot type',
+    snapshot: snap({ types: SPOT, containers: [ctr('c1', { preemptible: true, spotInterruptions: 1 })] }),
+    actions: [lock('c1'), create('t2-spot', 'c1')],
+  },
+  {
+    name: 'spot: after on_demand_after_interruptions a preemptible container runs on demand',
+    snapshot: snap({
+      types: SPOT,
+      config: { onDemandAfterInterruptions: 2 },
+      instances: [inst('i-1', 't2-spot', 'running')],
+      containers: [
+        ctr('c0', { state: 'Running', instance: 'i-1', preemptible: true }),
+        ctr('c1', { preemptible: true, spotInterruptions: 2 }),
+      ],
+    }),
+    actions: [lock('c1'), create('t2', 'c1')],
+  },
+  {
+    name: 'spot: a container only spot types can hold stays on spot whatever its interruptions',
+    snapshot: snap({
+      types: SPOT,
+      config: { onDemandAfterInterruptions: 2 },
+      containers: [ctr('c1', { preemptible: true, spotInterruptions: 5, instanceTypes: ['t2-spot'] })],
+    }),
+    actions: [lock('c1'), create('t2-spot', 'c1')],
+  },
+  // Per-user limits and fair sharing (issue 10).
+  {
+    name: 'max_running_per_user: an owner at the cap waits; others go ahead',
+    snapshot: snap({
+      config: { maxRunningPerUser: 1, maxPriceFactor: 10 },
+      instances: [inst('i-1', 't4', 'running')],
+      containers: [
+        ctr('a0', { state: 'Running', instance: 'i-1', owner: 'alice' }),
+        ctr('a1', { owner: 'alice' }),
+        ctr('b1', { owner: 'bob' }),
+      ],
+    }),
+    actions: [lock('b1'), start('b1', 'i-1')],
+    status: {
+      a1: "queue position 1; waits for its owner's running containers to finish; owner alice has 1 containers placed; max_running_per_user=1",
+    },
+  },
+  {
+    // Room for two: without fair sharing a1 and a2 (the oldest) would take it.
+    name: 'fair share: at equal priority owners take turns',
+    snapshot: snap({
+      config: { maxInstances: 1, maxPriceFactor: 10 },
+      instances: [inst('i-1', 't2', 'idle')],
+      containers: [
+        ctr('a1', { owner: 'alice' }),
+        ctr('a2', { owner: 'alice' }),
+        ctr('a3', { owner: 'alice' }),
+        ctr('b1', { owner: 'bob' }),
+      ],
+    }),
+    actions: [lock('a1'), start('a1', 'i-1'), lock('b1'), start('b1', 'i-1')],
+  },
+  {
+    name: 'fair share: the owner with fewer containers running goes first',
+    snapshot: snap({
+      config: { maxInstances: 2, maxPriceFactor: 10 },
+      instances: [inst('i-1', 't2', 'running'), inst('i-2', 't1', 'idle')],
+      containers: [
+        ctr('a0', { state: 'Running', instance: 'i-1', owner: 'alice' }),
+        ctr('a1', { owner: 'alice' }),
+        ctr('b1', { owner: 'bob' }),
+      ],
+    }),
+    actions: [lock('b1'), start('b1', 'i-1'), lock('a1'), start('a1', 'i-2')],
+  },
+  {
+    name: 'fair share off: strict queue time',
+    snapshot: snap({
+      config: { maxInstances: 1, maxPriceFactor: 10, fairShare: false },
+      instances: [inst('i-1', 't2', 'idle')],
+      containers: [ctr('a1', { owner: 'alice' }), ctr('a2', { owner: 'alice' }), ctr('b1', { owner: 'bob' })],
+    }),
+    actions: [lock('a1'), start('a1', 'i-1'), lock('a2'), start('a2', 'i-1')],
   },
   // Rule 2: type choice and tie-breaks.
   {
@@ -299,10 +533,10 @@ const rows: Row[] = [
     name: 'max_instances: no create past the cap',
     snapshot: snap({
       config: { maxInstances: 1 },
-      containers: [ctr('c1', { vcpus: 1 }), ctr('c2', { vcpus: 1 })],
+      containers: [ctr('c1', { vcpus: 2 }), ctr('c2', { vcpus: 2 })],
     }),
-    actions: [lock('c1'), create('t1', 'c1')],
-    status: { c2: 'queue position 1; waits for a t1 instance; max_instances=1 reached' },
+    actions: [lock('c1'), create('t2', 'c1')],
+    status: { c2: 'queue position 1; waits for a t2 instance; max_instances=1 reached' },
   },
   {
     name: 'spend cap: live plus created instances stay under max_spend_per_hour',
@@ -408,16 +642,62 @@ const rows: Row[] = [
   {
     name: 'at a limit, lower-priority containers still use existing capacity the head cannot use',
     snapshot: snap({
-      config: { maxInstances: 1 },
-      instances: [inst('i-1', 't1', 'idle', { stateSince: ago(5) })],
-      containers: [ctr('high', { priority: 5, vcpus: 4 }), ctr('low', { priority: 1 })],
+      config: { maxInstances: 2 },
+      instances: [inst('i-1', 't1', 'idle', { stateSince: ago(5) }), inst('i-2', 't1', 'running')],
+      containers: [
+        ctr('r', { state: 'Running', instance: 'i-2', vcpus: 0.5 }),
+        ctr('high', { priority: 5, vcpus: 4 }),
+        ctr('low', { priority: 1, vcpus: 0.5 }),
+      ],
     }),
-    actions: [lock('low'), start('low', 'i-1')],
-    status: { high: 'max_instances=1 reached' },
+    // i-1 (empty) is drained for the head and goes; the half-free i-2 still takes low.
+    actions: [
+      shutdown(
+        'i-1',
+        'idle and no waiting container can use it; max_instances=2 reached blocks container high',
+      ),
+      lock('low'),
+      start('low', 'i-2'),
+    ],
+    status: { high: 'max_instances=2 reached' },
+  },
+  {
+    // Issue 10 item 5: with max_instances 1, low-priority one-vcpu containers kept taking the one small
+    // instance as each one ended, and the high-priority head, which needs t4, waited as long as they came.
+    name: 'at a limit, the instance the head needs freed is drained: lower-priority work is not placed on it',
+    snapshot: snap({
+      config: { maxInstances: 1 },
+      instances: [inst('i-1', 't2', 'running')],
+      containers: [
+        ctr('r', { state: 'Running', instance: 'i-1', priority: 1 }),
+        ctr('high', { priority: 1000, vcpus: 4 }),
+        ctr('low', { priority: 100 }),
+      ],
+    }),
+    actions: [],
+    status: {
+      high: 'queue position 1; waits for a t4 instance; max_instances=1 reached',
+      low: 'new instances go to container high and others ahead first',
+    },
+  },
+  {
+    name: 'at a limit, an instance the head can run on is drained for it, and it takes the room when there is enough',
+    snapshot: snap({
+      config: { maxInstances: 1, maxPriceFactor: 10 },
+      instances: [inst('i-1', 't4', 'running')],
+      containers: [
+        ctr('r', { state: 'Running', instance: 'i-1', priority: 1, vcpus: 2 }),
+        ctr('high', { priority: 1000, vcpus: 3 }),
+        ctr('low', { priority: 100 }),
+      ],
+    }),
+    actions: [],
+    status: { high: 'queue position 1; waits for a t4 instance; max_instances=1 reached' },
   },
   {
     name: 'a rate limit is not a limit for rule 5: idle instances are not shut down for it',
     snapshot: snap({
+      config: { minBillingPeriodMs: 60_000 },
       cloud: { rateLimitedUntil: new Date(NOW.getTime() + 5000) },
       instances: [inst('i-1', 't1', 'idle', { stateSince: ago(5) })],
       containers: [ctr('big', { vcpus: 4 })],
@@ -444,14 +724,53 @@ const rows: Row[] = [
   },
   // Instance lifecycle.
   {
-    name: 'idle past idle_timeout: shut down',
+    name: 'idle with no arrival likely to use it: shut down at once',
     snapshot: snap({
+      instances: [inst('i-1', 't1', 'idle', { stateSince: ago(2) })],
+    }),
+    actions: [shutdown('i-1', 'idle for 2s; no recent arrival is likely to use it within idle_timeout=30s')],
+  },
+  {
+    // 2 one-vcpu arrivals in the 1-minute arrival_window: 1 expected within idle_timeout (30s): the most
+    // recently idle t1 stays warm, the other goes. Arrivals that need 2 vcpus cannot use a t1.
+    name: 'idle instances are kept warm for as many arrivals as are expected within idle_timeout',
+    snapshot: snap({
+      arrivals: [
+        { vcpus: 1, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 2 },
+        { vcpus: 2, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 50 },
+      ],
       instances: [
         inst('i-1', 't1', 'idle', { stateSince: ago(61) }),
         inst('i-2', 't1', 'idle', { stateSince: ago(59) }),
       ],
     }),
-    actions: [shutdown('i-1', 'idle for 1m1s (idle_timeout=1m)')],
+    actions: [
+      shutdown(
+        'i-1',
+        'idle for 1m1s; recent arrivals are likely to use 1 idle instance of its type within idle_timeout=30s, kept',
+      ),
+    ],
+  },
+  {
+    name: 'an instance kept warm goes after max_idle_time all the same',
+    snapshot: snap({
+      arrivals: [
+        { vcpus: 1, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 100 },
+      ],
+      instances: [inst('i-1', 't1', 'idle', { stateSince: ago(601) })],
+    }),
+    actions: [shutdown('i-1', 'idle for 10m1s (max_idle_time=10m)')],
+  },
+  {
+    name: 'min_billing_period: an idle instance younger than the billed minimum is kept (it is paid for)',
+    snapshot: snap({
+      config: { minBillingPeriodMs: 60_000 },
+      instances: [
+        inst('young', 't1', 'idle', { stateSince: ago(5), createdAt: ago(59) }),
+        inst('old', 't1', 'idle', { stateSince: ago(5), createdAt: ago(61) }),
+      ],
+    }),
+    actions: [shutdown('old', 'idle for 5s; no recent arrival is likely to use it within idle_timeout=30s')],
   },
   {
     name: 'billing window: idle long enough but early in the period: kept',
@@ -467,7 +786,7 @@ const rows: Row[] = [
       config: { billingPeriodMs: 3_600_000, shutdownWindowMs: 300_000 },
       instances: [inst('i-1', 't1', 'idle', { stateSince: ago(600), createdAt: ago(3600 + 3400) })],
     }),
-    actions: [shutdown('i-1', 'idle for 10m (idle_timeout=1m)')],
+    actions: [shutdown('i-1', 'idle for 10m; no recent arrival is likely to use it within idle_timeout=30s')],
   },
   {
     name: 'booting past boot_timeout: shut down, and its waiting container placed elsewhere',
@@ -513,7 +832,9 @@ const rows: Row[] = [
         inst('i-2', 't1', 'idle', { stateSince: ago(200) }),
       ],
     }),
-    actions: [shutdown('i-2', 'idle for 3m20s (idle_timeout=1m)')],
+    actions: [
+      shutdown('i-2', 'idle for 3m20s; no recent arrival is likely to use it within idle_timeout=30s'),
+    ],
   },
 ];
 

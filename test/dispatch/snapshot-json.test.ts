@@ -87,6 +87,13 @@ describe('parseSnapshot', () => {
       shutdownWindowMs: 0,
       onDemandAfterInterruptions: null,
       maxDispatchAttempts: 10,
+      maxIdleTimeMs: 600_000,
+      minBillingPeriodMs: 0,
+      arrivalWindowMs: 60_000,
+      maxRunningPerUser: null,
+      fairShare: true,
+      shareRule: 'price',
+      batchPacking: 'cost',
     });
     expect(s.instanceTypes).toEqual([
       {
@@ -105,9 +112,52 @@ describe('parseSnapshot', () => {
       ram: 512 * 1024 ** 2,
       instanceTypes: null,
       lockCount: 0,
+      owner: '',
       spotInterruptions: 0,
     });
     expect(s.cloud).toEqual({ quotaMaxInstances: null, unavailableTypes: [], rateLimitedUntil: null });
+    expect(s.arrivals).toEqual([]);
+  });
+
+  it('reads owners, spot interruptions and recent arrivals', () => {
+    const raw = example() as Record<string, unknown> & { containers: Record<string, unknown>[] };
+    Object.assign(raw.containers[0]!, { owner: 'alice', spot_interruptions: 2 });
+    raw.arrivals = [
+      { vcpus: 2, ram: '4GiB', count: 7 },
+      { vcpus: 1, ram: 1024, preemptible: true, count: 0 },
+    ];
+    const s = parseSnapshot(raw);
+    expect(s.containers[0]).toMatchObject({ owner: 'alice', spotInterruptions: 2 });
+    expect(s.arrivals).toEqual([
+      { vcpus: 2, ram: 4 * GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 7 },
+      { vcpus: 1, ram: 1024, scratch: 0, gpus: 0, preemptible: true, instanceTypes: null, count: 0 },
+    ]);
+  });
+
+  it('names the field of a bad owner, interruption count or arrival', () => {
+    const bad = (patch: (raw: ReturnType<typeof example> & Record<string, unknown>) => void) => {
+      const raw = example() as ReturnType<typeof example> & Record<string, unknown>;
+      patch(raw);
+      try {
+        parseSnapshot(raw);
+        return 'no error';
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    expect(bad((r) => Object.assign(r.containers[0]!, { owner: 7 }))).toBe(
+      'containers[0].owner: expected a string, got 7',
+    );
+    expect(bad((r) => Object.assign(r.containers[0]!, { spot_interruptions: -1 }))).toMatch(
+      /^containers\[0\]\.spot_interruptions: expected a whole number/,
+    );
+    expect(bad((r) => (r.arrivals = [{ vcpus: 1, ram: '1GiB' }]))).toBe(
+      'arrivals[0].count: required field is missing',
+    );
+    expect(bad((r) => (r.arrivals = [{ vcpus: 1, ram: '1GiB', count: 1, shape: 'x' }]))).toBe(
+      'arrivals[0].shape: unknown field',
+    );
+    expect(bad((r) => (r.arrivals = {}))).toBe('arrivals: expected an array, got an object');
   });
 
   it('reads the optional config keys', () => {

@@ -55,7 +55,7 @@ beforeAll(async () => {
         { name: 'small', vcpus: 1, ram: '1GiB', price: 0.05 },
         { name: 'medium', vcpus: 2, ram: '2GiB', price: 0.1 },
       ],
-      scheduler: { idle_timeout: '3s', max_instances: 4 },
+      scheduler: { idle_timeout: '3s', arrival_window: '3s', max_instances: 4 },
       boot_delay: '500ms',
       sync_interval: '1s',
       tick_interval: '500ms',
@@ -133,7 +133,7 @@ describe('dispatcher on the local driver', () => {
         const n = ids.indexOf(id);
         expect(logs.items.map((c) => c.data).join('')).toBe(`start ${n}\nend ${n}\n`);
       }
-      // idle_timeout 3 s + a tick + a sync: every instance is gone
+      // the arrivals leave arrival_window (3 s), no idle instance is kept warm; a tick + a sync: all gone
       await until(() => liveInstances() === 0, 20_000, 'every instance to shut down');
       await until(
         () => processesMentioning(join(home, 'instances')).length === 0,

@@ -5,7 +5,9 @@ import type { Snapshot } from './types.js';
 
 /** Why a create cannot happen now. `global` limits trigger rule 5 (priority under limits). */
 export type LimitBlock =
-  { kind: 'global'; text: string } | { kind: 'rate'; text: string } | { kind: 'type'; text: string };
+  | { kind: 'global'; text: string; what: 'count' | 'spend' }
+  | { kind: 'rate'; text: string }
+  | { kind: 'type'; text: string };
 
 /** Running totals the pass updates as it creates instances. */
 export class Limits {
@@ -28,6 +30,24 @@ export class Limits {
     this.perType.set(typeName, (this.perType.get(typeName) ?? 0) + 1);
   }
 
+  /** Whether an instance planned as `from` may become a `to` instead (per-type cap, spend cap). */
+  canReplace(from: InstanceType, to: InstanceType): boolean {
+    if (from.name === to.name) return true;
+    const cap = this.snap.config.maxInstancesPerType[to.name];
+    if (cap !== undefined && (this.perType.get(to.name) ?? 0) >= cap) return false;
+    const { maxSpendPerHour } = this.snap.config;
+    return maxSpendPerHour === null || this.spend - from.price + to.price <= maxSpendPerHour + 1e-9;
+  }
+
+  /** Records that an instance planned as `from` becomes a `to`. */
+  replace(from: InstanceType, to: InstanceType): void {
+    if (from.name === to.name) return;
+    this.version++;
+    this.spend += to.price - from.price;
+    this.perType.set(from.name, (this.perType.get(from.name) ?? 0) - 1);
+    this.perType.set(to.name, (this.perType.get(to.name) ?? 0) + 1);
+  }
+
   isUnavailable(typeName: string): boolean {
     return this.unavailable.has(typeName);
   }
@@ -48,13 +68,18 @@ export class Limits {
         text: `cloud rate limit: no create before ${cloud.rateLimitedUntil.toISOString()}`,
       };
     if (config.maxInstances !== null && this.count + 1 > config.maxInstances)
-      return { kind: 'global', text: `max_instances=${config.maxInstances} reached` };
+      return { kind: 'global', what: 'count', text: `max_instances=${config.maxInstances} reached` };
     if (cloud.quotaMaxInstances !== null && this.count + 1 > cloud.quotaMaxInstances)
-      return { kind: 'global', text: `cloud quota of ${cloud.quotaMaxInstances} instances reached` };
+      return {
+        kind: 'global',
+        what: 'count',
+        text: `cloud quota of ${cloud.quotaMaxInstances} instances reached`,
+      };
     // A small tolerance so that prices like 0.1 + 0.2 do not exceed a cap of 0.3 by rounding.
     if (config.maxSpendPerHour !== null && this.spend + t.price > config.maxSpendPerHour + 1e-9)
       return {
         kind: 'global',
+        what: 'spend',
         text:
           `max_spend_per_hour=${config.maxSpendPerHour} reached ` +
           `(${round(this.spend)}/h in use; ${t.name} costs ${t.price}/h)`,

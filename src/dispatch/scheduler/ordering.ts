@@ -1,10 +1,20 @@
 // Queue order (DESIGN §6.2 rule 1): Locked before Queued, then priority descending, then queue time
 // ascending, then id. The id tie-break makes the order total, so equal-priority containers keep their
 // relative order from pass to pass and never flap.
+//
+// Fair sharing (issue 10): among Queued containers of one priority, owners take turns instead of the
+// oldest going first: the next container is the oldest of the owner with the fewest containers placed
+// (already running or assigned, plus those ordered before it in this pass). One owner's thousand
+// containers then do not keep another owner's single container waiting. Locked containers keep their
+// order: they are claimed already. Equal priorities never evict one another (rule 5 only takes places
+// for a higher priority), so a changing turn order never makes containers flap.
 import type { SnapshotContainer } from './types.js';
 
 /** Returns the waiting containers in the order the scheduler considers them. */
-export function queueOrder(waiting: SnapshotContainer[]): SnapshotContainer[] {
+export function queueOrder(
+  waiting: SnapshotContainer[],
+  fairShare: { placed: ReadonlyMap<string, number> } | null = null,
+): SnapshotContainer[] {
   // A comparator sort of a million containers costs ~20M JavaScript calls. Instead: a counting sort
   // into (Locked, priority) buckets, then inside each bucket a native numeric sort of packed
   // (queue second, index) keys, and a comparator only for the few containers queued in the same second.
@@ -39,7 +49,80 @@ export function queueOrder(waiting: SnapshotContainer[]): SnapshotContainer[] {
   }
   const out = new Array<SnapshotContainer>(n);
   for (let i = 0; i < n; i++) out[i] = waiting[order[i]!]!;
+  if (fairShare !== null)
+    for (let b = 1024; b < BUCKETS; b++)
+      if (start[b + 1]! - start[b]! > 1) takeTurns(out, start[b]!, start[b + 1]!, fairShare.placed);
   return out;
+}
+
+/** Reorders out[from, to) (one priority, in queue-time order) so that owners take turns (file comment). */
+function takeTurns(
+  out: SnapshotContainer[],
+  from: number,
+  to: number,
+  placed: ReadonlyMap<string, number>,
+): void {
+  const first = out[from]!.owner;
+  let i = from + 1;
+  while (i < to && out[i]!.owner === first) i++;
+  if (i === to) return; // one owner: nothing to share
+  const byOwner = new Map<string, SnapshotContainer[]>();
+  for (let k = from; k < to; k++) {
+    const c = out[k]!;
+    const list = byOwner.get(c.owner);
+    if (list === undefined) byOwner.set(c.owner, [c]);
+    else list.push(c);
+  }
+  // A turn is (containers the owner has placed, position of its oldest waiting container): the fewest
+  // first, then the one queued earliest. A binary heap over owners.
+  interface Turn {
+    list: SnapshotContainer[];
+    next: number;
+    count: number;
+    rank: number;
+  }
+  const rankOf = new Map<SnapshotContainer, number>();
+  for (let k = from; k < to; k++) rankOf.set(out[k]!, k);
+  const heap: Turn[] = [];
+  const before = (a: Turn, b: Turn) => a.count < b.count || (a.count === b.count && a.rank < b.rank);
+  const push = (t: Turn) => {
+    heap.push(t);
+    for (let j = heap.length - 1; j > 0;) {
+      const p = (j - 1) >> 1;
+      if (!before(heap[j]!, heap[p]!)) break;
+      [heap[j], heap[p]] = [heap[p]!, heap[j]!];
+      j = p;
+    }
+  };
+  const pop = (): Turn => {
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      for (let j = 0; ;) {
+        const l = 2 * j + 1;
+        const r = l + 1;
+        let m = j;
+        if (l < heap.length && before(heap[l]!, heap[m]!)) m = l;
+        if (r < heap.length && before(heap[r]!, heap[m]!)) m = r;
+        if (m === j) break;
+        [heap[j], heap[m]] = [heap[m]!, heap[j]!];
+        j = m;
+      }
+    }
+    return top;
+  };
+  for (const [owner, list] of byOwner)
+    push({ list, next: 0, count: placed.get(owner) ?? 0, rank: rankOf.get(list[0]!)! });
+  for (let k = from; k < to; k++) {
+    const t = pop();
+    out[k] = t.list[t.next++]!;
+    if (t.next < t.list.length) {
+      t.count++;
+      t.rank = rankOf.get(t.list[t.next]!)!;
+      push(t);
+    }
+  }
 }
 
 /** Sorts container indices by queue time, then id. */

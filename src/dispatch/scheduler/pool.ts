@@ -44,6 +44,7 @@ export function viewPool(
   typeIndex: Map<string, number>,
   assigned: Map<string, SnapshotContainer[]>,
   limits: Limits,
+  until: (at: number) => void,
 ): PoolView {
   const now = snap.now.getTime();
   const { config } = snap;
@@ -65,7 +66,8 @@ export function viewPool(
     for (const id of inst.containers) if (!mine.some((c) => c.id === id)) opaque++;
     const empty = mine.length === 0 && opaque === 0;
     const held = inst.idleBehavior === 'hold';
-    if (!held && inst.state === 'booting' && now - inst.stateSince.getTime() > config.bootTimeoutMs) {
+    const bootDeadline = inst.stateSince.getTime() + config.bootTimeoutMs;
+    if (!held && inst.state === 'booting' && now > bootDeadline) {
       shutdowns.push({
         instance: inst.id,
         reason:
@@ -74,6 +76,7 @@ export function viewPool(
       });
       continue;
     }
+    if (!held && inst.state === 'booting') until(bootDeadline + 1);
     keeps.add(inst.id);
     if (type === undefined || inst.idleBehavior === 'drain') {
       if (empty && !held)
@@ -100,8 +103,11 @@ export function viewPool(
       ready: inst.state === 'idle' || inst.state === 'running',
       free,
       count: mine.length,
+      occupants: mine.length,
       createFor: null,
+      bin: null,
       used: false,
+      reservedBelow: 0,
     });
   }
   slots.sort(compareSlots);

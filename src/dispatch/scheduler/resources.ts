@@ -40,3 +40,21 @@ export function add(into: Res, r: Res): void {
   into.scratch += r.scratch;
   into.gpus += r.gpus;
 }
+
+/**
+ * The largest fraction of `cap` that `need` takes, over every resource: a container's share of an
+ * instance (DESIGN §6.2 rule 3). Infinity when it needs a resource the instance does not have.
+ */
+export function largestFraction(need: Res, cap: Res): number {
+  return Math.max(
+    fraction(need.mcpu, cap.mcpu),
+    fraction(need.ram, cap.ram),
+    fraction(need.scratch, cap.scratch),
+    fraction(need.gpus, cap.gpus),
+  );
+}
+
+function fraction(need: number, cap: number): number {
+  if (need <= 0) return 0;
+  return cap > 0 ? need / cap : Infinity;
+}

@@ -15,7 +15,7 @@ export const statusText = {
   waitingExisting: (instance: string, state: string, type: string) =>
     `waiting for instance ${instance} (${state}, type ${type}) to become ready`,
   waitingNew: (type: string) => `waiting for a new ${type} instance (create requested)`,
-  // The next four follow the queue position ("queue position 5; ...").
+  // The next five follow the queue position ("queue position 5; ...").
   limit: (type: string, limit: string) =>
     `waits for a ${type} instance; ${limit}; starts when an instance is freed or the limit is raised`,
   behindHead: (type: string, limit: string, head: string) =>
@@ -23,6 +23,7 @@ export const statusText = {
   noType: (type: string, why: string) =>
     `waits for a ${type} instance; no eligible type can be created now: ${why}`,
   rateLimited: (type: string, limit: string) => `waits for a ${type} instance; ${limit}`,
+  ownerFull: (why: string) => `waits for its owner's running containers to finish; ${why}`,
   unlockedForHigher: (instance: string, head: string, limit: string) =>
     `its place on instance ${instance} went to higher-priority container ${head} (${limit})`,
   priorityZero: 'priority is 0',

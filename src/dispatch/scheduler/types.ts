@@ -2,6 +2,7 @@
 // The plan function is pure: no I/O, no clock reads; `now` is part of the snapshot.
 import type { SchedulerConfig } from '../../config/scheduler.js';
 import type { ContainerState, IdleBehavior, InstanceState, InstanceType } from '../../model/types.js';
+import type { Statuses } from './statuses.js';
 
 /** Scheduler configuration, declared with every other option (src/config/scheduler.ts). */
 export type { SchedulerConfig };
@@ -19,11 +20,8 @@ export interface SnapshotInstance {
   createdAt: Date;
 }
 
-export interface SnapshotContainer {
-  id: string;
-  state: ContainerState;
-  priority: number;
-  queuedAt: Date;
+/** What a container needs and which types it may use: its shape. */
+export interface ContainerShape {
   vcpus: number;
   ram: number;
   scratch: number;
@@ -31,11 +29,28 @@ export interface SnapshotContainer {
   preemptible: boolean;
   /** Allowed instance type names; null = any. */
   instanceTypes: string[] | null;
+}
+
+export interface SnapshotContainer extends ContainerShape {
+  id: string;
+  state: ContainerState;
+  priority: number;
+  queuedAt: Date;
   /** The instance the container is assigned to, if any. */
   instance: string | null;
   lockCount: number;
+  /** Who submitted it: per-user limits and fair sharing between owners; '' when unknown. */
+  owner: string;
   /** Earlier attempts of its request ended by a spot interruption (absent: 0). */
   spotInterruptions?: number;
+}
+
+/**
+ * Containers of one shape that arrived (were first queued) in the last `config.arrivalWindowMs`: the
+ * recent arrival rate, which says whether an idle instance is likely to be used again soon.
+ */
+export interface ArrivalCount extends ContainerShape {
+  count: number;
 }
 
 export interface CloudState {
@@ -54,6 +69,8 @@ export interface Snapshot {
   instances: SnapshotInstance[];
   containers: SnapshotContainer[];
   cloud: CloudState;
+  /** Recent arrivals by shape (reuse likelihood); empty when unknown. */
+  arrivals: ArrivalCount[];
 }
 
 export type Action =
@@ -69,8 +86,16 @@ export type Action =
 export interface Plan {
   actions: Action[];
   /**
-   * A human-readable status for every waiting container (DESIGN §6.2 rule 7), by container id. A Map, not
-   * an object: at 100k waiting containers the object's dictionary inserts were 40% of a pass.
+   * A human-readable status for every waiting container (DESIGN §6.2 rule 7), by container id, as
+   * `berth plan` prints it. Built from `statuses` when first read: a pass itself builds no text per
+   * waiting container (at a million waiting, those strings were most of a pass).
    */
-  status: Map<string, string>;
+  readonly status: Map<string, string>;
+  /** The same statuses, grouped by reason: what the dispatcher stores (statuses.ts). */
+  readonly statuses: Statuses;
+  /**
+   * The plan stays what a pass would give until this time (ms) if nothing but the clock changes: the
+   * first instant a timeout, a billing period or a rate limit flips a decision. Infinity when none does.
+   */
+  readonly validUntil: number;
 }

@@ -1,0 +1,95 @@
+// The state of one scheduler pass: what the phases of plan() (plan.ts) read and write. One object, so each
+// phase is a function of it instead of closures sharing caches.
+import type { InstanceType } from '../../model/types.js';
+import { Capacity, type Slot } from './capacity.js';
+import { buildShape, compareTypes, ShapeCache, type Shape } from './fitting.js';
+import { Limits, type LimitBlock } from './limits.js';
+import { Owners } from './owners.js';
+import { assignments, viewPool, type PoolView } from './pool.js';
+import { Statuses } from './statuses.js';
+import type { Action, Snapshot, SnapshotContainer } from './types.js';
+
+/** The first container a global limit stopped (rule 5). */
+export interface Head {
+  container: SnapshotContainer;
+  limit: string;
+  block: LimitBlock;
+  /** The type it waits for. */
+  type: InstanceType;
+}
+
+/** A placement made in this pass by a Locked container: the one kind rule 5 may take back. */
+export interface Placement {
+  c: SnapshotContainer;
+  shape: Shape;
+  slot: Slot;
+  /** Index of its start action in `placeActions`, or -1 when it waits for a booting/new instance. */
+  action: number;
+  evicted: boolean;
+}
+
+export class Pass {
+  readonly config: Snapshot['config'];
+  readonly now: number;
+  readonly sortedTypes: InstanceType[];
+  readonly typesByName: Map<string, InstanceType>;
+  readonly typeIndex: Map<string, number>;
+  readonly limits: Limits;
+  readonly statuses = new Statuses();
+  readonly kills: Action[] = [];
+  readonly cancels: Action[] = [];
+  readonly unlocks: Action[] = [];
+  /** Locks and starts in queue order; a start taken back by rule 5 becomes null. */
+  readonly placeActions: (Action | null)[] = [];
+  readonly pool: PoolView;
+  readonly capacity: Capacity;
+  readonly shapes: ShapeCache;
+  readonly owners: Owners;
+  /** Containers that wait for a place, in input order (queueOrder sorts them). */
+  readonly waiting: SnapshotContainer[] = [];
+  readonly evictable: Placement[] = [];
+  head: Head | null = null;
+  /** Instances planned in this pass so far (their provisional ids are new-1, new-2, …). */
+  planned = 0;
+  /** When the plan stops being what a pass would give if only the clock moved (Plan.validUntil). */
+  validUntil = Infinity;
+
+  constructor(readonly snap: Snapshot) {
+    this.config = snap.config;
+    this.now = snap.now.getTime();
+    this.sortedTypes = [...snap.instanceTypes].sort(compareTypes);
+    this.typesByName = new Map(this.sortedTypes.map((t) => [t.name, t]));
+    this.typeIndex = new Map(this.sortedTypes.map((t, i) => [t.name, i]));
+    this.limits = new Limits(snap);
+    const rateLimit = snap.cloud.rateLimitedUntil?.getTime() ?? -Infinity;
+    if (rateLimit > this.now) this.until(rateLimit);
+    const assigned = assignments(snap.containers);
+    this.pool = viewPool(snap, this.typesByName, this.typeIndex, assigned, this.limits, (at) =>
+      this.until(at),
+    );
+    this.capacity = new Capacity(
+      this.pool.slots,
+      this.config.maxContainersPerInstance,
+      this.sortedTypes,
+      this.config.ramOverhead,
+      this.limits,
+      this.config.shareRule,
+      this.config.batchPacking,
+    );
+    this.shapes = new ShapeCache(
+      (c) => buildShape(c, this.sortedTypes, this.config),
+      this.config.onDemandAfterInterruptions,
+    );
+    this.owners = new Owners(this.config.maxRunningPerUser);
+  }
+
+  /** Records that a decision of this pass changes at `at` (ms) if nothing else does. */
+  until(at: number): void {
+    if (at > this.now && at < this.validUntil) this.validUntil = at;
+  }
+
+  /** A status for a container that does not wait in the queue. */
+  say(c: SnapshotContainer, text: string): void {
+    this.statuses.own.set(c.id, text);
+  }
+}

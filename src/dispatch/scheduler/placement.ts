@@ -1,0 +1,286 @@
+// Placing the waiting containers, in queue order (DESIGN §6.2 rules 1–6): each goes on existing capacity
+// (capacity.ts), on an instance planned in this pass (bins.ts), or on a new one; or it waits, and its
+// status says why. At a global limit the first container stopped is the head (rule 5): nobody at or below
+// its priority creates an instance, lower-priority Locked containers give back places it could use, and
+// an instance is drained for it (heads.ts) so that lower-priority work arriving all the time cannot keep
+// it waiting forever.
+import type { InstanceType } from '../../model/types.js';
+import { joinBin, leaveBin, openBin } from './bins.js';
+import type { Room, Slot } from './capacity.js';
+import type { Shape } from './fitting.js';
+import { reserveForHead } from './heads.js';
+import type { LimitBlock } from './limits.js';
+import { queueOrder } from './ordering.js';
+import type { Head, Pass, Placement } from './pass.js';
+import { add, fits, subtract, typeCapacity } from './resources.js';
+import { statusText } from './status.js';
+import type { SnapshotContainer } from './types.js';
+
+/** The type a shape would get now, and the wait reason when it cannot get one. */
+interface Choice {
+  version: number;
+  /** The type to create, or null when no eligible type may be created (unavailable or capped). */
+  type: InstanceType | null;
+  /** A global or rate limit stopping the create of `type`. */
+  block: LimitBlock | null;
+  /** The reason (statuses index) of a container that waits for this. */
+  waitReason: number;
+  /** Cached reason for containers behind a blocked head, and the head it was built for. */
+  behind: { head: Head; reason: number } | null;
+}
+
+/** Picks the cheapest type we may create now within the price factor; unavailable or capped types are
+ * skipped without blocking anyone (rule 4). */
+function chooseType(pass: Pass, shape: Shape): Choice {
+  const { limits, statuses } = pass;
+  const skipped: string[] = [];
+  for (const t of shape.fitting) {
+    if (t.price > shape.maxPrice) break;
+    const capped = limits.typeCapped(t);
+    if (limits.isUnavailable(t.name)) skipped.push(`${t.name} unavailable (cloud capacity error)`);
+    else if (capped !== null) skipped.push(capped);
+    else {
+      const block = limits.check(t);
+      const text =
+        block === null
+          ? ''
+          : block.kind === 'rate'
+            ? statusText.rateLimited(t.name, block.text)
+            : statusText.limit(t.name, block.text);
+      return { version: limits.version, type: t, block, waitReason: statuses.reason(text), behind: null };
+    }
+  }
+  const want = shape.fitting[0]!;
+  const text = statusText.noType(want.name, skipped.join(', '));
+  return {
+    version: limits.version,
+    type: null,
+    block: null,
+    waitReason: statuses.reason(text),
+    behind: null,
+  };
+}
+
+/** Walks the waiting containers in queue order and places each one it can. */
+export function placeWaiting(pass: Pass): void {
+  const placer = new Placer(pass);
+  const fair = pass.config.fairShare ? { placed: pass.owners.placed } : null;
+  const order = queueOrder(pass.waiting, fair);
+  const shapes = order.map((c) => pass.shapes.get(c));
+  // How many containers of each shape are still to be considered: a planned instance grows for a
+  // container when the ones like it behind it would fill what it grows by (bins.ts).
+  const alike = new Map<Shape, number>();
+  for (const shape of shapes) alike.set(shape, (alike.get(shape) ?? 0) + 1);
+  for (let i = 0; i < order.length; i++) {
+    const shape = shapes[i]!;
+    const behind = alike.get(shape)! - 1;
+    alike.set(shape, behind);
+    placer.consider(order[i]!, shape, behind);
+  }
+  placer.finishPlanned();
+}
+
+class Placer {
+  private readonly choices = new Map<Shape, Choice>();
+  private evictVersion = 0;
+  private readonly evictFailed = new Map<string, { priority: number; version: number }>();
+  private readonly unavailable: (name: string) => boolean;
+
+  constructor(private readonly pass: Pass) {
+    this.unavailable = (name) => pass.limits.isUnavailable(name);
+  }
+
+  /** What creating an instance for a shape runs into: computed once per shape and limits version. */
+  private choose(shape: Shape): Choice {
+    const known = this.choices.get(shape);
+    if (known !== undefined && known.version === this.pass.limits.version) return known;
+    const choice = chooseType(this.pass, shape);
+    this.choices.set(shape, choice);
+    return choice;
+  }
+
+  private wait(c: SnapshotContainer, reason: number): void {
+    this.pass.statuses.wait(c, reason);
+  }
+
+  consider(c: SnapshotContainer, shape: Shape, alikeBehind: number): void {
+    const pass = this.pass;
+    if (shape.unsatisfiable !== null) {
+      pass.cancels.push({
+        op: 'cancel',
+        container: c.id,
+        class: 'perm',
+        reason: shape.unsatisfiable,
+        retryable: false,
+      });
+      pass.say(c, statusText.cancelled(shape.unsatisfiable));
+      return;
+    }
+    const full = pass.owners.full(c.owner);
+    if (full !== null) return this.wait(c, pass.statuses.reason(statusText.ownerFull(full)));
+    const head = pass.head;
+    const behindHead = head !== null && c.priority <= head.container.priority;
+    // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
+    const room = pass.capacity.find(shape, c.priority, !behindHead, alikeBehind);
+    if (room !== null) return this.place(c, shape, room);
+    // No room anywhere: an instance must be created (or the container waits).
+    const choice = this.choose(shape);
+    if (choice.type === null) return this.wait(c, choice.waitReason);
+    if (behindHead) {
+      const taken = this.tryEvict(c, shape, head.limit, false);
+      if (taken !== null) return this.place(c, shape, taken);
+      return this.wait(c, this.behindHeadReason(choice, head));
+    }
+    const block = choice.block;
+    if (block !== null && block.kind === 'rate') return this.wait(c, choice.waitReason);
+    if (block !== null) {
+      const taken = this.tryEvict(c, shape, block.text, true);
+      if (taken !== null) return this.place(c, shape, taken);
+      if (head === null || c.priority > head.container.priority) {
+        pass.head = { container: c, limit: block.text, block, type: choice.type };
+        reserveForHead(pass, pass.head, shape);
+      }
+      return this.wait(c, choice.waitReason);
+    }
+    const type = choice.type;
+    const slot = openBin(
+      `new-${++pass.planned}`,
+      type,
+      pass.typeIndex.get(type.name)!,
+      pass.sortedTypes.length,
+      pass.config.ramOverhead,
+      this.unavailable,
+      pass.sortedTypes,
+    );
+    pass.limits.add(type.name, type.price);
+    pass.capacity.addPlanned(slot);
+    this.place(c, shape, { slot, growTo: -1 });
+  }
+
+  private behindHeadReason(choice: Choice, head: Head): number {
+    if (choice.behind === null || choice.behind.head !== head)
+      choice.behind = {
+        head,
+        reason: this.pass.statuses.reason(
+          statusText.behindHead(choice.type!.name, head.limit, head.container.id),
+        ),
+      };
+    return choice.behind.reason;
+  }
+
+  private place(c: SnapshotContainer, shape: Shape, room: Room): void {
+    const pass = this.pass;
+    const slot = room.slot;
+    if (slot.bin !== null)
+      joinBin(slot, c, shape, room.growTo, pass.sortedTypes, pass.config.ramOverhead, pass.limits);
+    else subtract(slot.free, shape.need);
+    slot.count++;
+    slot.used = true;
+    pass.owners.add(c.owner);
+    if (c.state === 'Queued') pass.placeActions.push({ op: 'lock', container: c.id });
+    let action = -1;
+    if (slot.ready) {
+      action = pass.placeActions.length;
+      pass.placeActions.push({ op: 'start', container: c.id, instance: slot.id });
+      pass.say(c, statusText.starting(slot.id));
+    } else if (slot.createFor !== null) {
+      // Its status names the type the instance finally gets (finishPlanned).
+      slot.createFor.push(c.id);
+    } else {
+      pass.say(c, statusText.waitingExisting(slot.id, slot.state, slot.type.name));
+    }
+    if (c.state === 'Locked') {
+      pass.evictable.push({ c, shape, slot, action, evicted: false });
+      this.evictVersion++;
+    }
+  }
+
+  /**
+   * Rule 5 with rule 1's "Locked before Queued": a lower-priority Locked container placed earlier in this
+   * pass gives its place back when a higher-priority container blocked at a limit could use it.
+   */
+  private tryEvict(c: SnapshotContainer, shape: Shape, limit: string, grow: boolean): Room | null {
+    const pass = this.pass;
+    if (pass.evictable.length === 0) return null;
+    const failed = this.evictFailed.get(shape.key);
+    if (failed !== undefined && failed.version === this.evictVersion && failed.priority >= c.priority)
+      return null;
+    const bySlot = new Map<Slot, Placement[]>();
+    for (const p of pass.evictable) {
+      if (p.evicted || p.c.priority >= c.priority) continue;
+      if (p.slot.bin === null && shape.usableByIndex[p.slot.typeIndex] !== 1) continue;
+      const list = bySlot.get(p.slot);
+      if (list === undefined) bySlot.set(p.slot, [p]);
+      else list.push(p);
+    }
+    for (const [slot, list] of bySlot) {
+      if (!this.roomWithout(slot, list, shape, c.priority, grow)) continue;
+      // Lowest priority first, latest placed first among equals.
+      const order = [...list].reverse().sort((a, b) => a.c.priority - b.c.priority);
+      let room = pass.capacity.roomOn(slot, shape, c.priority, grow);
+      for (const p of order) {
+        if (room !== null) break;
+        this.evict(p, slot, c, limit);
+        room = pass.capacity.roomOn(slot, shape, c.priority, grow);
+      }
+      this.evictVersion++;
+      pass.capacity.resetCursors();
+      return room;
+    }
+    this.evictFailed.set(shape.key, { priority: c.priority, version: this.evictVersion });
+    return null;
+  }
+
+  /** Whether the shape would have room on the slot if the listed placements were taken back. */
+  private roomWithout(slot: Slot, list: Placement[], shape: Shape, priority: number, grow: boolean): boolean {
+    const pass = this.pass;
+    if (priority < slot.reservedBelow) return false;
+    const max = pass.config.maxContainersPerInstance;
+    if (max !== 0 && slot.count - list.length >= max) return false;
+    if (slot.bin === null) {
+      const free = { ...slot.free };
+      for (const p of list) add(free, p.shape.need);
+      return fits(shape.need, free);
+    }
+    // A planned instance: what the remaining containers and the newcomer need, on a type all of them may use.
+    const gone = new Set(list.map((p) => p.c));
+    const total = { ...shape.need };
+    const allowed = Uint8Array.from(shape.usableByIndex);
+    for (const m of slot.bin.members) {
+      if (gone.has(m.c)) continue;
+      add(total, m.shape.need);
+      for (let j = 0; j < allowed.length; j++) if (m.shape.usableByIndex[j] !== 1) allowed[j] = 0;
+    }
+    return pass.sortedTypes.some(
+      (t, j) =>
+        allowed[j] === 1 &&
+        (j === slot.typeIndex ||
+          (grow && !this.unavailable(t.name) && pass.limits.canReplace(slot.type, t))) &&
+        fits(total, typeCapacity(t, pass.config.ramOverhead)),
+    );
+  }
+
+  private evict(p: Placement, slot: Slot, head: SnapshotContainer, limit: string): void {
+    const pass = this.pass;
+    p.evicted = true;
+    slot.count--;
+    pass.owners.remove(p.c.owner);
+    if (slot.bin !== null)
+      leaveBin(slot, p.c, pass.sortedTypes, pass.config.ramOverhead, pass.limits, this.unavailable);
+    else add(slot.free, p.shape.need);
+    if (p.action >= 0) pass.placeActions[p.action] = null;
+    if (slot.createFor !== null) slot.createFor.splice(slot.createFor.indexOf(p.c.id), 1);
+    const reason = statusText.unlockedForHigher(slot.id, head.id, limit);
+    pass.unlocks.push({ op: 'unlock', container: p.c.id, reason });
+    pass.say(p.c, statusText.unlocked(reason));
+  }
+
+  /** Instances planned in this pass have their final type: their containers' statuses name it. */
+  finishPlanned(): void {
+    for (const slot of this.pass.capacity.slots) {
+      if (slot.createFor === null) continue;
+      const text = statusText.waitingNew(slot.type.name);
+      for (const id of slot.createFor) this.pass.statuses.own.set(id, text);
+    }
+  }
+}

@@ -1,0 +1,57 @@
+// The statuses of one pass (DESIGN §6.2 rule 7), grouped by reason. Most waiting containers wait for a
+// reason they share with thousands of others ("waits for a t1 instance; max_instances=10 reached; …");
+// only their queue position differs. So a pass records, for each waiting container in queue order, the
+// index of its reason, and builds no text per container: the full text ("queue position 7; 2
+// higher-priority containers ahead; <reason>") is made only when someone reads it (`berth plan`, tests),
+// and the dispatcher stores the reason groups and each container's group (SEAMS §3), computing the
+// position when `berth why` asks. At a million waiting containers the per-container strings were most of
+// a pass and most of its garbage.
+import { AheadCounter } from './ordering.js';
+import { aheadText } from './status.js';
+import type { SnapshotContainer } from './types.js';
+
+/** The statuses a pass gave: texts of containers that do not wait in the queue, and the queue by reason. */
+export class Statuses {
+  /** Texts of containers placed, unlocked, cancelled or left alone in this pass, by id. */
+  readonly own = new Map<string, string>();
+  /** The distinct reasons waiting containers wait for (the text after the queue position). */
+  readonly reasons: string[] = [];
+  /** Waiting containers in queue order: position i + 1. */
+  readonly waiting: SnapshotContainer[] = [];
+  /** reasons[reasonOf[i]] is why waiting[i] waits. */
+  readonly reasonOf: number[] = [];
+  private readonly index = new Map<string, number>();
+
+  /** The index of a reason text (interned: each distinct text is stored once). */
+  reason(text: string): number {
+    let i = this.index.get(text);
+    if (i === undefined) {
+      i = this.reasons.length;
+      this.reasons.push(text);
+      this.index.set(text, i);
+    }
+    return i;
+  }
+
+  /** Records the next waiting container in queue order. */
+  wait(c: SnapshotContainer, reason: number): void {
+    this.waiting.push(c);
+    this.reasonOf.push(reason);
+  }
+
+  /** Every container's full text, by id (the §6.4 `status` object). */
+  toMap(): Map<string, string> {
+    const out = new Map<string, string>(this.own);
+    const ahead = new AheadCounter();
+    this.waiting.forEach((c, i) => {
+      out.set(c.id, queuedText(i + 1, ahead.higherThan(c.priority), this.reasons[this.reasonOf[i]!]!));
+      ahead.add(c.priority);
+    });
+    return out;
+  }
+}
+
+/** A waiting container's text: its queue position, how many of higher priority are ahead, and why it waits. */
+export function queuedText(position: number, higherAhead: number, reason: string): string {
+  return `queue position ${position}${aheadText(higherAhead)}; ${reason}`;
+}
