@@ -1,5 +1,6 @@
 // Waiting work: the containers being placed, then the queue in the scheduler's order, a page at a time,
 // each with why it waits (the scheduler's status text), the instance type it waits for, and its age.
+import { SCHEDULER_OPTIONS } from '../../config/scheduler.js';
 import { buildShape, compareTypes } from '../../dispatch/scheduler/fitting.js';
 import type { SnapshotContainer } from '../../dispatch/scheduler/types.js';
 import type { InstanceType } from '../../model/types.js';
@@ -8,6 +9,8 @@ import { bytes, duration, html, query, type Html } from '../html.js';
 import { ownerOf, ViewError, type View, type ViewContext } from '../view.js';
 
 export const QUEUE_PAGE = 50;
+
+const SHAPE_DEFAULTS = SCHEDULER_OPTIONS.defaults();
 
 /** The instance types the live dispatchers offer (cheapest first), with the RAM they reserve. */
 function offered(ds: DispatcherView[]): { types: InstanceType[]; ramOverhead: number } {
@@ -36,8 +39,14 @@ function waitsFor(c: WaitingContainer, o: { types: InstanceType[]; ramOverhead: 
     instanceTypes: c.instance_types,
     instance: c.instance_id,
     lockCount: 0,
+    owner: c.owner,
   };
-  const shape = buildShape(snap, o.types, o.ramOverhead, 1);
+  // Rule 2's type: the cheapest that fits (the share rule and price factor need the live instances).
+  const shape = buildShape(snap, o.types, {
+    ...SHAPE_DEFAULTS,
+    ramOverhead: o.ramOverhead,
+    maxPriceFactor: 1,
+  });
   return shape.fitting[0] ? html`${shape.fitting[0].name}` : html`<span class="bad">none fits</span>`;
 }
 
