@@ -3,6 +3,10 @@
 # start moto_server themselves on a free port and stop it. Python's moto[server] 5.x comes with the
 # machine image (PyPI is not reachable; Debian 12 has no python3-moto package), so this only checks it, and
 # installs iproute2 for the booted instances' network namespaces. Idempotent.
+# iproute2 is part of the machine's base system (other packages depend on it): clean-machine leaves it.
+# ci-apt:
+# ci-daemon:
+# ci-path:
 set -euo pipefail
 start=$SECONDS
 export DEBIAN_FRONTEND=noninteractive

@@ -4,6 +4,10 @@
 # runc, docker.io and this machine's node), cached in /var/cache/berth-test/guest/test/.
 # Needs the busybox-static package from 20-runtimes.sh. Idempotent: installs nothing twice, rebuilds the
 # guest only when its inputs changed. Prints each step's time.
+# kmod, e2fsprogs and util-linux belong to the base system: clean-machine leaves them.
+# ci-apt: qemu-system-x86 debootstrap cpio
+# ci-daemon:
+# ci-path: /var/cache/berth-test/guest
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export DEBIAN_FRONTEND=noninteractive

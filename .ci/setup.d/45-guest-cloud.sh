@@ -3,6 +3,9 @@
 # systemd, cloud-init) of test/cloud/ec2-cloud-init.test.ts, built by
 # scripts/guest/build.sh (the guest tooling of the cgroup v2 work; cached by its inputs, so a second run
 # builds nothing), and genisoimage for the test's NoCloud seed disk. Idempotent.
+# ci-apt: genisoimage qemu-system-x86
+# ci-daemon:
+# ci-path: /var/cache/berth-test/guest/cloud
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$SECONDS
