@@ -2,9 +2,18 @@
 // session-level advisory lock on a connection of its own: it is released the moment the process dies, so
 // a restarted dispatcher takes over at once, and two live dispatchers for one tag can never both run).
 import pg from 'pg';
-import type { FailureClass } from '../model/types.js';
 import type { Store } from '../store/store.js';
-import { FAILED_NODE_VISIBLE_MS, type DispatchQueue, type NodeView } from './ports.js';
+import { ConflictError, ForbiddenError, NotFoundError } from '../store/errors.js';
+import {
+  FAILED_NODE_VISIBLE_MS,
+  type AssignItem,
+  type CancelItem,
+  type DispatchQueue,
+  type ItemOutcome,
+  type NodeView,
+  type StatusUpdate,
+  type UnlockItem,
+} from './ports.js';
 import type { SnapshotContainer } from './scheduler/types.js';
 
 export class PgQueue implements DispatchQueue {
@@ -110,22 +119,22 @@ export class PgQueue implements DispatchQueue {
     return (await this.store.containers.lock(ids, dispatcherId)).map((l) => l.id);
   }
 
-  async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
-    await this.store.containers.unlock(id, dispatcherId, reason);
+  async unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return each(items, (it) => this.store.containers.unlock(it.id, dispatcherId, it.reason));
   }
 
-  async assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void> {
-    await this.store.containers.assign(id, dispatcherId, instanceId, nodeId);
+  async assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return each(items, (it) => this.store.containers.assign(it.id, dispatcherId, it.instance, it.node));
   }
 
-  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
-    const c = await this.store.containers.get(id);
-    if (c.state === 'Queued') {
+  async cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return each(items, async (it) => {
+      const c = await this.store.containers.get(it.id);
       // Unsatisfiable before it was ever locked: the system cancels it.
-      await this.store.containers.cancel(id, { kind: 'system' }, failureClass, reason);
-    } else {
-      await this.store.containers.cancel(id, { kind: 'dispatcher', dispatcherId }, failureClass, reason);
-    }
+      const by =
+        c.state === 'Queued' ? { kind: 'system' as const } : { kind: 'dispatcher' as const, dispatcherId };
+      await this.store.containers.cancel(it.id, by, it.failureClass, it.reason);
+    });
   }
 
   async createNode(instanceType: string, cluster: string, tag: string) {
@@ -165,11 +174,33 @@ export class PgQueue implements DispatchQueue {
     await this.store.nodes.drain(nodeId);
   }
 
-  async setStatuses(statuses: Map<string, string>): Promise<void> {
+  async setStatuses(statuses: StatusUpdate): Promise<void> {
     if (statuses.size === 0) return;
     await this.pool.query(
       `UPDATE containers c SET scheduling_status = u.s FROM unnest($1::text[], $2::text[]) AS u(id, s) WHERE c.id = u.id`,
       [[...statuses.keys()], [...statuses.values()]],
     );
   }
+}
+
+/**
+ * Runs `fn` for each item in turn, an item refused by the store (a conflict, not found, forbidden) being
+ * reported in its outcome. Interim: the store's batched transitions replace this loop.
+ */
+async function each<I extends { id: string }>(
+  items: I[],
+  fn: (item: I) => Promise<unknown>,
+): Promise<ItemOutcome[]> {
+  const out: ItemOutcome[] = [];
+  for (const it of items) {
+    try {
+      await fn(it);
+      out.push({ id: it.id, ok: true });
+    } catch (err) {
+      if (err instanceof ConflictError || err instanceof NotFoundError || err instanceof ForbiddenError)
+        out.push({ id: it.id, ok: false, reason: err.message });
+      else throw err;
+    }
+  }
+  return out;
 }

@@ -15,7 +15,15 @@ import type { Rng } from '../model/clock.js';
 import { decideRetry, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
 import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
-import type { DispatchQueue, NodeView } from '../dispatch/ports.js';
+import type {
+  AssignItem,
+  CancelItem,
+  DispatchQueue,
+  ItemOutcome,
+  NodeView,
+  StatusUpdate,
+  UnlockItem,
+} from '../dispatch/ports.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
 import { ConflictError, ForbiddenError, NotFoundError } from '../store/errors.js';
 import { SimNodes } from './nodes.js';
@@ -191,7 +199,21 @@ export class SimQueue implements DispatchQueue {
     return this.maxAttempts;
   }
 
-  async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
+  async unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return items.map((it) => outcome(it.id, () => this.unlockOne(it.id, dispatcherId, it.reason)));
+  }
+
+  async assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return items.map((it) => outcome(it.id, () => this.assignOne(it.id, dispatcherId, it.instance, it.node)));
+  }
+
+  async cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return items.map((it) =>
+      outcome(it.id, () => this.cancelOne(it.id, dispatcherId, it.failureClass, it.reason)),
+    );
+  }
+
+  private unlockOne(id: string, dispatcherId: string, reason: string): void {
     const c = this.get(id);
     this.expect(c, 'Queued');
     if (c.lockedBy !== dispatcherId)
@@ -208,7 +230,7 @@ export class SimQueue implements DispatchQueue {
     this.toQueued(c);
   }
 
-  async assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void> {
+  private assignOne(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): void {
     const c = this.get(id);
     if (c.state !== 'Locked')
       throw new ConflictError(`container ${id} is ${c.state}; only a Locked container can be assigned`);
@@ -226,7 +248,7 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  async cancel(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): Promise<void> {
+  private cancelOne(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): void {
     const c = this.get(id);
     // A dispatcher cancels what it holds, or a Queued container nobody holds (e.g. unsatisfiable).
     if (c.lockedBy !== null && c.lockedBy !== dispatcherId)
@@ -375,7 +397,7 @@ export class SimQueue implements DispatchQueue {
   }
 
   /** Stores the scheduler's status text (`berth why`); kept on the container as the store does. */
-  async setStatuses(statuses: Map<string, string>): Promise<void> {
+  async setStatuses(statuses: StatusUpdate): Promise<void> {
     for (const [id, s] of statuses) {
       const c = this.byId.get(id);
       if (c !== undefined) c.status = s;
@@ -464,5 +486,17 @@ export class SimQueue implements DispatchQueue {
       c.queuedAt,
       d.delayMs > 0 ? now + d.delayMs : null,
     );
+  }
+}
+
+/** One item's outcome: refused (ok: false, with the reason) when `fn` throws the store's refusal errors. */
+function outcome(id: string, fn: () => void): ItemOutcome {
+  try {
+    fn();
+    return { id, ok: true };
+  } catch (err) {
+    if (err instanceof ConflictError || err instanceof NotFoundError || err instanceof ForbiddenError)
+      return { id, ok: false, reason: err.message };
+    throw err;
   }
 }
