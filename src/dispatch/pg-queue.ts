@@ -8,6 +8,8 @@ import {
   FAILED_NODE_VISIBLE_MS,
   type AssignItem,
   type CancelItem,
+  type ChangeCursor,
+  type ContainerChanges,
   type DispatchQueue,
   type ItemOutcome,
   type NodeView,
@@ -87,28 +89,46 @@ export class PgQueue implements DispatchQueue {
    * Two index scans: the partial queue index and the locked_by index.
    */
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
+    const r = await this.pool.query<SnapshotRow>(CONSIDERED_SQL, [dispatcherId, now]);
+    return r.rows.map(toSnapshot);
+  }
+
+  /**
+   * The view incrementally (SEAMS §2), in one statement so the rows and the cursor come from one snapshot.
+   * The cursor is the oldest transaction still running at this read: the next read takes every row
+   * stamped by it or any later one (migration 020), so a change committed after this read is never
+   * missed, whatever order transactions commit in; a few rows may come twice.
+   */
+  async changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges> {
+    const select = since
+      ? `SELECT ${SNAPSHOT_COLUMNS}, ${CONSIDERED} AS considered FROM containers WHERE change_xid >= $3::xid8
+         UNION ALL
+         SELECT ${SNAPSHOT_COLUMNS}, true FROM containers
+         WHERE state = 'Queued' AND priority > 0 AND run_after > $4 AND run_after <= $2`
+      : `SELECT *, true AS considered FROM (${CONSIDERED_SQL}) q`;
     const r = await this.pool.query(
-      `SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count
-       FROM containers WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
-       UNION ALL
-       SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count
-       FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`,
-      [dispatcherId, now],
+      `WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS position),
+         n AS (SELECT min(run_after) AS next FROM containers WHERE state = 'Queued' AND priority > 0 AND run_after > $2),
+         c AS (${select})
+       SELECT s.position, n.next, c.* FROM s CROSS JOIN n LEFT JOIN c ON true`,
+      since ? [dispatcherId, now, since.position, since.now] : [dispatcherId, now],
     );
-    return r.rows.map((row) => ({
-      id: row.id,
-      state: row.state,
-      priority: row.priority,
-      queuedAt: row.queued_at,
-      vcpus: row.vcpus,
-      ram: row.ram,
-      scratch: row.scratch,
-      gpus: row.gpus,
-      preemptible: row.preemptible,
-      instanceTypes: row.instance_types,
-      instance: row.instance_id,
-      lockCount: row.lock_count,
-    }));
+    const rows = r.rows as (SnapshotRow & { position: string; next: Date | null; considered: boolean })[];
+    const first = rows[0]!;
+    const upserts = new Map<string, SnapshotContainer>();
+    const removed = new Set<string>();
+    for (const row of rows) {
+      if (row.id === null) continue; // no container changed: the LEFT JOIN's one row
+      if (row.considered) upserts.set(row.id, toSnapshot(row));
+      else removed.add(row.id);
+    }
+    for (const id of upserts.keys()) removed.delete(id);
+    return {
+      cursor: { position: first.position, now },
+      upserts: [...upserts.values()],
+      removed: [...removed],
+      nextRunAfter: first.next,
+    };
   }
 
   maxDispatchAttempts(): Promise<number> {
@@ -203,4 +223,51 @@ async function each<I extends { id: string }>(
     }
   }
   return out;
+}
+
+const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
+  instance_id, lock_count`;
+
+/** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
+const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
+  OR (locked_by = $1 AND state IN ('Locked', 'Running')))`;
+
+/** The containers() query: the same predicate as CONSIDERED, as two index scans. */
+const CONSIDERED_SQL = `SELECT ${SNAPSHOT_COLUMNS} FROM containers
+  WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
+  UNION ALL
+  SELECT ${SNAPSHOT_COLUMNS} FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`;
+
+/** A row of SNAPSHOT_COLUMNS. */
+interface SnapshotRow {
+  id: string;
+  state: SnapshotContainer['state'];
+  priority: number;
+  queued_at: Date;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  preemptible: boolean;
+  instance_types: string[] | null;
+  instance_id: string | null;
+  lock_count: number;
+}
+
+/** A container row as the scheduler sees it. */
+function toSnapshot(row: SnapshotRow): SnapshotContainer {
+  return {
+    id: row.id,
+    state: row.state,
+    priority: row.priority,
+    queuedAt: row.queued_at,
+    vcpus: row.vcpus,
+    ram: row.ram,
+    scratch: row.scratch,
+    gpus: row.gpus,
+    preemptible: row.preemptible,
+    instanceTypes: row.instance_types,
+    instance: row.instance_id,
+    lockCount: row.lock_count,
+  };
 }

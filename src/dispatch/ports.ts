@@ -47,6 +47,28 @@ export interface CancelItem {
 export type StatusUpdate = Map<string, string>;
 
 /**
+ * Where a dispatcher's container view stands (SEAMS §2): handed back to changes() unread. `position` is
+ * the implementation's own (a transaction id for PostgreSQL, a change counter in the simulator); `now` is
+ * the clock of the read that made it.
+ */
+export interface ChangeCursor {
+  readonly position: string;
+  readonly now: Date;
+}
+
+/** What changed in the containers a dispatcher considers since a cursor (SEAMS §2). */
+export interface ContainerChanges {
+  /** The cursor for the next call. */
+  cursor: ChangeCursor;
+  /** Containers to add or replace in the view: as containers() would list them now. */
+  upserts: SnapshotContainer[];
+  /** Containers to drop from the view (no longer considered); ids the view does not hold may appear. */
+  removed: string[];
+  /** The earliest run_after still in the future among Queued containers (priority > 0): wake up then. */
+  nextRunAfter: Date | null;
+}
+
+/**
  * The queue and node records, for one dispatcher. Every method is one transaction (or one statement) for
  * the whole batch; batched transitions answer per item, in the order of the items. Times that decide
  * something are the dispatcher's clock (`now`), never the database's: tests and the simulator control it.
@@ -70,6 +92,13 @@ export interface DispatchQueue {
    * every container locked by this dispatcher (Locked or Running, with the instance it is assigned to).
    */
   containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]>;
+  /**
+   * The containers() view incrementally: with `since` null, everything containers() lists; otherwise the
+   * containers whose state, priority, lock, assignment or run_after changed since the cursor (as upserts
+   * while still considered, else removed), and the Queued ones whose run_after passed in (since.now, now].
+   * A cursor this queue can no longer answer for is refused with an error: the caller reloads (since null).
+   */
+  changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges>;
   /** Queued → Locked; returns the ids actually locked (others were taken or changed meanwhile). */
   lock(ids: string[], dispatcherId: string): Promise<string[]>;
   /** Places Locked containers on instances (their nodes, if registered, then start them). */

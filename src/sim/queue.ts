@@ -12,12 +12,14 @@
 // Retries follow src/model/retry.ts's decideRetry, as the store does. Cost: every operation is O(1) on
 // maps (plus the caller's ids); containers() walks only the non-final containers, never the history.
 import type { Rng } from '../model/clock.js';
-import { decideRetry, type ContainerEnd } from '../model/retry.js';
+import { decideRetry, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
 import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
 import type {
   AssignItem,
   CancelItem,
+  ChangeCursor,
+  ContainerChanges,
   DispatchQueue,
   ItemOutcome,
   NodeView,
@@ -39,6 +41,8 @@ export interface SimRequestSpec {
   priority: number;
   durationMs: number;
   exitCode: number;
+  /** "Do not start before" (virtual ms), as an API request's run_after. */
+  runAfter?: number;
   /** Retry policy (DESIGN §3.3); defaults as for an API request. */
   containerCountMax?: number;
   maxTempRetries?: number;
@@ -50,6 +54,8 @@ interface SimRequest {
   attempts: number;
   tempFailures: number;
   final: boolean;
+  /** How it ended, once final. */
+  outcome: 'success' | 'failed' | 'cancelled' | null;
   current: string;
 }
 
@@ -75,6 +81,9 @@ export interface SimContainer {
   lockCount: number;
   instance: string | null;
   node: string | null;
+  /** Why it was cancelled, once it was (the store's failure_class and runtime_status). */
+  failureClass: FailureClass | null;
+  reason: string | null;
   /** The scheduler's last status text while it waited. */
   status: string | null;
   /** Cached snapshot view; null after any change. */
@@ -114,6 +123,16 @@ export class SimQueue implements DispatchQueue {
   private readonly outcomeCounts: RequestOutcomes = { success: 0, failed: 0, cancelled: 0, open: 0 };
   private readonly maxAttempts: number;
   private readonly observer: QueueObserver;
+  /**
+   * Ids of changed containers in the order of their changes (for changes()): entry i is change number
+   * changes0 + i + 1. Trimmed to what the dispatchers' last cursors still need.
+   */
+  private changeLog: string[] = [];
+  private changes0 = 0;
+  /** Each dispatcher's last cursor. */
+  private readonly cursors = new Map<string, { position: number; now: number }>();
+  /** Queued containers with a run_after (retry backoff): they become runnable without a change. */
+  private readonly delayed = new Map<string, SimContainer>();
 
   constructor(private readonly o: SimQueueOptions) {
     this.maxAttempts = o.maxDispatchAttempts;
@@ -139,9 +158,16 @@ export class SimQueue implements DispatchQueue {
 
   /** Submits a request: its first container is Queued now. */
   submit(spec: SimRequestSpec): SimContainer {
-    const req: SimRequest = { spec, attempts: 0, tempFailures: 0, final: false, current: spec.id };
+    const req: SimRequest = {
+      spec,
+      attempts: 0,
+      tempFailures: 0,
+      final: false,
+      outcome: null,
+      current: spec.id,
+    };
     this.outcomeCounts.open++;
-    return this.addContainer(req, spec.id, 1, this.o.now(), null);
+    return this.addContainer(req, spec.id, 1, this.o.now(), spec.runAfter ?? null);
   }
 
   // --- DispatchQueue -------------------------------------------------------------------------------
@@ -163,19 +189,47 @@ export class SimQueue implements DispatchQueue {
 
   async release(dispatcherId: string, _now: Date): Promise<void> {
     this.leases.delete(dispatcherId);
+    this.cursors.delete(dispatcherId);
     this.releaseUnplaced(dispatcherId);
   }
 
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
     const t = now.getTime();
     const out: SnapshotContainer[] = [];
-    for (const c of this.active.values()) {
-      const mine = c.state !== 'Queued' && c.lockedBy === dispatcherId;
-      const runnable =
-        c.state === 'Queued' && c.request.spec.priority > 0 && (c.runAfter === null || c.runAfter <= t);
-      if (mine || runnable) out.push((c.view ??= this.view(c)));
-    }
+    for (const c of this.active.values())
+      if (considered(c, dispatcherId, t)) out.push((c.view ??= this.view(c)));
     return out;
+  }
+
+  async changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges> {
+    const t = now.getTime();
+    const upserts: SnapshotContainer[] = [];
+    const removed: string[] = [];
+    if (since === null) upserts.push(...(await this.containers(dispatcherId, now)));
+    else {
+      const from = Number(since.position) - this.changes0;
+      if (!(from >= 0 && from <= this.changeLog.length))
+        throw new Error(`change cursor ${since.position} is older than this queue keeps: reload the view`);
+      const seen = new Set<string>();
+      const add = (c: SimContainer) => {
+        if (seen.has(c.id)) return;
+        seen.add(c.id);
+        if (considered(c, dispatcherId, t)) upserts.push((c.view ??= this.view(c)));
+        else removed.push(c.id);
+      };
+      for (let i = from; i < this.changeLog.length; i++) add(this.byId.get(this.changeLog[i]!)!);
+      const after = since.now.getTime();
+      for (const c of this.delayed.values()) if (c.runAfter! > after && c.runAfter! <= t) add(c);
+    }
+    const position = this.changes0 + this.changeLog.length;
+    this.cursors.set(dispatcherId, { position, now: t });
+    this.trimChanges();
+    return {
+      cursor: { position: String(position), now },
+      upserts,
+      removed,
+      nextRunAfter: this.nextRunAfter(t),
+    };
   }
 
   async lock(ids: string[], dispatcherId: string): Promise<string[]> {
@@ -186,7 +240,7 @@ export class SimQueue implements DispatchQueue {
       if (c === undefined || c.state !== 'Queued' || c.request.spec.priority <= 0) continue;
       if (c.runAfter !== null && c.runAfter > now) continue;
       c.state = 'Locked';
-      c.view = null;
+      this.touch(c);
       c.lockedBy = dispatcherId;
       c.generation++;
       c.lockCount++;
@@ -238,7 +292,7 @@ export class SimQueue implements DispatchQueue {
       throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
     this.detach(c);
     c.instance = instanceId;
-    c.view = null;
+    this.touch(c);
     c.node = nodeId;
     const node = nodeId === null ? undefined : this.nodeTable.get(nodeId);
     if (node !== undefined) {
@@ -332,7 +386,7 @@ export class SimQueue implements DispatchQueue {
     const c = this.agentRow(id, nodeId, gen);
     this.expect(c, 'Running');
     c.state = 'Running';
-    c.view = null;
+    this.touch(c);
     this.nodeTable.get(nodeId)!.running++;
     this.observer.started?.(c);
   }
@@ -342,6 +396,44 @@ export class SimQueue implements DispatchQueue {
     const c = this.agentRow(id, nodeId, gen);
     this.expect(c, 'Complete');
     this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null });
+  }
+
+  /** A change the scheduler cares about: the cached view is stale and changes() reports it. */
+  private touch(c: SimContainer): void {
+    c.view = null;
+    // Nobody reads changes (no cursor handed out): count the change, keep nothing.
+    if (this.cursors.size === 0) this.changes0++;
+    else this.changeLog.push(c.id);
+    if (c.state === 'Queued' && c.runAfter !== null) this.delayed.set(c.id, c);
+    else this.delayed.delete(c.id);
+  }
+
+  /** Drops the change log's entries every dispatcher has read (in halves, so the cost is amortised). */
+  private trimChanges(): void {
+    let oldest = Infinity;
+    for (const c of this.cursors.values()) oldest = Math.min(oldest, c.position);
+    const keep = oldest - this.changes0;
+    if (keep > 1024 && keep * 2 > this.changeLog.length) {
+      this.changeLog = this.changeLog.slice(keep);
+      this.changes0 += keep;
+    }
+  }
+
+  /**
+   * The earliest future run_after. Passed ones are forgotten once every dispatcher's cursor is past them
+   * (no later changes() window can hold them).
+   */
+  private nextRunAfter(t: number): Date | null {
+    let read = Infinity;
+    for (const c of this.cursors.values()) read = Math.min(read, c.now);
+    let next: number | null = null;
+    for (const c of this.delayed.values()) {
+      const at = c.runAfter!;
+      if (at > t) {
+        if (c.request.spec.priority > 0 && (next === null || at < next)) next = at;
+      } else if (at <= read) this.delayed.delete(c.id);
+    }
+    return next === null ? null : new Date(next);
   }
 
   /**
@@ -407,7 +499,7 @@ export class SimQueue implements DispatchQueue {
   private toQueued(c: SimContainer): void {
     this.detach(c);
     c.state = 'Queued';
-    c.view = null;
+    this.touch(c);
     c.lockedBy = null;
     c.generation++;
     c.instance = null;
@@ -434,11 +526,14 @@ export class SimQueue implements DispatchQueue {
       lockCount: 0,
       instance: null,
       node: null,
+      failureClass: null,
+      reason: null,
       status: null,
       view: null,
     };
     this.byId.set(id, c);
     this.active.set(id, c);
+    this.touch(c);
     req.current = id;
     this.observer.created?.(c);
     if (runAfter !== null) this.observer.runnableAt?.(runAfter);
@@ -450,7 +545,9 @@ export class SimQueue implements DispatchQueue {
     const wasRunning = c.state === 'Running';
     this.detach(c);
     c.state = end.state;
-    c.view = null;
+    c.failureClass = end.failureClass;
+    c.reason = end.reason;
+    this.touch(c);
     c.generation++;
     this.active.delete(c.id);
     this.observer.ended?.(c, wasRunning);
@@ -473,6 +570,7 @@ export class SimQueue implements DispatchQueue {
     req.tempFailures = d.tempFailures;
     if (d.kind === 'final') {
       req.final = true;
+      req.outcome = d.outcome;
       this.outcomeCounts.open--;
       this.outcomeCounts[d.outcome]++;
       return;
@@ -484,9 +582,15 @@ export class SimQueue implements DispatchQueue {
       `${s.id}#${c.attempt + 1}`,
       c.attempt + 1,
       c.queuedAt,
-      d.delayMs > 0 ? now + d.delayMs : null,
+      retryRunAfter(now, d.delayMs, s.runAfter ?? null),
     );
   }
+}
+
+/** Whether a dispatcher's view holds the container (the store's containers() predicate). */
+function considered(c: SimContainer, dispatcherId: string, t: number): boolean {
+  if (c.state === 'Queued') return c.request.spec.priority > 0 && (c.runAfter === null || c.runAfter <= t);
+  return (c.state === 'Locked' || c.state === 'Running') && c.lockedBy === dispatcherId;
 }
 
 /** One item's outcome: refused (ok: false, with the reason) when `fn` throws the store's refusal errors. */

@@ -1,7 +1,7 @@
 // Ending a container and deciding what its request does next (DESIGN §3.3), inside the caller's
 // transaction. Lock order everywhere: the container row first, then its request row.
 import { newId } from '../model/ids.js';
-import { decideRetry, type ContainerEnd } from '../model/retry.js';
+import { decideRetry, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import type { FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { onCommit, type Tx } from './db.js';
@@ -119,12 +119,9 @@ export async function finishContainer(
     return { retryId: null };
   }
   const retryId = newId('c', now.getTime());
-  const requested = req.run_after as Date | null;
+  const until = retryRunAfter(now.getTime(), d.delayMs, (req.run_after as Date | null)?.getTime() ?? null);
+  const runAfter = until === null ? null : new Date(until);
   const backoffUntil = d.delayMs > 0 ? new Date(now.getTime() + d.delayMs) : null;
-  const runAfter =
-    [requested, backoffUntil]
-      .filter((t): t is Date => t !== null)
-      .sort((a, b) => b.getTime() - a.getTime())[0] ?? null;
   await tx.query(
     `INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus, preemptible,
        instance_types, queued_at, run_after, created_at, updated_at)

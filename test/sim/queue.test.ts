@@ -169,4 +169,20 @@ describe('SimQueue', () => {
     expect(s.q.get('a').state).toBe('Queued');
     expect(s.q.get('b').state).toBe('Locked');
   });
+
+  it('changes(): a cursor it no longer keeps (or never gave) is refused, so the caller reloads', async () => {
+    const s = setup();
+    s.q.submit(s.spec('a'));
+    const first = await s.q.changes(D, s.now(), null);
+    expect(first.upserts.map((c) => c.id)).toEqual(['a']);
+    await expect(s.q.changes(D, s.now(), { position: '999', now: s.now() })).rejects.toThrow(/reload/);
+    // Thousands of changes read by the only dispatcher: the log is trimmed, an old cursor is gone.
+    let cursor = first.cursor;
+    for (let i = 0; i < 3000; i++) {
+      s.q.submit(s.spec(`b${i}`));
+      cursor = (await s.q.changes(D, s.now(), cursor)).cursor;
+    }
+    await expect(s.q.changes(D, s.now(), first.cursor)).rejects.toThrow(/older than this queue keeps/);
+    expect((await s.q.changes(D, s.now(), cursor)).upserts).toEqual([]);
+  });
 });
