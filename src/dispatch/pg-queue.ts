@@ -2,8 +2,9 @@
 // session-level advisory lock on a connection of its own: it is released the moment the process dies, so
 // a restarted dispatcher takes over at once, and two live dispatchers for one tag can never both run).
 import pg from 'pg';
+import { REASONS } from '../model/transitions.js';
 import type { Store } from '../store/store.js';
-import { ConflictError, ForbiddenError, NotFoundError } from '../store/errors.js';
+import type { Outcome } from '../store/transitions/index.js';
 import {
   FAILED_NODE_VISIBLE_MS,
   type AssignItem,
@@ -63,20 +64,33 @@ export class PgQueue implements DispatchQueue {
       [dispatcherId, cluster, tag, now, process.pid, process.env.HOSTNAME ?? null],
     );
     // Dispatchers of this cluster that stopped beating lose their unplaced locks (DESIGN §3.5).
-    await this.pool.query(
-      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = $2
-       WHERE state = 'Locked' AND instance_id IS NULL AND locked_by IN (
-         SELECT id FROM dispatchers WHERE cluster = $1 AND id <> $3 AND heartbeat_at < $2::timestamptz - make_interval(secs => $4))`,
+    const lost = await this.pool.query<{ id: string; locked_by: string }>(
+      `SELECT c.id, c.locked_by FROM containers c JOIN dispatchers d ON d.id = c.locked_by
+       WHERE c.state = 'Locked' AND c.instance_id IS NULL AND d.cluster = $1 AND d.id <> $3
+         AND d.heartbeat_at < $2::timestamptz - make_interval(secs => $4)`,
       [cluster, now, dispatcherId, lostAfterMs / 1000],
+    );
+    await this.requeueUnplaced(
+      lost.rows.map((r) => ({
+        id: r.id,
+        holder: r.locked_by,
+        why: REASONS.dispatcherLost(r.locked_by),
+      })),
     );
     return true;
   }
 
   async release(dispatcherId: string, now: Date): Promise<void> {
-    await this.pool.query(
-      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = $2
-       WHERE state = 'Locked' AND instance_id IS NULL AND locked_by = $1`,
-      [dispatcherId, now],
+    const mine = await this.pool.query<{ id: string }>(
+      `SELECT id FROM containers WHERE locked_by = $1 AND state = 'Locked' AND instance_id IS NULL`,
+      [dispatcherId],
+    );
+    await this.requeueUnplaced(
+      mine.rows.map((r) => ({
+        id: r.id,
+        holder: dispatcherId,
+        why: REASONS.released(dispatcherId),
+      })),
     );
     await this.pool.query(`UPDATE dispatchers SET stopped_at = $2 WHERE id = $1`, [dispatcherId, now]);
     const c = this.leaseClient;
@@ -140,21 +154,38 @@ export class PgQueue implements DispatchQueue {
   }
 
   async unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]> {
-    return each(items, (it) => this.store.containers.unlock(it.id, dispatcherId, it.reason));
+    return (await this.store.transitions.unlock(items, dispatcherId)).map(itemOutcome);
   }
 
   async assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]> {
-    return each(items, (it) => this.store.containers.assign(it.id, dispatcherId, it.instance, it.node));
+    return (await this.store.transitions.assign(items, dispatcherId)).map(itemOutcome);
   }
 
+  /** What it holds, and Queued containers nobody holds (unsatisfiable before they were ever locked). */
   async cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]> {
-    return each(items, async (it) => {
-      const c = await this.store.containers.get(it.id);
-      // Unsatisfiable before it was ever locked: the system cancels it.
-      const by =
-        c.state === 'Queued' ? { kind: 'system' as const } : { kind: 'dispatcher' as const, dispatcherId };
-      await this.store.containers.cancel(it.id, by, it.failureClass, it.reason);
-    });
+    const actor = { kind: 'dispatcher' as const, id: dispatcherId };
+    const out = await this.store.transitions.end(
+      items.map((it) => ({
+        id: it.id,
+        actor,
+        end: { state: 'Cancelled', failureClass: it.failureClass, reason: it.reason },
+      })),
+    );
+    return out.map(itemOutcome);
+  }
+
+  /** Locked → Queued for locks that were never placed (release, a lost dispatcher). */
+  private async requeueUnplaced(items: { id: string; holder: string; why: string }[]): Promise<void> {
+    if (items.length === 0) return;
+    await this.store.transitions.requeue(
+      items.map((it) => ({
+        id: it.id,
+        actor: { kind: 'dispatcher', id: it.holder },
+        why: it.why,
+        event: `Queued: ${it.why}`,
+        unplacedOnly: true,
+      })),
+    );
   }
 
   async createNode(instanceType: string, cluster: string, tag: string) {
@@ -203,26 +234,9 @@ export class PgQueue implements DispatchQueue {
   }
 }
 
-/**
- * Runs `fn` for each item in turn, an item refused by the store (a conflict, not found, forbidden) being
- * reported in its outcome. Interim: the store's batched transitions replace this loop.
- */
-async function each<I extends { id: string }>(
-  items: I[],
-  fn: (item: I) => Promise<unknown>,
-): Promise<ItemOutcome[]> {
-  const out: ItemOutcome[] = [];
-  for (const it of items) {
-    try {
-      await fn(it);
-      out.push({ id: it.id, ok: true });
-    } catch (err) {
-      if (err instanceof ConflictError || err instanceof NotFoundError || err instanceof ForbiddenError)
-        out.push({ id: it.id, ok: false, reason: err.message });
-      else throw err;
-    }
-  }
-  return out;
+/** The port's view of a store outcome. */
+function itemOutcome(o: Outcome): ItemOutcome {
+  return o.ok ? { id: o.id, ok: true } : { id: o.id, ok: false, reason: o.reason };
 }
 
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,

@@ -1,20 +1,33 @@
-// The simulator's queue: an in-memory DispatchQueue with the store's semantics (src/store/containers.ts,
-// src/store/finish.ts, DESIGN §3.2–3.4), so the real Dispatcher runs unchanged against it.
+// The simulator's queue: an in-memory DispatchQueue with the store's semantics (DESIGN §3.2–3.4), so the
+// real Dispatcher runs unchanged against it. The rules are not re-implemented here: who may make which
+// transition and what a requeue does past max_dispatch_attempts come from src/model/transitions.ts
+// (refusal, requeueDecision), what a request does when its container ends from src/model/retry.ts
+// (decideRetry, retryRunAfter): the same code the store's transitions (src/store/transitions/) use.
+// test/contract/ runs the same cases against both queues.
 //
 // | from    | to        | who (here)                                                     |
 // |---------|-----------|----------------------------------------------------------------|
 // | Queued  | Locked    | lock(): priority > 0 and run_after passed; lock_count += 1     |
-// | Locked  | Queued    | unlock() by the holder, or failNode()/release(); the max_dispatch_attempts-th unlock cancels perm |
+// | Locked  | Queued    | unlock() by the holder, failNode(), release() or a lost dispatcher; the max_dispatch_attempts-th requeue cancels perm |
 // | Locked  | Running   | start() by the agent of the assigned node with the current lock generation |
 // | Running | Complete  | complete() by that agent                                       |
-// | any     | Cancelled | cancel() (holder or unlocked), failNode() for Running (temp)   |
+// | any     | Cancelled | cancel() (holder, or a Queued one nobody holds), failNode() for Running (temp) |
 //
-// Retries follow src/model/retry.ts's decideRetry, as the store does. Cost: every operation is O(1) on
-// maps (plus the caller's ids); containers() walks only the non-final containers, never the history.
+// Cost: every operation is O(1) on maps (plus the caller's ids); containers() walks only the non-final
+// containers, never the history.
 import type { Rng } from '../model/clock.js';
 import { decideRetry, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
-import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
+import {
+  REASONS,
+  refusal,
+  requeueDecision,
+  type Actor,
+  type ContainerFacts,
+  type Refusal,
+  type TransitionKind,
+} from '../model/transitions.js';
+import type { ContainerState, FailureClass } from '../model/types.js';
 import type {
   AssignItem,
   CancelItem,
@@ -27,8 +40,11 @@ import type {
   UnlockItem,
 } from '../dispatch/ports.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
-import { ConflictError, ForbiddenError, NotFoundError } from '../store/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, refusalError } from '../store/errors.js';
 import { SimNodes } from './nodes.js';
+
+/** The owner of every simulated request (the store's owner column; the simulator has one user). */
+const SIM_OWNER = 'sim';
 
 /** What a simulated request carries besides its resources: how long it runs and how it exits. */
 export interface SimRequestSpec {
@@ -183,14 +199,15 @@ export class SimQueue implements DispatchQueue {
     this.leases.set(dispatcherId, { cluster, tag, at: t });
     // Dispatchers of this cluster that stopped beating lose their unplaced locks (DESIGN §3.5).
     for (const [id, l] of this.leases)
-      if (id !== dispatcherId && l.cluster === cluster && l.at < t - lostAfterMs) this.releaseUnplaced(id);
+      if (id !== dispatcherId && l.cluster === cluster && l.at < t - lostAfterMs)
+        this.releaseUnplaced(id, REASONS.dispatcherLost(id));
     return true;
   }
 
   async release(dispatcherId: string, _now: Date): Promise<void> {
     this.leases.delete(dispatcherId);
     this.cursors.delete(dispatcherId);
-    this.releaseUnplaced(dispatcherId);
+    this.releaseUnplaced(dispatcherId, REASONS.released(dispatcherId));
   }
 
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
@@ -233,12 +250,11 @@ export class SimQueue implements DispatchQueue {
   }
 
   async lock(ids: string[], dispatcherId: string): Promise<string[]> {
-    const now = this.o.now();
+    const actor = { kind: 'dispatcher' as const, id: dispatcherId };
     const got: string[] = [];
     for (const id of ids) {
-      const c = this.byId.get(id);
-      if (c === undefined || c.state !== 'Queued' || c.request.spec.priority <= 0) continue;
-      if (c.runAfter !== null && c.runAfter > now) continue;
+      if (this.refused('lock', id, actor)) continue;
+      const c = this.byId.get(id)!;
       c.state = 'Locked';
       this.touch(c);
       c.lockedBy = dispatcherId;
@@ -268,28 +284,11 @@ export class SimQueue implements DispatchQueue {
   }
 
   private unlockOne(id: string, dispatcherId: string, reason: string): void {
-    const c = this.get(id);
-    this.expect(c, 'Queued');
-    if (c.lockedBy !== dispatcherId)
-      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
-    if (c.lockCount >= this.maxAttempts) {
-      this.finish(c, {
-        state: 'Cancelled',
-        exitCode: null,
-        failureClass: 'perm',
-        reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxAttempts}); last: ${reason}`,
-      });
-      return;
-    }
-    this.toQueued(c);
+    this.requeue(this.check('requeue', id, { kind: 'dispatcher', id: dispatcherId }), reason);
   }
 
   private assignOne(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): void {
-    const c = this.get(id);
-    if (c.state !== 'Locked')
-      throw new ConflictError(`container ${id} is ${c.state}; only a Locked container can be assigned`);
-    if (c.lockedBy !== dispatcherId)
-      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
+    const c = this.check('assign', id, { kind: 'dispatcher', id: dispatcherId });
     this.detach(c);
     c.instance = instanceId;
     this.touch(c);
@@ -303,11 +302,7 @@ export class SimQueue implements DispatchQueue {
   }
 
   private cancelOne(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): void {
-    const c = this.get(id);
-    // A dispatcher cancels what it holds, or a Queued container nobody holds (e.g. unsatisfiable).
-    if (c.lockedBy !== null && c.lockedBy !== dispatcherId)
-      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
-    this.expect(c, 'Cancelled');
+    const c = this.check('cancel', id, { kind: 'dispatcher', id: dispatcherId });
     this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason });
   }
 
@@ -333,13 +328,13 @@ export class SimQueue implements DispatchQueue {
     if (n === undefined || !this.nodeTable.fail(n)) return;
     for (const id of [...n.assigned]) {
       const c = this.byId.get(id)!;
-      if (c.state === 'Locked') this.toQueued(c);
+      if (c.state === 'Locked') this.requeue(c, REASONS.nodeFailedRequeue(nodeId, reason));
       else if (c.state === 'Running')
         this.finish(c, {
           state: 'Cancelled',
           exitCode: null,
           failureClass: 'temp',
-          reason: `node lost: ${reason}`,
+          reason: REASONS.nodeFailedCancel(nodeId, reason),
         });
     }
     this.observer.nodeFailed?.(nodeId);
@@ -383,8 +378,7 @@ export class SimQueue implements DispatchQueue {
 
   /** Locked → Running by the node's agent holding lock generation `gen`. */
   start(id: string, nodeId: string, gen: number): void {
-    const c = this.agentRow(id, nodeId, gen);
-    this.expect(c, 'Running');
+    const c = this.check('start', id, { kind: 'agent', node: nodeId, generation: gen });
     c.state = 'Running';
     this.touch(c);
     this.nodeTable.get(nodeId)!.running++;
@@ -393,8 +387,7 @@ export class SimQueue implements DispatchQueue {
 
   /** Running → Complete with an exit code, reported by the node's agent. */
   complete(id: string, nodeId: string, gen: number, exitCode: number): void {
-    const c = this.agentRow(id, nodeId, gen);
-    this.expect(c, 'Complete');
+    const c = this.check('complete', id, { kind: 'agent', node: nodeId, generation: gen });
     this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null });
   }
 
@@ -459,19 +452,41 @@ export class SimQueue implements DispatchQueue {
     };
   }
 
-  private agentRow(id: string, nodeId: string, gen: number): SimContainer {
-    const c = this.get(id);
-    if (c.node !== nodeId) throw new ForbiddenError(`container ${id} is not assigned to node ${nodeId}`);
-    if (c.generation !== gen)
-      throw new ConflictError(
-        `stale lock token for container ${id}: it was unlocked, cancelled or re-locked since`,
-      );
-    return c;
+  /** The container's facts for the shared rules (src/model/transitions.ts). */
+  private facts(c: SimContainer): ContainerFacts {
+    return {
+      id: c.id,
+      state: c.state,
+      lockedBy: c.lockedBy,
+      nodeId: c.node,
+      instanceId: c.instance,
+      generation: c.generation,
+      lockCount: c.lockCount,
+      owner: SIM_OWNER,
+      priority: c.request.spec.priority,
+      runAfter: c.runAfter,
+    };
   }
 
-  private expect(c: SimContainer, to: ContainerState): void {
-    if (!isLegalTransition(c.state, to))
-      throw new ConflictError(`illegal transition for container ${c.id}: ${c.state} → ${to}`);
+  /** Why `actor` may not make the transition (the shared rules), or null. */
+  private refused(kind: TransitionKind, id: string, actor: Actor): Refusal | null {
+    const c = this.byId.get(id);
+    return refusal(kind, id, c === undefined ? undefined : this.facts(c), actor, this.o.now());
+  }
+
+  /** The container, when `actor` may make the transition; else its refusal, thrown as the store does. */
+  private check(kind: TransitionKind, id: string, actor: Actor): SimContainer {
+    const r = this.refused(kind, id, actor);
+    if (r) throw refusalError(r);
+    return this.byId.get(id)!;
+  }
+
+  /** Locked → Queued, or Cancelled (perm) past max_dispatch_attempts: the store's requeueDecision. */
+  private requeue(c: SimContainer, why: string): void {
+    const d = requeueDecision(c.lockCount, this.maxAttempts, why);
+    if (d.kind === 'requeue') this.toQueued(c);
+    else
+      this.finish(c, { state: 'Cancelled', exitCode: null, failureClass: d.failureClass, reason: d.reason });
   }
 
   private detach(c: SimContainer): void {
@@ -483,9 +498,9 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  private releaseUnplaced(dispatcherId: string): void {
-    for (const c of this.active.values())
-      if (c.state === 'Locked' && c.lockedBy === dispatcherId && c.instance === null) this.toQueued(c);
+  private releaseUnplaced(dispatcherId: string, why: string): void {
+    for (const c of [...this.active.values()])
+      if (c.state === 'Locked' && c.lockedBy === dispatcherId && c.instance === null) this.requeue(c, why);
   }
 
   /** Stores the scheduler's status text (`berth why`); kept on the container as the store does. */
@@ -548,7 +563,8 @@ export class SimQueue implements DispatchQueue {
     c.failureClass = end.failureClass;
     c.reason = end.reason;
     this.touch(c);
-    c.generation++;
+    // A cancel revokes the per-lock token; after a completion the agent may still ship its last logs.
+    if (end.state === 'Cancelled') c.generation++;
     this.active.delete(c.id);
     this.observer.ended?.(c, wasRunning);
     const req = c.request;

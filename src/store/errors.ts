@@ -19,3 +19,10 @@ export class ForbiddenError extends Error {
 export class UnauthorizedError extends Error {
   readonly code = 'unauthorized';
 }
+
+/** The error for a refusal's code (src/model/transitions.ts). */
+export function refusalError(r: { code: 'not_found' | 'forbidden' | 'conflict'; reason: string }): Error {
+  if (r.code === 'not_found') return new NotFoundError(r.reason);
+  if (r.code === 'forbidden') return new ForbiddenError(r.reason);
+  return new ConflictError(r.reason);
+}
