@@ -159,20 +159,24 @@ export const CompleteBody = Type.Object(
   { additionalProperties: false },
 );
 
+const LockToken = Type.String({ minLength: 1, maxLength: 256 });
+
+const LogChunks = Type.Array(
+  Type.Object(
+    {
+      seq: Type.Integer({ minimum: 0, maximum: 2147483647 }),
+      stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('system')]),
+      data: Type.String({ maxLength: 1048576 }),
+    },
+    { additionalProperties: false },
+  ),
+  { maxItems: 10000 },
+);
+
 export const LogAppendBody = Type.Object(
   {
-    lock_token: Type.String({ minLength: 1, maxLength: 256 }),
-    chunks: Type.Array(
-      Type.Object(
-        {
-          seq: Type.Integer({ minimum: 0, maximum: 2147483647 }),
-          stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('system')]),
-          data: Type.String({ maxLength: 1048576 }),
-        },
-        { additionalProperties: false },
-      ),
-      { maxItems: 10000 },
-    ),
+    lock_token: LockToken,
+    chunks: LogChunks,
   },
   { additionalProperties: false },
 );
@@ -237,3 +241,50 @@ export const TokenIdParams = Type.Object(
 export function intParam(v: string | undefined): number | undefined {
   return v === undefined ? undefined : Number(v);
 }
+
+const ContainerId = Type.String({ minLength: 1, maxLength: 64 });
+
+/**
+ * An agent's reports about the containers of its node, in one call: starts, log chunks, exits and
+ * cancels (each with the container's per-lock token). Answered per report.
+ */
+export const ReportsBody = Type.Object(
+  {
+    reports: Type.Array(
+      Type.Union([
+        Type.Object(
+          { kind: Type.Literal('start'), id: ContainerId, lock_token: LockToken },
+          { additionalProperties: false },
+        ),
+        Type.Object(
+          { kind: Type.Literal('logs'), id: ContainerId, lock_token: LockToken, chunks: LogChunks },
+          { additionalProperties: false },
+        ),
+        Type.Object(
+          {
+            kind: Type.Literal('exit'),
+            id: ContainerId,
+            lock_token: LockToken,
+            exit_code: Type.Integer({ minimum: -1, maximum: 255 }),
+            oom_killed: Type.Optional(Type.Boolean()),
+            usage: Type.Optional(Type.Union([UsageSchema, Type.Null()])),
+            reason: Type.Optional(Type.String({ maxLength: 4096 })),
+          },
+          { additionalProperties: false },
+        ),
+        Type.Object(
+          {
+            kind: Type.Literal('cancel'),
+            id: ContainerId,
+            lock_token: LockToken,
+            class: Type.Union([Type.Literal('temp'), Type.Literal('perm')]),
+            reason: Type.String({ maxLength: 4096 }),
+          },
+          { additionalProperties: false },
+        ),
+      ]),
+      { minItems: 1, maxItems: 10000 },
+    ),
+  },
+  { additionalProperties: false },
+);

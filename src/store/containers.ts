@@ -6,7 +6,7 @@ import type { ContainerState, FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
-import { lockToken, lockTokenValid } from './secrets.js';
+import { lockToken } from './secrets.js';
 import type { GrantedLock, Transitions } from './transitions/index.js';
 import { one } from './transitions/outcome.js';
 
@@ -92,13 +92,6 @@ export class Containers {
     if (r.state !== 'Locked' && r.state !== 'Running')
       throw new ConflictError(`container ${id} is ${r.state}, not Locked or Running`);
     return this.t.token(id, r.lock_generation);
-  }
-
-  /** True when token is the current per-lock token of the container (for appends after a start). */
-  async tokenValid(id: string, token: string): Promise<boolean> {
-    const r = await this.ctx.pool.query(`SELECT lock_generation FROM containers WHERE id = $1`, [id]);
-    if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
-    return lockTokenValid(await this.t.lockKey(), id, r.rows[0].lock_generation, token);
   }
 
   /** Queued → Locked for each of ids that is still Queued, runnable and has priority > 0. */

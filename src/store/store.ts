@@ -7,6 +7,7 @@ import type { Db } from './db.js';
 import { Instances } from './instances.js';
 import { Logs } from './logs.js';
 import { Nodes } from './nodes.js';
+import { Reports } from './reports.js';
 import { Requests } from './requests.js';
 import { Settings } from './settings.js';
 import { Tokens } from './tokens.js';
@@ -18,6 +19,8 @@ export class Store {
   readonly tokens: Tokens;
   /** Every container transition (src/store/transitions/): the one writer of container states. */
   readonly transitions: Transitions;
+  /** Agents' reports, group-committed. */
+  readonly reports: Reports;
   readonly requests: Requests;
   readonly containers: Containers;
   readonly containerList: ContainerList;
@@ -35,6 +38,7 @@ export class Store {
     };
     this.tokens = new Tokens(this.ctx);
     this.transitions = new Transitions(this.ctx);
+    this.reports = new Reports(this.ctx, this.transitions);
     this.requests = new Requests(this.ctx, this.transitions);
     this.containers = new Containers(this.ctx, this.transitions);
     this.containerList = new ContainerList(this.ctx);

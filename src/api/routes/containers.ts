@@ -1,8 +1,9 @@
 // Containers: list, get, cancel, events; the dispatcher's lock/unlock/assign; the agent's start/complete.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ContainerState, FailureClass } from '../../model/types.js';
-import { NotFoundError } from '../../store/errors.js';
+import { NotFoundError, refusalError } from '../../store/errors.js';
 import type { ContainerRecord, Usage } from '../../store/records.js';
+import type { Report, ReportOutcome } from '../../store/reports.js';
 import type { Principal } from '../../store/tokens.js';
 import { ownerScope, who } from '../auth.js';
 import { HttpError } from '../errors.js';
@@ -17,6 +18,7 @@ import {
   UnlockBody,
 } from '../schemas.js';
 import type { ApiDeps } from '../server.js';
+import { toReport } from './nodes.js';
 import { pageArgs } from './paging.js';
 
 const READERS = ['user', 'admin', 'dispatcher', 'node'] as const;
@@ -31,6 +33,16 @@ export async function visibleContainer(deps: ApiDeps, p: Principal, id: string):
     (p.scope === 'node' && c.node_id === p.nodeId);
   if (!visible) throw new NotFoundError(`container ${id} not found`);
   return c;
+}
+
+/**
+ * One agent report through the group commit (store.reports), as the batched endpoint sends them; its
+ * refusal thrown (404, 403, 409).
+ */
+export async function report(deps: ApiDeps, r: Report): Promise<ReportOutcome> {
+  const [o] = await deps.store.reports.send([r]);
+  if (!o!.ok) throw refusalError(o!);
+  return o!;
 }
 
 /** A dispatcher token bound to one dispatcher id may act only as that dispatcher. */
@@ -154,12 +166,12 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
           throw new HttpError(400, 'invalid', 'lock_token is required', [
             { field: 'lock_token', problem: 'is required' },
           ]);
-        await store.containers.cancel(
-          cid,
-          { kind: 'node', nodeId: nodeOf(req), token: body.lock_token },
-          body.class ?? 'temp',
-          body.reason ?? 'cancelled by agent',
-        );
+        const end = {
+          state: 'Cancelled' as const,
+          failureClass: body.class ?? 'temp',
+          reason: body.reason ?? 'cancelled by agent',
+        };
+        await report(deps, { kind: 'end', id: cid, node: nodeOf(req), token: body.lock_token, end });
       }
       return store.containers.get(cid);
     },
@@ -243,7 +255,8 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['node'] },
     },
     async (req) => {
-      await store.containers.start(id(req), nodeOf(req), (req.body as { lock_token: string }).lock_token);
+      const token = (req.body as { lock_token: string }).lock_token;
+      await report(deps, { kind: 'start', id: id(req), node: nodeOf(req), token });
       return store.containers.get(id(req));
     },
   );
@@ -267,12 +280,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
         usage?: Usage | null;
         reason?: string;
       };
-      await store.containers.complete(id(req), nodeOf(req), b.lock_token, {
-        exitCode: b.exit_code,
-        oomKilled: b.oom_killed ?? false,
-        usage: b.usage ?? null,
-        reason: b.reason ?? null,
-      });
+      await report(deps, toReport({ kind: 'exit', id: id(req), ...b }, nodeOf(req)));
       return store.containers.get(id(req));
     },
   );

@@ -6,7 +6,7 @@ import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
 import { IdParams, LogAppendBody, LogQuery } from '../schemas.js';
 import type { ApiDeps } from '../server.js';
-import { visibleContainer } from './containers.js';
+import { report, visibleContainer } from './containers.js';
 import type { LogChunk } from '../../store/logs.js';
 
 /** How often a follower looks for new chunks when no notification arrives. */
@@ -29,17 +29,17 @@ export function logRoutes(app: FastifyInstance, deps: ApiDeps): void {
       bodyLimit: 16 * 1024 * 1024,
     },
     async (req) => {
-      const p = who(req);
+      const node = who(req).nodeId;
+      if (node === null) throw new HttpError(403, 'forbidden', 'this token is not bound to a node');
       const b = req.body as { lock_token: string; chunks: LogChunk[] };
-      const c = await visibleContainer(deps, p, id(req));
-      if (!(await store.containers.tokenValid(c.id, b.lock_token))) {
-        throw new HttpError(
-          409,
-          'conflict',
-          `stale lock token for container ${c.id}: it was unlocked, cancelled or re-locked since`,
-        );
-      }
-      return { appended: await store.logs.append(c.id, b.chunks) };
+      const o = await report(deps, {
+        kind: 'logs',
+        id: id(req),
+        node,
+        token: b.lock_token,
+        chunks: b.chunks,
+      });
+      return { appended: 'appended' in o ? o.appended : 0 };
     },
   );
 

@@ -4,10 +4,52 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { who } from '../auth.js';
-import { HttpError } from '../errors.js';
-import { IdParams, NodeCreateBody, RegisterBody } from '../schemas.js';
+import { HttpError, REFUSAL_STATUS } from '../errors.js';
+import { IdParams, NodeCreateBody, RegisterBody, ReportsBody } from '../schemas.js';
 import type { ApiDeps } from '../server.js';
 import type { UsageSample } from '../../store/containers.js';
+import type { LogChunk } from '../../store/logs.js';
+import type { Usage } from '../../store/records.js';
+import type { Report, ReportOutcome } from '../../store/reports.js';
+
+/** One report as the API takes it (ReportsBody). */
+type ApiReport = { id: string; lock_token: string } & (
+  | { kind: 'start' }
+  | { kind: 'logs'; chunks: LogChunk[] }
+  | { kind: 'exit'; exit_code: number; oom_killed?: boolean; usage?: Usage | null; reason?: string }
+  | { kind: 'cancel'; class: 'temp' | 'perm'; reason: string }
+);
+
+/** The store's report for an API report of `node`. */
+export function toReport(r: ApiReport, node: string): Report {
+  const base = { id: r.id, node, token: r.lock_token };
+  switch (r.kind) {
+    case 'start':
+      return { ...base, kind: 'start' };
+    case 'logs':
+      return { ...base, kind: 'logs', chunks: r.chunks };
+    case 'exit':
+      return {
+        ...base,
+        kind: 'end',
+        end: {
+          state: 'Complete',
+          exitCode: r.exit_code,
+          oomKilled: r.oom_killed ?? false,
+          usage: r.usage ?? null,
+          reason: r.reason ?? null,
+        },
+      };
+    case 'cancel':
+      return { ...base, kind: 'end', end: { state: 'Cancelled', failureClass: r.class, reason: r.reason } };
+  }
+}
+
+/** A report's result as the API answers it: done (with the chunks appended, for logs) or why not. */
+function result(o: ReportOutcome) {
+  if (o.ok) return 'appended' in o ? { id: o.id, ok: true, appended: o.appended } : { id: o.id, ok: true };
+  return { id: o.id, ok: false, error: { status: REFUSAL_STATUS[o.code], code: o.code, message: o.reason } };
+}
 
 const PingBody = Type.Object(
   {
@@ -147,6 +189,29 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       } finally {
         waiter.close();
       }
+    },
+  );
+
+  app.post(
+    '/v1/nodes/:id/reports',
+    {
+      schema: {
+        params: IdParams,
+        body: ReportsBody,
+        tags: ['agent'],
+        summary: 'Report starts, log chunks, exits and cancels of containers on this node, in one call',
+      },
+      config: { scopes: ['node'] },
+      bodyLimit: 16 * 1024 * 1024,
+    },
+    async (req) => {
+      const p = who(req);
+      const id = (req.params as { id: string }).id;
+      if (p.nodeId !== id)
+        throw new HttpError(403, 'forbidden', 'a node token may only report for its own node');
+      const b = req.body as { reports: ApiReport[] };
+      const out = await store.reports.send(b.reports.map((r) => toReport(r, id)));
+      return { results: out.map(result) };
     },
   );
 }

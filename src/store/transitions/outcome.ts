@@ -11,6 +11,9 @@ export type Outcome =
   | { id: string; ok: true; state: ContainerState }
   | { id: string; ok: false; reason: string; code: 'not_found' | 'forbidden' | 'conflict' };
 
+/** A refused item. */
+export type Refused = Extract<Outcome, { ok: false }>;
+
 /** The single item's outcome, or its refusal thrown. */
 export function one<O extends Outcome>(outcomes: O[]): Extract<O, { ok: true }> {
   const o = outcomes[0]!;
