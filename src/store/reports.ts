@@ -70,8 +70,32 @@ export class Reports {
     }
   }
 
+  /**
+   * Applies the reports in rounds: a batched transition answers per container, so a container reported
+   * twice with the same kind (an agent's consecutive log calls, a resent exit) goes in a later round, in
+   * the order the reports came.
+   */
   private async apply(tx: Tx, items: Report[], gen: (r: Report) => number | null): Promise<ReportOutcome[]> {
+    const rounds: Report[][] = [];
+    const seen = new Map<string, number>();
+    for (const r of items) {
+      const key = `${r.kind}:${r.id}`;
+      const n = seen.get(key) ?? 0;
+      seen.set(key, n + 1);
+      (rounds[n] ??= []).push(r);
+    }
     const out = new Map<Report, ReportOutcome>();
+    for (const round of rounds) await this.round(tx, round, gen, out);
+    return items.map((r) => out.get(r)!);
+  }
+
+  /** One round: each container at most once per kind; starts, then logs, then ends. */
+  private async round(
+    tx: Tx,
+    items: Report[],
+    gen: (r: Report) => number | null,
+    out: Map<Report, ReportOutcome>,
+  ): Promise<void> {
     const starts = items.filter((r) => r.kind === 'start');
     const started = await startContainers(
       this.ctx,
@@ -93,6 +117,5 @@ export class Reports {
       ends.map((r) => ({ id: r.id, actor: { kind: 'agent', node: r.node, generation: gen(r) }, end: r.end })),
     );
     ends.forEach((r, i) => out.set(r, ended[i]!));
-    return items.map((r) => out.get(r)!);
   }
 }
