@@ -8,13 +8,20 @@
 //   journal.json             containers this agent is responsible for (see journal.ts)
 //   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
 //   containers/<id>/system.log  the agent's own lines for the container's log
-import { hostname } from 'node:os';
-import { mkdir, readFile } from 'node:fs/promises';
+import { homedir, hostname } from 'node:os';
+import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { PROCESS_OPTIONS } from '../config/options.js';
-import { createRuntime, detectRuntime, RUNTIME_NAMES, type RuntimeName } from './runtimes/detect.js';
-import { ProcessRuntime } from './runtimes/process.js';
+import {
+  createRuntime,
+  detectRuntime,
+  NoImageRuntime,
+  RUNTIME_NAMES,
+  type RuntimeName,
+  type RuntimeOptions,
+} from './runtimes/detect.js';
+import type { NetworkSetting, SandboxSetting } from './runtimes/sandbox.js';
 import type { Runtime } from './runtimes/types.js';
 import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
 import {
@@ -31,6 +38,7 @@ import {
 } from './client.js';
 import { readCredentials, writeCredentials } from './credentials.js';
 import { Journal } from './journal.js';
+import { DEFAULT_LOG_LIMIT } from './log-limit.js';
 import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
 import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
 
@@ -52,12 +60,38 @@ export interface AgentOptions {
   shipper?: Partial<ShipperOptions>;
   /** The process's logger (default: none); the agent logs through a child carrying its node id. */
   logger?: Logger;
+  /** How image-less containers are isolated (default `bwrap`; `none` is unsafe: see docs/SECURITY.md). */
+  processSandbox?: SandboxSetting;
+  /** The bubblewrap executable (default `bwrap` on PATH). */
+  bwrap?: string;
+  /** The containers' network on every runtime (default `none`: loopback only). */
+  containerNetwork?: NetworkSetting;
+  /** Bytes of stdout and stderr stored per container (default 64MiB; 0 = no limit): log-limit.ts. */
+  logLimitBytes?: number;
   /**
    * Whether to send usage samples with the ping (default true). An API without the `usage` ping field
    * answers 400 once; the agent then stops sending them.
    */
   sendUsage?: boolean;
 }
+
+/**
+ * What this node can run, sent at registration as flat facts (the RegisterBody schema's `info`, stored in
+ * the node's info).
+ */
+export type RuntimeInfo = {
+  /** What runs containers with an image: 'process' when nothing does (such requests are refused). */
+  runtime: string;
+  /** The runtime for containers with an image, or null when none works here. */
+  image_runtime: string | null;
+  /** The process runtime's sandbox, or null when image-less containers are refused here. */
+  process_sandbox: SandboxSetting | null;
+  container_network: NetworkSetting;
+  /** Why the runtime detection passed over better runtimes. */
+  runtimes_passed_over?: string;
+  /** Why image-less containers are refused here. */
+  process_unusable?: string;
+};
 
 /** The agent cannot go on: registration refused, node declared failed, token revoked. */
 export class AgentFatalError extends Error {
@@ -104,9 +138,13 @@ export class Agent {
   /** Registers (or reuses the saved token), re-attaches, then pings until stop() or a fatal error. */
   async run(): Promise<void> {
     const { opts } = this;
-    await mkdir(join(opts.workDir, 'containers'), { recursive: true });
+    // The agent's own state (node token, journal, containers' run files) is for root's eyes only.
+    for (const dir of [opts.workDir, join(opts.workDir, 'containers')]) {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      await chmod(dir, 0o700);
+    }
     const runtimes = await this.chooseRuntimes();
-    await this.authenticate(runtimes.name);
+    await this.authenticate(runtimes.info);
     this.journal = await Journal.load(join(opts.workDir, 'journal.json'));
     const ctx: RunnerContext = {
       client: this.client,
@@ -115,7 +153,11 @@ export class Agent {
       containersDir: join(opts.workDir, 'containers'),
       killGraceMs: opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
       sampleIntervalMs: opts.sampleIntervalMs ?? 5000,
-      shipper: { ...DEFAULT_SHIPPER_OPTIONS, ...opts.shipper },
+      shipper: {
+        ...DEFAULT_SHIPPER_OPTIONS,
+        ...(opts.logLimitBytes !== undefined ? { limitBytes: opts.logLimitBytes } : {}),
+        ...opts.shipper,
+      },
       stop: this.stopper.signal,
       log: this.log,
     };
@@ -127,14 +169,33 @@ export class Agent {
     }
   }
 
-  private async chooseRuntimes(): Promise<{ name: string; choice: RuntimeChoice }> {
-    const setting = this.opts.runtime ?? 'auto';
-    const processRt = new ProcessRuntime();
+  private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {
+    const { opts } = this;
+    const setting = opts.runtime ?? 'auto';
+    // Unset: the declared defaults (src/config/options.ts), as for `berth agent`.
+    const sandbox = opts.processSandbox ?? PROCESS_OPTIONS.defaultOf('process_sandbox');
+    const network = opts.containerNetwork ?? PROCESS_OPTIONS.defaultOf('container_network');
+    const runtimeOpts: RuntimeOptions = {
+      network,
+      logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
+      process: {
+        sandbox,
+        bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
+        // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
+        hide: [
+          opts.workDir,
+          join(homedir(), '.berth'),
+          ...[process.env.BERTH_HOME, process.env.BERTH_CONFIG].filter((p): p is string => !!p),
+        ],
+      },
+    };
+    const processRt = createRuntime('process', runtimeOpts);
     let main: Runtime;
+    const skipped: string[] = [];
     if (setting === 'auto') {
-      const d = await detectRuntime();
+      const d = await detectRuntime(RUNTIME_NAMES, runtimeOpts);
       main = d.runtime;
-      const skipped = Object.entries(d.skipped).map(([n, why]) => `${n}: ${why}`);
+      for (const [n, why] of Object.entries(d.skipped)) skipped.push(`${n}: ${why}`);
       this.runtimeNote = skipped.join('; ');
       this.log.info(
         { runtime: main.name },
@@ -146,22 +207,41 @@ export class Agent {
           `--runtime: expected auto or one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(setting)}`,
           2,
         );
-      main = setting === 'process' ? processRt : createRuntime(setting);
+      main = setting === 'process' ? processRt : createRuntime(setting, runtimeOpts);
       const why = await main.available();
       if (why) throw new AgentFatalError(`--runtime ${setting}: not usable here: ${why}`, 2);
       this.log.info({ runtime: main.name }, `runtime ${main.name}`);
     }
+    const processWhy = await processRt.available();
+    if (processWhy)
+      this.log.warn({ reason: processWhy }, `image-less containers will be refused: ${processWhy}`);
+    else if (sandbox === 'none')
+      this.log.warn('process sandbox "none": image-less containers run as unisolated host processes');
+    // With no image runtime, an image request is refused at once (perm), naming what is missing.
+    const imageRt =
+      main.name === processRt.name
+        ? new NoImageRuntime(skipped.length ? skipped.join('; ') : `the agent runs with --runtime ${setting}`)
+        : main;
+    const imageName = imageRt instanceof NoImageRuntime ? null : imageRt.name;
+    const info: RuntimeInfo = {
+      runtime: imageName ?? 'process',
+      image_runtime: imageName,
+      process_sandbox: processWhy ? null : sandbox,
+      container_network: network,
+      ...(skipped.length ? { runtimes_passed_over: skipped.join('; ') } : {}),
+      ...(processWhy ? { process_unusable: processWhy } : {}),
+    };
     const all = new Map<string, Runtime>([
       [processRt.name, processRt],
       [main.name, main],
     ]);
     return {
-      name: main.name,
+      info,
       choice: {
-        pick: (image) => (image === null || image === '' ? processRt : main),
+        pick: (image) => (image === null || image === '' ? processRt : imageRt),
         byName: (name) => {
           if (!all.has(name) && (RUNTIME_NAMES as readonly string[]).includes(name))
-            all.set(name, createRuntime(name as RuntimeName));
+            all.set(name, createRuntime(name as RuntimeName, runtimeOpts));
           return all.get(name);
         },
       },
@@ -169,7 +249,7 @@ export class Agent {
   }
 
   /** Uses the saved node token, or registers with the bootstrap secret and saves the token. */
-  private async authenticate(runtime: string): Promise<void> {
+  private async authenticate(runtimes: RuntimeInfo): Promise<void> {
     const { opts } = this;
     const saved = await readCredentials(opts.workDir, opts.nodeId);
     if (saved) {
@@ -193,7 +273,7 @@ export class Agent {
     }
     if (!secret)
       throw new AgentFatalError(`--bootstrap-secret-file: ${opts.bootstrapSecretFile} is empty`, 2);
-    const info = { hostname: hostname(), pid: process.pid, runtime, version: '0.1.0' };
+    const info = { hostname: hostname(), pid: process.pid, ...runtimes, version: '0.1.0' };
     try {
       const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
         signal: this.stopper.signal,

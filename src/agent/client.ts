@@ -4,6 +4,16 @@
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { text as readText } from 'node:stream/consumers';
+import type { Static } from '@sinclair/typebox';
+import { systemTimers } from '../model/clock.js';
+import type {
+  CompleteBodyT,
+  LogChunkBody,
+  NodeReportStateSchema,
+  PingBodyT,
+  RegisterBodyT,
+  UsageSample,
+} from '../api/schemas.js';
 import type { StartOrder } from '../store/containers.js';
 
 /** An answer from the API with a non-2xx status. */
@@ -33,21 +43,12 @@ export function isTransient(err: unknown): boolean {
 /** A container to start, as the ping returns it (the API's type). */
 export type { StartOrder };
 
-export type NodeReportState = 'idle' | 'busy' | 'draining' | 'drained';
+/** The agent's side of the wire: the same types the API's schemas validate (src/api/schemas.ts). */
+export type { LogChunkBody, UsageSample };
+export type NodeReportState = Static<typeof NodeReportStateSchema>;
 
-/** A usage sample of one running container, sent with the ping. */
-export interface UsageSample {
-  cpu_seconds: number;
-  ram: number;
-  peak_ram: number;
-}
-
-export interface PingBody {
-  state: NodeReportState;
-  running: string[];
-  wait_ms: number;
-  usage?: Record<string, UsageSample>;
-}
+/** A ping as the agent sends it: it always says what it runs and how long it waits. */
+export type PingBody = PingBodyT & { running: string[]; wait_ms: number };
 
 export interface PingAnswer {
   node: { id: string; state: string };
@@ -56,18 +57,8 @@ export interface PingAnswer {
   drain: boolean;
 }
 
-export interface LogChunkBody {
-  seq: number;
-  stream: 'stdout' | 'stderr' | 'system';
-  data: string;
-}
-
-export interface CompleteBody {
-  exit_code: number;
-  oom_killed: boolean;
-  usage: { peak_ram: number; cpu_seconds: number; wall_ms: number; scratch_peak?: number };
-  reason?: string;
-}
+/** An exit report (the per-lock token is added by complete()). */
+export type CompleteBody = Omit<CompleteBodyT, 'lock_token'>;
 
 /** Extra time on top of a long poll's wait before the client gives up on the answer. */
 const LONG_POLL_SLACK_MS = 15_000;
@@ -79,10 +70,11 @@ export class AgentClient {
 
   constructor(readonly baseUrl: string) {}
 
+  /** `info`: flat facts about this agent (the schema admits strings, numbers, booleans and lists of them). */
   async register(
     nodeId: string,
     secret: string,
-    info: Record<string, unknown>,
+    info: NonNullable<RegisterBodyT['info']>,
   ): Promise<{ node: { id: string }; token: string }> {
     return this.call('POST', '/v1/nodes/register', { node_id: nodeId, secret, info }, { auth: false });
   }
@@ -113,11 +105,19 @@ export class AgentClient {
     });
   }
 
-  async cancel(id: string, lockToken: string, cls: 'temp' | 'perm', reason: string): Promise<void> {
+  /** `retryable: false` when no retry can succeed (the request then ends at once). */
+  async cancel(
+    id: string,
+    lockToken: string,
+    cls: 'temp' | 'perm',
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, {
       lock_token: lockToken,
       class: cls,
       reason: reason.slice(0, 4096),
+      ...(opts.retryable === false ? { retryable: false } : {}),
     });
   }
 
@@ -193,9 +193,9 @@ export class Backoff {
 export function pause(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
-    const t = setTimeout(done, ms);
+    const t = systemTimers.setTimeout(done, ms);
     function done() {
-      clearTimeout(t);
+      systemTimers.clearTimeout(t);
       signal?.removeEventListener('abort', done);
       resolve();
     }

@@ -26,7 +26,18 @@ export interface LogCursor {
   pending: PlannedChunk[];
   /** The API refused the logs for good (token revoked): nothing more is sent. */
   closed: boolean;
+  /** Bytes of stdout and stderr planned so far (the log limit's head). Absent in older journals: 0. */
+  headBytes?: number;
+  /** Bytes of each stream left out between the head and the tail (the log limit). */
+  dropped?: Partial<Record<OutputStreamName, number>>;
+  /** Bytes from the start of each stream's file whose disk space was given back (hole-punched). */
+  punched?: Partial<Record<OutputStreamName, number>>;
+  /** The container's log says the limit was reached (written once). */
+  truncated?: boolean;
 }
+
+/** The container's own streams (what the log limit and the scratch count apply to). */
+export type OutputStreamName = Exclude<LogStreamName, 'system'>;
 
 /**
  * Lifecycle of a container on this agent:

@@ -17,7 +17,17 @@ import {
   type AgentClient,
   type LogChunkBody,
 } from './client.js';
-import type { Journal, JournalEntry, LogStreamName, PlannedChunk } from './journal.js';
+import type { Journal, JournalEntry, LogStreamName, OutputStreamName, PlannedChunk } from './journal.js';
+import {
+  DEFAULT_LOG_LIMIT,
+  HEAD_SLACK,
+  logShares,
+  punchStep,
+  punchHole,
+  tailStart,
+  type LogShares,
+} from './log-limit.js';
+import { formatSize } from '../model/units.js';
 
 /** Batching limits. */
 export interface ShipperOptions {
@@ -27,15 +37,19 @@ export interface ShipperOptions {
   maxChunkBytes: number;
   /** How long to wait for more output before sending what there is. */
   delayMs: number;
+  /** The log limit: bytes of stdout and stderr stored per container (see log-limit.ts); 0 = none. */
+  limitBytes: number;
 }
 
 export const DEFAULT_SHIPPER_OPTIONS: ShipperOptions = {
-  maxBatchBytes: 512 * 1024,
+  maxBatchBytes: 2 * 1024 * 1024,
   maxChunkBytes: 64 * 1024,
   delayMs: 200,
+  limitBytes: DEFAULT_LOG_LIMIT,
 };
 
 const STREAMS: LogStreamName[] = ['stdout', 'stderr', 'system'];
+const OUTPUT: OutputStreamName[] = ['stdout', 'stderr'];
 
 export class LogShipper {
   private ending = false;
@@ -43,6 +57,10 @@ export class LogShipper {
   /** Data of the pending chunks as planned (dropped after the send; re-read from the files after a restart). */
   private readonly cache = new Map<number, string>();
   private running: Promise<void> | null = null;
+  /** The limit's note was written in this process (the cursor's flag is journaled with the next plan). */
+  private noted = false;
+  /** Set when the file system cannot punch holes: output then keeps its disk space until the end. */
+  private punchFailed = false;
 
   constructor(
     private readonly entry: JournalEntry,
@@ -56,7 +74,7 @@ export class LogShipper {
 
   /** Appends an agent line to the container's log ('system' stream). */
   async system(line: string): Promise<void> {
-    await appendFile(this.files.system, `berth: ${line}\n`);
+    await appendFile(this.files.system, `berth: ${line}\n`, { mode: 0o600 });
     this.wake.abort();
   }
 
@@ -94,6 +112,7 @@ export class LogShipper {
   private async step(): Promise<boolean> {
     if (this.stop.aborted || this.entry.log.closed) return false;
     if (this.entry.log.pending.length > 0) return this.send();
+    await this.reclaim();
     const final = this.ending;
     const { planned, full } = await this.plan(final);
     if (planned) {
@@ -106,23 +125,44 @@ export class LogShipper {
     return true;
   }
 
-  /** Reads new output into planned chunks and journals them. */
+  /** Reads new output into planned chunks and journals them (within the log limit: log-limit.ts). */
   private async plan(final: boolean): Promise<{ planned: boolean; full: boolean }> {
     const cur = this.entry.log;
+    const shares = logShares(this.opts.limitBytes);
     // Work on copies: the cursor moves only once the plan is complete (a read error loses nothing).
     const offsets = { ...cur.offsets };
+    const dropped = { ...cur.dropped };
+    let headBytes = cur.headBytes ?? 0;
     let nextSeq = cur.nextSeq;
     let budget = this.opts.maxBatchBytes;
     const chunks: PlannedChunk[] = [];
     const data = new Map<number, string>();
     for (const stream of STREAMS) {
+      // (The system stream comes last: its size includes the notes written for the other two.)
       const size = await fileSize(this.files[stream]);
+      let allowance = Infinity; // what the head still takes of this stream
+      if (shares && stream !== 'system') {
+        if (shares.head - headBytes >= HEAD_SLACK) allowance = shares.head - headBytes;
+        else {
+          if (size > offsets[stream]) await this.noteLimit(shares);
+          if (!final) continue; // the rolling tail is shipped when the container ends
+          const from = await tailStart(this.files[stream], offsets[stream], size, shares.tail);
+          if (from > offsets[stream]) {
+            dropped[stream] = (dropped[stream] ?? 0) + from - offsets[stream];
+            await this.system(
+              `${formatSize(dropped[stream])} of ${stream} left out (log limit ${formatSize(this.opts.limitBytes)}: ` +
+                `kept the first ${formatSize(shares.head)} of the output and the last ${formatSize(shares.tail)} of ${stream})`,
+            );
+            offsets[stream] = from;
+          }
+        }
+      }
       if (size <= offsets[stream] || budget <= 0) continue;
       const fh = await open(this.files[stream], 'r');
       try {
-        while (offsets[stream] < size && budget > 0) {
+        while (offsets[stream] < size && budget > 0 && allowance >= HEAD_SLACK) {
           const off = offsets[stream];
-          const want = Math.min(size - off, this.opts.maxChunkBytes, budget);
+          const want = Math.min(size - off, this.opts.maxChunkBytes, budget, allowance);
           const buf = Buffer.allocUnsafe(want);
           const { bytesRead } = await fh.read(buf, 0, want, off);
           if (bytesRead === 0) break;
@@ -138,18 +178,65 @@ export class LogShipper {
           data.set(seq, decode(buf.subarray(0, cut)));
           offsets[stream] = off + cut;
           budget -= cut;
+          if (allowance !== Infinity) {
+            allowance -= cut;
+            headBytes += cut;
+          }
         }
       } finally {
         await fh.close();
       }
     }
+    // A note on the limit always plans a chunk of its own (the system stream), so nothing is lost here.
     if (chunks.length === 0) return { planned: false, full: false };
     cur.offsets = offsets;
     cur.nextSeq = nextSeq;
     cur.pending = chunks;
+    cur.headBytes = headBytes;
+    cur.dropped = dropped;
+    if (this.noted) cur.truncated = true;
     for (const [seq, text] of data) this.cache.set(seq, text);
     await this.journal.save();
     return { planned: true, full: budget <= 0 };
+  }
+
+  /** Says once, in the container's log, that the limit was reached and what is kept from now on. */
+  private async noteLimit(shares: LogShares): Promise<void> {
+    if (this.noted || this.entry.log.truncated) return;
+    this.noted = true;
+    await this.system(
+      `output reached the log limit (${formatSize(this.opts.limitBytes)}): the first ${formatSize(shares.head)} ` +
+        `are kept; from now on only the last ${formatSize(shares.tail)} of stdout and of stderr, sent when the container ends`,
+    );
+  }
+
+  /**
+   * Gives back the disk space of output that is no longer needed: shipped and acknowledged (not pending,
+   * which a resend reads again), or, past the head, older than the rolling tail (log-limit.ts).
+   */
+  private async reclaim(): Promise<void> {
+    if (this.punchFailed) return;
+    const cur = this.entry.log;
+    const shares = logShares(this.opts.limitBytes);
+    const headUsed = shares !== null && shares.head - (cur.headBytes ?? 0) < HEAD_SLACK;
+    for (const stream of OUTPUT) {
+      const pending = cur.pending.filter((c) => c.stream === stream).map((c) => c.from);
+      let upTo = pending.length ? Math.min(...pending) : cur.offsets[stream];
+      if (headUsed && !this.ending && pending.length === 0)
+        upTo = Math.max(upTo, (await fileSize(this.files[stream])) - shares.tail);
+      const punched = cur.punched?.[stream] ?? 0;
+      if (upTo - punched < punchStep(this.entry.scratch)) continue;
+      try {
+        cur.punched = { ...cur.punched, [stream]: await punchHole(this.files[stream], punched, upTo) };
+      } catch (err) {
+        this.punchFailed = true;
+        this.warn(
+          `container ${this.entry.id}: cannot give back the disk space of shipped output (${(err as Error).message}); ` +
+            'its output files keep growing until it ends',
+        );
+        return;
+      }
+    }
   }
 
   /** Sends the pending chunks; false when shipping must stop (agent stopping, or the API refused for good). */

@@ -5,7 +5,9 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorFields, type Logger } from '../log/logger.js';
+import { oomWarning } from '../model/exit.js';
 import { Supervisor } from './supervisor.js';
+import type { StartFailure } from './runtimes/errors.js';
 import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage } from './runtimes/types.js';
 import {
   AbortedError,
@@ -128,7 +130,7 @@ export class ContainerRunner {
   private async runNew(order: StartOrder): Promise<void> {
     const { ctx } = this;
     const runDir = join(this.dir(), 'run');
-    await mkdir(runDir, { recursive: true });
+    await mkdir(runDir, { recursive: true, mode: 0o700 });
     const runtime = ctx.runtimes.pick(order.image);
     const entry: JournalEntry = {
       id: order.id,
@@ -171,7 +173,7 @@ export class ContainerRunner {
       id: order.id,
       image: order.image,
       command: order.command,
-      env: order.env ?? {},
+      env: { ...(order.env ?? {}), ...(order.secret_env ?? {}) },
       ...(order.cwd ? { cwd: order.cwd } : {}),
       vcpus: order.vcpus,
       ram: order.ram,
@@ -184,10 +186,15 @@ export class ContainerRunner {
       entry.startedAt = Date.now();
       handle = await runtime.start(spec);
     } catch (err) {
-      const cls = (err as { failureClass?: string }).failureClass === 'perm' ? 'perm' : 'temp';
+      const failure = err as StartFailure;
+      const cls = failure.failureClass === 'perm' ? 'perm' : 'temp';
+      const retryable = failure.retryable !== false;
       const msg = `${runtime.name} runtime could not start it: ${(err as Error).message}`;
-      this.log.warn({ failure_class: cls }, `${msg} (cancel ${cls})`);
-      await this.cancel(entry, cls, msg);
+      this.log.warn(
+        { failure_class: cls, retryable },
+        `${msg} (cancel ${cls}${retryable ? '' : ', not retryable'})`,
+      );
+      await this.cancel(entry, cls, msg, { retryable });
       return;
     }
     entry.phase = 'running';
@@ -283,7 +290,10 @@ export class ContainerRunner {
   /** Ships the rest of the log and reports the exit. */
   private async finish(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
     const { ctx } = this;
-    if (info.oomKilled) await shipper.system('the container was killed: out of memory (its ram limit)');
+    if (info.oomKilled)
+      await shipper.system(
+        oomWarning(info.exitCode, true) ?? 'the container was killed: out of memory (its ram limit)',
+      );
     await shipper.finish();
     if (ctx.stop.aborted) return;
     const body: CompleteBody = {
@@ -318,15 +328,25 @@ export class ContainerRunner {
     await this.forget();
   }
 
-  /** Cancels the container through the API (after shipping what its log holds), then forgets it. */
-  private async cancel(entry: JournalEntry, cls: 'temp' | 'perm', reason: string): Promise<void> {
+  /**
+   * Cancels the container through the API (after shipping what its log holds), then forgets it.
+   * `retryable: false`: no retry can succeed (the request ends at once).
+   */
+  private async cancel(
+    entry: JournalEntry,
+    cls: 'temp' | 'perm',
+    reason: string,
+    opts: { retryable?: boolean } = {},
+  ): Promise<void> {
     const { ctx } = this;
     const shipper = this.shipper ?? this.makeShipper(entry);
     await shipper.system(reason).catch(() => {});
     await shipper.finish();
     if (ctx.stop.aborted) return;
     try {
-      await retrying(() => ctx.client.cancel(entry.id, entry.lockToken, cls, reason), { signal: ctx.stop });
+      await retrying(() => ctx.client.cancel(entry.id, entry.lockToken, cls, reason, opts), {
+        signal: ctx.stop,
+      });
     } catch (err) {
       if (err instanceof AbortedError) return;
       this.log.warn({ failure_class: cls, ...errorFields(err) }, `cancel (${cls}) not recorded`);

@@ -2,20 +2,13 @@
 // SIGTERM then SIGKILL after kill_grace, and samples usage. It works on any RunHandle, so every runtime
 // gets the same policy; the runtimes only enforce what the kernel can (CPU quota, memory limit).
 import { formatDuration, formatSize } from '../model/units.js';
-import { systemClock, type Clock } from '../model/clock.js';
+import { longTimers, nodeTimers, systemClock, type Clock, type Timers } from '../model/clock.js';
 import { PROCESS_OPTIONS } from '../config/options.js';
 import type { ExitInfo, RunHandle, Usage } from './runtimes/types.js';
 
-/** Timer functions, injectable so tests can drive them. */
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
+export type { Timers };
 
-const realTimers: Timers = {
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-};
+const MiB = 1024 * 1024;
 
 /** Default grace between SIGTERM and SIGKILL (DESIGN §8): the declared default of --kill-grace. */
 export const DEFAULT_KILL_GRACE_MS = PROCESS_OPTIONS.defaultOf('kill_grace');
@@ -55,7 +48,8 @@ export class Supervisor {
     readonly handle: RunHandle,
     private readonly opts: SupervisorOptions = {},
   ) {
-    this.timers = opts.timers ?? realTimers;
+    // Long timers: max_run_time and the kill grace come from users and operators, and may exceed 24.8 days.
+    this.timers = longTimers(opts.timers ?? nodeTimers);
     this.grace = opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
     const clock = opts.clock ?? systemClock;
     if (opts.maxRunTimeMs != null) {
@@ -99,11 +93,17 @@ export class Supervisor {
     if (this.finished || this.reason) return; // the first reason wins; the kill is already under way
     this.reason = reason;
     this.opts.onEvent?.(`${reason}: sending SIGTERM, SIGKILL in ${formatDuration(this.grace)}`);
-    this.killTimer = this.timers.setTimeout(
-      () => void this.handle.signal('SIGKILL').catch(() => {}),
-      this.grace,
-    );
-    await this.handle.signal('SIGTERM');
+    try {
+      await this.handle.signal('SIGTERM');
+    } finally {
+      // The grace counts from the TERM delivered (finding a container's processes takes time on a busy
+      // machine), and is not armed for a container that ended meanwhile.
+      if (!this.finished)
+        this.killTimer = this.timers.setTimeout(
+          () => void this.handle.signal('SIGKILL').catch(() => {}),
+          this.grace,
+        );
+    }
   }
 
   private scheduleSample(): void {
@@ -119,8 +119,14 @@ export class Supervisor {
       this.lastUsage = u;
       this.opts.onSample?.(u);
       const limit = this.opts.scratchBytes ?? 0;
-      if (limit > 0 && u.scratchBytes > limit)
-        await this.stop(`killed: scratch ${formatSize(u.scratchBytes)} > limit ${formatSize(limit)}`);
+      // Output not yet shipped sits on the instance's disk too, and counts (issue 10 item 4).
+      const output = u.outputBytes ?? 0;
+      const used = u.scratchBytes + output;
+      if (limit > 0 && used > limit)
+        await this.stop(
+          `killed: scratch ${formatSize(used)} > limit ${formatSize(limit)}` +
+            (output >= MiB ? ` (of which ${formatSize(output)} output not yet shipped)` : ''),
+        );
     } catch (err) {
       this.opts.onEvent?.(`usage sample failed: ${(err as Error).message}`);
     }

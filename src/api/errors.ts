@@ -3,13 +3,19 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ValidationError, type FieldProblem } from '../model/request.js';
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from '../store/errors.js';
+import { NO_NUL } from './schemas.js';
 
 export interface ErrorBody {
   error: { code: string; message: string; details: FieldProblem[] };
 }
 
 /** The HTTP status of each kind of refusal (src/model/transitions.ts). */
-export const REFUSAL_STATUS = { not_found: 404, forbidden: 403, conflict: 409 } as const;
+export const REFUSAL_STATUS = {
+  not_found: 404,
+  forbidden: 403,
+  conflict: 409,
+  already_finished: 409,
+} as const;
 
 /** An error with an HTTP status that handlers throw for the client. */
 export class HttpError extends Error {
@@ -27,36 +33,108 @@ export function errorBody(code: string, message: string, details: FieldProblem[]
   return { error: { code, message, details } };
 }
 
-/** "/resources/ram" + "must be ..." → {field: "resources.ram", problem}. */
-function ajvProblems(err: FastifyError): FieldProblem[] {
-  const validation =
-    (err as FastifyError & { validation?: AjvError[]; validationContext?: string }).validation ?? [];
-  const context = (err as { validationContext?: string }).validationContext ?? 'body';
-  return validation.map((v) => {
-    let field = v.instancePath.replace(/^\//, '').replace(/\//g, '.');
-    let problem = v.message ?? 'is invalid';
-    if (v.keyword === 'additionalProperties') {
-      const extra = (v.params as { additionalProperty?: string }).additionalProperty;
-      field = field ? `${field}.${extra}` : String(extra);
-      problem = 'unknown field';
-    } else if (v.keyword === 'required') {
-      const missing = (v.params as { missingProperty?: string }).missingProperty;
-      field = field ? `${field}.${missing}` : String(missing);
-      problem = 'is required';
-    } else if (v.keyword === 'anyOf' || v.keyword === 'oneOf') {
-      problem = 'has the wrong type or format';
-    } else {
-      problem = `expected a value that ${problem}`;
-    }
-    return { field: field || context, problem };
-  });
-}
-
 interface AjvError {
   instancePath: string;
   keyword: string;
   message?: string;
-  params: unknown;
+  params: Record<string, unknown>;
+  /** With ajv's `verbose` option (set in server.ts): the failing schema's parent and the value. */
+  parentSchema?: Record<string, unknown>;
+  data?: unknown;
+}
+
+/** A value as the client sent it, short enough for a message. */
+function shown(v: unknown): string {
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** Words for the type or range a schema expects ("a whole number from 0 to 1000"). */
+function expected(schema: Record<string, unknown> | undefined): string {
+  if (!schema) return 'a valid value';
+  if (typeof schema.description === 'string') return schema.description;
+  const variants = (schema.anyOf ?? schema.oneOf) as Record<string, unknown>[] | undefined;
+  if (variants?.every((v) => 'const' in v))
+    return `one of ${variants.map((v) => String(v.const)).join(', ')}`;
+  if (variants) return variants.map(expected).join(', or ');
+  const { type, minimum, maximum, exclusiveMinimum } = schema as Record<string, number | string | undefined>;
+  if (type === 'integer' || type === 'number') {
+    const what = type === 'integer' ? 'a whole number' : 'a number';
+    const lo = minimum ?? (exclusiveMinimum !== undefined ? `above ${exclusiveMinimum}` : undefined);
+    if (minimum !== undefined && maximum !== undefined) return `${what} from ${minimum} to ${maximum}`;
+    if (lo !== undefined) return `${what} ${typeof lo === 'number' ? `of at least ${lo}` : lo}`;
+    if (maximum !== undefined) return `${what} of at most ${maximum}`;
+    return what;
+  }
+  if (type === 'string') {
+    const max = schema.maxLength as number | undefined;
+    const min = schema.minLength as number | undefined;
+    return min
+      ? `a string of ${min} to ${max ?? 'any number of'} characters`
+      : `a string${max ? ` of at most ${max} characters` : ''}`;
+  }
+  if (type === 'array')
+    return `a list${schema.maxItems !== undefined ? ` of at most ${String(schema.maxItems)} items` : ''}`;
+  if (type === 'object') return 'an object';
+  return typeof type === 'string' ? `a ${type}` : 'a valid value';
+}
+
+/** One problem for one ajv error: the field it names, and what was expected instead of what came. */
+function problemOf(v: AjvError, context: string): FieldProblem {
+  const path = v.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  const field = (name: unknown) => (path ? `${path}.${String(name)}` : String(name));
+  switch (v.keyword) {
+    case 'additionalProperties':
+      return v.parentSchema?.patternProperties
+        ? {
+            field: field(v.params.additionalProperty),
+            problem: `expected a key ${expectedKey(v.parentSchema)}`,
+          }
+        : { field: field(v.params.additionalProperty), problem: 'unknown field' };
+    case 'required':
+      return { field: field(v.params.missingProperty), problem: 'is required' };
+    case 'pattern':
+      if (v.params.pattern === NO_NUL)
+        return { field: path || context, problem: 'must not contain a NUL character (\\u0000)' };
+      return {
+        field: path || context,
+        problem: `expected ${expected(v.parentSchema)}, got ${shown(v.data)}`,
+      };
+    default:
+      return {
+        field: path || context,
+        problem: `expected ${expected(v.parentSchema)}, got ${shown(v.data)}`,
+      };
+  }
+}
+
+function expectedKey(parent: Record<string, unknown>): string {
+  const keys = Object.keys(parent.patternProperties as object);
+  return keys.every((k) => k === NO_NUL) ? 'without NUL characters' : `matching ${keys.join(' or ')}`;
+}
+
+/**
+ * Fastify's validation errors as field problems: one per field, even where a union (a size given as a
+ * number or a string) makes ajv report each branch — the union's own description says it all at once.
+ */
+function ajvProblems(err: FastifyError): FieldProblem[] {
+  // ajv's `verbose` errors carry parentSchema and data, which fastify's type does not list.
+  const validation = (err.validation ?? []) as AjvError[];
+  const context = err.validationContext ?? 'body';
+  const unions = validation
+    .filter((v) => v.keyword === 'anyOf' || v.keyword === 'oneOf')
+    .map((v) => v.instancePath);
+  const inUnion = (v: AjvError) =>
+    v.keyword !== 'anyOf' &&
+    v.keyword !== 'oneOf' &&
+    unions.some((u) => v.instancePath === u || v.instancePath.startsWith(`${u}/`));
+  const byField = new Map<string, FieldProblem>();
+  for (const v of validation) {
+    if (inUnion(v)) continue;
+    const p = problemOf(v, context);
+    if (!byField.has(p.field)) byField.set(p.field, p);
+  }
+  return [...byField.values()];
 }
 
 /** Maps every error to the one shape; never leaks internals in a 500. */
@@ -65,11 +143,11 @@ export function handleError(err: unknown, req: FastifyRequest, reply: FastifyRep
   if (err instanceof HttpError) return send(err.status, errorBody(err.code, err.message, err.details));
   if (err instanceof ValidationError) return send(400, errorBody('invalid', err.message, err.details));
   if (err instanceof NotFoundError) return send(404, errorBody('not_found', err.message));
-  if (err instanceof ConflictError) return send(409, errorBody('conflict', err.message));
+  if (err instanceof ConflictError) return send(409, errorBody(err.code, err.message));
   if (err instanceof ForbiddenError) return send(403, errorBody('forbidden', err.message));
   if (err instanceof UnauthorizedError) return send(401, errorBody('unauthorized', err.message));
   const fe = err as FastifyError;
-  if (fe && (fe as { validation?: unknown }).validation) {
+  if (fe?.validation) {
     const details = ajvProblems(fe);
     return send(
       400,

@@ -1,12 +1,17 @@
 // The HTTP API (DESIGN §2, §4): fastify with schema validation, bearer auth, one error shape,
 // /healthz, /metrics and /openapi.json.
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { silentLogger, type Logger } from '../log/logger.js';
+import { systemTimers } from '../model/clock.js';
 import type { Notifier, Waiter } from '../store/notifier.js';
+import type { ContainerRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { FailureThrottle, installAuth } from './auth.js';
 import { errorBody, handleError } from './errors.js';
+import { checkUrl, clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from './http-limits.js';
 import { apiMetrics } from './metrics.js';
 import { collectRoutes, openApiDocument } from './openapi.js';
 import { containerRoutes } from './routes/containers.js';
@@ -25,6 +30,18 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * The fastify instance routes are added to: its type provider derives each handler's req.body, req.params
+ * and req.query from the route's TypeBox schemas (src/api/schemas.ts), so handlers need no casts.
+ */
+export type Api = FastifyInstance<
+  Server,
+  IncomingMessage,
+  ServerResponse,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
 /** What route modules need. */
 export interface ApiDeps {
   store: Store;
@@ -32,6 +49,8 @@ export interface ApiDeps {
   waiter(channel: string, key: string | null): Waiter;
   /** True once the server is closing: long-running responses (log follows) end. */
   closing(): boolean;
+  /** Called when an agent reported a container started (for the queue-to-start metric). */
+  started(c: ContainerRecord): void;
 }
 
 export interface ApiOptions {
@@ -49,33 +68,45 @@ export interface ApiOptions {
 }
 
 function pollingWaiter(): Waiter {
-  let t: NodeJS.Timeout | null = null;
+  let t: unknown = null;
   return {
-    next: (ms) => new Promise((r) => (t = setTimeout(r, ms))),
-    close: () => {
-      if (t) clearTimeout(t);
-    },
+    next: (ms) => new Promise((r) => (t = systemTimers.setTimeout(r, ms))),
+    close: () => systemTimers.clearTimeout(t),
   };
 }
 
 export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger = (opts.logger ?? silentLogger).child({ component: 'api' });
-  const app = Fastify({
+  const app: Api = Fastify({
     loggerInstance,
     // One line per request, at debug, from the onResponse hook below (fastify's own are two, at info).
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
-    // Strict validation: no type coercion, no silent removal of unknown fields, every problem reported.
+    // Strict validation: no type coercion, no silent removal of unknown fields, every problem reported
+    // (verbose: each error carries its schema and value, so errors.ts can say what was expected).
     ajv: {
-      customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true, useDefaults: false },
+      customOptions: {
+        coerceTypes: false,
+        removeAdditional: false,
+        allErrors: true,
+        useDefaults: false,
+        verbose: true,
+      },
     },
-  });
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors,
+    clientErrorHandler,
+  }).withTypeProvider<TypeBoxTypeProvider>();
   const ops = collectRoutes(app);
+  const metrics = apiMetrics(opts.store);
   let closing = false;
   const deps: ApiDeps = {
     store: opts.store,
     waiter: (channel, key) => opts.notifier?.waiter(channel, key) ?? pollingWaiter(),
     closing: () => closing,
+    started: (c) => {
+      if (c.started_at) metrics.queueToStart.observe((c.started_at.getTime() - c.queued_at.getTime()) / 1000);
+    },
   };
   app.addHook('preClose', async () => {
     closing = true;
@@ -100,7 +131,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
       };
     });
   });
-  const metrics = apiMetrics(opts.store);
+  app.addHook('onRequest', checkUrl);
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
@@ -152,13 +183,6 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);
   instanceRoutes(app, deps);
-  app.addHook('onResponse', async (req, reply) => {
-    if (req.routeOptions.url === '/v1/containers/:id/start' && reply.statusCode === 200) {
-      const c = await opts.store.containers.get((req.params as { id: string }).id).catch(() => null);
-      if (c?.started_at)
-        metrics.queueToStart.observe((c.started_at.getTime() - c.queued_at.getTime()) / 1000);
-    }
-  });
   let doc: Record<string, unknown> | null = null;
   app.get(
     '/openapi.json',

@@ -2,6 +2,7 @@
 // with the boot data's one-time secret, ping, start with the per-lock token, complete. They keep a record
 // of what they ran, so the checks can compare it with the database, and of every container that died
 // with them (the failures the run injected).
+import { parseBootData } from '../cloud/boot-data.js';
 import type { EventHandle, VirtualClock } from '../sim/clock.js';
 import { ConflictError, ForbiddenError, NotFoundError, UnauthorizedError } from '../store/errors.js';
 import type { Store } from '../store/store.js';
@@ -113,7 +114,7 @@ export class Agents {
   /** The instance booted and its agent started: it registers with the boot data's secret. */
   booted(instance: string, bootData: string): void {
     this.work.push(async () => {
-      const { nodeId, secret } = JSON.parse(bootData) as { nodeId: string; secret: string };
+      const { node_id: nodeId, bootstrap_secret: secret } = parseBootData(bootData);
       try {
         await this.call(() => this.store.nodes.register(nodeId, secret, { chaos: true }));
       } catch (err) {

@@ -2,6 +2,7 @@
 // application_name), its own PgQueue and Store, and the cloud driver behind a gate. kill() makes every
 // later call of the process hang forever (a dead process does nothing more) and terminates its database
 // sessions from the server side, as PostgreSQL does when a process dies: the advisory-lock lease goes.
+import { bootDataFor } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { Dispatcher, type DispatchEvent } from '../dispatch/dispatcher.js';
 import { PgQueue } from '../dispatch/pg-queue.js';
@@ -61,7 +62,7 @@ export class DispatcherProcess {
       instanceTypes: TYPES,
       config: CONFIG,
       ...TIMERS,
-      bootData: ({ nodeId, bootstrapSecret }) => JSON.stringify({ nodeId, secret: bootstrapSecret }),
+      bootData: bootDataFor('sim:'),
       onEvent: (e) => {
         if (!this.dead) onEvent(e);
       },

@@ -9,6 +9,9 @@ import { UsageError } from './errors.js';
 
 /** The CLI flag for an API field, so errors name what the user typed. */
 const FLAG_FOR_FIELD: Record<string, string> = {
+  cwd: '--chdir',
+  env: '--env',
+  secret_env: '--secret-env',
   vcpus: '--cpus',
   ram: '--ram',
   scratch: '--scratch',
@@ -82,9 +85,12 @@ export class Client {
     return json as T;
   }
 
-  /** A streaming GET (Server-Sent Events). */
-  async stream(path: string): Promise<Response> {
-    const res = await fetch(`${this.baseUrl}${path}`, { headers: { authorization: `Bearer ${this.token}` } });
+  /** A streaming GET (Server-Sent Events); `signal` ends it. */
+  async stream(path: string, signal?: AbortSignal): Promise<Response> {
+    const res = await fetch(`${this.baseUrl}${path}`, {
+      headers: { authorization: `Bearer ${this.token}` },
+      signal,
+    });
     if (!res.ok) {
       const e = ((await res.json().catch(() => ({}))) as { error?: { code: string; message: string } }).error;
       throw new ApiError(res.status, e?.code ?? 'error', e?.message ?? `HTTP ${res.status}`, []);
@@ -93,10 +99,19 @@ export class Client {
   }
 }
 
-/** Describes an API error in the CLI's terms (flags rather than JSON fields). */
+/** The flag for a field ("env.PATH" → "--env PATH", "command.0" → "the command after --"). */
+function flagFor(field: string): string {
+  const [head, ...rest] = field.split('.');
+  const flag = FLAG_FOR_FIELD[head!];
+  if (!flag) return field;
+  if (rest.length === 0 || head === 'command') return flag;
+  return `${flag} ${rest.join('.')}`;
+}
+
+/** Describes an API error in the CLI's terms (flags rather than JSON fields), one line per problem. */
 export function describeApiError(err: ApiError): string {
   if (err.details.length === 0) return err.message;
-  return err.details.map((d) => `${FLAG_FOR_FIELD[d.field] ?? d.field}: ${d.problem}`).join('\n');
+  return err.details.map((d) => `${flagFor(d.field)}: ${d.problem}`).join('\n');
 }
 
 function readFile(path: string): string | null {

@@ -10,6 +10,7 @@ import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
 import { registerDispatch } from './commands/dispatch.js';
 import { registerUp } from './commands/up.js';
+import { registerPriority } from './commands/priority.js';
 import { registerPs } from './commands/ps.js';
 import { registerServer } from './commands/server.js';
 import { registerShow } from './commands/show.js';
@@ -18,6 +19,7 @@ import { registerSubmit } from './commands/submit.js';
 import { registerToken } from './commands/token.js';
 import { registerWhy } from './commands/why.js';
 import { UsageError } from './errors.js';
+import { printableLines } from './format.js';
 
 /** Every command module exports a function that adds its commands to the program. */
 const REGISTRATIONS: ((program: Command) => void)[] = [
@@ -29,6 +31,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerShow,
   registerLogs,
   registerCancel,
+  registerPriority,
   registerToken,
   registerWhy,
   registerInstances,
@@ -63,16 +66,17 @@ export async function main(argv: string[]): Promise<number> {
     return code;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+    // Messages may quote what the user (or another user) typed: printed safe for the terminal.
     if (err instanceof UsageError) {
-      console.error(`berth: ${err.message}`);
+      console.error(printableLines(`berth: ${err.message}`));
       return err.exitCode;
     }
     if (err instanceof ApiError) {
-      console.error(`berth: ${describeApiError(err)}`);
+      console.error(printableLines(`berth: ${describeApiError(err)}`));
       return err.status >= 500 ? 1 : 2;
     }
     if (err instanceof ConfigError) {
-      console.error(`berth: configuration: ${err.message}`);
+      console.error(printableLines(`berth: configuration: ${err.message}`));
       return 2;
     }
     throw err;

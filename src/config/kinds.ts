@@ -170,6 +170,21 @@ export function duration(o: { above0?: boolean; max?: string } = {}): Kind<numbe
 /** A size in bytes: "4GiB", "512MiB" or a number of bytes. */
 export const size: Kind<number> = { type: 'size', placeholder: '<size>', parse: (v) => parseSize(v) };
 
+/** A size of at least `min` ("64KiB"), or 0, which means what `zero` says ("no limit"). */
+export function sizeOrZero(min: string, zero: string): Kind<number> {
+  const minBytes = parseSize(min);
+  const what = `0 (${zero}) or a size of at least ${min}`;
+  return {
+    type: `size: ${what}`,
+    placeholder: '<size>',
+    parse(v) {
+      const bytes = parseSize(v);
+      if (bytes !== 0 && bytes < minBytes) throw new Expected(what);
+      return bytes;
+    },
+  };
+}
+
 /** One of the given strings. */
 export function oneOf<const V extends string>(values: readonly V[], placeholder = '<name>'): Kind<V> {
   return {

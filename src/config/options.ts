@@ -6,7 +6,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, opt, section, type Infer, type Layer, type Option, type Source } from './declare.js';
-import { duration, hostPort, int, nullable, oneOf, path, size, text, url } from './kinds.js';
+import { duration, hostPort, int, nullable, oneOf, path, size, sizeOrZero, text, url } from './kinds.js';
+import { NETWORK_SETTINGS, SANDBOX_SETTINGS } from '../agent/runtimes/sandbox.js';
 
 export { ConfigError } from './declare.js';
 
@@ -157,6 +158,52 @@ export const PROCESS_OPTIONS = section([
     env: 'BERTH_PING_WAIT',
     flag: '--ping-wait',
     help: 'How long one ping waits for work (a long poll: an assignment ends it at once).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'process_sandbox',
+    kind: oneOf(SANDBOX_SETTINGS, '<kind>'),
+    default: 'bwrap',
+    env: 'BERTH_PROCESS_SANDBOX',
+    flag: '--process-sandbox',
+    help:
+      'How containers without an image are isolated: `bwrap` (bubblewrap: own namespaces and uid, a ' +
+      'read-only view of the system, only its work dir writable; where bubblewrap cannot run, such ' +
+      "containers are refused) or `none` (UNSAFE: a plain host process that can read Berth's tokens; only " +
+      'where every user is trusted). See docs/SECURITY.md. `berth up` passes it on to its agents and warns ' +
+      'when they will refuse such containers or run them unsandboxed.',
+    usedBy: ['agent', 'up'],
+  }),
+  opt({
+    key: 'bwrap',
+    kind: text('a program name or an absolute path', /^(\/.*|[^/]+)$/, '<path>'),
+    default: 'bwrap',
+    env: 'BERTH_BWRAP',
+    flag: '--bwrap',
+    help:
+      'The bubblewrap executable of the process sandbox: a name looked up on PATH, or an absolute path ' +
+      '(`berth up` passes it on to its agents).',
+    usedBy: ['agent', 'up'],
+  }),
+  opt({
+    key: 'container_network',
+    kind: oneOf(NETWORK_SETTINGS, '<kind>'),
+    default: 'none',
+    env: 'BERTH_CONTAINER_NETWORK',
+    flag: '--container-network',
+    help: "The containers' network on every runtime: `none` (a network namespace with only loopback) or `host`.",
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'log_limit',
+    kind: sizeOrZero('64KiB', 'no limit'),
+    default: '64MiB',
+    env: 'BERTH_LOG_LIMIT',
+    flag: '--log-limit',
+    help:
+      'Output stored per container: the first half of the limit (stdout and stderr together), then the ' +
+      'last quarter of each stream; what was left out is noted in its log (docs/RUNTIMES.md). Output on ' +
+      "the instance's disk counts against the container's scratch.",
     usedBy: ['agent'],
   }),
 ]);

@@ -173,10 +173,23 @@ export function localInstanceTypes(): Record<string, unknown>[] {
       name: 'small',
       vcpus: Math.min(1, n),
       ram: `${Math.max(1, Math.min(2, Math.floor(gib / 4)))}GiB`,
+      scratch: '10GiB',
       price: 0.02,
     },
-    { name: 'medium', vcpus: n, ram: `${Math.max(1, Math.min(8, Math.floor(gib / 2)))}GiB`, price: 0.08 },
-    { name: 'large', vcpus: n, ram: `${Math.max(1, Math.floor(gib * 0.75))}GiB`, price: 0.2 },
+    {
+      name: 'medium',
+      vcpus: n,
+      ram: `${Math.max(1, Math.min(8, Math.floor(gib / 2)))}GiB`,
+      scratch: '50GiB',
+      price: 0.08,
+    },
+    {
+      name: 'large',
+      vcpus: n,
+      ram: `${Math.max(1, Math.floor(gib * 0.75))}GiB`,
+      scratch: '100GiB',
+      price: 0.2,
+    },
   ];
 }
 

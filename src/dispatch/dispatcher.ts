@@ -341,6 +341,7 @@ export class Dispatcher {
         id: a.container,
         failureClass: a.class as FailureClass,
         reason: a.reason,
+        retryable: a.retryable ?? true,
       })),
       ...of('kill').map((a) => ({
         id: a.container,

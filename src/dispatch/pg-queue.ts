@@ -168,7 +168,12 @@ export class PgQueue implements DispatchQueue {
       items.map((it) => ({
         id: it.id,
         actor,
-        end: { state: 'Cancelled', failureClass: it.failureClass, reason: it.reason },
+        end: {
+          state: 'Cancelled',
+          failureClass: it.failureClass,
+          reason: it.reason,
+          retryable: it.retryable ?? true,
+        },
       })),
     );
     return out.map(itemOutcome);

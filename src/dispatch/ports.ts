@@ -41,6 +41,8 @@ export interface CancelItem {
   id: string;
   failureClass: FailureClass;
   reason: string;
+  /** false: no retry can succeed, so the request ends now (src/model/retry.ts). Default true. */
+  retryable?: boolean;
 }
 
 /** The scheduler's status texts of waiting containers, by container id (SEAMS §3: h-sched's to reshape). */

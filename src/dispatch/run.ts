@@ -2,11 +2,12 @@
 // plus a safety tick), driver decorators, metrics, and a graceful stop.
 import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
+import { bootDataFor } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
-import { systemClock, type Clock } from '../model/clock.js';
+import { sleep, systemClock, type Clock } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
@@ -37,14 +38,6 @@ export interface StartDispatcherOptions {
   /** The process's logger; the dispatcher logs through a child carrying its id. Default: silent. */
   logger?: Logger;
   onEvent?: (e: DispatchEvent) => void;
-}
-
-/** The boot data of an instance: what its agent needs to find the API and prove who it is. */
-export interface BootData {
-  api_url: string;
-  node_id: string;
-  bootstrap_secret: string;
-  instance_type: string;
 }
 
 /** Whether the API at `url` answers its health check (which also checks its database) within 2 s. */
@@ -88,13 +81,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     // A stall this long could hide a silence that fails a node; well above the gaps of a running loop.
     maxPassGapMs: Math.max(cfg.nodeLostAfterMs / 2, 3 * cfg.tickIntervalMs),
     apiHealth: () => apiAnswers(o.apiUrl),
-    bootData: ({ nodeId, bootstrapSecret, instanceType }) =>
-      JSON.stringify({
-        api_url: o.apiUrl,
-        node_id: nodeId,
-        bootstrap_secret: bootstrapSecret,
-        instance_type: instanceType.name,
-      } satisfies BootData),
+    bootData: bootDataFor(o.apiUrl),
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
     onEvent: (e) => {
       metrics.onEvent(e);
@@ -125,7 +112,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
       metrics.passSeconds.observe((performance.now() - t0) / 1000);
       if (stopped) break;
       await Promise.race([
-        waiter ? waiter.next(cfg.tickIntervalMs) : new Promise((r) => setTimeout(r, cfg.tickIntervalMs)),
+        waiter ? waiter.next(cfg.tickIntervalMs) : sleep(cfg.tickIntervalMs),
         new Promise<void>((r) => (wake = r)),
       ]);
     }

@@ -13,10 +13,14 @@ import { Store } from '../store/store.js';
 import type { DispatchConfig } from './config.js';
 import { startDispatcher, type RunningDispatcher } from './run.js';
 
-/** Opens the configured cloud driver. */
-export async function openDriver(dcfg: DispatchConfig, home: string): Promise<Driver> {
+/** Opens the configured cloud driver; `agentArgs`: flags for the agents it starts on this machine. */
+export async function openDriver(
+  dcfg: DispatchConfig,
+  home: string,
+  agentArgs: string[] = [],
+): Promise<Driver> {
   const { LocalDriver } = await import('../cloud/local/driver.js');
-  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns });
+  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns, agentArgs });
 }
 
 export interface DispatchService {

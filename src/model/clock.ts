@@ -39,3 +39,54 @@ export function seededRng(seed: number): Rng {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** Timer functions, injectable so tests can drive them. */
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/**
+ * The longest delay a Node timer honours: a longer one fires after 1 ms (with only a warning), so a
+ * max_run_time of 597 hours or more killed its container at once (issue 10 item 3).
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Timers over `base` that take any delay: a delay past `maxMs` is waited out in steps of at most `maxMs`
+ * (re-armed until the rest is short enough); Infinity never fires. Every timer that takes a duration from a
+ * user or an operator goes through these (systemTimers).
+ */
+export function longTimers(base: Timers, maxMs = MAX_TIMER_MS): Timers {
+  interface Handle {
+    current: unknown;
+  }
+  return {
+    setTimeout(fn, ms) {
+      const h: Handle = { current: null };
+      const arm = (left: number): void => {
+        const step = Math.min(left, maxMs);
+        h.current = base.setTimeout(() => (left > maxMs ? arm(left - maxMs) : fn()), step);
+      };
+      arm(Number.isNaN(ms) ? 0 : Math.max(0, ms));
+      return h;
+    },
+    clearTimeout(h) {
+      if (h) base.clearTimeout((h as Handle).current);
+    },
+  };
+}
+
+/** Node's own timers (up to MAX_TIMER_MS). */
+export const nodeTimers: Timers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+/** The real timers, taking any delay. */
+export const systemTimers: Timers = longTimers(nodeTimers);
+
+/** Resolves after `ms` (any length; see longTimers). */
+export function sleep(ms: number, timers: Timers = systemTimers): Promise<void> {
+  return new Promise((resolve) => timers.setTimeout(resolve, ms));
+}

@@ -1,6 +1,14 @@
 // A container request as submitted: field-level validation and normalisation (sizes to bytes, durations
 // to ms, times to Date), shared by the HTTP API and anything else that creates requests.
-import { parseDuration, parseSize, parseTime, parseVcpus, UnitError } from './units.js';
+import {
+  formatDuration,
+  formatSize,
+  parseDuration,
+  parseSize,
+  parseTime,
+  parseVcpus,
+  UnitError,
+} from './units.js';
 
 /** A field-level problem, as the API reports it: {"field": "ram", "problem": "expected ..."}. */
 export interface FieldProblem {
@@ -21,6 +29,8 @@ export interface RequestSpec {
   image: string | null;
   command: string[];
   env: Record<string, string>;
+  /** Passed to the container like env, never returned by the API (see docs/OPERATIONS.md). */
+  secretEnv: Record<string, string>;
   cwd: string | null;
   vcpus: number;
   ram: number;
@@ -45,6 +55,23 @@ export const REQUEST_DEFAULTS = {
   retryOnFailure: true,
 } as const;
 
+/**
+ * What a request may ask for: below these no runtime can run it (each would burn every attempt on an
+ * instance), above them PostgreSQL or a timer cannot hold the value. The API schema and normalizeRequest
+ * both use these.
+ */
+export const REQUEST_LIMITS = {
+  /** The kernel's smallest CPU quota: 1 ms per 100 ms period (cpu.cfs_quota_us ≥ 1000). */
+  minVcpus: 0.01,
+  maxVcpus: 100_000,
+  /** Below this the runtimes' own processes (runc init, the shim, a shell) are OOM-killed at start. */
+  minRam: 16 * 1024 ** 2,
+  /** Sizes are bytes in a bigint column and a JavaScript number: exact up to 2^53 - 1. */
+  maxBytes: Number.MAX_SAFE_INTEGER,
+  /** max_run_time: a year. */
+  maxRunTimeMs: 365 * 86_400_000,
+} as const;
+
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const TYPE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const MAX_COMMAND_BYTES = 128 * 1024;
@@ -52,8 +79,32 @@ const MAX_COMMAND_BYTES = 128 * 1024;
 /** The JSON a client sends (already shape-checked by the API schema, or not: this checks again). */
 export type RequestInput = Record<string, unknown>;
 
+export interface NormalizeOptions {
+  /** Prefix for field names in problems ("requests.3."). */
+  prefix?: string;
+  /** The highest priority the submitter may set (a token's limit); null = 1000. */
+  maxPriority?: number | null;
+}
+
+/**
+ * The problem with a priority above the submitter's limit, or null. Used for submissions and for changes
+ * of priority, so both refuse the same values with the same words.
+ */
+export function priorityProblem(
+  priority: number,
+  maxPriority: number | null | undefined,
+  field = 'priority',
+) {
+  if (maxPriority === null || maxPriority === undefined || priority <= maxPriority) return null;
+  return {
+    field,
+    problem: `expected at most ${maxPriority}: the highest priority your token may set (an admin sets it), got ${priority}`,
+  };
+}
+
 /** Validates and normalises a request; throws ValidationError listing every bad field. */
-export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec {
+export function normalizeRequest(input: RequestInput, opts: NormalizeOptions = {}): RequestSpec {
+  const { prefix = '', maxPriority = null } = opts;
   const problems: FieldProblem[] = [];
   const f = (name: string) => `${prefix}${name}`;
   const unit = <T>(name: string, parse: (v: unknown) => T, fallback: T): T => {
@@ -93,11 +144,31 @@ export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec 
     if (typeof v !== 'string' || v.length > max || v.includes('\0')) {
       problems.push({
         field: f(name),
-        problem: `expected a string of at most ${max} characters, got ${JSON.stringify(v)?.slice(0, 60)}`,
+        problem: `expected a string of at most ${max} characters without NUL, got ${JSON.stringify(v)?.slice(0, 60)}`,
       });
       return null;
     }
     return v;
+  };
+  const envMap = (name: string): Record<string, string> => {
+    const out: Record<string, string> = {};
+    const raw = input[name];
+    if (raw === undefined || raw === null) return out;
+    if (typeof raw !== 'object' || Array.isArray(raw)) {
+      problems.push({ field: f(name), problem: 'expected an object of NAME: "value" strings' });
+      return out;
+    }
+    for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
+      if (!ENV_NAME.test(k))
+        problems.push({
+          field: f(`${name}.${k}`),
+          problem: 'expected a variable name of letters, digits and _ (not starting with a digit)',
+        });
+      else if (typeof v !== 'string' || v.includes('\0'))
+        problems.push({ field: f(`${name}.${k}`), problem: 'expected a string value without NUL' });
+      else out[k] = v;
+    }
+    return out;
   };
 
   const command = input.command;
@@ -111,30 +182,19 @@ export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec 
       field: f('command'),
       problem: 'expected a non-empty array of strings (argv), e.g. ["echo", "hi"]',
     });
+  } else if (command[0] === '') {
+    problems.push({ field: f('command.0'), problem: 'expected the program to run, got an empty string' });
   } else if (command.reduce((n: number, c: string) => n + Buffer.byteLength(c), 0) > MAX_COMMAND_BYTES) {
     problems.push({ field: f('command'), problem: `expected at most ${MAX_COMMAND_BYTES} bytes in all` });
   } else {
     cmd = command as string[];
   }
 
-  const env: Record<string, string> = {};
-  const rawEnv = input.env;
-  if (rawEnv !== undefined && rawEnv !== null) {
-    if (typeof rawEnv !== 'object' || Array.isArray(rawEnv)) {
-      problems.push({ field: f('env'), problem: 'expected an object of NAME: "value" strings' });
-    } else {
-      for (const [k, v] of Object.entries(rawEnv as Record<string, unknown>)) {
-        if (!ENV_NAME.test(k))
-          problems.push({
-            field: f(`env.${k}`),
-            problem: 'expected a variable name of letters, digits and _',
-          });
-        else if (typeof v !== 'string' || v.includes('\0'))
-          problems.push({ field: f(`env.${k}`), problem: 'expected a string value' });
-        else env[k] = v;
-      }
-    }
-  }
+  const env = envMap('env');
+  const secretEnv = envMap('secret_env');
+  for (const k of Object.keys(secretEnv))
+    if (k in env)
+      problems.push({ field: f(`secret_env.${k}`), problem: 'is also in env: give each variable once' });
 
   let instanceTypes: string[] | null = null;
   const it = input.instance_types;
@@ -151,13 +211,21 @@ export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec 
     } else instanceTypes = [...new Set(it as string[])].sort();
   }
 
+  const cwd = str('cwd', 4096);
+  if (cwd !== null && !cwd.startsWith('/'))
+    problems.push({
+      field: f('cwd'),
+      problem: `expected an absolute path (starting with /), got ${JSON.stringify(cwd).slice(0, 60)}`,
+    });
   const image = str('image', 1024);
+  const explicitPriority = input.priority !== undefined && input.priority !== null;
   const spec: RequestSpec = {
     name: str('name', 256) ?? '',
     image: image === '' ? null : image,
     command: cmd,
     env,
-    cwd: str('cwd', 4096),
+    secretEnv,
+    cwd: cwd === '' ? null : cwd,
     vcpus: unit('vcpus', parseVcpus, REQUEST_DEFAULTS.vcpus),
     ram: unit('ram', parseSize, REQUEST_DEFAULTS.ram),
     scratch: unit('scratch', parseSize, 0),
@@ -166,14 +234,31 @@ export function normalizeRequest(input: RequestInput, prefix = ''): RequestSpec 
     maxRunTimeMs: unit('max_run_time', parseDuration, null as number | null),
     runAfter: unit('run_after', parseTime, null as Date | null),
     instanceTypes,
-    priority: int('priority', 0, 1000, REQUEST_DEFAULTS.priority),
+    priority: int('priority', 0, 1000, Math.min(REQUEST_DEFAULTS.priority, maxPriority ?? 1000)),
     containerCountMax: int('container_count_max', 1, 100, REQUEST_DEFAULTS.containerCountMax),
     maxTempRetries: int('max_temp_retries', 0, 1000, REQUEST_DEFAULTS.maxTempRetries),
     retryOnFailure: bool('retry_on_failure', REQUEST_DEFAULTS.retryOnFailure),
   };
-  if (spec.ram === 0) problems.push({ field: f('ram'), problem: 'expected a size above 0' });
-  if (spec.maxRunTimeMs === 0)
-    problems.push({ field: f('max_run_time'), problem: 'expected a duration above 0' });
+  const L = REQUEST_LIMITS;
+  if (spec.vcpus < L.minVcpus || spec.vcpus > L.maxVcpus)
+    problems.push({
+      field: f('vcpus'),
+      problem: `expected from ${L.minVcpus} to ${L.maxVcpus} CPUs (the smallest CPU share the kernel enforces is ${L.minVcpus}), got ${JSON.stringify(input.vcpus)}`,
+    });
+  if (spec.ram < L.minRam)
+    problems.push({
+      field: f('ram'),
+      problem: `expected at least ${formatSize(L.minRam)} (less cannot start a container), got ${JSON.stringify(input.ram)}`,
+    });
+  if (spec.maxRunTimeMs !== null && (spec.maxRunTimeMs <= 0 || spec.maxRunTimeMs > L.maxRunTimeMs))
+    problems.push({
+      field: f('max_run_time'),
+      problem: `expected a duration above 0 and at most ${formatDuration(L.maxRunTimeMs)}, got ${JSON.stringify(input.max_run_time)}`,
+    });
+  if (explicitPriority) {
+    const p = priorityProblem(spec.priority, maxPriority, f('priority'));
+    if (p) problems.push(p);
+  }
   if (problems.length > 0) throw new ValidationError(problems);
   return spec;
 }

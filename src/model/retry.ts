@@ -1,5 +1,6 @@
 // What a container request does when one of its containers ends (DESIGN §3.3). Pure: the store calls it
 // inside the transaction that ends the container and acts on the decision.
+import { describeExit } from './exit.js';
 import type { FailureClass } from './types.js';
 
 export const TEMP_BACKOFF_BASE_MS = 10_000;
@@ -11,6 +12,14 @@ export interface ContainerEnd {
   exitCode: number | null;
   failureClass: FailureClass | null;
   reason: string | null;
+  /** A process of the container was OOM-killed (with exit 0 still a success, said in the reason). */
+  oomKilled?: boolean;
+  /**
+   * false when no retry can succeed (the scheduler found no instance type that can ever fit it; the image
+   * does not exist): the request ends at once instead of spending its attempts. A fact carried as data,
+   * like a cloud error's `retryable`.
+   */
+  retryable: boolean;
 }
 
 /** The request's retry budget and policy. */
@@ -44,7 +53,7 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
     return {
       kind: 'final',
       outcome: 'success',
-      reason: 'completed with exit code 0',
+      reason: `completed with ${describeExit(0, end.oomKilled ?? false)}`,
       attempts: req.attempts + 1,
       tempFailures: req.tempFailures,
     };
@@ -64,6 +73,15 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
       outcome: 'cancelled',
       reason: 'priority is 0 (withdrawn)',
       attempts: req.attempts,
+      tempFailures: req.tempFailures,
+    };
+  }
+  if (end.state === 'Cancelled' && !end.retryable) {
+    return {
+      kind: 'final',
+      outcome: 'failed',
+      reason: `${end.reason ?? 'unknown'} (not retryable)`,
+      attempts: req.attempts + 1,
       tempFailures: req.tempFailures,
     };
   }
@@ -88,7 +106,11 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
   }
   // A non-zero exit or a permanent failure: counts against container_count_max.
   const attempts = req.attempts + 1;
-  const what = end.state === 'Complete' ? `exit code ${end.exitCode}` : `failed: ${end.reason ?? 'unknown'}`;
+  // The outcome ("failed") is said by whoever shows the reason: the reason itself does not repeat it.
+  const what =
+    end.state === 'Complete'
+      ? describeExit(end.exitCode, end.oomKilled ?? false)
+      : (end.reason ?? 'permanent failure');
   if (!req.retryOnFailure || attempts >= req.containerCountMax) {
     const why = req.retryOnFailure
       ? `after ${attempts} of ${req.containerCountMax} attempts`

@@ -3,7 +3,12 @@
 // SQL guards for its fast path and asks refusal() why an item was refused; the simulator's queue
 // (src/sim/queue.ts) asks refusal() before each change. The contract suite (test/contract/) checks that
 // both give the same outcomes.
-import { CONTAINER_STATES, CONTAINER_TRANSITIONS, type ContainerState } from './types.js';
+import {
+  CONTAINER_STATES,
+  CONTAINER_TRANSITIONS,
+  isFinalContainerState,
+  type ContainerState,
+} from './types.js';
 
 /** The container facts a transition's guard looks at. Times in ms. */
 export interface ContainerFacts {
@@ -52,9 +57,12 @@ export function statesFrom(kind: TransitionKind): ContainerState[] {
   return CONTAINER_STATES.filter((s) => CONTAINER_TRANSITIONS[s].includes(to));
 }
 
-/** Why a transition is refused: what the caller sees (NotFound, Forbidden, Conflict). */
+/**
+ * Why a transition is refused: what the caller sees (NotFound, Forbidden, Conflict; already_finished is
+ * the conflict of a cancel with nothing left to stop, which `berth cancel` reports as done).
+ */
 export interface Refusal {
-  code: 'not_found' | 'forbidden' | 'conflict';
+  code: 'not_found' | 'forbidden' | 'conflict' | 'already_finished';
   reason: string;
 }
 
@@ -88,6 +96,8 @@ function stateRefusal(kind: TransitionKind, c: ContainerFacts): Refusal | null {
   if (kind === 'assign')
     return conflict(`container ${c.id} is ${c.state}; only a Locked container can be assigned`);
   if (kind === 'lock') return conflict(`container ${c.id} is ${c.state}, not Queued`);
+  if (kind === 'cancel' && isFinalContainerState(c.state))
+    return { code: 'already_finished', reason: `container ${c.id} has already finished (${c.state})` };
   return conflict(`illegal transition for container ${c.id}: ${c.state} → ${TRANSITION_TARGET[kind]}`);
 }
 

@@ -4,26 +4,17 @@
 // code. A crashed agent or a terminated machine just stops: it stops pinging and its containers never
 // report, so the dispatcher has to notice through node_lost_after, as with real agents.
 // Nothing here uses a real timer: every delay is an event on the VirtualClock.
+import { bootDataFor, parseBootData, type BootData } from '../cloud/boot-data.js';
 import type { SimCloud } from '../cloud/sim/sim-cloud.js';
 import type { EventHandle, EventScheduler } from './clock.js';
 import type { SimContainer, SimQueue } from './queue.js';
 
-/** What the dispatcher writes into an instance's boot data, and the agent reads back. */
-export interface SimBootData {
-  node: string;
-  secret: string;
-}
+/** Boot data for a simulated instance: the one shape (src/cloud/boot-data.ts), with no API to call. */
+export const simBootData = bootDataFor('sim:');
 
-export function encodeBootData(b: SimBootData): string {
-  return JSON.stringify(b);
-}
-
-function decodeBootData(s: string): SimBootData | null {
+function decodeBootData(s: string): BootData | null {
   try {
-    const v = JSON.parse(s) as Partial<SimBootData>;
-    return typeof v.node === 'string' && typeof v.secret === 'string'
-      ? { node: v.node, secret: v.secret }
-      : null;
+    return parseBootData(s);
   } catch {
     return null;
   }
@@ -156,25 +147,25 @@ export class SimAgents {
       return;
     }
     try {
-      this.o.queue.registerNode(b.node, b.secret, this.o.pingIntervalMs);
+      this.o.queue.registerNode(b.node_id, b.bootstrap_secret, this.o.pingIntervalMs);
     } catch {
       this.refused++;
       return;
     }
     const a: Agent = {
       instanceId,
-      nodeId: b.node,
+      nodeId: b.node_id,
       alive: true,
       timers: new Map(),
       running: new Map(),
       idleSince: this.o.clock.nowMs(),
     };
     this.byInstance.set(instanceId, a);
-    this.byNode.set(b.node, a);
-    this.o.onRegistered?.(instanceId, b.node);
+    this.byNode.set(b.node_id, a);
+    this.o.onRegistered?.(instanceId, b.node_id);
     this.o.onIdle?.(instanceId);
     // Work assigned while the machine booted is picked up by the first ping.
-    for (const c of this.o.queue.workFor(b.node)) this.assigned(b.node, c);
+    for (const c of this.o.queue.workFor(b.node_id)) this.assigned(b.node_id, c);
   }
 
   private stop(instanceId: string): void {

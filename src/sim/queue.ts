@@ -279,7 +279,9 @@ export class SimQueue implements DispatchQueue {
 
   async cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]> {
     return items.map((it) =>
-      outcome(it.id, () => this.cancelOne(it.id, dispatcherId, it.failureClass, it.reason)),
+      outcome(it.id, () =>
+        this.cancelOne(it.id, dispatcherId, it.failureClass, it.reason, it.retryable ?? true),
+      ),
     );
   }
 
@@ -301,9 +303,15 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  private cancelOne(id: string, dispatcherId: string, failureClass: FailureClass, reason: string): void {
+  private cancelOne(
+    id: string,
+    dispatcherId: string,
+    failureClass: FailureClass,
+    reason: string,
+    retryable: boolean,
+  ): void {
     const c = this.check('cancel', id, { kind: 'dispatcher', id: dispatcherId });
-    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason });
+    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason, retryable });
   }
 
   async createNode(
@@ -335,6 +343,7 @@ export class SimQueue implements DispatchQueue {
           exitCode: null,
           failureClass: 'temp',
           reason: REASONS.nodeFailedCancel(nodeId, reason),
+          retryable: true,
         });
     }
     this.observer.nodeFailed?.(nodeId);
@@ -388,7 +397,7 @@ export class SimQueue implements DispatchQueue {
   /** Running → Complete with an exit code, reported by the node's agent. */
   complete(id: string, nodeId: string, gen: number, exitCode: number): void {
     const c = this.check('complete', id, { kind: 'agent', node: nodeId, generation: gen });
-    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null });
+    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null, retryable: true });
   }
 
   /** A change the scheduler cares about: the cached view is stale and changes() reports it. */
@@ -486,7 +495,13 @@ export class SimQueue implements DispatchQueue {
     const d = requeueDecision(c.lockCount, this.maxAttempts, why);
     if (d.kind === 'requeue') this.toQueued(c);
     else
-      this.finish(c, { state: 'Cancelled', exitCode: null, failureClass: d.failureClass, reason: d.reason });
+      this.finish(c, {
+        state: 'Cancelled',
+        exitCode: null,
+        failureClass: d.failureClass,
+        reason: d.reason,
+        retryable: true,
+      });
   }
 
   private detach(c: SimContainer): void {

@@ -19,7 +19,7 @@ import { DISPATCHER_TIMERS } from '../dispatch/config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from '../dispatch/dispatcher.js';
 import { seededRng } from '../model/clock.js';
 import type { InstanceType } from '../model/types.js';
-import { SimAgents, encodeBootData } from './agents.js';
+import { SimAgents, simBootData } from './agents.js';
 import { VirtualClock } from './clock.js';
 import type { SimConfig } from './config.js';
 import { makePolicy, type PolicyName } from './policies.js';
@@ -296,7 +296,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     instanceTypes: cfg.catalog,
     config: policy.config,
     ...timers,
-    bootData: (n) => encodeBootData({ node: n.nodeId, secret: n.bootstrapSecret }),
+    bootData: simBootData,
     planner: policy.planner,
     onEvent,
   });

@@ -1,16 +1,19 @@
 // Containers one at a time, for the API and tests: each call is a batch of one through the transitions
 // module (src/store/transitions/), its refusal thrown as the error the API maps to a status (NotFound,
 // Forbidden, Conflict: DESIGN §3.2, changing nothing). Also what an agent's ping reads and records.
+import type { UsageSample } from '../api/schemas.js';
 import type { Actor } from '../model/transitions.js';
 import type { ContainerState, FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
-import { lockToken } from './secrets.js';
+import { appendLogs } from './logs.js';
+import { lockToken, tokenGeneration } from './secrets.js';
 import type { GrantedLock, Transitions } from './transitions/index.js';
 import { one } from './transitions/outcome.js';
 
-export type { GrantedLock };
+export type { GrantedLock, UsageSample };
+export { CANCEL_GRACE_MS } from './transitions/grace.js';
 
 /** Who asks for a cancel; decides what they may cancel. */
 export type Canceller =
@@ -33,19 +36,14 @@ export interface StartOrder {
   image: string | null;
   command: string[];
   env: Record<string, string>;
+  /** Secret environment values: set in the container like env, never shown or logged. */
+  secret_env: Record<string, string>;
   cwd: string | null;
   vcpus: number;
   ram: number;
   scratch: number;
   gpus: number;
   max_run_time_ms: number | null;
-}
-
-/** A running container's usage as its agent sampled it (sent with the ping). */
-export interface UsageSample {
-  cpu_seconds: number;
-  ram: number;
-  peak_ram: number;
 }
 
 export interface NodeWork {
@@ -82,6 +80,15 @@ export class Containers {
     return r.rows[0];
   }
 
+  /** The containers of ids that exist, in one query. */
+  async getMany(ids: string[]): Promise<ContainerRecord[]> {
+    if (ids.length === 0) return [];
+    const r = await this.ctx.pool.query(`SELECT ${CONTAINER_COLUMNS} FROM containers WHERE id = ANY($1)`, [
+      ids,
+    ]);
+    return r.rows;
+  }
+
   /** The per-lock token of a container that is Locked or Running (for delivery to its agent). */
   async tokenFor(id: string): Promise<string> {
     const row = await this.ctx.pool.query(`SELECT lock_generation, state FROM containers WHERE id = $1`, [
@@ -92,6 +99,20 @@ export class Containers {
     if (r.state !== 'Locked' && r.state !== 'Running')
       throw new ConflictError(`container ${id} is ${r.state}, not Locked or Running`);
     return this.t.token(id, r.lock_generation);
+  }
+
+  /**
+   * True when token may append to the container's logs: its current per-lock token, or the token it ran
+   * under while in its cancel grace (transitions/grace.ts). The check of appendLogs, appending nothing.
+   */
+  async tokenValid(id: string, token: string): Promise<boolean> {
+    const r = await this.ctx.pool.query(`SELECT node_id FROM containers WHERE id = $1`, [id]);
+    if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
+    const generation = tokenGeneration(await this.t.lockKey(), id, token);
+    const [o] = await appendLogs(this.ctx, this.ctx.pool, [
+      { id, node: r.rows[0].node_id ?? '', generation, chunks: [] },
+    ]);
+    return o!.ok;
   }
 
   /** Queued → Locked for each of ids that is still Queued, runnable and has priority > 0. */
@@ -128,7 +149,7 @@ export class Containers {
     nodeId: string,
     token: string,
     exit: ExitReport,
-  ): Promise<{ retryId: string | null }> {
+  ): Promise<{ retryId: string | null; afterCancel?: true }> {
     const actor = await this.t.agent({ id, node: nodeId, token });
     const end = {
       state: 'Complete' as const,
@@ -137,19 +158,24 @@ export class Containers {
       usage: exit.usage,
       reason: exit.reason ?? null,
     };
-    return { retryId: one(await this.t.end([{ id, actor, end }])).retryId ?? null };
+    const o = one(await this.t.end([{ id, actor, end }]));
+    return o.afterCancel ? { retryId: null, afterCancel: true } : { retryId: o.retryId ?? null };
   }
 
-  /** → Cancelled with a failure class; who may cancel what is decided by `by`. */
+  /**
+   * → Cancelled with a failure class; who may cancel what is decided by `by`. `retryable: false` says no
+   * retry can succeed (the request ends at once, whatever attempts are left).
+   */
   async cancel(
     id: string,
     by: Canceller,
     failureClass: FailureClass,
     reason: string,
+    opts: { retryable?: boolean } = {},
   ): Promise<{ retryId: string | null }> {
     const generation =
       by.kind === 'node' ? (await this.t.agent({ id, node: by.nodeId, token: by.token })).generation : null;
-    const end = { state: 'Cancelled' as const, failureClass, reason };
+    const end = { state: 'Cancelled' as const, failureClass, reason, retryable: opts.retryable ?? true };
     return { retryId: one(await this.t.end([{ id, actor: actorOf(by, generation), end }])).retryId ?? null };
   }
 
@@ -190,7 +216,8 @@ export class Containers {
   async workFor(nodeId: string, running: string[]): Promise<NodeWork> {
     const key = await this.t.lockKey();
     const start = await this.ctx.pool.query(
-      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.cwd, r.max_run_time_ms
+      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
+         r.cwd, r.max_run_time_ms
        FROM containers c JOIN container_requests r ON r.id = c.request_id
        WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
       [nodeId, running],
@@ -207,6 +234,7 @@ export class Containers {
         image: r.image,
         command: r.command,
         env: r.env,
+        secret_env: r.secret_env,
         cwd: r.cwd,
         vcpus: r.vcpus,
         ram: r.ram,

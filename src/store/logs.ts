@@ -2,6 +2,7 @@
 // a network error is idempotent), read in order, and followed by readers.
 import type { StoreContext } from './context.js';
 import type { Queryable } from './db.js';
+import { inCancelGrace } from './transitions/grace.js';
 import { readFacts, type Refused } from './transitions/outcome.js';
 
 export type LogStream = 'stdout' | 'stderr' | 'system';
@@ -26,8 +27,9 @@ export interface LogAppend {
 export type LogOutcome = { id: string; ok: true; appended: number } | Refused;
 
 /**
- * Appends several containers' chunks in one statement, each only while its token is current and the
- * container is on the agent's node (a log may still come after the container completed). An empty
+ * Appends several containers' chunks in one statement, each only while its token is current (or in its
+ * cancel grace: transitions/grace.ts) and the container is on the agent's node (a log may still come
+ * after the container completed). An empty
  * append checks just that. Chunks already stored (by seq) are ignored: a resend is idempotent.
  */
 export async function appendLogs(ctx: StoreContext, q: Queryable, items: LogAppend[]): Promise<LogOutcome[]> {
@@ -42,7 +44,8 @@ export async function appendLogs(ctx: StoreContext, q: Queryable, items: LogAppe
     `WITH i AS (
        SELECT * FROM unnest($2::text[], $3::text[], $4::int4[], $5::int4[], $6::text[], $7::text[])
          AS i(id, node, gen, seq, stream, data)),
-     ok AS (SELECT i.* FROM i JOIN containers c ON c.id = i.id AND c.node_id = i.node AND c.lock_generation = i.gen),
+     ok AS (SELECT i.* FROM i JOIN containers c ON c.id = i.id AND c.node_id = i.node
+       AND (c.lock_generation = i.gen OR ${inCancelGrace('c', 'i.gen', '$1')})),
      ins AS (
        INSERT INTO log_chunks (container_id, seq, stream, at, data)
        SELECT id, seq, stream, $1, data FROM ok WHERE seq IS NOT NULL

@@ -23,10 +23,18 @@ export interface Migration {
 }
 
 export function loadMigrations(dir = migrationsDir()): Migration[] {
-  return readdirSync(dir)
+  const all = readdirSync(dir)
     .filter((f) => /^\d+_.+\.sql$/.test(f))
     .sort()
     .map((f) => ({ version: Number(f.split('_')[0]), name: f, sql: readFileSync(join(dir, f), 'utf8') }));
+  // Two files with one number (branches merged) would apply only the first: refuse to start instead.
+  const seen = new Map<number, string>();
+  for (const m of all) {
+    const other = seen.get(m.version);
+    if (other) throw new Error(`migrations ${other} and ${m.name} share version ${m.version}: renumber one`);
+    seen.set(m.version, m.name);
+  }
+  return all;
 }
 
 /** Applies every migration not yet applied; returns the names applied now. */

@@ -47,19 +47,26 @@ export class Nodes {
   }> {
     const now = this.ctx.clock.now();
     const secret = newSecret('bs_');
-    const r = await this.ctx.pool.query(
-      `INSERT INTO nodes (id, cluster, dispatcher_tag, instance_id, instance_type, state, bootstrap_hash, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7, $7) RETURNING ${NODE_COLUMNS}`,
-      [
-        newId('n', now.getTime()),
-        n.cluster,
-        n.dispatcherTag,
-        n.instanceId,
-        n.instanceType,
-        sha256(secret),
-        now,
-      ],
-    );
+    const r = await this.ctx.pool
+      .query(
+        `INSERT INTO nodes (id, cluster, dispatcher_tag, instance_id, instance_type, state, bootstrap_hash, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, 'registered', $6, $7, $7) RETURNING ${NODE_COLUMNS}`,
+        [
+          newId('n', now.getTime()),
+          n.cluster,
+          n.dispatcherTag,
+          n.instanceId,
+          n.instanceType,
+          sha256(secret),
+          now,
+        ],
+      )
+      .catch((err: { code?: string }) => {
+        // nodes_instance: one live node per instance.
+        if (err.code === '23505')
+          throw new ConflictError(`instance ${n.instanceId} already has a node that has not failed`);
+        throw err;
+      });
     return { node: r.rows[0], bootstrapSecret: secret };
   }
 

@@ -2,6 +2,7 @@
 // long polls, the dispatcher). Reconnects after a database restart; waiters also time out, so a lost
 // notification costs at most one poll interval, never a hang.
 import pg from 'pg';
+import { systemTimers } from '../model/clock.js';
 
 type Listener = (payload: string) => void;
 
@@ -90,9 +91,9 @@ export class Notifier {
             fired = false;
             return resolve();
           }
-          const t = setTimeout(done, timeoutMs);
+          const t = systemTimers.setTimeout(done, timeoutMs);
           function done() {
-            clearTimeout(t);
+            systemTimers.clearTimeout(t);
             pending = null;
             fired = false;
             blocked.delete(done);

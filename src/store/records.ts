@@ -1,5 +1,8 @@
 // The API's view of requests and containers: rows as stored, snake_case, internal columns left out.
+import type { Usage } from '../api/schemas.js';
 import type { ContainerState, FailureClass, RequestState } from '../model/types.js';
+
+export type { Usage };
 
 /** A container request as the API returns it. */
 export interface RequestRecord {
@@ -9,6 +12,8 @@ export interface RequestRecord {
   image: string | null;
   command: string[];
   env: Record<string, string>;
+  /** The names of the secret environment variables; their values are never returned. */
+  secret_env_keys: string[];
   cwd: string | null;
   vcpus: number;
   ram: number;
@@ -32,14 +37,6 @@ export interface RequestRecord {
   final_reason: string | null;
   created_at: Date;
   updated_at: Date;
-}
-
-/** Resource usage an agent reports when a container ends. */
-export interface Usage {
-  peak_ram: number;
-  cpu_seconds: number;
-  wall_ms: number;
-  scratch_peak?: number;
 }
 
 /** A container (one attempt) as the API returns it. */
@@ -75,7 +72,8 @@ export interface ContainerRecord {
   updated_at: Date;
 }
 
-export const REQUEST_COLUMNS = `id, owner, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible,
+export const REQUEST_COLUMNS = `id, owner, name, image, command, env,
+  ARRAY(SELECT jsonb_object_keys(secret_env) ORDER BY 1) AS secret_env_keys, cwd, vcpus, ram, scratch, gpus, preemptible,
   max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
   state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at,
   (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state`;

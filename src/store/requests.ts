@@ -4,8 +4,8 @@ import { newId } from '../model/ids.js';
 import type { RequestSpec } from '../model/request.js';
 import type { RequestState } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { withRetriedTx } from './db.js';
-import { NotFoundError } from './errors.js';
+import { onCommit, withRetriedTx } from './db.js';
+import { ConflictError, NotFoundError } from './errors.js';
 import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
 import { REQUEST_COLUMNS, type RequestRecord } from './records.js';
@@ -44,15 +44,15 @@ export class Requests {
       text: `WITH r AS (
          INSERT INTO container_requests (id, owner, name, image, command, env, cwd, vcpus, ram, scratch, gpus,
            preemptible, max_run_time_ms, run_after, instance_types, priority, container_count_max,
-           max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at)
+           max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at, secret_env)
          SELECT u.id, $2, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
            u.preemptible, u.max_run_time_ms, u.run_after, u.instance_types::text[], u.priority, u.ccm, u.mtr, u.rof,
-           'Committed', u.cid, $1, $1
+           'Committed', u.cid, $1, $1, u.secret_env::jsonb
          FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::float8[],
            $10::int8[], $11::int8[], $12::int4[], $13::bool[], $14::int8[], $15::timestamptz[], $16::text[],
-           $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[])
+           $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[], $22::text[])
            AS u(id, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible, max_run_time_ms,
-                run_after, instance_types, priority, ccm, mtr, rof, cid)
+                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env)
          RETURNING ${REQUEST_COLUMNS}),
        c AS (
          INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
@@ -86,6 +86,7 @@ export class Requests {
         col((s) => s.maxTempRetries),
         col((s) => s.retryOnFailure),
         cids,
+        col((s) => JSON.stringify(s.secretEnv)),
       ],
     });
     this.ctx.wake.send('berth_dispatch', 'queue');
@@ -151,13 +152,23 @@ export class Requests {
     return this.get(id, owner);
   }
 
-  /** Changes a request's priority; 0 withdraws it (its container is cancelled, class user). */
+  /**
+   * Changes a request's priority (and its current container's). 0 withdraws it without cancelling it
+   * (DESIGN §3.1, §6.2): a Queued container is not scheduled, a Locked one is unlocked and a Running one
+   * killed by the dispatcher (cancelled, class user, which ends the request); a later change back above 0
+   * schedules a Queued one again.
+   */
   async setPriority(id: string, owner: string | null, priority: number): Promise<RequestRecord> {
     const req = await this.get(id, owner);
-    if (priority === 0) return this.cancel(id, owner, 'priority set to 0 (withdrawn)');
+    if (req.state === 'Final')
+      throw new ConflictError(
+        `request ${id} has already finished (${req.outcome}); its priority can no longer change`,
+      );
     await withRetriedTx(this.ctx.pool, async (tx) => {
       const now = this.ctx.clock.now();
+      // Container first, then request: the same lock order as every other transition.
       await tx.query(`SELECT 1 FROM containers WHERE id = $1 FOR UPDATE`, [req.container_id]);
+      const before = await tx.query(`SELECT priority FROM container_requests WHERE id = $1 FOR UPDATE`, [id]);
       await tx.query(`UPDATE container_requests SET priority = $2, updated_at = $3 WHERE id = $1`, [
         id,
         priority,
@@ -170,8 +181,13 @@ export class Requests {
       if (req.container_id)
         await tx.query(
           `INSERT INTO container_events (container_id, at, kind, message) VALUES ($1, $2, 'priority', $3)`,
-          [req.container_id, now, `priority ${req.priority} → ${priority}`],
+          [
+            req.container_id,
+            now,
+            `priority ${before.rows[0].priority} → ${priority}${priority === 0 ? ' (withdrawn: not scheduled; killed if running)' : ''}`,
+          ],
         );
+      onCommit(tx, () => this.ctx.wake.send('berth_dispatch', 'priority'));
     });
     return this.get(id, owner);
   }

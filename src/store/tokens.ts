@@ -11,6 +11,8 @@ export interface Principal {
   owner: string;
   nodeId: string | null;
   dispatcherId: string | null;
+  /** The highest priority this token may give a request; null = no limit below 1000. */
+  maxPriority: number | null;
 }
 
 export interface TokenInfo {
@@ -20,6 +22,7 @@ export interface TokenInfo {
   owner: string;
   nodeId: string | null;
   description: string;
+  maxPriority: number | null;
   createdAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;
@@ -31,6 +34,7 @@ export interface NewToken {
   nodeId?: string | null;
   dispatcherId?: string | null;
   description?: string;
+  maxPriority?: number | null;
 }
 
 /**
@@ -53,8 +57,8 @@ export class Tokens {
   async create(t: NewToken): Promise<{ secret: string; info: TokenInfo }> {
     const secret = newSecret('bt_');
     const r = await this.ctx.pool.query(
-      `INSERT INTO tokens (hash, prefix, scope, owner, node_id, dispatcher_id, description, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+      `INSERT INTO tokens (hash, prefix, scope, owner, node_id, dispatcher_id, description, created_at, max_priority)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
       [
         sha256(secret),
         secret.slice(0, 7),
@@ -64,6 +68,7 @@ export class Tokens {
         t.dispatcherId ?? null,
         t.description ?? '',
         this.ctx.clock.now(),
+        t.maxPriority ?? null,
       ],
     );
     return { secret, info: toInfo(r.rows[0]) };
@@ -76,7 +81,7 @@ export class Tokens {
     const hit = this.cache.get(hash);
     if (hit && hit.until > now) return hit.principal;
     const r = await this.ctx.pool.query(
-      `SELECT id, scope, owner, node_id, dispatcher_id FROM tokens WHERE hash = $1 AND revoked_at IS NULL`,
+      `SELECT id, scope, owner, node_id, dispatcher_id, max_priority FROM tokens WHERE hash = $1 AND revoked_at IS NULL`,
       [hash],
     );
     const row = r.rows[0];
@@ -90,6 +95,7 @@ export class Tokens {
       owner: row.owner,
       nodeId: row.node_id,
       dispatcherId: row.dispatcher_id,
+      maxPriority: row.max_priority ?? null,
     };
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(hash, { principal, until: now + AUTH_CACHE_MS });
@@ -136,6 +142,7 @@ function toInfo(row: Record<string, unknown>): TokenInfo {
     owner: row.owner as string,
     nodeId: (row.node_id as string | null) ?? null,
     description: row.description as string,
+    maxPriority: (row.max_priority as number | null) ?? null,
     createdAt: row.created_at as Date,
     lastUsedAt: (row.last_used_at as Date | null) ?? null,
     revokedAt: (row.revoked_at as Date | null) ?? null,

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -114,15 +114,19 @@ export class Harness {
     return d;
   }
 
-  /** A node as the dispatcher records it, with its bootstrap secret in a 0600 file. */
-  async node(instanceId = `i-${Math.random().toString(36).slice(2, 10)}`) {
+  /**
+   * A node as the dispatcher records it, with its bootstrap secret in a 0600 file in `dir` (default: a new
+   * temp dir; the agent's work dir is `dir/work`, as a local instance's is in BERTH_HOME/instances/<id>/).
+   */
+  async node(instanceId = `i-${Math.random().toString(36).slice(2, 10)}`, dir?: string) {
     const { node, bootstrapSecret } = await this.store.nodes.create({
       cluster: 'c1',
       dispatcherTag: 't1',
       instanceId,
       instanceType: 'small',
     });
-    const dir = await this.tempDir();
+    dir ??= await this.tempDir();
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const secretFile = join(dir, 'bootstrap-secret');
     await writeFile(secretFile, bootstrapSecret, { mode: 0o600 });
     const workDir = join(dir, 'work');
@@ -222,6 +226,7 @@ export class Harness {
     node: { id: string; secretFile: string; workDir: string },
     extra: string[] = [],
     apiUrl = this.url,
+    env: NodeJS.ProcessEnv = process.env,
   ): SpawnedAgent {
     const child = spawn(
       process.execPath,
@@ -246,7 +251,7 @@ export class Harness {
         'info',
         ...extra,
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], env },
     );
     let output = '';
     child.stdout!.on('data', (d) => (output += d));

@@ -2,17 +2,24 @@
 // cancel within the grace, max_run_time, an image the runtime cannot run, a warning as a system line.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cgroupV1Unusable } from '../../src/agent/runtimes/cgroup.js';
+import { itIf } from '../helpers/needs.js';
 import { Harness, until } from './harness.js';
 
+const cgroupsMissing = await cgroupV1Unusable();
 let h: Harness;
 let node: Awaited<ReturnType<Harness['node']>>;
-let lines: string[];
+/** A node whose agent (started by the cancel tests) has a kill grace of 5 s. */
+let patient: Awaited<ReturnType<Harness['node']>>;
+let patientLines: string[];
 const ids: string[] = [];
 
 beforeAll(async () => {
   h = await Harness.create();
   node = await h.node();
-  ({ lines } = h.startAgent(node));
+  patient = await h.node();
+  h.startAgent(node);
+  // A grace long enough for a TERM trap's echo on a loaded machine, short enough for a test.
+  ({ lines: patientLines } = h.startAgent(patient, { killGraceMs: 5000 }));
 });
 afterAll(async () => {
   await h?.cleanup();
@@ -24,6 +31,25 @@ async function run(input: Parameters<Harness['submit']>[0]) {
   const id = await h.submitAndAssign(node, input);
   ids.push(id);
   return id;
+}
+
+/** Runs `trap` then a loop on the patient node, cancels it once it printed "ready", waits for its exit. */
+async function cancelWhileRunning(trap: string) {
+  const id = await h.submitAndAssign(patient, {
+    command: ['sh', '-c', `${trap}; echo ready; while :; do sleep 0.1; done`],
+  });
+  ids.push(id);
+  await until(async () => (await h.text(id, 'stdout')).includes('ready'), 15_000, 'ready');
+  await h.store.containers.cancel(id, { kind: 'user', owner: null }, 'user', 'test cancel');
+  const c = await until(
+    async () => {
+      const c = await h.store.containers.get(id);
+      return c.exit_code !== null ? c : null;
+    },
+    30_000,
+    'the exit report after the cancel',
+  );
+  return { id, c };
 }
 
 describe('agent (in-process, process runtime)', () => {
@@ -89,23 +115,49 @@ describe('agent (in-process, process runtime)', () => {
     expect(await h.text(id, 'stdout')).toBe('30000000\n');
   });
 
-  it('a cancel stops the container: SIGTERM, then SIGKILL after the kill grace', async () => {
-    const id = await run({
-      command: ['sh', '-c', 'trap "echo got TERM" TERM; echo ready; while :; do sleep 0.1; done'],
-    });
-    await h.waitState(id, ['Running']);
-    await until(async () => (await h.text(id, 'stdout')).includes('ready'), 10_000, 'ready');
-    await h.store.containers.cancel(id, { kind: 'user', owner: null }, 'user', 'test cancel');
-    // The agent reports nothing more (its token is revoked) and forgets the container once it ended.
-    await until(
-      () => (!lines.some((l) => l.includes(`container ${id}: exit`)) ? null : true),
-      15_000,
-      'the exit after the kill',
-    );
-    const exitLine = lines.find((l) => l.includes(`container ${id}: exit`))!;
-    expect(exitLine).toMatch(/exit 137 not recorded \(it was cancelled\)/); // 128 + SIGKILL: TERM was trapped
-    expect((await h.store.containers.get(id)).state).toBe('Cancelled');
+  it('a cancel stops the container (SIGTERM, SIGKILL after the grace); its last output, exit code and usage are kept', async () => {
+    // The agent ships what it printed after the TERM and reports the exit within the cancel grace.
+    const { id, c } = await cancelWhileRunning('trap "echo got TERM" TERM');
+    expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'user', exit_code: 137 }); // TERM trapped
+    expect(c.usage!.wall_ms).toBeGreaterThan(4900); // it ran on through the 5 s grace
+    expect(await h.text(id, 'stdout')).toBe('ready\ngot TERM\n');
+    expect(patientLines.some((l) => l.includes(`container ${id}: exited 137 (cancelled)`))).toBe(true);
   });
+
+  it("a cancel: a TERM trap's last words and its own exit code arrive (issue 10 item 8)", async () => {
+    const { id, c } = await cancelWhileRunning('trap "echo bye; exit 3" TERM');
+    expect(c).toMatchObject({ state: 'Cancelled', exit_code: 3 });
+    expect(await h.text(id, 'stdout')).toBe('ready\nbye\n');
+    const req = await h.store.requests.get(c.request_id);
+    expect(req.outcome).toBe('cancelled');
+  });
+
+  itIf(cgroupsMissing)(
+    'a child OOM-killed while the main process exits 0: a success that says so (issue 10 item 14)',
+    async () => {
+      const id = await run({
+        command: ['sh', '-c', 'head -c 300m /dev/zero | tail; echo "survived $?"'],
+        ram: '64MiB',
+      });
+      const c = await h.waitState(id, ['Complete', 'Cancelled'], 30_000);
+      expect(c).toMatchObject({ state: 'Complete', exit_code: 0, oom_killed: true });
+      const req = await h.store.requests.get(c.request_id);
+      expect(req.outcome).toBe('success');
+      expect(req.final_reason).toBe(
+        'completed with exit code 0, but a process in it was killed for memory (OOM: the container reached its memory limit); its work may be incomplete',
+      );
+      const events = (
+        await h.store.ctx.pool.query(`SELECT kind, message FROM container_events WHERE container_id = $1`, [
+          id,
+        ])
+      ).rows as { kind: string; message: string }[];
+      expect(events.filter((e) => e.kind === 'warning').map((e) => e.message)).toEqual([
+        'warning: a process in it was killed for memory (OOM: the container reached its memory limit); its work may be incomplete',
+      ]);
+      expect(await h.text(id, 'system')).toMatch(/^berth: warning: a process in it was killed for memory/m);
+      expect(await h.text(id, 'stdout')).toBe('survived 137\n');
+    },
+  );
 
   it('max_run_time kills the container and the reason is recorded', async () => {
     const id = await run({ command: ['sleep', '60'], max_run_time: '1s' });
@@ -116,12 +168,29 @@ describe('agent (in-process, process runtime)', () => {
     expect(await h.text(id, 'system')).toMatch(/killed: max_run_time 1s exceeded: sending SIGTERM/);
   });
 
-  it('an image the runtime cannot run is cancelled perm with the reason', async () => {
-    const id = await run({ command: ['true'], image: 'no-such-image:latest' });
+  it('an image on a node with no image runtime is cancelled perm, not retryable: the request ends after one attempt', async () => {
+    const id = await run({ command: ['true'], image: 'no-such-image:latest', container_count_max: 3 });
     const c = await h.waitState(id, ['Complete', 'Cancelled']);
     expect(c.state).toBe('Cancelled');
     expect(c.failure_class).toBe('perm');
-    expect(c.runtime_status).toMatch(/image/);
+    const why =
+      'image runtime could not start it: image "no-such-image:latest": this node has no runtime for images (docker, podman or runc): the agent runs with --runtime process';
+    expect(c.runtime_status).toBe(why);
+    // Two attempts were left, yet none is spent: the request ends with this one.
+    const req = await h.store.requests.get(c.request_id);
+    expect(req).toMatchObject({ state: 'Final', outcome: 'failed', attempts: 1 });
+    expect(req.final_reason).toBe(`${why} (not retryable)`);
+    const containers = await h.store.ctx.pool.query(`SELECT id FROM containers WHERE request_id = $1`, [
+      c.request_id,
+    ]);
+    expect(containers.rows.map((r: { id: string }) => r.id)).toEqual([id]);
+    // The node said what it can run when it registered.
+    expect((await h.store.nodes.get(node.id)).info).toMatchObject({
+      runtime: 'process',
+      image_runtime: null,
+      process_sandbox: 'bwrap',
+      container_network: 'none',
+    });
   });
 
   it('tiny chunks never split a UTF-8 character: multibyte text arrives intact', async () => {

@@ -27,7 +27,7 @@ for (const { name, image } of cases) {
   const missing = (await createRuntime(name).available()) ?? rootfsMissing();
   describe(`agent with the ${name} runtime`, () => {
     itIf(missing)(
-      'runs an image: output and exit code pass through; a missing image is cancelled perm',
+      'runs an image: output and exit code pass through; a missing image (the request ends after one attempt) or one no registry gives is cancelled perm',
       async () => {
         const node = await h.node();
         h.startAgent(node, { runtime: name });
@@ -44,11 +44,26 @@ for (const { name, image } of cases) {
         const bad = await h.submitAndAssign(node, {
           image: '/nonexistent/berth-rootfs.tar',
           command: ['true'],
+          container_count_max: 3,
         });
         ids.push(bad);
         const b = await h.waitState(bad, ['Complete', 'Cancelled'], 60_000);
         expect(b).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
         expect(b.runtime_status).toMatch(/nonexistent/);
+        // Not retryable: the request ends after this one attempt, though two more were allowed.
+        const req = await h.store.requests.get(b.request_id);
+        expect(req).toMatchObject({ state: 'Final', outcome: 'failed', attempts: 1 });
+        expect(req.final_reason).toMatch(/\(not retryable\)$/);
+
+        if (name === 'runc') return; // runc runs tarballs only: a name is refused as above
+        // A name no registry here has (none is reachable): perm within seconds, not temp for minutes.
+        const t0 = Date.now();
+        const gone = await h.submitAndAssign(node, { image: 'doesnotexist/nope:1.0', command: ['true'] });
+        ids.push(gone);
+        const g = await h.waitState(gone, ['Complete', 'Cancelled'], 60_000);
+        expect(g).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
+        expect(g.runtime_status).toMatch(/the pull failed \d times|did not resolve/);
+        expect(Date.now() - t0).toBeLessThan(30_000);
       },
       120_000,
     );

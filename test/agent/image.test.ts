@@ -196,8 +196,8 @@ describe('process runtime without cgroup permission', () => {
     expect(info.oomKilled).toBe(false);
   });
 
-  it('signals still reach the whole process group, background children included', async () => {
-    const rt = new ProcessRuntime(await tempDir());
+  it('unsandboxed ("none"): signals still reach the whole process group, background children included', async () => {
+    const rt = new ProcessRuntime(await tempDir(), { sandbox: 'none' });
     const s = await spec(null, ['/bin/sh', '-c', 'sleep 30 & echo "bg $!"; sleep 30; wait']);
     const h = track(await rt.start(s));
     await waitForOutput(h, 'bg ');
@@ -223,7 +223,7 @@ describe('process runtime without cgroup permission', () => {
     expect(['gone', 'Z']).toContain(state);
   });
 
-  it('usage comes from /proc for the process group, and the exit reports the sampled usage', async () => {
+  it("usage comes from /proc for the container's processes, and the exit reports the sampled usage", async () => {
     const rt = new ProcessRuntime(await tempDir());
     const h = track(await rt.start(await spec(null, ['/bin/sh', '-c', 'while :; do :; done'])));
     let last = { cpuSeconds: 0, ramBytes: 0 };

@@ -2,15 +2,20 @@
 // The container is a scripted RunHandle: the policy (when to TERM, when to KILL, which reason) is what
 // is under test here; the same supervisor against real processes is in conformance.ts.
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from '../../src/model/clock.js';
+import { MAX_TIMER_MS, ManualClock } from '../../src/model/clock.js';
 import { Supervisor, type Timers } from '../../src/agent/supervisor.js';
 import type { ExitInfo, OutputChunk, RunHandle, Usage } from '../../src/agent/runtimes/types.js';
 
-class ManualTimers implements Timers {
+/** Timers on a manual clock that behave as Node's: a delay past 2^31-1 ms fires after 1 ms. */
+export class ManualTimers implements Timers {
   now = 0;
   private next = 1;
   private pending = new Map<number, { at: number; fn: () => void }>();
+  /** The longest delay armed so far. */
+  longest = 0;
   setTimeout(fn: () => void, ms: number): unknown {
+    if (!(ms >= 1 && ms <= MAX_TIMER_MS)) ms = 1;
+    this.longest = Math.max(this.longest, ms);
     const id = this.next++;
     this.pending.set(id, { at: this.now + ms, fn });
     return id;
@@ -98,6 +103,30 @@ describe('Supervisor', () => {
     expect(info.reason).toBe('killed: max_run_time 10s exceeded');
     expect(info.exitCode).toBe(137);
     expect(timers.count).toBe(0);
+  });
+
+  it("max_run_time and a kill grace past a Node timer's 24.8 days (597 h, 30 d) are waited out, not fired at once", async () => {
+    const timers = new ManualTimers();
+    const h = new ScriptedHandle(true);
+    const hour = 3_600_000;
+    const sup = new Supervisor(h, {
+      maxRunTimeMs: 597 * hour,
+      killGraceMs: 30 * 24 * hour,
+      sampleIntervalMs: 1000 * hour,
+      timers,
+    });
+    await timers.advance(1000);
+    expect(h.signals).toEqual([]); // before the fix: SIGTERM after 1 ms
+    await timers.advance(597 * hour - 1001);
+    expect(h.signals).toEqual([]);
+    await timers.advance(1);
+    expect(h.signals).toEqual(['SIGTERM']);
+    await timers.advance(30 * 24 * hour - 1);
+    expect(h.signals).toEqual(['SIGTERM']);
+    await timers.advance(1);
+    expect(h.signals).toEqual(['SIGTERM', 'SIGKILL']);
+    expect((await sup.wait()).reason).toBe('killed: max_run_time 24d21h exceeded');
+    expect(timers.longest).toBeLessThanOrEqual(MAX_TIMER_MS);
   });
 
   it('cancel: a container that ends on SIGTERM is never sent SIGKILL and leaves no timer behind', async () => {

@@ -166,7 +166,14 @@ describe('agent flow', () => {
     await t.call(t.tokens.alice, { method: 'POST', url: `/v1/requests/${r.id}/cancel`, payload: {} });
     const p = await ping;
     expect(p.json.kill).toEqual([cid]);
-    // the old token is revoked: late reports are refused
+    // The old token is revoked but for the cancel grace: the agent's one report of how the container
+    // ended is recorded on the Cancelled container; any later report is refused.
+    const report = await http(n.token, 'POST', `/v1/containers/${cid}/complete`, {
+      lock_token: lock.locks[0].token,
+      exit_code: 143,
+    });
+    expect(report.status).toBe(200);
+    expect(report.json).toMatchObject({ state: 'Cancelled', exit_code: 143 });
     const late = await http(n.token, 'POST', `/v1/containers/${cid}/complete`, {
       lock_token: lock.locks[0].token,
       exit_code: 0,

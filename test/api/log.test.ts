@@ -20,7 +20,8 @@ describe('API request log', () => {
           (await app.inject({ method: 'GET', url: '/v1/requests?limit=5', headers: auth })).statusCode,
         ).toBe(200);
         expect(
-          (await app.inject({ method: 'GET', url: '/v1/requests/r-nope', headers: auth })).statusCode,
+          (await app.inject({ method: 'GET', url: '/v1/requests/r-0000000000000000', headers: auth }))
+            .statusCode,
         ).toBe(404);
         expect((await app.inject({ method: 'GET', url: '/v1/requests' })).statusCode).toBe(401);
       } finally {
@@ -31,7 +32,7 @@ describe('API request log', () => {
     expect(requests.map((e) => [e.method, e.path, e.route, e.status])).toEqual([
       ['GET', '/healthz', '/healthz', 200],
       ['GET', '/v1/requests', '/v1/requests', 200],
-      ['GET', '/v1/requests/r-nope', '/v1/requests/:id', 404],
+      ['GET', '/v1/requests/r-0000000000000000', '/v1/requests/:id', 404],
       ['GET', '/v1/requests', '/v1/requests', 401],
     ]);
     for (const e of requests)

@@ -26,7 +26,7 @@ async function assigned(n: { id: string; instanceId: string }): Promise<{ id: st
   return { id: r.container_id, token: lock.locks[0].token };
 }
 
-const reports = (n: { id: string; token: string }, body: unknown) =>
+const reports = (n: { id: string; token: string }, body: object) =>
   t.call(n.token, { method: 'POST', url: `/v1/nodes/${n.id}/reports`, payload: body });
 
 describe('batched agent reports', () => {

@@ -205,7 +205,12 @@ describe('local driver', () => {
   it('two driver objects creating at once lose no instance (locked read-modify-write)', async () => {
     const a = new LocalDriver({ home, bootDelayMs: 600_000, cgroups: false });
     const b = new LocalDriver({ home, bootDelayMs: 600_000, cgroups: false });
-    const boot = JSON.stringify({ api_url: h.url, node_id: 'n-none', bootstrap_secret: 'bs_none' });
+    const boot = JSON.stringify({
+      api_url: h.url,
+      node_id: 'n-none',
+      bootstrap_secret: 'bs_none',
+      instance_type: small.name,
+    });
     const made = await Promise.all(
       Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).create(small, { role: 'e' }, boot)),
     );
@@ -222,6 +227,6 @@ describe('local driver', () => {
     const err = await driver.create(small, {}, JSON.stringify({ api_url: h.url })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CloudApiError);
     expect((err as CloudApiError).retryable).toBe(false);
-    expect((err as Error).message).toMatch(/bootData.node_id/);
+    expect((err as Error).message).toMatch(/boot data: node_id: /);
   });
 });

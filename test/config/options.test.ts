@@ -56,6 +56,10 @@ describe('loadConfig', () => {
       runtime: 'auto',
       kill_grace: 30_000,
       ping_wait: 10_000,
+      process_sandbox: 'bwrap',
+      bwrap: 'bwrap',
+      container_network: 'none',
+      log_limit: 64 * 1024 ** 2,
     });
     expect(Object.keys(c).sort()).toEqual(PROCESS_OPTIONS.options.map((o) => o.key).sort());
   });
@@ -132,6 +136,29 @@ describe('loadConfig', () => {
     );
     expect(errorOf({ api_url: 'ftp://x' }, {})).toBe(
       'api_url (from --api-url): expected a URL such as http://127.0.0.1:8470, got "ftp://x"',
+    );
+  });
+
+  it("the agent's sandbox and output options: values, and errors naming the key and what was expected", () => {
+    const env = { BERTH_PROCESS_SANDBOX: 'none', BERTH_LOG_LIMIT: '0', BERTH_BWRAP: '/opt/bw/bwrap' };
+    expect(loadConfig({ container_network: 'host' }, { BERTH_HOME: home, ...env })).toMatchObject({
+      process_sandbox: 'none',
+      bwrap: '/opt/bw/bwrap',
+      container_network: 'host',
+      log_limit: 0, // no limit
+    });
+    expect(loadConfig({ log_limit: '64KiB' }, { BERTH_HOME: home }).log_limit).toBe(64 * 1024);
+    expect(errorOf({ log_limit: '1KiB' }, {})).toBe(
+      'log_limit (from --log-limit): expected 0 (no limit) or a size of at least 64KiB, got "1KiB"',
+    );
+    expect(errorOf({}, { BERTH_PROCESS_SANDBOX: 'maybe' })).toBe(
+      'process_sandbox (from $BERTH_PROCESS_SANDBOX): expected one of bwrap, none, got "maybe"',
+    );
+    expect(errorOf({ container_network: 'bridge' }, {})).toBe(
+      'container_network (from --container-network): expected one of none, host, got "bridge"',
+    );
+    expect(errorOf({ bwrap: 'bin/bwrap' }, {})).toBe(
+      'bwrap (from --bwrap): expected a program name or an absolute path, got "bin/bwrap"',
     );
   });
 });

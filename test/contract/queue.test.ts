@@ -197,8 +197,20 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       expect(await s.request(q)).toEqual({ final: true, outcome: 'cancelled', attempts: 0, tempFailures: 0 });
       expect(await s.container(it_)).toMatchObject({ state: 'Locked' });
       expect(await s.queue.cancel([item(iq)], D)).toEqual([
-        { id: iq, ok: false, reason: `illegal transition for container ${iq}: Cancelled → Cancelled` },
+        { id: iq, ok: false, reason: `container ${iq} has already finished (Cancelled)` },
       ]);
+    });
+
+    it('retryable: false ends the request at once, whatever attempts are left', async () => {
+      const s = await make();
+      const r = await s.submit({ containerCountMax: 5 });
+      const c = await s.current(r);
+      const reason = 'needs 1 gpus; largest configured type has 0';
+      expect(
+        await s.queue.cancel([{ id: c, failureClass: 'perm', reason, retryable: false }], D),
+      ).toEqual([{ id: c, ok: true }]);
+      expect(await s.request(r)).toEqual({ final: true, outcome: 'failed', attempts: 1, tempFailures: 0 });
+      expect(await s.current(r)).toBe(c);
     });
 
     it('perm counts against container_count_max; temp retries after a backoff, bounded by max_temp_retries', async () => {

@@ -17,6 +17,14 @@ const start = (c: string, i: string): Action => ({ op: 'start', container: c, in
 const create = (t: string, ...f: string[]): Action => ({ op: 'create', type: t, for: f });
 const shutdown = (i: string, reason: string): Action => ({ op: 'shutdown', instance: i, reason });
 const cancel = (c: string, reason: string): Action => ({ op: 'cancel', container: c, class: 'perm', reason });
+/** No configured type can ever run it: cancelled, and no retry (its request ends). */
+const unsatisfiable = (c: string, reason: string): Action => ({
+  op: 'cancel',
+  container: c,
+  class: 'perm',
+  reason,
+  retryable: false,
+});
 
 const rows: Row[] = [
   // Rule 3: packing and preferences.
@@ -182,7 +190,7 @@ const rows: Row[] = [
   {
     name: 'too much ram: cancelled perm naming the largest type',
     snapshot: snap({ types: [type('t32', 8, 32, 1)], containers: [ctr('c1', { ram: 40 * GiB })] }),
-    actions: [cancel('c1', 'needs 40GiB ram; largest configured type has 32GiB')],
+    actions: [unsatisfiable('c1', 'needs 40GiB ram; largest configured type has 32GiB')],
   },
   {
     name: 'too many vcpus, gpus, or an allow-list of unknown types: cancelled perm',
@@ -190,9 +198,9 @@ const rows: Row[] = [
       containers: [ctr('c1', { vcpus: 16 }), ctr('c2', { gpus: 1 }), ctr('c3', { instanceTypes: ['nope'] })],
     }),
     actions: [
-      cancel('c1', 'needs 16 vcpus; largest configured type has 4'),
-      cancel('c2', 'needs 1 gpus; largest configured type has 0'),
-      cancel('c3', 'allowed instance types [nope] are not configured'),
+      unsatisfiable('c1', 'needs 16 vcpus; largest configured type has 4'),
+      unsatisfiable('c2', 'needs 1 gpus; largest configured type has 0'),
+      unsatisfiable('c3', 'allowed instance types [nope] are not configured'),
     ],
   },
   {
@@ -206,7 +214,7 @@ const rows: Row[] = [
       ],
     }),
     actions: [
-      cancel('big-job', 'its cheapest fitting type big costs 10/h; max_spend_per_hour is 5'),
+      unsatisfiable('big-job', 'its cheapest fitting type big costs 10/h; max_spend_per_hour is 5'),
       lock('small-job'),
       create('small', 'small-job'),
     ],
@@ -218,7 +226,9 @@ const rows: Row[] = [
       types: [type('t', 4, 4, 1)],
       containers: [ctr('c1', { ram: 4 * GiB })],
     }),
-    actions: [cancel('c1', 'needs 4.5GiB ram (4GiB plus 512MiB overhead); largest configured type has 4GiB')],
+    actions: [
+      unsatisfiable('c1', 'needs 4.5GiB ram (4GiB plus 512MiB overhead); largest configured type has 4GiB'),
+    ],
   },
   {
     name: 'max_dispatch_attempts: cancelled perm',

@@ -1,5 +1,6 @@
 // A dispatcher on a real PostgreSQL queue and the sim cloud, on a virtual clock, with hand-driven agents:
 // each test says when agents register, ping, start and finish containers.
+import { bootDataFor, parseBootData } from '../../src/cloud/boot-data.js';
 import { SimCloud, type SimCloudEvent } from '../../src/cloud/sim/sim-cloud.js';
 import { DISPATCHER_TIMERS } from '../../src/dispatch/config.js';
 import { Dispatcher, type DispatchEvent, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
@@ -65,7 +66,9 @@ export async function harness(
   });
   const booted: { id: string; bootData: { nodeId: string; secret: string } }[] = [];
   cloud.onEvent((e: SimCloudEvent) => {
-    if (e.type === 'agent-started') booted.push({ id: e.id, bootData: JSON.parse(e.bootData) });
+    if (e.type !== 'agent-started') return;
+    const b = parseBootData(e.bootData);
+    booted.push({ id: e.id, bootData: { nodeId: b.node_id, secret: b.bootstrap_secret } });
   });
   const events: DispatchEvent[] = [];
   const queue = new PgQueue(store, db.url);
@@ -81,7 +84,7 @@ export async function harness(
       instanceTypes: TYPES,
       config: { ...CONFIG, ...opts.config },
       ...DISPATCHER_TIMERS.parse({ shutdown_retry: '5s' }),
-      bootData: ({ nodeId, bootstrapSecret }) => JSON.stringify({ nodeId, secret: bootstrapSecret }),
+      bootData: bootDataFor('sim:'),
       onEvent: (e) => events.push(e),
       ...extra,
     });

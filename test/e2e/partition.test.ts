@@ -183,8 +183,11 @@ describe('network partition', () => {
         bootDelayMs: dcfg.bootDelayMs,
         netns: dcfg.netns,
         runtime: 'process',
-        // pings well inside node_lost_after: a long poll counts as one ping; info: the log says "registered"
-        agentArgs: ['--ping-wait', '1s', '--log-level', 'info'],
+        // pings well inside node_lost_after: a long poll counts as one ping; info: the log says "registered".
+        // The containers coordinate with the test through files in a host directory, which a sandbox would
+        // hide from them: this test is about partitions, so its containers run unsandboxed (the operator's
+        // explicit opt-out).
+        agentArgs: ['--ping-wait', '1s', '--log-level', 'info', '--process-sandbox', 'none'],
         stopGraceMs: 2000,
       });
       driver = new HoldingDriver(local);

@@ -4,22 +4,14 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, berth, berthDaemon, readIfExists, until } from '../helpers/cli.js';
+import { assertBuilt, berth, readIfExists, startServer, type berthDaemon } from '../helpers/cli.js';
 
 let home: string;
 let env: NodeJS.ProcessEnv;
 let server: ReturnType<typeof berthDaemon> | null = null;
 
-async function startServer() {
-  rmSync(join(home, 'api-url'), { force: true });
-  server = berthDaemon(['server', '--listen', '127.0.0.1:0'], env);
-  await until(
-    () =>
-      readIfExists(join(home, 'api-url')) ||
-      (server!.child.exitCode !== null && Promise.reject(new Error(server!.output()))),
-    60_000,
-    'the server to listen',
-  );
+async function restartServer() {
+  ({ server } = await startServer(home, env));
 }
 
 beforeAll(() => {
@@ -39,7 +31,7 @@ describe('berth server + CLI', () => {
     'starts its embedded PostgreSQL, creates an admin token, serves the CLI, and keeps everything across a restart',
     { timeout: 180_000 },
     async () => {
-      await startServer();
+      await restartServer();
       expect(server!.output()).toMatch(/initialising PostgreSQL data/);
       expect(server!.output()).toMatch(/created an admin token/);
       expect(statSync(join(home, 'admin-token')).mode & 0o777).toBe(0o600);
@@ -64,7 +56,10 @@ describe('berth server + CLI', () => {
         ram: 4 * 1024 ** 3,
         name: 'hello',
       });
-      expect(berth(['ps'], env).stdout).toMatch(new RegExp(`${id}\\s+hello\\s+Queued\\s+500\\s+2\\s+4GiB`));
+      // the admin token: an OWNER column
+      expect(berth(['ps'], env).stdout).toMatch(
+        new RegExp(`${id}\\s+admin\\s+hello\\s+Queued\\s+500\\s+2\\s+4GiB`),
+      );
 
       const bad = berth(['submit', '--ram', '4 gigs', '--', 'echo'], env);
       expect(bad.code).toBe(2);
@@ -85,7 +80,7 @@ describe('berth server + CLI', () => {
       expect(await server!.stop('SIGINT')).toBe(0);
       expect(server!.output()).toMatch(/SIGINT: stopping/);
       expect(readIfExists(join(home, 'api-url'))).toBeNull();
-      await startServer();
+      await restartServer();
       expect(server!.output()).not.toMatch(/initialising PostgreSQL data/);
       const all = JSON.parse(berth(['ps', '--all', '--json'], env).stdout);
       expect(all.items).toHaveLength(1);

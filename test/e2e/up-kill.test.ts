@@ -93,7 +93,7 @@ describe('berth up across a SIGKILL', () => {
       expect(shown.containers[0]).toMatchObject({ state: 'Complete', oom_killed: true, exit_code: 137 });
       expect(shown.containers[0].usage.peak_ram).toBeGreaterThan(32 * 1024 ** 2);
       const text = berth(['show', id], cliEnv).stdout;
-      expect(text).toMatch(/exit code: 137 \(OOM-killed\)/);
+      expect(text).toMatch(/exit code 137 \(OOM-killed: the container reached its memory limit\)/);
       expect(text).toMatch(/usage: peak memory [\d.]+MiB of 64MiB requested, CPU time [\d.]+s/);
       expect(await up.stop('SIGINT')).toBe(0);
     },

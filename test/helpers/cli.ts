@@ -1,6 +1,6 @@
 // Running the real `berth` executable (the compiled CLI: `npm test` builds it first).
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -47,6 +47,23 @@ export function berthDaemon(args: string[], env: NodeJS.ProcessEnv) {
       return exited;
     },
   };
+}
+
+/**
+ * Starts `berth server` on a free port for the BERTH_HOME in env and waits until it listens (it writes
+ * HOME/api-url); fails with its output if it exits first. Returns the daemon and its API URL.
+ */
+export async function startServer(home: string, env: NodeJS.ProcessEnv) {
+  rmSync(join(home, 'api-url'), { force: true });
+  const server = berthDaemon(['server', '--listen', '127.0.0.1:0'], env);
+  const url = await until(
+    () =>
+      readIfExists(join(home, 'api-url')) ||
+      (server.child.exitCode !== null && Promise.reject(new Error(server.output()))),
+    60_000,
+    'the server to listen',
+  );
+  return { server, url: url.trim().replace(/\/$/, '') };
 }
 
 /** Waits for a condition, polling, with a deadline. */

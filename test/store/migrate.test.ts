@@ -3,6 +3,9 @@ import { createPool, withDatabase } from '../../src/store/db.js';
 import { loadMigrations, migrate } from '../../src/store/migrate.js';
 import { inject } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 describe('migrations', () => {
   it('apply on an empty database, are a no-op when re-run, and survive two concurrent runs', async () => {
@@ -28,6 +31,22 @@ describe('migrations', () => {
       await b.end();
       await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
       await admin.end();
+    }
+  });
+
+  it('refuse two files with the same number (only the first would ever be applied)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-migrations-'));
+    try {
+      writeFileSync(join(dir, '001_a.sql'), 'SELECT 1;');
+      writeFileSync(join(dir, '002_b.sql'), 'SELECT 1;');
+      writeFileSync(join(dir, '002_c.sql'), 'SELECT 1;');
+      expect(() => loadMigrations(dir)).toThrow(
+        'migrations 002_b.sql and 002_c.sql share version 2: renumber one',
+      );
+      rmSync(join(dir, '002_c.sql'));
+      expect(loadMigrations(dir).map((m) => m.version)).toEqual([1, 2]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

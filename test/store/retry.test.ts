@@ -121,15 +121,103 @@ describe('retries (DESIGN §3.3)', () => {
     expect((await store.requests.get(req.id)).state).toBe('Committed');
   });
 
-  it('priority 0 withdraws the request', async () => {
+  it('priority 0 withdraws a Queued request without cancelling it: not lockable until raised again', async () => {
     const { store } = await testStore();
     const req = await submit(store);
     const r = await store.requests.setPriority(req.id, null, 0);
-    expect(r).toMatchObject({ state: 'Final', outcome: 'cancelled' });
-    const r2 = await submit(store);
-    const r3 = await store.requests.setPriority(r2.id, null, 900);
-    expect(r3.priority).toBe(900);
-    expect((await store.containers.get(r2.container_id!)).priority).toBe(900);
+    expect(r).toMatchObject({ state: 'Committed', priority: 0, container_state: 'Queued' });
+    expect(await store.containers.get(req.container_id!)).toMatchObject({ state: 'Queued', priority: 0 });
+    expect(await store.containers.lock([req.container_id!], D)).toEqual([]);
+    expect(await store.containers.lockNext(D, 10)).toEqual([]);
+    const raised = await store.requests.setPriority(req.id, null, 900);
+    expect(raised.priority).toBe(900);
+    expect((await store.containers.get(req.container_id!)).priority).toBe(900);
+    expect((await store.containers.lock([req.container_id!], D)).map((l) => l.id)).toEqual([
+      req.container_id,
+    ]);
+    const events = await store.containerList.events(req.container_id!);
+    expect(events.map((e) => e.message)).toEqual(
+      expect.arrayContaining([
+        'priority 500 → 0 (withdrawn: not scheduled; killed if running)',
+        'priority 0 → 900',
+      ]),
+    );
+  });
+
+  it('a Running container whose priority goes to 0 ends the request cancelled when it is killed', async () => {
+    const { store } = await testStore();
+    const req = await submit(store);
+    const a = await run(store, req.container_id!);
+    await store.requests.setPriority(req.id, null, 0);
+    expect((await store.containers.get(req.container_id!)).state).toBe('Running');
+    // the dispatcher's kill action (src/dispatch/dispatcher.ts)
+    await store.containers.cancel(
+      req.container_id!,
+      { kind: 'dispatcher', dispatcherId: D },
+      'user',
+      'priority is 0 (withdrawn)',
+    );
+    expect(await store.requests.get(req.id)).toMatchObject({
+      state: 'Final',
+      outcome: 'cancelled',
+      priority: 0,
+    });
+    // The agent's one report after the kill (the cancel grace: cancel-grace.test.ts) is recorded on the
+    // Cancelled container and changes neither it nor the request; a second one is a stale writer.
+    const exit = { exitCode: 0, oomKilled: false, usage: null };
+    expect(await store.containers.complete(req.container_id!, a.nodeId, a.token, exit)).toEqual({
+      retryId: null,
+      afterCancel: true,
+    });
+    expect(await store.containers.get(req.container_id!)).toMatchObject({ state: 'Cancelled', exit_code: 0 });
+    expect(await store.requests.get(req.id)).toMatchObject({ state: 'Final', outcome: 'cancelled' });
+    await expect(store.containers.complete(req.container_id!, a.nodeId, a.token, exit)).rejects.toThrow(
+      /stale lock token/,
+    );
+  });
+
+  it('a Final request keeps its priority: a change is a 409-style conflict', async () => {
+    const { store } = await testStore();
+    const req = await submit(store);
+    await store.requests.cancel(req.id, null);
+    await expect(store.requests.setPriority(req.id, null, 7)).rejects.toThrow(
+      /has already finished \(cancelled\)/,
+    );
+  });
+
+  it('a cancel that no retry can fix (retryable: false) ends the request at once, whatever attempts are left', async () => {
+    const { store } = await testStore();
+    const req = await submit(store, 'alice', { container_count_max: 5 });
+    await store.containers.cancel(
+      req.container_id!,
+      { kind: 'system' },
+      'perm',
+      'needs 1 gpus; largest configured type has 0',
+      { retryable: false },
+    );
+    const r = await store.requests.get(req.id);
+    expect(r).toMatchObject({ state: 'Final', outcome: 'failed', attempts: 1 });
+    expect(r.final_reason).toBe('needs 1 gpus; largest configured type has 0 (not retryable)');
+    const c = await store.containers.get(req.container_id!);
+    expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
+    // the same perm cancel, retryable, is retried
+    const other = await submit(store, 'alice', { container_count_max: 5 });
+    const { retryId } = await store.containers.cancel(
+      other.container_id!,
+      { kind: 'system' },
+      'perm',
+      'flaky',
+    );
+    expect(retryId).not.toBeNull();
+  });
+
+  it('a request that fails permanently says why once: no "failed: failed:"', async () => {
+    const { store } = await testStore();
+    const req = await submit(store, 'alice', { container_count_max: 1 });
+    await store.containers.cancel(req.container_id!, { kind: 'system' }, 'perm', 'image not found');
+    const r = await store.requests.get(req.id);
+    expect(r).toMatchObject({ state: 'Final', outcome: 'failed' });
+    expect(r.final_reason).toBe('image not found (after 1 of 1 attempts)');
   });
 
   it('a container unlocked max_dispatch_attempts times is cancelled perm', async () => {

@@ -3,9 +3,11 @@
 // always runs on the process runtime.
 import { DockerRuntime } from './docker.js';
 import { PodmanRuntime } from './podman.js';
-import { ProcessRuntime } from './process.js';
+import { ProcessRuntime, type ProcessRuntimeOptions } from './process.js';
 import { RuncRuntime } from './runc.js';
-import type { Runtime } from './types.js';
+import type { NetworkSetting } from './sandbox.js';
+import { NoImageRuntimeError } from './errors.js';
+import type { RunHandle, RunSpec, Runtime } from './types.js';
 
 export const RUNTIME_NAMES = ['docker', 'podman', 'runc', 'process'] as const;
 /** A runtime's configuration name. */
@@ -17,18 +19,24 @@ export interface RuntimeOptions {
   pull?: boolean;
   /** runc: where unpacked root filesystems are cached. */
   imageCache?: string;
+  /** Every runtime: the containers' network, `none` (own namespace, loopback only; default) or `host`. */
+  network?: NetworkSetting;
+  /** docker, podman: the cap on the engine's own copy of a container's log (the agent's log limit). */
+  logLimitBytes?: number;
+  /** process: the sandbox and what it must hide (its `network` is the one above). */
+  process?: Omit<ProcessRuntimeOptions, 'network'>;
 }
 
 export function createRuntime(name: RuntimeName, opts: RuntimeOptions = {}): Runtime {
   switch (name) {
     case 'docker':
-      return new DockerRuntime({ pull: opts.pull });
+      return new DockerRuntime({ pull: opts.pull, network: opts.network, logLimitBytes: opts.logLimitBytes });
     case 'podman':
-      return new PodmanRuntime({ pull: opts.pull });
+      return new PodmanRuntime({ pull: opts.pull, network: opts.network, logLimitBytes: opts.logLimitBytes });
     case 'runc':
-      return new RuncRuntime(undefined, opts.imageCache);
+      return new RuncRuntime(undefined, opts.imageCache, undefined, opts.network);
     case 'process':
-      return new ProcessRuntime();
+      return new ProcessRuntime(undefined, { ...opts.process, network: opts.network });
     default:
       throw new Error(`runtime: expected one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(name)}`);
   }
@@ -52,10 +60,32 @@ export async function detectRuntime(
     if (why === null) return { runtime: rt, skipped };
     skipped[name] = why;
   }
-  return { runtime: new ProcessRuntime(), skipped };
+  return { runtime: createRuntime('process', opts), skipped };
 }
 
 /** The runtime a container runs on: no image means the process runtime, whatever was detected. */
 export function runtimeFor(image: string | null, detected: Runtime, processRuntime: Runtime): Runtime {
   return image === null || image === '' ? processRuntime : detected;
+}
+
+/**
+ * Stands in for the image runtime on a node where none works: every start is refused (perm) naming why
+ * each image runtime was passed over, so an image request fails at once instead of being retried here.
+ */
+export class NoImageRuntime implements Runtime {
+  readonly name = 'image';
+  constructor(private readonly why: string) {}
+  async available(): Promise<string | null> {
+    return `no image runtime${this.why ? ` (${this.why})` : ''}`;
+  }
+  async start(spec: RunSpec): Promise<RunHandle> {
+    throw new NoImageRuntimeError(
+      `image ${JSON.stringify(spec.image)}: this node has no runtime for images (docker, podman or runc)` +
+        (this.why ? `: ${this.why}` : ''),
+    );
+  }
+  async reattach(): Promise<RunHandle | null> {
+    return null;
+  }
+  async discard(): Promise<void> {}
 }

@@ -13,8 +13,10 @@ import {
   type ContainerEngine,
   type EngineState,
 } from './engine-handle.js';
-import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
+import { ImageNotFoundError, RegistryUnavailableError, RuntimeTransientError } from './errors.js';
 import { classifyImage, tarballKey } from './image.js';
+import { REGISTRY_NOT_FOUND, pullBounded, type PullPolicy } from './pull.js';
+import type { NetworkSetting } from './sandbox.js';
 import { clearRunFiles } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
@@ -23,7 +25,23 @@ export interface DockerOptions {
   socketPath?: string;
   /** Pull images that are not present locally (default true; false where no registry is reachable). */
   pull?: boolean;
+  /** The containers' network: `none` (default: loopback only) or `host`. */
+  network?: NetworkSetting;
+  /** How an unreachable registry is retried (default: 3 attempts, 1 s and 4 s apart). */
+  pullPolicy?: PullPolicy;
+  /**
+   * The agent's log limit: docker's own copy of a container's log is capped (two files of 4 times this),
+   * so a container that prints without end cannot fill the daemon's disk. 0 = uncapped.
+   */
+  logLimitBytes?: number;
 }
+
+/**
+ * docker's json-file log rotates at this many times the log limit. Generously: docker 20.10's readers lose
+ * what a rotation moved (a follower started late reads only the current file), so rotation is kept for
+ * containers that print far past the limit, where only a tail is kept anyway.
+ */
+const DOCKER_LOG_FILE_LIMITS = 4;
 
 /** The parts of GET /containers/{id}/json Berth reads. */
 interface Inspect {
@@ -39,7 +57,10 @@ export class DockerRuntime implements Runtime {
 
   constructor(private readonly opts: DockerOptions = {}) {
     this.api = new DockerApi(opts.socketPath);
-    this.engine = new DockerEngine(this.api);
+    this.engine = new DockerEngine(
+      this.api,
+      opts.logLimitBytes ? 2 * DOCKER_LOG_FILE_LIMITS * opts.logLimitBytes : undefined,
+    );
   }
 
   async available(): Promise<string | null> {
@@ -81,7 +102,18 @@ export class DockerRuntime implements Runtime {
             MemorySwap: spec.ram,
             NanoCpus: Math.round(spec.vcpus * 1e9),
             CgroupParent: `/${cgroup.path}`,
-            NetworkMode: 'host',
+            NetworkMode: this.opts.network ?? 'none',
+            ...(this.opts.logLimitBytes
+              ? {
+                  LogConfig: {
+                    Type: 'json-file',
+                    Config: {
+                      'max-size': String(DOCKER_LOG_FILE_LIMITS * this.opts.logLimitBytes),
+                      'max-file': '2',
+                    },
+                  },
+                }
+              : {}),
           },
         },
       });
@@ -138,7 +170,20 @@ export class DockerRuntime implements Runtime {
     if (await this.imageExists(ref.name)) return ref.name;
     if (this.opts.pull === false)
       throw new ImageNotFoundError(ref.name, 'not present on this machine (pulling is disabled)');
-    const [repo, tag] = splitTag(ref.name);
+    await pullBounded(ref.name, () => this.pull(ref.name), this.opts.pullPolicy);
+    if (!(await this.imageExists(ref.name)))
+      throw new ImageNotFoundError(ref.name, 'pull finished but the image is not present');
+    return ref.name;
+  }
+
+  /**
+   * One pull, its failure classified by what the daemon says: the HTTP status (404: no such repository or
+   * tag; 400: not a valid name; 5xx: the registry could not be reached or failed, unless its text is the
+   * registry's "not found", which docker 20.10 also sends as a 500); a failure inside a 200 progress
+   * stream carries only a message, read the same way.
+   */
+  private async pull(name: string): Promise<void> {
+    const [repo, tag] = splitTag(name);
     let progress: string;
     try {
       const res = await this.api.stream({
@@ -149,17 +194,20 @@ export class DockerRuntime implements Runtime {
       });
       progress = (await readAll(res)).toString();
     } catch (err) {
-      throw classify(err, ref.name);
+      if (err instanceof DockerApiError) {
+        if (err.status === 404) throw new ImageNotFoundError(name, err.message);
+        if (err.status === 400) throw new ImageNotFoundError(name, `not a valid image name: ${err.message}`);
+        // docker 20.10 answers a registry's "manifest unknown" with a 500 too: only the text tells.
+        if (REGISTRY_NOT_FOUND.test(err.message)) throw new ImageNotFoundError(name, err.message);
+        throw new RegistryUnavailableError(name, `pull: ${err.message}`);
+      }
+      throw err; // the daemon itself: RuntimeTransientError
     }
-    // The daemon answers 200 and reports a failed pull inside the progress stream.
     const failure = progressError(progress);
     if (failure)
-      throw /not found|does not exist|manifest unknown|denied|unauthorized/i.test(failure)
-        ? new ImageNotFoundError(ref.name, failure)
-        : new RuntimeTransientError(this.name, `pull ${ref.name}: ${failure}`);
-    if (!(await this.imageExists(ref.name)))
-      throw new ImageNotFoundError(ref.name, 'pull finished but the image is not present');
-    return ref.name;
+      throw REGISTRY_NOT_FOUND.test(failure)
+        ? new ImageNotFoundError(name, failure)
+        : new RegistryUnavailableError(name, `pull: ${failure}`);
   }
 
   private async imageExists(name: string): Promise<boolean> {
@@ -168,6 +216,8 @@ export class DockerRuntime implements Runtime {
       return true;
     } catch (err) {
       if (err instanceof DockerApiError && err.status === 404) return false;
+      if (err instanceof DockerApiError && err.status === 400)
+        throw new ImageNotFoundError(name, `not a valid image name: ${err.message}`);
       throw err;
     }
   }
@@ -195,12 +245,8 @@ function splitTag(name: string): [string, string] {
 
 /** Maps daemon errors to the classes the agent acts on: missing images are permanent, the rest transient. */
 function classify(err: unknown, image: string): Error {
-  if (
-    err instanceof RunSpecError ||
-    err instanceof ImageNotFoundError ||
-    err instanceof RuntimeTransientError
-  )
-    return err;
+  // Already classified (RunSpecError, ImageNotFoundError, ImagePullError, RuntimeTransientError...).
+  if (err instanceof Error && 'failureClass' in err) return err;
   if (err instanceof DockerApiError) {
     if (err.status === 404 && /image|manifest|repository/i.test(err.message))
       return new ImageNotFoundError(image, err.message);
@@ -218,7 +264,11 @@ function notFoundOk(err: unknown): void {
 class DockerEngine implements ContainerEngine {
   readonly name = 'docker';
   readonly reportsOom = true;
-  constructor(private readonly api: DockerApi) {}
+  constructor(
+    private readonly api: DockerApi,
+    /** Both json-file logs together (HostConfig.LogConfig). */
+    readonly logCapBytes?: number,
+  ) {}
 
   async wait(container: string): Promise<void> {
     await this.api

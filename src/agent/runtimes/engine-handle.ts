@@ -6,11 +6,11 @@
 // Usage comes from a parent cgroup Berth creates (/berth/<id>, cgroupfs driver): the engine removes the
 // container's own cgroup at exit and with it the peak memory and CPU time; the parent's hierarchical
 // counters keep both.
-import { appendFile, open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { appendFile, open, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { CgroupV1, type CgroupStats } from './cgroup.js';
-import { diskUsage } from './du.js';
+import { diskUsage, outputDiskUsage } from './du.js';
 import { OncePerKey } from './once.js';
 import { readSavedResult, saveResult } from './result-file.js';
 import { tailFiles } from './tail.js';
@@ -32,6 +32,8 @@ export interface ContainerEngine {
   readonly name: string;
   /** Whether inspect's oomKilled is reliable (docker: yes; podman 4.3 on cgroup v1: always false). */
   readonly reportsOom: boolean;
+  /** The engine keeps at most this much of a container's log (older parts rotate away); unset = all. */
+  readonly logCapBytes?: number;
   /** Resolves when the container has stopped. */
   wait(container: string): Promise<void>;
   /** null when no such container exists. */
@@ -42,6 +44,9 @@ export interface ContainerEngine {
   /** Writes the container's whole log (from the start; following until it stops if `follow`) to the two files. */
   copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void>;
 }
+
+/** A file whose allocated blocks fall short of its size by more than this has holes (punched by the agent). */
+const SPARSE_SLACK = 64 * 1024;
 
 /** How close to its limit a container's peak must be for a SIGKILL to count as an OOM kill. */
 const OOM_MARGIN = 1024 * 1024;
@@ -91,9 +96,27 @@ export class EngineHandle implements RunHandle {
     await this.engine.wait(this.container);
     const full = { stdout: `${files.stdout}.full`, stderr: `${files.stderr}.full` };
     await this.copyInto(full, false);
+    // A capped log (docker: two files) that filled its first file may have rotated away its start, and
+    // its readers lose lines at a rotation.
+    const cap = this.engine.logCapBytes;
+    const logged = (await stat(full.stdout)).size + (await stat(full.stderr)).size;
+    const mayHaveRotated = cap !== undefined && logged >= cap / 2;
     for (const stream of ['stdout', 'stderr'] as const) {
-      const have = await readFile(files[stream]);
+      const st = await stat(files[stream]);
       const all = await readFile(full[stream]);
+      const sparse = st.blocks * 512 + SPARSE_SLACK < st.size; // the agent gave back shipped bytes' disk
+      if (mayHaveRotated || sparse) {
+        // Mend the end only: past the log limit only the end of the copy is kept (log-limit.ts), so after
+        // a rotation the log's contiguous end is appended for it to come from (the repeated middle is
+        // dropped with the rest); else what follows the copy's last bytes in the log.
+        const missed = mayHaveRotated
+          ? all.subarray(Math.max(0, all.length - Math.ceil(cap / 8)))
+          : await missedEnd(files[stream], st.size, all);
+        if (missed.length > 0) await appendFile(files[stream], missed);
+        await rm(full[stream], { force: true });
+        continue;
+      }
+      const have = await readFile(files[stream]);
       if (all.subarray(0, have.length).equals(have)) {
         if (all.length > have.length) await appendFile(files[stream], all.subarray(have.length));
         await rm(full[stream], { force: true });
@@ -178,6 +201,7 @@ export class EngineHandle implements RunHandle {
       ramBytes: stats?.ramBytes ?? 0,
       peakRamBytes: stats?.peakRamBytes ?? 0,
       scratchBytes: this.upperDir ? await diskUsage(this.upperDir) : 0,
+      outputBytes: await outputDiskUsage(this.workDir),
     };
   }
 
@@ -187,6 +211,28 @@ export class EngineHandle implements RunHandle {
       async () => this.copyDone,
     );
   }
+}
+
+/**
+ * What the engine's complete log holds past the end of the followed copy in `file` (`size` bytes): found
+ * by the copy's last bytes that are still on disk (up to 64KiB, holes left out). Empty when the copy is
+ * complete, or when its end cannot be found in the log.
+ */
+async function missedEnd(file: string, size: number, all: Buffer): Promise<Buffer> {
+  const want = Math.min(64 * 1024, size);
+  const buf = Buffer.alloc(want);
+  const fh = await open(file, 'r');
+  try {
+    await fh.read(buf, 0, want, size - want);
+  } finally {
+    await fh.close();
+  }
+  let start = 0;
+  while (start < buf.length && buf[start] === 0) start++; // a hole's zeros
+  const end = buf.subarray(start);
+  if (end.length === 0) return Buffer.alloc(0);
+  const at = all.lastIndexOf(end);
+  return at < 0 ? Buffer.alloc(0) : all.subarray(at + end.length);
 }
 
 /** Records an engine container started for `id` (run.json), so that a new agent can re-attach to it. */

@@ -1,6 +1,6 @@
 // The OCI runtime config (config.json) runc runs a container from. Based on `runc spec`'s defaults,
-// with Berth's changes: no terminal, host network (batch work usually needs it; docker here runs the
-// same way), the container's hard limits, and a cgroup path Berth can read usage from.
+// with Berth's changes: no terminal, no network unless the agent is configured for the host's (as for
+// every runtime), the container's hard limits, and a cgroup path Berth can read usage from.
 import { CFS_PERIOD_US, cfsQuotaUs } from './cgroup.js';
 
 /** What varies between containers in the OCI config. */
@@ -13,6 +13,8 @@ export interface OciParams {
   cgroupsPath: string;
   vcpus: number;
   ram: number;
+  /** `none`: a network namespace of its own (runc brings up its loopback); `host`: the host's. */
+  network?: 'none' | 'host';
 }
 
 const CAPS = [
@@ -78,7 +80,13 @@ export function ociConfig(p: OciParams): object {
         memory: { limit: p.ram, swap: p.ram },
         cpu: { quota: cfsQuotaUs(p.vcpus), period: CFS_PERIOD_US },
       },
-      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      namespaces: [
+        { type: 'pid' },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+        ...((p.network ?? 'none') === 'none' ? [{ type: 'network' }] : []),
+      ],
       maskedPaths: [
         '/proc/acpi',
         '/proc/asound',

@@ -21,9 +21,12 @@ import {
   type ContainerEngine,
   type EngineState,
 } from './engine-handle.js';
-import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
+import { ImageNotFoundError, RegistryUnavailableError, RuntimeTransientError } from './errors.js';
+import { punchHole } from './du.js';
 import { classifyImage, tarballKey } from './image.js';
+import { REGISTRY_NOT_FOUND, pullBounded, type PullPolicy } from './pull.js';
 import { isAlive, processRef } from './procfs.js';
+import type { NetworkSetting } from './sandbox.js';
 import { clearRunFiles } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
@@ -34,9 +37,21 @@ export interface PodmanOptions {
   podman?: string;
   /** Pull images that are not present locally (default true). */
   pull?: boolean;
+  /** How an unreachable registry is retried (default: 2 podman pulls, which retry 3 times each). */
+  pullPolicy?: PullPolicy;
   /** Extra `podman run` arguments (default: the ulimits this kind of machine needs). */
   runArgs?: string[];
+  /** The containers' network: `none` (default: loopback only) or `host`. */
+  network?: NetworkSetting;
+  /**
+   * The agent's log limit. conmon's own log (container.log, in the work dir) is not capped (conmon would
+   * truncate it under the reader): the copier gives back the disk of what it has copied instead.
+   */
+  logLimitBytes?: number;
 }
+
+/** conmon's log gives back the disk of copied bytes in steps of this much. */
+const COPIED_PUNCH_STEP = 8 * 1024 * 1024;
 
 const DEFAULT_RUN_ARGS = ['--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
 
@@ -70,7 +85,8 @@ export class PodmanRuntime implements Runtime {
     const cgroup = CgroupV1.forContainer(spec.id);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     const args = ['run', '--detach', '--name', name, '--label', `berth.container=${spec.id}`];
-    args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon', '--network', 'host');
+    args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon');
+    args.push('--network', this.opts.network ?? 'none');
     args.push('--log-driver', 'k8s-file', '--log-opt', `path=${join(spec.workDir, 'container.log')}`);
     args.push(...(this.opts.runArgs ?? DEFAULT_RUN_ARGS));
     if (spec.cwd) args.push('--workdir', spec.cwd);
@@ -113,14 +129,22 @@ export class PodmanRuntime implements Runtime {
     if (await this.imageExists(ref.name)) return ref.name;
     if (this.opts.pull === false)
       throw new ImageNotFoundError(ref.name, 'not present on this machine (pulling is disabled)');
-    try {
-      await exec(this.podman, ['pull', '--quiet', ref.name], { timeout: 600_000 });
-    } catch (err) {
-      const msg = firstLine(err);
-      throw /not found|does not exist|manifest unknown|denied|unauthorized/i.test(msg)
-        ? new ImageNotFoundError(ref.name, msg)
-        : new RuntimeTransientError(this.name, `pull ${ref.name}: ${msg}`, { cause: err });
-    }
+    // podman's CLI exits 125 for every pull failure: only its message tells a missing image (or a name
+    // that resolves to no registry) from a registry it could not reach (which podman itself retries 3 times).
+    await pullBounded(
+      ref.name,
+      async () => {
+        try {
+          await exec(this.podman, ['pull', '--quiet', ref.name], { timeout: 600_000 });
+        } catch (err) {
+          const msg = lastErrorLine(err);
+          throw REGISTRY_NOT_FOUND.test(msg)
+            ? new ImageNotFoundError(ref.name, msg)
+            : new RegistryUnavailableError(ref.name, `podman pull: ${msg}`);
+        }
+      },
+      this.opts.pullPolicy ?? { delaysMs: [1000] },
+    );
     return ref.name;
   }
 
@@ -130,6 +154,8 @@ export class PodmanRuntime implements Runtime {
       return true;
     } catch (err) {
       if ((err as { code?: number }).code === 1) return false;
+      const msg = lastErrorLine(err);
+      if (REGISTRY_NOT_FOUND.test(msg)) throw new ImageNotFoundError(name, `not a valid image name: ${msg}`);
       throw new RuntimeTransientError(this.name, `podman image exists failed: ${firstLine(err)}`, {
         cause: err,
       });
@@ -209,9 +235,13 @@ class PodmanEngine implements ContainerEngine {
     const fd = await open(path!, 'r');
     try {
       let offset = 0;
+      let punched = 0; // Infinity once the file system refused a punch
       let rest: Buffer = Buffer.alloc(0);
       for (;;) {
         const ended = !follow || (stopped && !(conmon && (await isAlive(conmon))));
+        // What is copied is no longer needed in conmon's log: give its disk back (the copy is the record).
+        if (follow && offset - punched >= COPIED_PUNCH_STEP)
+          punched = await punchHole(path!, punched, offset).catch(() => Infinity);
         const buf = Buffer.allocUnsafe(256 * 1024);
         const { bytesRead } = await fd.read(buf, 0, buf.length, offset);
         offset += bytesRead;
@@ -247,6 +277,13 @@ export function parseK8sLine(line: string): { stream: 'stdout' | 'stderr'; data:
   const tag = c < 0 ? line.slice(b + 1) : line.slice(b + 1, c);
   const content = c < 0 ? '' : line.slice(c + 1);
   return { stream, data: tag === 'P' ? content : `${content}\n` };
+}
+
+/** The last "Error: ..." line of a failed podman command (its warnings come first), or its first line. */
+function lastErrorLine(err: unknown): string {
+  const text = ((err as { stderr?: string }).stderr ?? '').trim();
+  const errors = text.split('\n').filter((l) => l.startsWith('Error: '));
+  return errors.length ? errors[errors.length - 1]!.slice('Error: '.length) : firstLine(err);
 }
 
 function firstLine(err: unknown): string {

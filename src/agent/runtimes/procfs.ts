@@ -10,6 +10,7 @@ export interface ProcessRef {
 
 interface Stat {
   state: string;
+  ppid: number;
   pgrp: number;
   startTicks: number;
   /** utime + stime, in clock ticks. */
@@ -29,6 +30,7 @@ async function stat(pid: number): Promise<Stat | null> {
   // Fields from 3 on (state), so field N of proc(5) is rest[N - 3].
   return {
     state: rest[0] ?? '?',
+    ppid: Number(rest[1]),
     pgrp: Number(rest[2]),
     startTicks: Number(rest[19]),
     cpuTicks: Number(rest[11]) + Number(rest[12]),
@@ -57,15 +59,61 @@ export async function processGroupMembers(pgid: number): Promise<number[]> {
 const TICKS_PER_SECOND = 100;
 const PAGE_SIZE = 4096;
 
-async function groupStats(pgid: number): Promise<(Stat & { pid: number })[]> {
-  const out: (Stat & { pid: number })[] = [];
+type PidStat = Stat & { pid: number };
+
+/** Every live (not zombie) process on the host. */
+async function allStats(): Promise<PidStat[]> {
+  const out: PidStat[] = [];
   for (const name of await readdir('/proc')) {
     const pid = Number(name);
     if (!Number.isInteger(pid) || pid <= 0) continue;
     const s = await stat(pid);
-    if (s && s.pgrp === pgid && s.state !== 'Z') out.push({ ...s, pid });
+    if (s && s.state !== 'Z') out.push({ ...s, pid });
   }
   return out;
+}
+
+async function groupStats(pgid: number): Promise<PidStat[]> {
+  return (await allStats()).filter((s) => s.pgrp === pgid);
+}
+
+/** The live descendants of `pid` (children, their children...), whatever session or group they moved to. */
+export async function descendants(pid: number): Promise<number[]> {
+  return (await descendantStats(pid)).map((s) => s.pid);
+}
+
+async function descendantStats(pid: number): Promise<PidStat[]> {
+  const all = await allStats();
+  const byParent = new Map<number, PidStat[]>();
+  for (const s of all) byParent.set(s.ppid, [...(byParent.get(s.ppid) ?? []), s]);
+  const out: PidStat[] = [];
+  const walk = (p: number): void => {
+    for (const c of byParent.get(p) ?? []) {
+      out.push(c);
+      walk(c.pid);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/** The parent of each of `pids` that is still alive (gone ones are left out). */
+export async function parentsOf(pids: number[]): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  await Promise.all(
+    pids.map(async (pid) => {
+      const s = await stat(pid);
+      if (s && s.state !== 'Z') out.set(pid, s.ppid);
+    }),
+  );
+  return out;
+}
+
+function sum(stats: Stat[]): { cpuSeconds: number; ramBytes: number } {
+  return {
+    cpuSeconds: stats.reduce((a, s) => a + s.cpuTicks, 0) / TICKS_PER_SECOND,
+    ramBytes: stats.reduce((a, s) => a + s.rssPages, 0) * PAGE_SIZE,
+  };
 }
 
 /**
@@ -73,9 +121,10 @@ async function groupStats(pgid: number): Promise<(Stat & { pid: number })[]> {
  * that runs without a cgroup. Processes that already exited are not counted (no cgroup keeps their time).
  */
 export async function processGroupUsage(pgid: number): Promise<{ cpuSeconds: number; ramBytes: number }> {
-  const stats = await groupStats(pgid);
-  return {
-    cpuSeconds: stats.reduce((a, s) => a + s.cpuTicks, 0) / TICKS_PER_SECOND,
-    ramBytes: stats.reduce((a, s) => a + s.rssPages, 0) * PAGE_SIZE,
-  };
+  return sum(await groupStats(pgid));
+}
+
+/** The same for the live descendants of `pid` (a sandboxed container without a cgroup). */
+export async function descendantsUsage(pid: number): Promise<{ cpuSeconds: number; ramBytes: number }> {
+  return sum(await descendantStats(pid));
 }

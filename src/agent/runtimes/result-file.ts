@@ -11,5 +11,5 @@ export async function readSavedResult(workDir: string): Promise<ExitInfo | null>
 }
 
 export async function saveResult(workDir: string, info: ExitInfo): Promise<void> {
-  await writeFile(join(workDir, 'result.json'), JSON.stringify(info));
+  await writeFile(join(workDir, 'result.json'), JSON.stringify(info), { mode: 0o600 });
 }

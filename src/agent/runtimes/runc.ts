@@ -10,6 +10,7 @@ import { CgroupV1, cgroupV1Unusable, killCgroup } from './cgroup.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, ensureRootfs } from './image.js';
 import { ociConfig } from './oci.js';
+import type { NetworkSetting } from './sandbox.js';
 import {
   ShimHandle,
   clearRunFiles,
@@ -32,6 +33,8 @@ export class RuncRuntime implements Runtime {
     private readonly imageCache?: string,
     /** runc's state directory (its --root default for root). */
     private readonly stateRoot = '/run/runc',
+    /** The containers' network: `none` (default: own namespace, loopback only) or `host`. */
+    private readonly network: NetworkSetting = 'none',
   ) {}
 
   async available(): Promise<string | null> {
@@ -100,6 +103,7 @@ export class RuncRuntime implements Runtime {
       cgroupsPath: `/${cgroup.path}`,
       vcpus: spec.vcpus,
       ram: spec.ram,
+      network: this.network,
     });
     await writeFile(join(bundle, 'config.json'), JSON.stringify(config));
     const startedAt = Date.now();

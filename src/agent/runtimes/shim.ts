@@ -9,23 +9,37 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { diskUsage } from './du.js';
+import { diskUsage, outputDiskUsage } from './du.js';
 import type { CgroupV1 } from './cgroup.js';
-import { isAlive, processGroupMembers, processGroupUsage, processRef, type ProcessRef } from './procfs.js';
+import {
+  descendants,
+  descendantsUsage,
+  isAlive,
+  parentsOf,
+  processGroupMembers,
+  processGroupUsage,
+  processRef,
+  type ProcessRef,
+} from './procfs.js';
 import { OncePerKey } from './once.js';
 import { readSavedResult, saveResult } from './result-file.js';
 import { tailFiles } from './tail.js';
 import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
 
-// $1 work dir, $2 space-separated cgroup.procs files to join ('' = none), $3 cwd; then the command.
-// Output is appended (>>) so a shim restarted by hand never truncates what was captured. The command runs
-// as an asynchronous list: for a foreground command killed by a signal, sh writes "Killed" into the
-// command's stderr file; the price is that the command starts with SIGINT and SIGQUIT ignored (POSIX, no
-// job control), which Berth never sends.
-const SHIM_SCRIPT = `w=$1; procs=$2; cwd=$3; shift 3
+// $1 work dir, $2 space-separated cgroup.procs files to join ('' = none), $3 cwd, $4 a file of options for
+// the command to read on fd 3 ('' = none; a sandbox's, holding the container's environment: opened, then
+// removed at once); then the command. Output is appended (>>) so a shim restarted by hand never truncates
+// what was captured; the shim's own files are created 0600 (umask 077), the command runs with umask 022.
+// The command runs as an asynchronous list: for a foreground command killed by a signal, sh writes "Killed"
+// into the command's stderr file; the price is that the command starts with SIGINT and SIGQUIT ignored
+// (POSIX, no job control), which Berth never sends.
+const SHIM_SCRIPT = `IFS=' '; umask 077; w=$1; procs=$2; cwd=$3; args=$4; shift 4
 for f in $procs; do echo $$ > "$f" || { echo "berth: cannot join cgroup $f" >>"$w/stderr"; echo 125 >"$w/exit"; exit 125; }; done
 cd "$cwd" || { echo "berth: cannot cd to $cwd" >>"$w/stderr"; echo 126 >"$w/exit"; exit 126; }
-"$@" </dev/null >>"$w/stdout" 2>>"$w/stderr" &
+if [ -n "$args" ]; then exec 3<"$args" || { echo 125 >"$w/exit"; exit 125; }; rm -f "$args"; fi
+: >>"$w/stdout"; : >>"$w/stderr"
+(umask 022; exec "$@") </dev/null >>"$w/stdout" 2>>"$w/stderr" &
+exec 3<&-
 wait $!
 echo $? >"$w/exit"`;
 
@@ -37,6 +51,11 @@ export interface RunState {
   startedAt: number;
   /** cgroup path below the hierarchy roots, or null when running without limits. */
   cgroup: string | null;
+  /**
+   * The command runs in a sandbox (sandbox.ts) whose own two processes are the shim's child and grandchild:
+   * signals other than SIGKILL skip them, and without a cgroup the container is the shim's descendants.
+   */
+  sandboxed?: boolean;
   warning: string | null;
   /** Runtime-specific facts (runc: bundle dir, container name). */
   extra: Record<string, string>;
@@ -49,10 +68,21 @@ export async function spawnShim(opts: {
   env: Record<string, string>;
   cwd: string;
   cgroupProcs: string[];
+  /** A file the command reads on fd 3 (the shim opens it, then removes it before the command starts). */
+  fd3File?: string;
 }): Promise<{ child: ChildProcess; ref: ProcessRef }> {
   const child = spawn(
     '/bin/sh',
-    ['-c', SHIM_SCRIPT, 'berth-shim', opts.workDir, opts.cgroupProcs.join(' '), opts.cwd, ...opts.command],
+    [
+      '-c',
+      SHIM_SCRIPT,
+      'berth-shim',
+      opts.workDir,
+      opts.cgroupProcs.join(' '),
+      opts.cwd,
+      opts.fd3File ?? '',
+      ...opts.command,
+    ],
     {
       detached: true, // own process group: the agent's terminal signals do not reach it, and it outlives the agent
       stdio: 'ignore',
@@ -71,7 +101,7 @@ export async function spawnShim(opts: {
 
 export async function writeRunState(workDir: string, state: RunState): Promise<void> {
   const tmp = join(workDir, 'run.json.tmp');
-  await writeFile(tmp, JSON.stringify(state));
+  await writeFile(tmp, JSON.stringify(state), { mode: 0o600 });
   await rename(tmp, join(workDir, 'run.json'));
 }
 
@@ -80,7 +110,7 @@ export async function writeRunState(workDir: string, state: RunState): Promise<v
  * would make the new container look finished at once, its output would prefix the new output.
  */
 export async function clearRunFiles(workDir: string): Promise<void> {
-  for (const f of ['exit', 'result.json', 'run.json', 'stdout', 'stderr'])
+  for (const f of ['exit', 'result.json', 'run.json', 'stdout', 'stderr', 'sandbox.args'])
     await rm(join(workDir, f), { force: true });
 }
 
@@ -202,14 +232,22 @@ export class ShimHandle implements RunHandle {
 
   async signal(sig: NodeJS.Signals): Promise<void> {
     if (this.done || (await this.shimEnded())) return;
+    const shim = this.state.shim.pid;
     const pids = this.hooks.cgroup
       ? await this.hooks.cgroup.pids()
-      : await processGroupMembers(this.state.shim.pid);
-    for (const pid of pids) if (pid !== this.state.shim.pid) killQuietly(pid, sig);
+      : this.state.sandboxed
+        ? await descendants(shim)
+        : await processGroupMembers(shim);
+    const skip = new Set([shim]);
+    // A TERM to the sandbox's own processes would end the sandbox (and the command with SIGKILL) at once.
+    if (this.state.sandboxed && sig !== 'SIGKILL')
+      for (const helper of sandboxHelpers(shim, await parentsOf(pids))) skip.add(helper);
+    for (const pid of pids) if (!skip.has(pid)) killQuietly(pid, sig);
   }
 
   async usage(): Promise<Usage> {
     const scratchBytes = await diskUsage(this.hooks.scratchDir);
+    const outputBytes = await outputDiskUsage(this.workDir);
     if (this.hooks.cgroup) {
       const stats = this.done ? null : await this.hooks.cgroup.stats();
       return {
@@ -217,10 +255,16 @@ export class ShimHandle implements RunHandle {
         ramBytes: stats?.ramBytes ?? 0,
         peakRamBytes: stats?.peakRamBytes ?? 0,
         scratchBytes,
+        outputBytes,
       };
     }
-    // Without a cgroup: what the process group's live members use now; the peak is the highest sample.
-    const now = this.done ? { cpuSeconds: 0, ramBytes: 0 } : await processGroupUsage(this.state.shim.pid);
+    // Without a cgroup: what the container's live processes use now; the peak is the highest sample.
+    const shim = this.state.shim.pid;
+    const now = this.done
+      ? { cpuSeconds: 0, ramBytes: 0 }
+      : this.state.sandboxed
+        ? await descendantsUsage(shim)
+        : await processGroupUsage(shim);
     this.sampled.cpuSeconds = Math.max(this.sampled.cpuSeconds, now.cpuSeconds);
     this.sampled.peakRamBytes = Math.max(this.sampled.peakRamBytes, now.ramBytes);
     return {
@@ -228,6 +272,7 @@ export class ShimHandle implements RunHandle {
       ramBytes: now.ramBytes,
       peakRamBytes: this.sampled.peakRamBytes,
       scratchBytes,
+      outputBytes,
     };
   }
 
@@ -236,6 +281,16 @@ export class ShimHandle implements RunHandle {
       this.shimEnded(),
     );
   }
+}
+
+/**
+ * The sandbox's own processes among the container's: bwrap (the shim's child) and the namespace's init
+ * (bwrap's child), told apart by parentage, which a process inside cannot change.
+ */
+function sandboxHelpers(shim: number, parents: Map<number, number>): number[] {
+  const outer = [...parents].filter(([, ppid]) => ppid === shim).map(([pid]) => pid);
+  const inner = [...parents].filter(([, ppid]) => outer.includes(ppid)).map(([pid]) => pid);
+  return [...outer, ...inner];
 }
 
 /** Polls `cond` every `stepMs` until it holds or `ms` passed (then gives up quietly: clean-up is best effort). */

@@ -56,7 +56,13 @@ export interface Usage {
   cpuSeconds: number;
   ramBytes: number;
   peakRamBytes: number;
+  /** The container's own files (its scratch dir, its writable layer). */
   scratchBytes: number;
+  /**
+   * Disk its stdout and stderr files take on the instance (what the agent has not shipped or given back
+   * yet: log-limit.ts). Counts against the scratch limit with scratchBytes.
+   */
+  outputBytes?: number;
 }
 
 /** One piece of a container's output. */

@@ -1,9 +1,7 @@
 // Containers: list, get, cancel, events; the dispatcher's lock/unlock/assign; the agent's start/complete.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { ContainerState, FailureClass } from '../../model/types.js';
-import { NotFoundError, refusalError } from '../../store/errors.js';
-import type { ContainerRecord, Usage } from '../../store/records.js';
-import type { Report, ReportOutcome } from '../../store/reports.js';
+import type { FastifyRequest } from 'fastify';
+import { NotFoundError } from '../../store/errors.js';
+import type { ContainerRecord } from '../../store/records.js';
 import type { Principal } from '../../store/tokens.js';
 import { ownerScope, who } from '../auth.js';
 import { HttpError } from '../errors.js';
@@ -12,14 +10,14 @@ import {
   CancelBody,
   CompleteBody,
   ContainerListQuery,
-  IdParams,
+  ContainerParams,
   LockBody,
   TokenBody,
   UnlockBody,
 } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
-import { toReport } from './nodes.js';
+import type { Api, ApiDeps } from '../server.js';
 import { pageArgs } from './paging.js';
+import { report, toReport } from './reports.js';
 
 const READERS = ['user', 'admin', 'dispatcher', 'node'] as const;
 
@@ -33,16 +31,6 @@ export async function visibleContainer(deps: ApiDeps, p: Principal, id: string):
     (p.scope === 'node' && c.node_id === p.nodeId);
   if (!visible) throw new NotFoundError(`container ${id} not found`);
   return c;
-}
-
-/**
- * One agent report through the group commit (store.reports), as the batched endpoint sends them; its
- * refusal thrown (404, 403, 409).
- */
-export async function report(deps: ApiDeps, r: Report): Promise<ReportOutcome> {
-  const [o] = await deps.store.reports.send([r]);
-  if (!o!.ok) throw refusalError(o!);
-  return o!;
 }
 
 /** A dispatcher token bound to one dispatcher id may act only as that dispatcher. */
@@ -63,9 +51,8 @@ function nodeOf(req: FastifyRequest): string {
   return p.nodeId;
 }
 
-export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
+export function containerRoutes(app: Api, deps: ApiDeps): void {
   const { store } = deps;
-  const id = (req: FastifyRequest) => (req.params as { id: string }).id;
 
   app.get(
     '/v1/containers',
@@ -78,7 +65,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['user', 'admin', 'dispatcher'] },
     },
     async (req) => {
-      const q = req.query as Record<string, string | undefined>;
+      const q = req.query;
       const p = who(req);
       const mine = p.scope === 'dispatcher' ? null : ownerScope(p);
       if (mine !== null && q.owner !== undefined && q.owner !== mine) {
@@ -91,7 +78,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       return store.containerList.list({
         ...pageArgs(q),
         owner: mine ?? q.owner,
-        state: q.state as ContainerState | undefined,
+        state: q.state,
         requestId: q.request_id,
         nodeId: q.node_id,
       });
@@ -101,21 +88,21 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get(
     '/v1/containers/:id',
     {
-      schema: { params: IdParams, tags: ['containers'], summary: 'Get a container' },
+      schema: { params: ContainerParams, tags: ['containers'], summary: 'Get a container' },
       config: { scopes: READERS },
     },
-    async (req) => visibleContainer(deps, who(req), id(req)),
+    async (req) => visibleContainer(deps, who(req), req.params.id),
   );
 
   app.get(
     '/v1/containers/:id/events',
     {
-      schema: { params: IdParams, tags: ['containers'], summary: "A container's event log" },
+      schema: { params: ContainerParams, tags: ['containers'], summary: "A container's event log" },
       config: { scopes: ['user', 'admin', 'dispatcher'] },
     },
     async (req) => {
-      await visibleContainer(deps, who(req), id(req));
-      return { items: await store.containerList.events(id(req)) };
+      await visibleContainer(deps, who(req), req.params.id);
+      return { items: await store.containerList.events(req.params.id) };
     },
   );
 
@@ -123,7 +110,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/cancel',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: CancelBody,
         tags: ['containers'],
         summary: 'Cancel a container (with a failure class)',
@@ -132,13 +119,9 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (req) => {
       const p = who(req);
-      const body = (req.body ?? {}) as {
-        class?: FailureClass;
-        reason?: string;
-        dispatcher_id?: string;
-        lock_token?: string;
-      };
-      const cid = id(req);
+      const body = req.body;
+      const cid = req.params.id;
+      const retryable = { retryable: body.retryable ?? true };
       if (p.scope === 'user' || p.scope === 'admin') {
         if (p.scope === 'user' && body.class !== undefined && body.class !== 'user') {
           throw new HttpError(403, 'forbidden', 'class: a user may only cancel with class "user"');
@@ -149,6 +132,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
           { kind: 'user', owner: ownerScope(p) },
           body.class ?? 'user',
           body.reason ?? `cancelled by ${p.owner}`,
+          retryable,
         );
       } else if (p.scope === 'dispatcher') {
         if (!body.dispatcher_id)
@@ -160,6 +144,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
           { kind: 'dispatcher', dispatcherId: dispatcherId(p, body.dispatcher_id) },
           body.class ?? 'perm',
           body.reason ?? 'cancelled by dispatcher',
+          retryable,
         );
       } else {
         if (!body.lock_token)
@@ -170,6 +155,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
           state: 'Cancelled' as const,
           failureClass: body.class ?? 'temp',
           reason: body.reason ?? 'cancelled by agent',
+          ...retryable,
         };
         await report(deps, { kind: 'end', id: cid, node: nodeOf(req), token: body.lock_token, end });
       }
@@ -188,7 +174,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req) => {
-      const b = req.body as { dispatcher_id: string; ids?: string[]; limit?: number };
+      const b = req.body;
       const d = dispatcherId(who(req), b.dispatcher_id);
       if ((b.ids === undefined) === (b.limit === undefined)) {
         throw new HttpError(400, 'invalid', 'give exactly one of ids or limit', [
@@ -206,7 +192,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/unlock',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: UnlockBody,
         tags: ['dispatcher'],
         summary: 'Give a Locked container back to the queue',
@@ -214,9 +200,9 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req) => {
-      const b = req.body as { dispatcher_id: string; reason: string };
-      await store.containers.unlock(id(req), dispatcherId(who(req), b.dispatcher_id), b.reason);
-      return store.containers.get(id(req));
+      const b = req.body;
+      await store.containers.unlock(req.params.id, dispatcherId(who(req), b.dispatcher_id), b.reason);
+      return store.containers.get(req.params.id);
     },
   );
 
@@ -224,7 +210,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/assign',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: AssignBody,
         tags: ['dispatcher'],
         summary: 'Place a Locked container on an instance',
@@ -232,14 +218,14 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req) => {
-      const b = req.body as { dispatcher_id: string; instance_id: string; node_id?: string | null };
+      const b = req.body;
       await store.containers.assign(
-        id(req),
+        req.params.id,
         dispatcherId(who(req), b.dispatcher_id),
         b.instance_id,
         b.node_id ?? null,
       );
-      return store.containers.get(id(req));
+      return store.containers.get(req.params.id);
     },
   );
 
@@ -247,7 +233,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/start',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: TokenBody,
         tags: ['agent'],
         summary: 'The agent reports that it started the container',
@@ -255,9 +241,9 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['node'] },
     },
     async (req) => {
-      const token = (req.body as { lock_token: string }).lock_token;
-      await report(deps, { kind: 'start', id: id(req), node: nodeOf(req), token });
-      return store.containers.get(id(req));
+      const token = req.body.lock_token;
+      await report(deps, { kind: 'start', id: req.params.id, node: nodeOf(req), token });
+      return store.containers.get(req.params.id);
     },
   );
 
@@ -265,7 +251,7 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/complete',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: CompleteBody,
         tags: ['agent'],
         summary: 'The agent reports the exit code and usage',
@@ -273,15 +259,8 @@ export function containerRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['node'] },
     },
     async (req) => {
-      const b = req.body as {
-        lock_token: string;
-        exit_code: number;
-        oom_killed?: boolean;
-        usage?: Usage | null;
-        reason?: string;
-      };
-      await report(deps, toReport({ kind: 'exit', id: id(req), ...b }, nodeOf(req)));
-      return store.containers.get(id(req));
+      await report(deps, toReport({ kind: 'exit', id: req.params.id, ...req.body }, nodeOf(req)));
+      return store.containers.get(req.params.id);
     },
   );
 }

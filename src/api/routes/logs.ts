@@ -1,26 +1,25 @@
 // Logs: the agent appends chunks; users read them, or follow them over Server-Sent Events until the
 // container has ended and every chunk has been sent.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { isFinalContainerState } from '../../model/types.js';
 import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
-import { IdParams, LogAppendBody, LogQuery } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
-import { report, visibleContainer } from './containers.js';
-import type { LogChunk } from '../../store/logs.js';
+import { ContainerParams, LogAppendBody, LogQuery } from '../schemas.js';
+import type { Api, ApiDeps } from '../server.js';
+import { visibleContainer } from './containers.js';
+import { report } from './reports.js';
+import { intQuery } from './paging.js';
 
 /** How often a follower looks for new chunks when no notification arrives. */
 const FOLLOW_POLL_MS = 250;
 
-export function logRoutes(app: FastifyInstance, deps: ApiDeps): void {
+export function logRoutes(app: Api, deps: ApiDeps): void {
   const { store } = deps;
-  const id = (req: FastifyRequest) => (req.params as { id: string }).id;
 
   app.post(
     '/v1/containers/:id/logs',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         body: LogAppendBody,
         tags: ['agent'],
         summary: 'Append log chunks (idempotent by seq)',
@@ -31,10 +30,10 @@ export function logRoutes(app: FastifyInstance, deps: ApiDeps): void {
     async (req) => {
       const node = who(req).nodeId;
       if (node === null) throw new HttpError(403, 'forbidden', 'this token is not bound to a node');
-      const b = req.body as { lock_token: string; chunks: LogChunk[] };
+      const b = req.body;
       const o = await report(deps, {
         kind: 'logs',
-        id: id(req),
+        id: req.params.id,
         node,
         token: b.lock_token,
         chunks: b.chunks,
@@ -47,7 +46,7 @@ export function logRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/containers/:id/logs',
     {
       schema: {
-        params: IdParams,
+        params: ContainerParams,
         querystring: LogQuery,
         tags: ['containers'],
         summary: 'Read logs; follow=true streams them (SSE)',
@@ -55,11 +54,12 @@ export function logRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['user', 'admin'] },
     },
     async (req, reply) => {
-      const q = req.query as { after?: string; limit?: string; follow?: string };
-      const cid = id(req);
+      const q = req.query;
+      const cid = req.params.id;
       await visibleContainer(deps, who(req), cid);
-      let after = q.after === undefined ? -1 : Number(q.after);
-      const limit = q.limit === undefined ? 1000 : Math.min(1000, Math.max(1, Number(q.limit)));
+      const n = intQuery(q, { after: [-1, 2147483647], limit: [1, 1000] });
+      let after = n.after ?? -1;
+      const limit = n.limit ?? 1000;
       if (q.follow !== 'true' && q.follow !== '1') return { items: await store.logs.read(cid, after, limit) };
 
       reply.hijack();

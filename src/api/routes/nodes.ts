@@ -1,86 +1,13 @@
 // Nodes: the dispatcher records one per instance; the agent registers with its one-time bootstrap
 // secret and then pings. A ping is a long poll: it answers at once when there is work, else when work
 // is assigned (a notification) or `wait` passes.
-import type { FastifyInstance } from 'fastify';
-import { Type } from '@sinclair/typebox';
 import { who } from '../auth.js';
-import { HttpError, REFUSAL_STATUS } from '../errors.js';
-import { IdParams, NodeCreateBody, RegisterBody, ReportsBody } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
-import type { UsageSample } from '../../store/containers.js';
-import type { LogChunk } from '../../store/logs.js';
-import type { Usage } from '../../store/records.js';
-import type { Report, ReportOutcome } from '../../store/reports.js';
+import { HttpError } from '../errors.js';
+import { NodeCreateBody, NodeParams, PingBody, RegisterBody, ReportsBody } from '../schemas.js';
+import type { Api, ApiDeps } from '../server.js';
+import { reportResult, sendReports, toReport } from './reports.js';
 
-/** One report as the API takes it (ReportsBody). */
-type ApiReport = { id: string; lock_token: string } & (
-  | { kind: 'start' }
-  | { kind: 'logs'; chunks: LogChunk[] }
-  | { kind: 'exit'; exit_code: number; oom_killed?: boolean; usage?: Usage | null; reason?: string }
-  | { kind: 'cancel'; class: 'temp' | 'perm'; reason: string }
-);
-
-/** The store's report for an API report of `node`. */
-export function toReport(r: ApiReport, node: string): Report {
-  const base = { id: r.id, node, token: r.lock_token };
-  switch (r.kind) {
-    case 'start':
-      return { ...base, kind: 'start' };
-    case 'logs':
-      return { ...base, kind: 'logs', chunks: r.chunks };
-    case 'exit':
-      return {
-        ...base,
-        kind: 'end',
-        end: {
-          state: 'Complete',
-          exitCode: r.exit_code,
-          oomKilled: r.oom_killed ?? false,
-          usage: r.usage ?? null,
-          reason: r.reason ?? null,
-        },
-      };
-    case 'cancel':
-      return { ...base, kind: 'end', end: { state: 'Cancelled', failureClass: r.class, reason: r.reason } };
-  }
-}
-
-/** A report's result as the API answers it: done (with the chunks appended, for logs) or why not. */
-function result(o: ReportOutcome) {
-  if (o.ok) return 'appended' in o ? { id: o.id, ok: true, appended: o.appended } : { id: o.id, ok: true };
-  return { id: o.id, ok: false, error: { status: REFUSAL_STATUS[o.code], code: o.code, message: o.reason } };
-}
-
-const PingBody = Type.Object(
-  {
-    state: Type.Union([
-      Type.Literal('idle'),
-      Type.Literal('busy'),
-      Type.Literal('draining'),
-      Type.Literal('drained'),
-    ]),
-    running: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10000 })),
-    wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60000 })),
-    /** The latest usage sample of each running container (stored on the container until its exit). */
-    usage: Type.Optional(
-      Type.Record(
-        Type.String({ maxLength: 64 }),
-        Type.Object(
-          {
-            cpu_seconds: Type.Number({ minimum: 0 }),
-            ram: Type.Integer({ minimum: 0 }),
-            peak_ram: Type.Integer({ minimum: 0 }),
-          },
-          { additionalProperties: false },
-        ),
-        { maxProperties: 10000 },
-      ),
-    ),
-  },
-  { additionalProperties: false },
-);
-
-export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
+export function nodeRoutes(app: Api, deps: ApiDeps): void {
   const { store } = deps;
 
   app.post(
@@ -94,12 +21,7 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       config: { scopes: ['dispatcher', 'admin'] },
     },
     async (req, reply) => {
-      const b = req.body as {
-        cluster: string;
-        dispatcher_tag: string;
-        instance_id: string;
-        instance_type: string;
-      };
+      const b = req.body;
       const { node, bootstrapSecret } = await store.nodes.create({
         cluster: b.cluster,
         dispatcherTag: b.dispatcher_tag,
@@ -120,7 +42,7 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       },
     },
     async (req, reply) => {
-      const b = req.body as { node_id: string; secret: string; info?: Record<string, unknown> };
+      const b = req.body;
       const { node, token } = await store.nodes.register(b.node_id, b.secret, b.info ?? {});
       return reply.status(201).send({ node, token });
     },
@@ -137,12 +59,12 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
   app.get(
     '/v1/nodes/:id',
     {
-      schema: { params: IdParams, tags: ['admin'], summary: 'Get a node' },
+      schema: { params: NodeParams, tags: ['admin'], summary: 'Get a node' },
       config: { scopes: ['admin', 'dispatcher', 'node'] },
     },
     async (req) => {
       const p = who(req);
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       if (p.scope === 'node' && p.nodeId !== id)
         throw new HttpError(403, 'forbidden', 'a node token may only read its own node');
       return store.nodes.get(id);
@@ -153,7 +75,7 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/nodes/:id/ping',
     {
       schema: {
-        params: IdParams,
+        params: NodeParams,
         body: PingBody,
         tags: ['agent'],
         summary: 'Report state; receive containers to start and to kill',
@@ -162,14 +84,9 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     },
     async (req) => {
       const p = who(req);
-      const id = (req.params as { id: string }).id;
+      const id = req.params.id;
       if (p.nodeId !== id) throw new HttpError(403, 'forbidden', 'a node token may only ping its own node');
-      const b = req.body as {
-        state: 'idle' | 'busy' | 'draining' | 'drained';
-        running?: string[];
-        wait_ms?: number;
-        usage?: Record<string, UsageSample>;
-      };
+      const b = req.body;
       const waiter = deps.waiter('berth_node', id);
       try {
         let node = await store.nodes.ping(id, b.state);
@@ -196,7 +113,7 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
     '/v1/nodes/:id/reports',
     {
       schema: {
-        params: IdParams,
+        params: NodeParams,
         body: ReportsBody,
         tags: ['agent'],
         summary: 'Report starts, log chunks, exits and cancels of containers on this node, in one call',
@@ -205,13 +122,14 @@ export function nodeRoutes(app: FastifyInstance, deps: ApiDeps): void {
       bodyLimit: 16 * 1024 * 1024,
     },
     async (req) => {
-      const p = who(req);
-      const id = (req.params as { id: string }).id;
-      if (p.nodeId !== id)
+      const id = req.params.id;
+      if (who(req).nodeId !== id)
         throw new HttpError(403, 'forbidden', 'a node token may only report for its own node');
-      const b = req.body as { reports: ApiReport[] };
-      const out = await store.reports.send(b.reports.map((r) => toReport(r, id)));
-      return { results: out.map(result) };
+      const out = await sendReports(
+        deps,
+        req.body.reports.map((r) => toReport(r, id)),
+      );
+      return { results: out.map(reportResult) };
     },
   );
 }

@@ -1,22 +1,27 @@
 // Container requests: submit (one or a batch), list, get, cancel, change priority.
-import type { FastifyInstance } from 'fastify';
-import { normalizeRequest, ValidationError, type FieldProblem } from '../../model/request.js';
+import {
+  normalizeRequest,
+  priorityProblem,
+  ValidationError,
+  type FieldProblem,
+  type RequestSpec,
+} from '../../model/request.js';
 import { ownerScope, who } from '../auth.js';
 import { HttpError } from '../errors.js';
 import {
   BatchInput,
   CancelRequestBody,
-  IdParams,
   PriorityPatch,
   RequestInput,
   RequestListQuery,
+  RequestParams,
 } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
+import type { Api, ApiDeps } from '../server.js';
 import { pageArgs } from './paging.js';
 
 const USERS = ['user', 'admin'] as const;
 
-export function requestRoutes(app: FastifyInstance, { store }: ApiDeps): void {
+export function requestRoutes(app: Api, { store }: ApiDeps): void {
   app.post(
     '/v1/requests',
     {
@@ -24,7 +29,7 @@ export function requestRoutes(app: FastifyInstance, { store }: ApiDeps): void {
       config: { scopes: USERS },
     },
     async (req, reply) => {
-      const spec = normalizeRequest(req.body as Record<string, unknown>);
+      const spec = normalizeRequest(req.body, { maxPriority: who(req).maxPriority });
       const [created] = await store.requests.create(who(req).owner, [spec]);
       return reply.status(201).send(created);
     },
@@ -43,20 +48,18 @@ export function requestRoutes(app: FastifyInstance, { store }: ApiDeps): void {
     },
     async (req, reply) => {
       const problems: FieldProblem[] = [];
-      const specs = (req.body as { requests: Record<string, unknown>[] }).requests.map((r, i) => {
+      const specs: RequestSpec[] = [];
+      const { maxPriority } = who(req);
+      req.body.requests.forEach((r, i) => {
         try {
-          return normalizeRequest(r, `requests.${i}.`);
+          specs.push(normalizeRequest(r, { prefix: `requests.${i}.`, maxPriority }));
         } catch (err) {
-          if (err instanceof ValidationError) problems.push(...err.details);
-          else throw err;
-          return null;
+          if (!(err instanceof ValidationError)) throw err;
+          problems.push(...err.details);
         }
       });
       if (problems.length > 0) throw new ValidationError(problems);
-      const items = await store.requests.create(
-        who(req).owner,
-        specs.map((s) => s!),
-      );
+      const items = await store.requests.create(who(req).owner, specs);
       return reply.status(201).send({ items });
     },
   );
@@ -72,35 +75,29 @@ export function requestRoutes(app: FastifyInstance, { store }: ApiDeps): void {
       config: { scopes: USERS },
     },
     async (req) => {
-      const q = req.query as Record<string, string | undefined>;
-      const p = who(req);
-      const mine = ownerScope(p);
+      const q = req.query;
+      const mine = ownerScope(who(req));
       if (mine !== null && q.owner !== undefined && q.owner !== mine) {
         throw new HttpError(403, 'forbidden', `owner: a user token may only list its own requests (${mine})`);
       }
-      return store.requests.list({
-        ...pageArgs(q),
-        owner: mine ?? q.owner,
-        state: q.state as 'Committed' | 'Final' | undefined,
-        name: q.name,
-      });
+      return store.requests.list({ ...pageArgs(q), owner: mine ?? q.owner, state: q.state, name: q.name });
     },
   );
 
   app.get(
     '/v1/requests/:id',
     {
-      schema: { params: IdParams, tags: ['requests'], summary: 'Get a container request' },
+      schema: { params: RequestParams, tags: ['requests'], summary: 'Get a container request' },
       config: { scopes: USERS },
     },
-    async (req) => store.requests.get((req.params as { id: string }).id, ownerScope(who(req))),
+    async (req) => store.requests.get(req.params.id, ownerScope(who(req))),
   );
 
   app.post(
     '/v1/requests/:id/cancel',
     {
       schema: {
-        params: IdParams,
+        params: RequestParams,
         body: CancelRequestBody,
         tags: ['requests'],
         summary: 'Cancel a container request',
@@ -109,8 +106,11 @@ export function requestRoutes(app: FastifyInstance, { store }: ApiDeps): void {
     },
     async (req) => {
       const p = who(req);
-      const reason = (req.body as { reason?: string }).reason ?? `cancelled by ${p.owner}`;
-      return store.requests.cancel((req.params as { id: string }).id, ownerScope(p), reason);
+      return store.requests.cancel(
+        req.params.id,
+        ownerScope(p),
+        req.body.reason ?? `cancelled by ${p.owner}`,
+      );
     },
   );
 
@@ -118,16 +118,18 @@ export function requestRoutes(app: FastifyInstance, { store }: ApiDeps): void {
     '/v1/requests/:id',
     {
       schema: {
-        params: IdParams,
+        params: RequestParams,
         body: PriorityPatch,
         tags: ['requests'],
-        summary: 'Change priority (0 withdraws)',
+        summary: 'Change priority (0: not scheduled, and killed if running)',
       },
       config: { scopes: USERS },
     },
     async (req) => {
-      const { priority } = req.body as { priority: number };
-      return store.requests.setPriority((req.params as { id: string }).id, ownerScope(who(req)), priority);
+      const p = who(req);
+      const problem = priorityProblem(req.body.priority, p.maxPriority);
+      if (problem) throw new ValidationError([problem]);
+      return store.requests.setPriority(req.params.id, ownerScope(p), req.body.priority);
     },
   );
 }

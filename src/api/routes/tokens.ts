@@ -1,11 +1,9 @@
 // Tokens (admin only): create, list, revoke. The secret appears only in the create response.
-import type { FastifyInstance } from 'fastify';
-import type { Scope } from '../../model/types.js';
 import { TokenCreateBody, TokenIdParams } from '../schemas.js';
-import type { ApiDeps } from '../server.js';
+import type { Api, ApiDeps } from '../server.js';
 import { who } from '../auth.js';
 
-export function tokenRoutes(app: FastifyInstance, { store }: ApiDeps): void {
+export function tokenRoutes(app: Api, { store }: ApiDeps): void {
   app.post(
     '/v1/tokens',
     {
@@ -17,11 +15,12 @@ export function tokenRoutes(app: FastifyInstance, { store }: ApiDeps): void {
       config: { scopes: ['admin'] },
     },
     async (req, reply) => {
-      const b = req.body as { scope: Scope; owner: string; description?: string };
+      const b = req.body;
       const { secret, info } = await store.tokens.create({
         scope: b.scope,
         owner: b.owner,
         description: b.description,
+        maxPriority: b.max_priority ?? null,
       });
       return reply.status(201).send({ token: secret, info });
     },
@@ -43,7 +42,7 @@ export function tokenRoutes(app: FastifyInstance, { store }: ApiDeps): void {
       config: { scopes: ['admin'] },
     },
     async (req, reply) => {
-      await store.tokens.revoke(Number((req.params as { id: string }).id));
+      await store.tokens.revoke(Number(req.params.id));
       return reply.status(204).send();
     },
   );
@@ -55,7 +54,7 @@ export function tokenRoutes(app: FastifyInstance, { store }: ApiDeps): void {
     },
     async (req) => {
       const p = who(req);
-      return { scope: p.scope, owner: p.owner, node_id: p.nodeId };
+      return { scope: p.scope, owner: p.owner, node_id: p.nodeId, max_priority: p.maxPriority };
     },
   );
 }

@@ -29,6 +29,10 @@ export function registerAgent(program: Command): void {
         killGraceMs: cfg.kill_grace,
         pingWaitMs: cfg.ping_wait,
         logger,
+        processSandbox: cfg.process_sandbox,
+        bwrap: cfg.bwrap,
+        containerNetwork: cfg.container_network,
+        logLimitBytes: cfg.log_limit,
       });
       const onSignal = (sig: NodeJS.Signals) => {
         logger.warn({ signal: sig }, `${sig}: stopping (containers keep running for the next agent)`);

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { RequestRecord } from '../../store/records.js';
 import { clientFor } from '../client.js';
 import { UsageError } from '../errors.js';
-import { age, shortCommand, size, table } from '../format.js';
+import { age, shortCommand, size, table, when } from '../format.js';
 
 /** What a person wants to see in one word: the container's state while active, the outcome when done. */
 export function statusWord(r: RequestRecord): string {
@@ -18,7 +18,7 @@ export function registerPs(program: Command): void {
     .description('list container requests (active ones; --all for finished too)')
     .option('-a, --all', 'include finished requests')
     .option('--name <text>', 'only requests whose name contains text')
-    .option('--owner <owner>', 'only this owner (admin tokens)')
+    .option('--owner <owner>', 'only this owner (admin tokens; admins see an OWNER column)')
     .option('-n, --limit <n>', 'at most n rows (default 100, max 1000)', '100')
     .option('--json', 'print JSON (one object with items and next_cursor)')
     .action(
@@ -45,19 +45,26 @@ export function registerPs(program: Command): void {
           return;
         }
         const now = new Date();
+        // Admins see everyone's requests: name the owner. A run-after column when any row has one.
+        const admin = (await client.request<{ scope: string }>('GET', '/v1/whoami')).scope === 'admin';
+        const runAfter = page.items.some((r) => r.run_after !== null);
+        const columns: [string, (r: RequestRecord) => string, boolean][] = [
+          ['ID', (r) => r.id, true],
+          ['OWNER', (r) => r.owner, admin],
+          ['NAME', (r) => r.name || '-', true],
+          ['STATUS', statusWord, true],
+          ['PRIO', (r) => String(r.priority), true],
+          ['CPUS', (r) => String(r.vcpus), true],
+          ['RAM', (r) => size(r.ram), true],
+          ['AGE', (r) => age(r.created_at, now), true],
+          ['RUN AFTER', (r) => (r.run_after ? when(r.run_after, now) : '-'), runAfter],
+          ['COMMAND', (r) => shortCommand(r.command), true],
+        ];
+        const shown = columns.filter(([, , on]) => on);
         console.log(
           table(
-            ['ID', 'NAME', 'STATUS', 'PRIO', 'CPUS', 'RAM', 'AGE', 'COMMAND'],
-            page.items.map((r) => [
-              r.id,
-              r.name || '-',
-              statusWord(r),
-              String(r.priority),
-              String(r.vcpus),
-              size(r.ram),
-              age(r.created_at, now),
-              shortCommand(r.command),
-            ]),
+            shown.map(([h]) => h),
+            page.items.map((r) => shown.map(([, cell]) => cell(r))),
           ),
         );
         if (page.next_cursor) console.error(`(more: use --limit, or --json for the cursor)`);

@@ -1,9 +1,10 @@
 // `berth show ID`: a request (with its attempts) or a container (with its events), for people or --json.
 import type { Command } from 'commander';
+import { describeExit } from '../../model/exit.js';
 import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
-import { shortCommand, size } from '../format.js';
+import { printable, shortCommand, size, when } from '../format.js';
 import { formatDuration } from '../../model/units.js';
 import { statusWord } from './ps.js';
 
@@ -19,14 +20,12 @@ function usageLine(c: ContainerRecord): string {
   return `peak memory ${size(u.peak_ram)} of ${size(c.ram)} requested, CPU time ${u.cpu_seconds.toFixed(2)}s, wall ${formatDuration(u.wall_ms)}`;
 }
 
-function containerLines(c: ContainerRecord): string[] {
+function containerLines(c: ContainerRecord, now: Date): string[] {
+  const waits = (c.state === 'Queued' || c.state === 'Locked') && c.run_after && new Date(c.run_after) > now;
   return [
     `  ${c.id}  attempt ${c.attempt}  ${c.state}${c.failure_class ? ` (${c.failure_class})` : ''}`,
-    ...(c.exit_code !== null
-      ? [`    exit code: ${c.exit_code}${c.oom_killed ? ' (OOM-killed)' : ''}`]
-      : c.oom_killed
-        ? ['    OOM-killed']
-        : []),
+    ...(waits ? [`    not before: ${when(c.run_after!, now)}`] : []),
+    ...(c.exit_code !== null || c.oom_killed ? [`    ${describeExit(c.exit_code, c.oom_killed)}`] : []),
     ...(c.runtime_status ? [`    reason: ${c.runtime_status}`] : []),
     ...(c.instance_id ? [`    instance: ${c.instance_id}${c.node_id ? ` (node ${c.node_id})` : ''}`] : []),
     ...(c.usage ? [`    usage: ${usageLine(c)}`] : []),
@@ -42,18 +41,26 @@ async function showRequest(client: Client, id: string, json: boolean): Promise<v
     console.log(JSON.stringify({ ...req, containers }, null, 2));
     return;
   }
+  const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
+  const secret = req.secret_env_keys.map((k) => `${k}=(secret, not shown)`);
+  const now = new Date();
   console.log(
     [
       `request ${req.id}${req.name ? ` (${req.name})` : ''}: ${statusWord(req)}`,
-      `  owner: ${req.owner}   priority: ${req.priority}   created: ${new Date(req.created_at).toISOString()}`,
+      `  owner: ${req.owner}   priority: ${req.priority}${req.priority === 0 ? ' (withdrawn: not scheduled)' : ''}   created: ${new Date(req.created_at).toISOString()}`,
+      ...(req.run_after ? [`  run after: ${when(req.run_after, now)}`] : []),
       `  command: ${shortCommand(req.command, 200)}`,
       `  image: ${req.image ?? '(none: a process)'}`,
+      ...(req.cwd ? [`  working directory: ${req.cwd}`] : []),
+      ...(env.length + secret.length > 0 ? [`  env: ${[...env, ...secret].join(' ')}`] : []),
       `  resources: ${req.vcpus} CPUs, ${size(req.ram)} RAM, ${size(req.scratch)} scratch, ${req.gpus} GPUs${req.preemptible ? ', preemptible' : ''}`,
       `  attempts: ${req.attempts} of ${req.container_count_max}, infrastructure retries: ${req.temp_failures} of ${req.max_temp_retries}`,
       ...(req.state === 'Final' ? [`  outcome: ${req.outcome}: ${req.final_reason ?? ''}`] : []),
       `containers:`,
-      ...containers.flatMap(containerLines),
-    ].join('\n'),
+      ...containers.flatMap((c) => containerLines(c, now)),
+    ]
+      .map(printable)
+      .join('\n'),
   );
 }
 
@@ -67,11 +74,13 @@ async function showContainer(client: Client, id: string, json: boolean): Promise
   console.log(
     [
       `container ${c.id} of request ${c.request_id}`,
-      ...containerLines(c),
+      ...containerLines(c, new Date()),
       `  resources: ${c.vcpus} CPUs, ${size(c.ram)} RAM, priority ${c.priority}, locked ${c.lock_count} times`,
       'events:',
       ...events.map((e) => `  ${new Date(e.at).toISOString()}  ${e.message}`),
-    ].join('\n'),
+    ]
+      .map(printable)
+      .join('\n'),
   );
 }
 

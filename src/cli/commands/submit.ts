@@ -1,16 +1,19 @@
-// `berth submit [options] -- CMD ARGS...`: submit a container request; --wait streams its logs and exits
-// with its exit code.
+// `berth submit [options] -- CMD ARGS...`: submit a container request; --wait streams the output of every
+// attempt and exits with the last one's exit code.
 import type { Command } from 'commander';
-import type { RequestRecord } from '../../store/records.js';
+import { oomWarning } from '../../model/exit.js';
+import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
-import { followLogs } from './logs.js';
+import { printableLines } from '../format.js';
+import { parseWhen } from '../when.js';
+import { followRequest } from './logs.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
 
-function intFlag(name: string) {
+export function intFlag(name: string) {
   return (v: string) => {
     if (!/^-?\d+$/.test(v))
       throw new UsageError(`${name}: expected a whole number, got ${JSON.stringify(v)}`);
@@ -29,22 +32,45 @@ interface SubmitOpts {
   maxAttempts?: number;
   maxRunTime?: string;
   runAfter?: string;
+  chdir?: string;
   env: string[];
+  secretEnv: string[];
   instanceType: string[];
   name?: string;
   wait?: boolean;
   json?: boolean;
 }
 
-export function buildRequestBody(opts: SubmitOpts, argv: string[]): Record<string, unknown> {
+/** NAME=VALUE pairs of a repeatable flag; for --secret-env, a bare NAME takes its value from this environment. */
+function pairs(flag: string, items: string[], fromEnv: boolean): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const kv of items) {
+    const i = kv.indexOf('=');
+    if (i < 0 && fromEnv) {
+      const v = process.env[kv];
+      if (v === undefined)
+        throw new UsageError(
+          `${flag}: ${kv} is not set in this environment (give ${kv}=VALUE, or export it)`,
+        );
+      out[kv] = v;
+    } else if (i <= 0) {
+      throw new UsageError(
+        `${flag}: expected NAME=VALUE${fromEnv ? ' or NAME' : ''}, got ${JSON.stringify(kv)}`,
+      );
+    } else out[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  return out;
+}
+
+export function buildRequestBody(
+  opts: SubmitOpts,
+  argv: string[],
+  now = new Date(),
+): Record<string, unknown> {
   if (argv.length === 0)
     throw new UsageError('no command: give it after --, e.g. berth submit --cpus 2 -- echo hi');
-  const env: Record<string, string> = {};
-  for (const kv of opts.env) {
-    const i = kv.indexOf('=');
-    if (i <= 0) throw new UsageError(`--env: expected NAME=VALUE, got ${JSON.stringify(kv)}`);
-    env[kv.slice(0, i)] = kv.slice(i + 1);
-  }
+  const env = pairs('--env', opts.env, false);
+  const secretEnv = pairs('--secret-env', opts.secretEnv ?? [], true);
   const body: Record<string, unknown> = { command: argv };
   if (opts.cpus !== undefined) body.vcpus = /^\d+(\.\d+)?$/.test(opts.cpus) ? Number(opts.cpus) : opts.cpus;
   if (opts.ram !== undefined) body.ram = /^\d+$/.test(opts.ram) ? Number(opts.ram) : opts.ram;
@@ -56,45 +82,51 @@ export function buildRequestBody(opts: SubmitOpts, argv: string[]): Record<strin
   if (opts.preemptible) body.preemptible = true;
   if (opts.maxAttempts !== undefined) body.container_count_max = opts.maxAttempts;
   if (opts.maxRunTime !== undefined) body.max_run_time = opts.maxRunTime;
-  if (opts.runAfter !== undefined) body.run_after = opts.runAfter;
+  if (opts.runAfter !== undefined) body.run_after = parseWhen(opts.runAfter, now).toISOString();
+  if (opts.chdir !== undefined) body.cwd = opts.chdir;
   if (opts.instanceType.length > 0) body.instance_types = opts.instanceType;
   if (opts.name !== undefined) body.name = opts.name;
   if (Object.keys(env).length > 0) body.env = env;
+  if (Object.keys(secretEnv).length > 0) body.secret_env = secretEnv;
   return body;
 }
 
-/** Follows a request's containers (retries included) until it is Final; returns the exit code to use. */
-export async function waitForRequest(client: Client, id: string): Promise<number> {
-  let req = await client.request<RequestRecord>('GET', `/v1/requests/${id}`);
-  const followed = new Set<string>();
-  while (req.state !== 'Final' || (req.container_id && !followed.has(req.container_id))) {
-    const cid = req.container_id!;
-    if (!followed.has(cid)) {
-      followed.add(cid);
-      await followLogs(client, cid);
-    }
-    req = await client.request<RequestRecord>('GET', `/v1/requests/${id}`);
-    if (req.state !== 'Final' && followed.has(req.container_id!)) {
-      // the container ended but the request has not moved on yet (retry being queued)
-      await new Promise((r) => setTimeout(r, 200));
-    } else if (req.state !== 'Final') {
-      console.error(
-        `berth: ${id}: retrying as ${req.container_id} (attempt ${req.attempts + req.temp_failures + 1})`,
-      );
-    }
-  }
-  const c = await client.request<{
-    exit_code: number | null;
-    state: string;
-    oom_killed: boolean | null;
-    runtime_status: string | null;
-  }>('GET', `/v1/containers/${req.container_id}`);
+/**
+ * Follows a request's containers (every retry included) until it is Final; returns the exit code to use.
+ * `signal` stops following (the request keeps running).
+ */
+export async function waitForRequest(client: Client, id: string, signal?: AbortSignal): Promise<number> {
+  const req = await followRequest(client, id, signal);
+  const c = await client.request<ContainerRecord>('GET', `/v1/containers/${req.container_id}`);
+  // The final reason words the exit (OOM included: model/exit.ts); a success with an OOM kill warns.
   if (req.outcome !== 'success')
-    console.error(
-      `berth: ${id}: ${req.outcome}: ${req.final_reason ?? ''}${c.oom_killed ? ' (OOM-killed)' : ''}`,
-    );
+    console.error(printableLines(`berth: ${id}: ${req.outcome}: ${req.final_reason ?? ''}`));
+  const warning = oomWarning(c.exit_code, c.oom_killed);
+  if (req.outcome === 'success' && warning) console.error(printableLines(`berth: ${id}: ${warning}`));
   if (c.exit_code !== null) return c.exit_code;
   return req.outcome === 'success' ? 0 : 1;
+}
+
+/** Exit code of `submit --wait` stopped by Ctrl-C: the shell's for SIGINT. */
+export const DETACHED_EXIT_CODE = 130;
+
+/** Waits like waitForRequest; Ctrl-C detaches, saying that the request keeps running and what to do. */
+async function waitDetachable(client: Client, id: string): Promise<number> {
+  const stop = new AbortController();
+  const onSigint = () => stop.abort(new Error('interrupted'));
+  process.once('SIGINT', onSigint);
+  try {
+    return await waitForRequest(client, id, stop.signal);
+  } catch (err) {
+    if (!stop.signal.aborted) throw err;
+    console.error(
+      `berth: stopped following; ${id} keeps running. Follow it again with \`berth logs -f ${id}\`, ` +
+        `cancel it with \`berth cancel ${id}\`.`,
+    );
+    return DETACHED_EXIT_CODE;
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
 }
 
 export function registerSubmit(program: Command): void {
@@ -102,27 +134,44 @@ export function registerSubmit(program: Command): void {
     .command('submit')
     .description('submit a container request: berth submit [options] -- CMD ARGS...')
     .usage('[options] -- CMD [ARGS...]')
-    .option('--cpus <n>', 'CPUs (fractions allowed), default 1')
-    .option('--ram <size>', 'memory, e.g. 4GiB or 512MiB, default 1GiB')
+    .option('--cpus <n>', 'CPUs (fractions allowed, at least 0.01), default 1')
+    .option('--ram <size>', 'memory, e.g. 4GiB or 512MiB (at least 16MiB), default 1GiB')
     .option('--scratch <size>', 'scratch disk, e.g. 10GiB, default 0')
     .option('--gpus <n>', 'GPUs, default 0', intFlag('--gpus'))
     .option(
       '--image <image>',
       'docker image, or a root-filesystem tarball path; default none (a plain process)',
     )
-    .option('--priority <p>', 'priority 1-1000 (higher first), default 500', intFlag('--priority'))
+    .option(
+      '--priority <p>',
+      'priority 0-1000, higher first, default 500 (0: held, not scheduled until raised with `berth priority`; a token may have a lower limit)',
+      intFlag('--priority'),
+    )
     .option('--preemptible', 'may run on preemptible (spot) instances')
     .option(
       '--max-attempts <n>',
       'attempts before giving up on non-zero exits, default 3',
       intFlag('--max-attempts'),
     )
-    .option('--max-run-time <duration>', 'kill it after this long, e.g. 2h')
-    .option('--run-after <time>', 'do not start before this RFC 3339 time')
+    .option('--max-run-time <duration>', 'kill it after this long, e.g. 2h (at most 365d)')
+    .option(
+      '--run-after <time>',
+      'do not start before: +20m, +2h (from now), "2026-11-23 08:00" (local time), 08:00 (the next one), or RFC 3339',
+    )
+    .option('--chdir <dir>', 'working directory inside the container (an absolute path)')
     .option('--env <NAME=VALUE>', 'environment variable (repeatable)', collect, [])
+    .option(
+      '--secret-env <NAME[=VALUE]>',
+      'environment variable whose value is never shown back or logged (repeatable; NAME alone takes the value from your environment, so it stays out of your shell history)',
+      collect,
+      [],
+    )
     .option('--instance-type <name>', 'allowed instance type (repeatable), default any', collect, [])
     .option('--name <name>', 'a name to find it by')
-    .option('--wait', 'stream its logs and exit with its exit code')
+    .option(
+      '--wait',
+      'stream the output of every attempt and exit with its exit code (Ctrl-C detaches: exit 130)',
+    )
     .option('--json', 'print the created request as JSON')
     .argument('[command...]', 'the command and its arguments, after --')
     .action(async (argv: string[], opts: SubmitOpts, cmd: Command) => {
@@ -131,7 +180,7 @@ export function registerSubmit(program: Command): void {
       if (opts.json) console.log(JSON.stringify(req, null, 2));
       else console.log(req.id);
       if (opts.wait) {
-        const code = await waitForRequest(client, req.id);
+        const code = await waitDetachable(client, req.id);
         (cmd as Command & { berthExitCode?: number }).berthExitCode = code;
       }
     });

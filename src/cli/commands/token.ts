@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { clientFor } from '../client.js';
 import { UsageError } from '../errors.js';
 import { table } from '../format.js';
+import { intFlag } from './submit.js';
 
 interface TokenInfo {
   id: number;
@@ -10,6 +11,7 @@ interface TokenInfo {
   scope: string;
   owner: string;
   description: string;
+  maxPriority: number | null;
   createdAt: string;
   revokedAt: string | null;
 }
@@ -22,9 +24,17 @@ export function registerToken(program: Command): void {
     .requiredOption('--scope <scope>', 'admin, user or dispatcher (node tokens come from agent registration)')
     .option('--owner <name>', 'who it belongs to (default: the scope name)')
     .option('--description <text>', 'a note')
+    .option(
+      '--max-priority <n>',
+      'the highest priority this token may give a request (0-1000; default: no limit)',
+      intFlag('--max-priority'),
+    )
     .option('--json', 'print JSON')
     .action(
-      async (opts: { scope: string; owner?: string; description?: string; json?: boolean }, cmd: Command) => {
+      async (
+        opts: { scope: string; owner?: string; description?: string; maxPriority?: number; json?: boolean },
+        cmd: Command,
+      ) => {
         if (!['admin', 'user', 'dispatcher'].includes(opts.scope)) {
           throw new UsageError(
             `--scope: expected admin, user or dispatcher, got ${JSON.stringify(opts.scope)}`,
@@ -34,6 +44,7 @@ export function registerToken(program: Command): void {
           scope: opts.scope,
           owner: opts.owner ?? opts.scope,
           ...(opts.description ? { description: opts.description } : {}),
+          ...(opts.maxPriority !== undefined ? { max_priority: opts.maxPriority } : {}),
         });
         if (opts.json) console.log(JSON.stringify(res, null, 2));
         else console.log(res.token);
@@ -48,12 +59,13 @@ export function registerToken(program: Command): void {
       if (opts.json) return console.log(JSON.stringify(res, null, 2));
       console.log(
         table(
-          ['ID', 'PREFIX', 'SCOPE', 'OWNER', 'CREATED', 'REVOKED', 'DESCRIPTION'],
+          ['ID', 'PREFIX', 'SCOPE', 'OWNER', 'MAX PRIO', 'CREATED', 'REVOKED', 'DESCRIPTION'],
           res.items.map((t) => [
             String(t.id),
             `${t.prefix}…`,
             t.scope,
             t.owner,
+            t.maxPriority === null ? '-' : String(t.maxPriority),
             t.createdAt,
             t.revokedAt ?? '-',
             t.description,

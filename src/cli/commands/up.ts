@@ -8,12 +8,28 @@ import { processLogger, type Logger } from '../../log/logger.js';
 import type { DispatchConfig } from '../../dispatch/config.js';
 import type { RunningDispatcher } from '../../dispatch/run.js';
 import { formatSize } from '../../model/units.js';
-import type { Config } from '../../config/options.js';
+import { PROCESS_OPTIONS, type Config } from '../../config/options.js';
 import type { Store } from '../../store/store.js';
 import { lockHome } from '../../server/home-lock.js';
 import { Shutdown } from '../../server/shutdown.js';
 import { watchStopSignals } from '../stop-signals.js';
 import { destroyAll, forceStop } from '../up-stop.js';
+
+/** What `berth up`'s agents will do with containers that have no image, when it is not the safe default. */
+async function processSandboxNote(cfg: Config): Promise<string | null> {
+  if (cfg.process_sandbox === 'none')
+    return "WARNING: process sandbox none: containers without an image run unsandboxed and can read Berth's tokens";
+  const { probeSandbox } = await import('../../agent/runtimes/sandbox.js');
+  const tools = await probeSandbox(cfg.bwrap);
+  return typeof tools === 'string'
+    ? `containers without an image will be refused: ${tools} (or --process-sandbox none where every user is trusted: unsafe)`
+    : null;
+}
+
+/** The options `berth up` reads for its agents, passed on as their flags (src/config/options.ts). */
+const AGENT_KEYS = ['process_sandbox', 'bwrap'] as const;
+const agentArgs = (cfg: Config): string[] =>
+  AGENT_KEYS.flatMap((k) => [PROCESS_OPTIONS.option(k).flag!, String(cfg[k])]);
 
 export function registerUp(program: Command): void {
   withOptionFlags(program.command('up'), 'up')
@@ -72,7 +88,7 @@ async function run(
     let code = 0;
     try {
       if (!shutdown.begun) {
-        const driver = await openDriver(dcfg, cfg.home);
+        const driver = await openDriver(dcfg, cfg.home, agentArgs(cfg));
         dispatcher = await startDispatcher({
           cfg: dcfg,
           store: server.store,
@@ -92,7 +108,16 @@ async function run(
         registries.push(dispatcher.registry);
       }
       if (dispatcher && !shutdown.begun)
-        code = await serve({ url: server.url, store: server.store, dispatcher, dcfg, demo, say, requested });
+        code = await serve({
+          url: server.url,
+          store: server.store,
+          dispatcher,
+          dcfg,
+          demo,
+          say,
+          requested,
+          sandboxNote: await processSandboxNote(cfg),
+        });
       else say(`${await requested}: stopping`);
     } finally {
       // Each step even when one before it failed (the database may be down): nothing may stay running.
@@ -121,9 +146,12 @@ async function serve(o: {
   demo: boolean;
   say: (line: string) => void;
   requested: Promise<NodeJS.Signals>;
+  /** How image-less containers will fare, when not as they should (processSandboxNote). */
+  sandboxNote: string | null;
 }): Promise<number> {
   const { url, dispatcher, say, requested } = o;
   say(`Berth is up: API ${url}, metrics ${url}/metrics`);
+  if (o.sandboxNote) say(o.sandboxNote);
   say(
     `instance types: ${o.dcfg.instanceTypes.map((t) => `${t.name} (${t.vcpus} CPUs, ${formatSize(t.ram)})`).join(', ')}`,
   );

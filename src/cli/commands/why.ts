@@ -1,8 +1,44 @@
-// `berth why ID`: why a container (or a request's current container) waits, in the scheduler's words.
+// `berth why ID`: why a container (or a request's current container) waits, or what happened to it. Facts
+// in the data come first (priority 0, a run-after or retry backoff still in the future, placed on an
+// instance, ended); the dispatcher's status text explains the rest (limits, types, queue position).
 import type { Command } from 'commander';
-import type { ContainerRecord } from '../../store/records.js';
+import { describeExit } from '../../model/exit.js';
+import { formatDuration } from '../../model/units.js';
+import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor } from '../client.js';
+import { printableLines } from '../format.js';
 import { containerOf } from './logs.js';
+
+const at = (t: Date | string, now: Date) => {
+  const d = new Date(t);
+  return `${d.toISOString()} (in ${formatDuration(Math.max(0, d.getTime() - now.getTime()))})`;
+};
+
+/** Why the container waits or how it ended, in one line, from its record and its request's. */
+export function explain(c: ContainerRecord, req: RequestRecord, now: Date): string {
+  switch (c.state) {
+    case 'Queued':
+    case 'Locked': {
+      if (c.instance_id) return `${c.state}, placed on instance ${c.instance_id}; its agent is starting it`;
+      if (c.priority === 0)
+        return `${c.state}: not scheduled: priority is 0 (raise it with \`berth priority ${req.id} N\`)`;
+      const after = c.run_after ? new Date(c.run_after) : null;
+      if (after && after.getTime() > now.getTime()) {
+        const asked = req.run_after ? new Date(req.run_after).getTime() : null;
+        return asked !== null && asked >= after.getTime()
+          ? `${c.state}: waits until ${at(after, now)} (run-after)`
+          : `${c.state}: retry backoff until ${at(after, now)} (attempt ${c.attempt}, after an infrastructure failure)`;
+      }
+      return `${c.state}: ${c.scheduling_status ?? 'waiting for the dispatcher (no status yet: is `berth dispatch` or `berth up` running?)'}`;
+    }
+    case 'Running':
+      return `Running on instance ${c.instance_id} since ${new Date(c.started_at!).toISOString()}`;
+    case 'Complete':
+      return `Complete, ${describeExit(c.exit_code, c.oom_killed)}`;
+    case 'Cancelled':
+      return `Cancelled (${c.failure_class}): ${c.runtime_status ?? ''}`;
+  }
+}
 
 export function registerWhy(program: Command): void {
   program
@@ -16,35 +52,16 @@ export function registerWhy(program: Command): void {
         'GET',
         `/v1/containers/${await containerOf(client, id)}`,
       );
+      const req = await client.request<RequestRecord>('GET', `/v1/requests/${c.request_id}`);
+      const why = explain(c, req, new Date());
       if (opts.json)
         return console.log(
           JSON.stringify(
-            { id: c.id, state: c.state, status: c.scheduling_status, instance: c.instance_id },
+            { id: c.id, state: c.state, why, status: c.scheduling_status, instance: c.instance_id },
             null,
             2,
           ),
         );
-      switch (c.state) {
-        case 'Queued':
-        case 'Locked':
-          if (c.instance_id)
-            console.log(`${c.id}: ${c.state}, placed on instance ${c.instance_id}; its agent is starting it`);
-          else
-            console.log(
-              `${c.id}: ${c.state}: ${c.scheduling_status ?? 'waiting for the dispatcher (no status yet: is `berth dispatch` or `berth up` running?)'}`,
-            );
-          break;
-        case 'Running':
-          console.log(
-            `${c.id}: Running on instance ${c.instance_id} since ${new Date(c.started_at!).toISOString()}`,
-          );
-          break;
-        case 'Complete':
-          console.log(`${c.id}: Complete, exit code ${c.exit_code}${c.oom_killed ? ' (OOM-killed)' : ''}`);
-          break;
-        case 'Cancelled':
-          console.log(`${c.id}: Cancelled (${c.failure_class}): ${c.runtime_status ?? ''}`);
-          break;
-      }
+      console.log(printableLines(`${c.id}: ${why}`));
     });
 }

@@ -17,18 +17,11 @@ import { CgroupV1, cgroupV1Unusable } from '../../agent/runtimes/cgroup.js';
 import { createRuntime, RUNTIME_NAMES, type RuntimeName } from '../../agent/runtimes/detect.js';
 import { isAlive, processRef, type ProcessRef } from '../../agent/runtimes/procfs.js';
 import type { InstanceType } from '../../model/types.js';
+import { BootDataError, parseBootData, type BootData } from '../boot-data.js';
 import { matchesTags, type CloudInstance, type Driver, type Tags } from '../driver.js';
 import { CloudApiError, NotFoundError } from '../errors.js';
 import { InstanceList, type LocalInstanceRecord } from './instance-list.js';
 import { apiUrlFor, createNetns, netnsExec, netnsUnusable, removeNetns, type NetnsLink } from './netns.js';
-
-/** What the dispatcher hands to create() as bootData (JSON); the same shape as src/dispatch/run.ts BootData. */
-export interface LocalBootData {
-  api_url: string;
-  node_id: string;
-  bootstrap_secret: string;
-  instance_type?: string;
-}
 
 export interface LocalDriverOptions {
   /** BERTH_HOME: instances live in home/instances/<id>/, the list in home/instances.json. */
@@ -70,18 +63,14 @@ export function defaultBerthBin(): string {
   throw new Error('cannot find bin/berth.js above ' + fileURLToPath(import.meta.url));
 }
 
-/** Parses create()'s bootData; throws a CloudApiError (not retryable) naming what is missing. */
-export function parseBootData(bootData: string): LocalBootData {
-  let d: Partial<LocalBootData>;
+/** Parses create()'s bootData; a CloudApiError (not retryable) naming what is wrong. */
+function bootDataOf(text: string): BootData {
   try {
-    d = JSON.parse(bootData) as Partial<LocalBootData>;
-  } catch {
-    throw new CloudApiError('bootData: expected JSON {api_url, node_id, bootstrap_secret}', false);
+    return parseBootData(text);
+  } catch (err) {
+    if (err instanceof BootDataError) throw new CloudApiError(err.message, false);
+    throw err;
   }
-  for (const k of ['api_url', 'node_id', 'bootstrap_secret'] as const)
-    if (typeof d[k] !== 'string' || d[k] === '')
-      throw new CloudApiError(`bootData.${k}: expected a non-empty string`, false);
-  return d as LocalBootData;
 }
 
 const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -118,7 +107,7 @@ export class LocalDriver implements Driver {
   }
 
   async create(type: InstanceType, tags: Tags, bootData: string): Promise<CloudInstance> {
-    const boot = parseBootData(bootData);
+    const boot = bootDataOf(bootData);
     const runtime = this.o.runtime ?? 'auto';
     if (runtime !== 'auto' && !RUNTIME_NAMES.includes(runtime))
       throw new CloudApiError(`runtime: expected auto or ${RUNTIME_NAMES.join(', ')}, got ${runtime}`, false);

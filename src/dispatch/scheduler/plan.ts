@@ -243,7 +243,13 @@ export function plan(snap: Snapshot): Plan {
   for (const c of queueOrder(waiting)) {
     const shape = shapes.get(c);
     if (shape.unsatisfiable !== null) {
-      cancels.push({ op: 'cancel', container: c.id, class: 'perm', reason: shape.unsatisfiable });
+      cancels.push({
+        op: 'cancel',
+        container: c.id,
+        class: 'perm',
+        reason: shape.unsatisfiable,
+        retryable: false,
+      });
       status.set(c.id, statusText.cancelled(shape.unsatisfiable));
       continue;
     }

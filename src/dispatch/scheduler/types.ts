@@ -59,7 +59,8 @@ export type Action =
   | { op: 'lock'; container: string }
   | { op: 'start'; container: string; instance: string }
   | { op: 'unlock'; container: string; reason: string }
-  | { op: 'cancel'; container: string; class: 'perm' | 'temp'; reason: string }
+  /** retryable false: no retry can succeed (no configured type can ever fit it), so its request ends. */
+  | { op: 'cancel'; container: string; class: 'perm' | 'temp'; reason: string; retryable?: false }
   | { op: 'shutdown'; instance: string; reason: string }
   | { op: 'kill'; container: string; instance: string };
 

@@ -4,6 +4,7 @@
 //     their requests (lock order everywhere: container rows, then request rows);
 //  2. after decideRetry (src/model/retry.ts, the one owner of retry rules, shared with the simulator)
 //     has decided each request: finalise some, queue the retries of the others, write every event.
+import { describeExit, oomWarning } from '../../model/exit.js';
 import { newId } from '../../model/ids.js';
 import { decideRetry, retryRunAfter, type RetryDecision } from '../../model/retry.js';
 import { statesFrom, type Actor } from '../../model/transitions.js';
@@ -12,12 +13,19 @@ import type { StoreContext } from '../context.js';
 import { onCommit, type Tx } from '../db.js';
 import type { Usage } from '../records.js';
 import { EventRows } from './events.js';
+import { inCancelGrace } from './grace.js';
 import { firstOfEach, outcomes, type Outcome } from './outcome.js';
 
 /** How a container ends, as the store records it. */
 export type Ending =
   | { state: 'Complete'; exitCode: number; oomKilled: boolean; usage: Usage | null; reason?: string | null }
-  | { state: 'Cancelled'; failureClass: FailureClass; reason: string };
+  | {
+      state: 'Cancelled';
+      failureClass: FailureClass;
+      reason: string;
+      /** false: no retry can succeed, so the request ends now (decideRetry). Default true. */
+      retryable?: boolean;
+    };
 
 /** One container to end: who asks (their guard) and how it ends. */
 export interface EndItem {
@@ -26,8 +34,11 @@ export interface EndItem {
   end: Ending;
 }
 
-/** An ended item's outcome carries the retry queued for its request, if one was. */
-export type EndOutcome = Outcome & { retryId?: string | null };
+/**
+ * An ended item's outcome carries the retry queued for its request, if one was; `afterCancel`: the
+ * agent's exit report of a container in its cancel grace (grace.ts), recorded on the Cancelled container.
+ */
+export type EndOutcome = Outcome & { retryId?: string | null; afterCancel?: true };
 
 interface EndedRow {
   id: string;
@@ -110,6 +121,49 @@ const NEXT_SQL = `
       queued_at, run_after, $1, $1 FROM t)
   ${EventRows.INSERT_SQL(14)}`;
 
+// The exit an agent reports for a container in its cancel grace (grace.ts): recorded on the Cancelled
+// container (which closes the grace: exit_code is set), its state and its request's course unchanged.
+const AFTER_CANCEL_SQL = `
+  WITH r AS (
+    UPDATE containers c SET exit_code = i.exit_code, oom_killed = i.oom, usage = COALESCE(i.usage, c.usage),
+      updated_at = $1
+    FROM unnest($2::text[], $3::text[], $4::int4[], $5::int4[], $6::bool[], $7::jsonb[], $8::text[])
+      AS i(id, node, gen, exit_code, oom, usage, message)
+    WHERE c.id = i.id AND c.node_id = i.node AND ${inCancelGrace('c', 'i.gen', '$1')}
+    RETURNING c.id, i.exit_code, i.oom, i.message)
+  INSERT INTO container_events (container_id, at, kind, message, data)
+  SELECT id, $1, 'exit', message, jsonb_build_object('exit_code', exit_code, 'oom_killed', oom) FROM r
+  RETURNING container_id AS id`;
+
+/** Records the exits of the agents' Complete items that are in their cancel grace; their ids. */
+async function exitsAfterCancel(
+  ctx: StoreContext,
+  tx: Tx,
+  now: Date,
+  items: EndItem[],
+): Promise<Set<string>> {
+  const late = items.flatMap((it) =>
+    it.end.state === 'Complete' && it.actor.kind === 'agent' && it.actor.generation !== null
+      ? [{ it, end: it.end, actor: it.actor, gen: it.actor.generation }]
+      : [],
+  );
+  if (late.length === 0) return new Set();
+  const r = await tx.query<{ id: string }>(AFTER_CANCEL_SQL, [
+    now,
+    late.map((x) => x.it.id),
+    late.map((x) => x.actor.node),
+    late.map((x) => x.gen),
+    late.map((x) => x.end.exitCode),
+    late.map((x) => x.end.oomKilled),
+    late.map((x) => (x.end.usage ? JSON.stringify(x.end.usage) : null)),
+    late.map(
+      (x) =>
+        `after the cancel: ${describeExit(x.end.exitCode, x.end.oomKilled)}${x.end.reason ? ` (${x.end.reason})` : ''}`,
+    ),
+  ]);
+  return new Set(r.rows.map((row) => row.id));
+}
+
 /** Ends the containers of `items` inside `tx`; see the file comment. */
 export async function endContainers(ctx: StoreContext, tx: Tx, items: EndItem[]): Promise<EndOutcome[]> {
   if (items.length === 0) return [];
@@ -143,9 +197,20 @@ export async function endContainers(ctx: StoreContext, tx: Tx, items: EndItem[])
       onCommit(tx, () => ctx.wake.send('berth_node', node));
     }
   const done = new Map(ended.rows.map((r) => [r.id, r.state]));
+  const late = await exitsAfterCancel(
+    ctx,
+    tx,
+    now,
+    batch.filter((it) => !done.has(it.id)),
+  );
+  for (const id of late) done.set(id, 'Cancelled');
   const kind = (it: EndItem) => (it.end.state === 'Complete' ? 'complete' : 'cancel');
   const out = await outcomes(tx, kind, items, done, now.getTime());
-  return out.map((o) => (o.ok ? { ...o, retryId: retries.get(o.id) ?? null } : o));
+  return out.map((o) => {
+    if (!o.ok) return o;
+    if (late.has(o.id)) return { ...o, retryId: null, afterCancel: true as const };
+    return { ...o, retryId: retries.get(o.id) ?? null };
+  });
 }
 
 /** Statement 2: each ended container's request is finalised or retried; every event is written. */
@@ -161,11 +226,17 @@ async function next(
   const retry: { row: EndedRow; cid: string; d: Extract<RetryDecision, { kind: 'retry' }> }[] = [];
   for (const row of rows) {
     const end = items.get(row.id)!.end;
+    const retryable = end.state === 'Complete' || end.retryable !== false;
     const what =
       end.state === 'Complete'
-        ? `completed with exit code ${end.exitCode}${end.oomKilled ? ' (OOM-killed)' : ''}`
-        : `cancelled (${end.failureClass}): ${end.reason}`;
-    events.add(row.id, 'state', `${end.state}: ${what}`, { state: end.state });
+        ? `completed with ${describeExit(end.exitCode, end.oomKilled)}`
+        : `cancelled (${end.failureClass}${retryable ? '' : ', not retryable'}): ${end.reason}`;
+    events.add(row.id, 'state', `${end.state}: ${what}`, {
+      state: end.state,
+      ...(retryable ? {} : { retryable: false }),
+    });
+    const warning = end.state === 'Complete' ? oomWarning(end.exitCode, end.oomKilled) : null;
+    if (warning) events.add(row.id, 'warning', warning, { oom_killed: true });
     // An old attempt, or a request already final (cancelled between attempts): nothing more to decide.
     if (row.request_state === 'Final' || row.container_id !== row.id) continue;
     const d = decideRetry(
@@ -174,6 +245,8 @@ async function next(
         exitCode: end.state === 'Complete' ? end.exitCode : null,
         failureClass: end.state === 'Cancelled' ? end.failureClass : null,
         reason: end.reason ?? null,
+        oomKilled: end.state === 'Complete' && end.oomKilled,
+        retryable,
       },
       {
         priority: row.priority,

@@ -1,15 +1,19 @@
 // What a batched transition answers for each item, and how a refused item explains itself: the rows are
 // read back and the pure rules (src/model/transitions.ts) say why, so the SQL guards of the fast path and
 // the messages the caller sees cannot drift apart without the contract suite noticing.
-import { refusal, type Actor, type ContainerFacts, type TransitionKind } from '../../model/transitions.js';
+import {
+  refusal,
+  type Actor,
+  type ContainerFacts,
+  type Refusal,
+  type TransitionKind,
+} from '../../model/transitions.js';
 import type { ContainerState } from '../../model/types.js';
 import type { Queryable } from '../db.js';
 import { refusalError } from '../errors.js';
 
 /** One item's result: done (with the state it reached), or refused with the reason and its kind. */
-export type Outcome =
-  | { id: string; ok: true; state: ContainerState }
-  | { id: string; ok: false; reason: string; code: 'not_found' | 'forbidden' | 'conflict' };
+export type Outcome = { id: string; ok: true; state: ContainerState } | ({ id: string; ok: false } & Refusal);
 
 /** A refused item. */
 export type Refused = Extract<Outcome, { ok: false }>;
