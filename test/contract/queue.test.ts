@@ -206,9 +206,9 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       const r = await s.submit({ containerCountMax: 5 });
       const c = await s.current(r);
       const reason = 'needs 1 gpus; largest configured type has 0';
-      expect(
-        await s.queue.cancel([{ id: c, failureClass: 'perm', reason, retryable: false }], D),
-      ).toEqual([{ id: c, ok: true }]);
+      expect(await s.queue.cancel([{ id: c, failureClass: 'perm', reason, retryable: false }], D)).toEqual([
+        { id: c, ok: true },
+      ]);
       expect(await s.request(r)).toEqual({ final: true, outcome: 'failed', attempts: 1, tempFailures: 0 });
       expect(await s.current(r)).toBe(c);
     });
