@@ -9,6 +9,11 @@
 export interface CoalescerOptions {
   maxItems: number;
   maxInFlight: number;
+  /**
+   * A call's items weigh at most this much together (e.g. bytes of a request body), by `weight`; an item
+   * heavier than that goes alone.
+   */
+  maxWeight?: number;
 }
 
 interface Waiting<I, O> {
@@ -28,6 +33,7 @@ export class Coalescer<I, O> {
   constructor(
     private readonly send: (items: I[]) => Promise<O[]>,
     private readonly opts: CoalescerOptions,
+    private readonly weight: (item: I) => number = () => 1,
   ) {
     if (!(opts.maxItems >= 1) || !(opts.maxInFlight >= 1))
       throw new Error('Coalescer: maxItems and maxInFlight must be at least 1');
@@ -54,9 +60,23 @@ export class Coalescer<I, O> {
     });
   }
 
+  /** How many of the waiting items the next call takes: up to maxItems and maxWeight, at least one. */
+  private take(): number {
+    const max = Math.min(this.opts.maxItems, this.waiting.length);
+    if (this.opts.maxWeight === undefined) return max;
+    let n = 0;
+    let total = 0;
+    while (n < max) {
+      total += this.weight(this.waiting[n]!.item);
+      if (n > 0 && total > this.opts.maxWeight) break;
+      n++;
+    }
+    return n;
+  }
+
   private async call(): Promise<void> {
     if (this.inFlight >= this.opts.maxInFlight || this.waiting.length === 0) return;
-    const batch = this.waiting.splice(0, this.opts.maxItems);
+    const batch = this.waiting.splice(0, this.take());
     this.inFlight++;
     this.stats.calls++;
     this.stats.items += batch.length;

@@ -1,6 +1,8 @@
 // The agent's batched endpoint (POST /v1/nodes/:id/reports) and the group commit behind every agent
 // report (src/store/reports.ts): many containers in one call, answered per report.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { AgentClient, ApiHttpError } from '../../src/agent/client.js';
+import { buildApi } from '../../src/api/server.js';
 import { testApi } from '../helpers/api.js';
 
 const t = await testApi();
@@ -109,5 +111,37 @@ describe('batched agent reports', () => {
     expect(t.store.reports.stats.items - before.items).toBe(16);
     expect(commits).toBeLessThan(8); // fewer commits than agents
     for (const { c } of work) expect((await t.store.containers.get(c.id)).state).toBe('Complete');
+  });
+});
+
+describe('the agent client', () => {
+  it('sends the reports of its containers together through the batched endpoint; a refusal is thrown as before', async () => {
+    const app = await buildApi({ store: t.store });
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const n = await t.node();
+      const client = new AgentClient(url, n.id);
+      client.token = n.token;
+      // The client's one door to the wire: which paths it called.
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const call = vi.spyOn(client as any, 'call');
+      const paths = () => call.mock.calls.map((c) => c[1] as string);
+      const work = await Promise.all([assigned(n), assigned(n), assigned(n)]);
+      await Promise.all(work.map((c) => client.start(c.id, c.token)));
+      await Promise.all(
+        work.map(async (c, i) => {
+          await client.logs(c.id, c.token, [{ seq: 0, stream: 'stdout', data: `out ${i}\n` }]);
+          await client.complete(c.id, c.token, { exit_code: 0, usage: null });
+        }),
+      );
+      for (const c of work) expect((await t.store.containers.get(c.id)).state).toBe('Complete');
+      expect(paths().every((p) => p === `/v1/nodes/${n.id}/reports`)).toBe(true);
+      expect(paths().length).toBeLessThan(9); // 9 reports
+      const err = await client.start(work[0]!.id, work[0]!.token).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiHttpError);
+      expect(err).toMatchObject({ status: 409, code: 'conflict' });
+    } finally {
+      await app.close();
+    }
   });
 });

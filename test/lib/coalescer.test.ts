@@ -57,6 +57,22 @@ describe('Coalescer', () => {
     expect(await Promise.all(all)).toEqual(['r1', 'r2', 'r3', 'r4', 'r5']);
   });
 
+  it('a call weighs at most maxWeight; an item heavier than that goes alone', async () => {
+    const h = held();
+    const c = new Coalescer(h.send, { maxItems: 100, maxInFlight: 3, maxWeight: 10 }, (i) => i);
+    const all = [4, 5, 2, 30, 1].map((i) => c.submit(i));
+    await turn();
+    await turn();
+    await turn();
+    expect(h.calls.map((x) => x.items)).toEqual([[4, 5], [2], [30]]);
+    h.calls.forEach((x) => x.done());
+    await turn();
+    await turn();
+    expect(h.calls.map((x) => x.items)).toEqual([[4, 5], [2], [30], [1]]);
+    h.calls[3]!.done();
+    expect(await Promise.all(all)).toEqual(['r4', 'r5', 'r2', 'r30', 'r1']);
+  });
+
   it('a failed call fails its own items only; the next call goes out', async () => {
     const h = held();
     const c = new Coalescer(h.send, { maxItems: 10, maxInFlight: 1 });
