@@ -227,14 +227,16 @@ export const UsageSampleSchema = Type.Object(
 );
 export type UsageSample = Static<typeof UsageSampleSchema>;
 
+/** How a container exited, as its agent reports it (complete, or an "exit" report). */
+const ExitFields = {
+  exit_code: Type.Integer({ minimum: -1, maximum: 255 }),
+  oom_killed: Type.Optional(Type.Boolean()),
+  usage: Type.Optional(Nullable(UsageSchema)),
+  reason: Type.Optional(Reason),
+};
+
 export const CompleteBody = Type.Object(
-  {
-    lock_token: LockToken,
-    exit_code: Type.Integer({ minimum: -1, maximum: 255 }),
-    oom_killed: Type.Optional(Type.Boolean()),
-    usage: Type.Optional(Nullable(UsageSchema)),
-    reason: Type.Optional(Reason),
-  },
+  { lock_token: LockToken, ...ExitFields },
   { additionalProperties: false },
 );
 export type CompleteBodyT = Static<typeof CompleteBody>;
@@ -275,15 +277,7 @@ export const ReportSchema = Type.Union(
       { additionalProperties: false },
     ),
     Type.Object(
-      {
-        kind: Type.Literal('exit'),
-        id: ContainerId,
-        lock_token: LockToken,
-        exit_code: Type.Integer({ minimum: -1, maximum: 255 }),
-        oom_killed: Type.Optional(Type.Boolean()),
-        usage: Type.Optional(Nullable(UsageSchema)),
-        reason: Type.Optional(Reason),
-      },
+      { kind: Type.Literal('exit'), id: ContainerId, lock_token: LockToken, ...ExitFields },
       { additionalProperties: false },
     ),
     Type.Object(
