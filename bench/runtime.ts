@@ -3,6 +3,8 @@
 // For each runtime available here:
 // - start-to-exit overhead of `true`: from start() until wait() has resolved (exit recorded, usage read,
 //   cgroup/container removed), median and p99 over --runs runs after 3 warm-up runs;
+// - freeze latency: from RunHandle.freeze() until the kernel (or the engine) reports the container frozen,
+//   and the same for thaw(), on a container running a busy loop, median and p99 over --runs freezes;
 // - memory per running container: --hold containers running `sleep`, measured as the agent's own
 //   heap and RSS growth and the RSS of the host-side helpers each container costs (our shim, `runc run`,
 //   containerd-shim, conmon), divided by the number of containers.
@@ -41,6 +43,9 @@ interface Result {
   meanMs?: number;
   /** The same `true` without Berth: `sh -c true` (process) or a bare `runc run` of a prepared bundle (runc). */
   baselineMedianMs?: number;
+  freezeMedianMs?: number;
+  freezeP99Ms?: number;
+  thawMedianMs?: number;
   held?: number;
   agentHeapKiBPerContainer?: number;
   agentRssKiBPerContainer?: number;
@@ -113,6 +118,7 @@ async function benchOne(name: RuntimeName, runs: number, hold: number): Promise<
   }
   times.sort((a, b) => a - b);
   const baseline = await baselineTimes(name, runs);
+  const freeze = await freezeTimes(rt, name, runs);
 
   const before = await pids();
   gc();
@@ -133,6 +139,9 @@ async function benchOne(name: RuntimeName, runs: number, hold: number): Promise<
       p99Ms: round(percentile(times, 99)),
       meanMs: round(times.reduce((a, b) => a + b, 0) / times.length),
       ...(baseline ? { baselineMedianMs: round(percentile(baseline, 50)) } : {}),
+      freezeMedianMs: round(percentile(freeze.freeze, 50)),
+      freezeP99Ms: round(percentile(freeze.freeze, 99)),
+      thawMedianMs: round(percentile(freeze.thaw, 50)),
       held: hold,
       agentHeapKiBPerContainer: round((mem1.heapUsed - mem0.heapUsed) / 1024 / hold),
       agentRssKiBPerContainer: round((mem1.rss - mem0.rss) / 1024 / hold),
@@ -145,6 +154,34 @@ async function benchOne(name: RuntimeName, runs: number, hold: number): Promise<
       await rm(s.workDir, { recursive: true, force: true });
     }
   }
+}
+
+/** Freeze and thaw latencies (sorted) of one busy container, `runs` times each. */
+async function freezeTimes(
+  rt: Runtime,
+  name: RuntimeName,
+  runs: number,
+): Promise<Record<'freeze' | 'thaw', number[]>> {
+  const s = await spec(name, ['/bin/sh', '-c', 'while :; do :; done']);
+  const h = await rt.start(s);
+  const out = { freeze: [] as number[], thaw: [] as number[] };
+  try {
+    for (let i = 0; i < runs; i++) {
+      let t0 = performance.now();
+      await h.freeze();
+      out.freeze.push(performance.now() - t0);
+      t0 = performance.now();
+      await h.thaw();
+      out.thaw.push(performance.now() - t0);
+    }
+  } finally {
+    await h.signal('SIGKILL');
+    await h.wait();
+    await rm(s.workDir, { recursive: true, force: true });
+  }
+  out.freeze.sort((a, b) => a - b);
+  out.thaw.sort((a, b) => a - b);
+  return out;
 }
 
 async function timeProcess(cmd: string, args: string[]): Promise<number> {
@@ -224,10 +261,11 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   }
   console.log(
-    `runtime start-to-exit of \`true\` (${runs} runs after 3 warm-up), memory with ${hold} containers held`,
+    `runtime start-to-exit of \`true\` (${runs} runs after 3 warm-up), freeze/thaw of a busy container ` +
+      `(${runs} each), memory with ${hold} containers held`,
   );
   console.log(
-    'runtime   median ms   p99 ms   mean ms   baseline ms   agent heap KiB/ctr   agent RSS KiB/ctr   helpers RSS KiB/ctr',
+    'runtime   median ms   p99 ms   mean ms   baseline ms   freeze ms (p99)   thaw ms   agent heap KiB/ctr   agent RSS KiB/ctr   helpers RSS KiB/ctr',
   );
   for (const r of results) {
     if (r.skipped) {
@@ -241,6 +279,8 @@ export async function run(args: string[]): Promise<number> {
         String(r.p99Ms).padStart(8),
         String(r.meanMs).padStart(9),
         String(r.baselineMedianMs ?? '-').padStart(13),
+        `${r.freezeMedianMs} (${r.freezeP99Ms})`.padStart(17),
+        String(r.thawMedianMs).padStart(9),
         String(r.agentHeapKiBPerContainer).padStart(20),
         String(r.agentRssKiBPerContainer).padStart(19),
         String(r.helperRssKiBPerContainer).padStart(21),

@@ -66,6 +66,8 @@ export interface AgentOptions {
   bwrap?: string;
   /** The containers' network on every runtime (default `none`: loopback only). */
   containerNetwork?: NetworkSetting;
+  /** The cgroup under which containers' groups are created (default `berth`). */
+  cgroupParent?: string;
   /** Bytes of stdout and stderr stored per container (default 64MiB; 0 = no limit): log-limit.ts. */
   logLimitBytes?: number;
   /**
@@ -178,6 +180,7 @@ export class Agent {
     const runtimeOpts: RuntimeOptions = {
       network,
       logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
+      cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
       process: {
         sandbox,
         bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),

@@ -144,6 +144,17 @@ export const ContainerListQuery = Type.Object(
   { additionalProperties: false },
 );
 
+export const UsageQuery = Type.Object(
+  {
+    by: Type.Optional(Type.Union([Type.Literal('name'), Type.Literal('owner')])),
+    owner: Type.Optional(Owner),
+    since: Type.Optional(
+      Text({ maxLength: 64, description: 'an RFC 3339 time: containers finished since then' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 const params = <T extends TSchema>(id: T) => Type.Object({ id }, { additionalProperties: false });
 export const RequestParams = params(RequestId);
 export const ContainerParams = params(ContainerId);

@@ -20,6 +20,7 @@ import { logRoutes } from './routes/logs.js';
 import { nodeRoutes } from './routes/nodes.js';
 import { requestRoutes } from './routes/requests.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { usageRoutes } from './routes/usage.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -183,6 +184,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);
   instanceRoutes(app, deps);
+  usageRoutes(app, deps);
   let doc: Record<string, unknown> | null = null;
   app.get(
     '/openapi.json',

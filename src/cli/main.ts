@@ -17,6 +17,7 @@ import { registerShow } from './commands/show.js';
 import { registerSim } from './commands/sim.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerToken } from './commands/token.js';
+import { registerUsage } from './commands/usage.js';
 import { registerWhy } from './commands/why.js';
 import { UsageError } from './errors.js';
 import { printableLines } from './format.js';
@@ -35,6 +36,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerToken,
   registerWhy,
   registerInstances,
+  registerUsage,
   registerPlan,
   registerAgent,
   registerSim,

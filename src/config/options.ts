@@ -186,6 +186,23 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['agent', 'up'],
   }),
   opt({
+    key: 'cgroup_parent',
+    kind: text(
+      'a cgroup path below the hierarchy root: names of letters, digits, "_", "-" and "." separated by "/"',
+      /^(?!.*(^|\/)\.\.?(\/|$))[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/,
+      '<path>',
+    ),
+    default: 'berth',
+    env: 'BERTH_CGROUP_PARENT',
+    flag: '--cgroup-parent',
+    help:
+      "The cgroup under which the agent creates its containers' groups (`<parent>/<container id>`, below " +
+      "/sys/fs/cgroup or each v1 hierarchy). The local driver sets it to the instance's slice " +
+      '(`berth-local/<instance>/containers`), so that its containers count in the instance and its ' +
+      'teardown kills them with it.',
+    usedBy: ['agent'],
+  }),
+  opt({
     key: 'container_network',
     kind: oneOf(NETWORK_SETTINGS, '<kind>'),
     default: 'none',

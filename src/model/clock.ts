@@ -40,6 +40,21 @@ export function seededRng(seed: number): Rng {
   };
 }
 
+/** FNV-1a hash of a string (32 bits): turns a stream's name into part of its seed. */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+/**
+ * One named random stream of a seeded run: the same seed and name give the same sequence, and streams
+ * of different names are independent, so drawing more from one never shifts another's draws.
+ */
+export function namedRng(seed: number, name: string): Rng {
+  return seededRng((seed ^ fnv1a(name)) >>> 0);
+}
+
 /** Timer functions, injectable so tests can drive them. */
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;

@@ -10,6 +10,24 @@ export class UnitError extends Error {
   }
 }
 
+/**
+ * Runs a unit parser on the value at `path`; a UnitError becomes the caller's own error type with the
+ * path in front ("jobs[3].ram: expected a size such as 4GiB ..."). Other errors pass through.
+ */
+export function parseAt<T>(
+  path: string,
+  parse: (v: unknown) => T,
+  value: unknown,
+  wrap: new (message: string) => Error,
+): T {
+  try {
+    return parse(value);
+  } catch (err) {
+    if (err instanceof UnitError) throw new wrap(`${path}: ${err.message}`);
+    throw err;
+  }
+}
+
 const SIZE_UNITS: Record<string, number> = {
   '': 1,
   b: 1,

@@ -7,7 +7,7 @@
 // size, like the largest AMD shapes some clouds sell, so every job of the 256-node Lublin trace fits.
 import { readFileSync } from 'node:fs';
 import type { InstanceType } from '../model/types.js';
-import { parseSize, parseVcpus, UnitError } from '../model/units.js';
+import { parseAt, parseSize, parseVcpus } from '../model/units.js';
 
 const GiB = 1024 ** 3;
 
@@ -124,12 +124,7 @@ export class CatalogError extends Error {
 const FIELDS = ['name', 'provider_type', 'vcpus', 'ram', 'scratch', 'gpus', 'price', 'preemptible'];
 
 function unit<T>(path: string, parse: (v: unknown) => T, v: unknown): T {
-  try {
-    return parse(v);
-  } catch (err) {
-    if (err instanceof UnitError) throw new CatalogError(`${path}: ${err.message}`);
-    throw err;
-  }
+  return parseAt(path, parse, v, CatalogError);
 }
 
 function parseType(v: unknown, i: number): InstanceType {

@@ -32,6 +32,7 @@ import {
 import { PROCESS_OPTIONS } from '../config/options.js';
 import { SCHEDULER_OPTIONS } from '../config/scheduler.js';
 import { DISPATCH_OPTIONS } from '../dispatch/config.js';
+import { EC2_BILLING, type BillingRule } from '../model/billing.js';
 import type { InstanceType } from '../model/types.js';
 import { CatalogError, defaultCatalog, loadCatalog, parseCatalog } from './catalog.js';
 
@@ -52,6 +53,9 @@ const catalog: Kind<InstanceType[]> = {
 };
 
 const above0 = num(0, { above: true });
+
+/** Spot interruptions per instance-hour. */
+const rate = num(0, { what: 'a number >= 0 (per hour, such as 0.05)' });
 
 /** A distribution of durations: {"kind": "fixed", "time": "90s"} and the like. */
 const distribution = variant('kind', {
@@ -208,9 +212,16 @@ const FAULTS = section([
         opt({
           key: 'interruptions_per_hour',
           field: 'interruptionsPerHour',
-          kind: num(0),
+          kind: rate,
           default: 0,
           help: 'Mean spot interruptions per preemptible instance-hour.',
+        }),
+        opt({
+          key: 'by_type',
+          field: 'byType',
+          kind: mapOf(rate),
+          default: {},
+          help: 'Per provider type (each a preemptible type of the catalog): its own rate, instead of `interruptions_per_hour`.',
         }),
         opt({
           key: 'notice',
@@ -236,112 +247,152 @@ const FAULTS = section([
 const dispatch = <K extends (typeof DISPATCH_OPTIONS.options)[number]['key']>(k: K) =>
   DISPATCH_OPTIONS.option(k);
 
-export const SIM_OPTIONS = section([
-  opt({
-    key: 'catalog',
-    kind: catalog,
-    default: 'default',
-    defaultText: '"default" (80 types in four families)',
-    help: '"default", a catalog file path (relative to the config file), or the catalog itself (`{"instance_types": [...]}` or an array).',
-  }),
-  opt({
-    key: 'scheduler',
-    kind: SCHEDULER_OPTIONS,
-    default: {},
-    help: 'The scheduler keys (below).',
-  }),
-  opt({
-    key: 'boot_time',
-    field: 'bootTime',
-    kind: distribution,
-    default: { kind: 'lognormal', median: '60s', sigma: 0.25 },
-    defaultText: 'lognormal, median 60s, sigma 0.25',
-    help: 'Time from create to the instance running and its agent starting.',
-  }),
-  opt({
-    key: 'limits',
-    kind: section([
-      reuse(dispatch('max_cloud_ops_per_second'), { field: 'opsPerSecond', default: null }),
-      opt({
-        key: 'burst',
-        kind: nullable(above0),
-        default: null,
-        defaultText: 'null (max(1, max_cloud_ops_per_second))',
-        help: 'Burst size of the token bucket.',
-      }),
-      reuse(dispatch('max_concurrent_creates'), { field: 'maxConcurrentCreates', default: null }),
-    ]),
-    default: {},
-    defaultText: 'no limits',
-    help: "Berth's own limits on cloud calls (the rate-limit decorator), as in the dispatch config.",
-  }),
-  opt({
-    key: 'faults',
-    kind: FAULTS,
-    default: {},
-    defaultText: 'none',
-    help: "The sim cloud's fault knobs (below).",
-  }),
-  opt({
-    key: 'agent',
-    kind: section([
-      opt({
-        key: 'start_delay',
-        field: 'startDelayMs',
-        kind: duration(),
-        default: '2s',
-        help: "Time from the instance running to its agent's first ping.",
-      }),
-      reuse(PROCESS_OPTIONS.option('ping_wait'), { key: 'ping_interval', field: 'pingIntervalMs' }),
-    ]),
-    default: {},
-    help: "The simulated agents' timings.",
-  }),
-  opt({
-    key: 'dispatcher',
-    kind: section([
-      reuse(dispatch('node_lost_after')),
-      reuse(dispatch('sync_interval'), { default: '5m' }),
-      opt({
-        key: 'safety_tick',
-        field: 'safetyTickMs',
-        kind: duration({ above0: true }),
-        default: '5m',
-        help: 'A pass at least this often (the simulated tick_interval).',
-      }),
-      opt({
-        key: 'min_pass_interval',
-        field: 'minPassIntervalMs',
-        kind: duration(),
-        default: 0,
-        help: 'Passes run at least this far apart in virtual time (what happens meanwhile waits for the next pass, as it would while a real pass takes that long); 0: a pass at every instant something happened.',
-      }),
-    ]),
-    default: {},
-    help: "The dispatcher's timings.",
-  }),
-  opt({
-    key: 'time_limit',
-    field: 'timeLimitMs',
-    kind: nullable(duration()),
-    default: null,
-    defaultText: 'last arrival + 30 days',
-    help: 'Stop the run this long after its start, finished or not.',
-  }),
-]);
+export const SIM_OPTIONS = section(
+  [
+    opt({
+      key: 'catalog',
+      kind: catalog,
+      default: 'default',
+      defaultText: '"default" (80 types in four families)',
+      help: '"default", a catalog file path (relative to the config file), or the catalog itself (`{"instance_types": [...]}` or an array).',
+    }),
+    opt({
+      key: 'scheduler',
+      kind: SCHEDULER_OPTIONS,
+      default: {},
+      help: 'The scheduler keys (below).',
+    }),
+    opt({
+      key: 'boot_time',
+      field: 'bootTime',
+      kind: distribution,
+      default: { kind: 'lognormal', median: '60s', sigma: 0.25 },
+      defaultText: 'lognormal, median 60s, sigma 0.25',
+      help: 'Time from create to the instance running and its agent starting.',
+    }),
+    opt({
+      key: 'limits',
+      kind: section([
+        reuse(dispatch('max_cloud_ops_per_second'), { field: 'opsPerSecond', default: null }),
+        opt({
+          key: 'burst',
+          kind: nullable(above0),
+          default: null,
+          defaultText: 'null (max(1, max_cloud_ops_per_second))',
+          help: 'Burst size of the token bucket.',
+        }),
+        reuse(dispatch('max_concurrent_creates'), { field: 'maxConcurrentCreates', default: null }),
+      ]),
+      default: {},
+      defaultText: 'no limits',
+      help: "Berth's own limits on cloud calls (the rate-limit decorator), as in the dispatch config.",
+    }),
+    opt({
+      key: 'faults',
+      kind: FAULTS,
+      default: {},
+      defaultText: 'none',
+      help: "The sim cloud's fault knobs (below).",
+    }),
+    opt({
+      key: 'agent',
+      kind: section([
+        opt({
+          key: 'start_delay',
+          field: 'startDelayMs',
+          kind: duration(),
+          default: '2s',
+          help: "Time from the instance running to its agent's first ping.",
+        }),
+        reuse(PROCESS_OPTIONS.option('ping_wait'), { key: 'ping_interval', field: 'pingIntervalMs' }),
+      ]),
+      default: {},
+      help: "The simulated agents' timings.",
+    }),
+    opt({
+      key: 'dispatcher',
+      kind: section([
+        reuse(dispatch('node_lost_after')),
+        reuse(dispatch('sync_interval'), { default: '5m' }),
+        opt({
+          key: 'safety_tick',
+          field: 'safetyTickMs',
+          kind: duration({ above0: true }),
+          default: '5m',
+          help: 'A pass at least this often (the simulated tick_interval).',
+        }),
+        opt({
+          key: 'min_pass_interval',
+          field: 'minPassIntervalMs',
+          kind: duration(),
+          default: 0,
+          help: 'Passes run at least this far apart in virtual time (what happens meanwhile waits for the next pass, as it would while a real pass takes that long); 0: a pass at every instant something happened.',
+        }),
+      ]),
+      default: {},
+      help: "The dispatcher's timings.",
+    }),
+    opt({
+      key: 'time_limit',
+      field: 'timeLimitMs',
+      kind: nullable(duration()),
+      default: null,
+      defaultText: 'last arrival + 30 days',
+      help: 'Stop the run this long after its start, finished or not.',
+    }),
+    opt({
+      key: 'billing',
+      kind: section([
+        opt({
+          key: 'minimum',
+          field: 'minimumMs',
+          kind: duration(),
+          default: `${EC2_BILLING.minimumMs / 1000}s`,
+          help: 'The least an instance is billed, however briefly it lived.',
+        }),
+        opt({
+          key: 'increment',
+          field: 'incrementMs',
+          kind: optional(duration({ above0: true })),
+          defaultText: `the scheduler's billing_period if set, else ${EC2_BILLING.incrementMs / 1000}s`,
+          help: 'Past the minimum, lifetimes are rounded up to whole increments.',
+        }),
+      ]),
+      default: {},
+      defaultText: 'EC2: at least 60s, then per second',
+      help: "How the report bills instances, the provider's rule (src/model/billing.ts).",
+    }),
+  ],
+  (c, path) => {
+    // The keys of faults.spot.by_type are provider types of the catalog's preemptible types.
+    const spotTypes = new Set(c.catalog.filter((t) => t.preemptible).map((t) => t.providerType));
+    for (const t of Object.keys(c.faults.spot?.byType ?? {}))
+      if (!spotTypes.has(t))
+        throw new ConfigError(
+          at(path, `faults.spot.by_type.${t}`),
+          'not a preemptible type of the catalog (the keys are provider types of spot types)',
+        );
+  },
+);
 
 type Compiled = Infer<(typeof SIM_OPTIONS.options)[number]>;
 
 /** A validated simulator configuration. */
-export interface SimConfig extends Omit<Compiled, 'faults' | 'bootTime'> {
+export interface SimConfig extends Omit<Compiled, 'faults' | 'bootTime' | 'billing'> {
   /** Sim cloud options except the seed (given per run); outage times are ms after the run's start. */
   cloud: Omit<SimCloudOptions, 'seed' | 'recordCalls'>;
+  /** How the report bills instances (the provider's rule; default EC2's: at least 60 s, then per second). */
+  billing: BillingRule;
 }
 
 /** Validates a configuration value; relative catalog paths are resolved against baseDir. */
 export function parseSimConfig(value: unknown, baseDir = process.cwd()): SimConfig {
-  const { faults, bootTime, ...rest } = SIM_OPTIONS.parse(value, '', { baseDir });
-  return { ...rest, cloud: { ...faults, bootTime } };
+  const { faults, bootTime, billing, ...rest } = SIM_OPTIONS.parse(value, '', { baseDir });
+  // The increment defaults to the scheduler's billing_period when one is set (an hourly provider).
+  const incrementMs =
+    billing.incrementMs ??
+    (rest.scheduler.billingPeriodMs > 0 ? rest.scheduler.billingPeriodMs : EC2_BILLING.incrementMs);
+  return { ...rest, cloud: { ...faults, bootTime }, billing: { minimumMs: billing.minimumMs, incrementMs } };
 }
 
 /** The configuration used when no file is given. */

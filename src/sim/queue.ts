@@ -115,6 +115,8 @@ export interface QueueObserver {
   started?(c: SimContainer): void;
   /** A container reached Complete or Cancelled; `wasRunning` when it had started. */
   ended?(c: SimContainer, wasRunning: boolean): void;
+  /** A request became final (no more attempts): how it ended. */
+  requestFinal?(spec: SimRequestSpec, outcome: keyof Omit<RequestOutcomes, 'open'>): void;
   /** A retry will become runnable at `at`: the dispatcher should look then. */
   runnableAt?(at: number): void;
   nodeFailed?(nodeId: string): void;
@@ -604,6 +606,7 @@ export class SimQueue implements DispatchQueue {
       req.outcome = d.outcome;
       this.outcomeCounts.open--;
       this.outcomeCounts[d.outcome]++;
+      this.observer.requestFinal?.(s, d.outcome);
       return;
     }
     const now = this.o.now();

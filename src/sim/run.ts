@@ -17,7 +17,7 @@ import { RateLimitError } from '../cloud/errors.js';
 import { SimCloud } from '../cloud/sim/sim-cloud.js';
 import { DISPATCHER_TIMERS } from '../dispatch/config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from '../dispatch/dispatcher.js';
-import { seededRng } from '../model/clock.js';
+import { namedRng } from '../model/clock.js';
 import type { InstanceType } from '../model/types.js';
 import { SimAgents, simBootData } from './agents.js';
 import { VirtualClock } from './clock.js';
@@ -26,7 +26,8 @@ import { makePolicy, type PolicyName } from './policies.js';
 import { SimQueue, type RequestOutcomes } from './queue.js';
 import { buildReport, type Report } from './report/build.js';
 import type { ContainerRecord, InstanceRecord, RunRecord } from './report/input.js';
-import type { WorkloadJob } from './workload/types.js';
+import { WorkflowEngine } from './workflows.js';
+import type { WorkflowRun, WorkloadJob } from './workload/types.js';
 
 /** Where virtual time starts (any fixed instant: reports print times relative to it). */
 export const SIM_EPOCH = Date.parse('2026-01-01T00:00:00Z');
@@ -37,6 +38,8 @@ export type SimJob = WorkloadJob & { exitCode?: number };
 export interface RunOptions {
   /** Sorted by arrival (as loadWorkload returns them). */
   jobs: SimJob[];
+  /** Workflow runs, sorted by arrival: their tasks are submitted as their parents finish (closed loop). */
+  workflows?: WorkflowRun[];
   config: SimConfig;
   seed: number;
   policy: PolicyName;
@@ -47,7 +50,9 @@ export interface RunOptions {
 
 export interface Progress {
   virtualMs: number;
+  /** Requests submitted: jobs and workflow tasks. */
   submitted: number;
+  /** Requests the workload holds in all: jobs and the tasks of every workflow run. */
   jobs: number;
   active: number;
   liveInstances: number;
@@ -80,12 +85,6 @@ export interface RunResult {
   record: RunRecord;
   report: Report;
   stats: RunStats;
-}
-
-function hash(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return h >>> 0;
 }
 
 /** Runs one simulation to the end (every container final and every instance gone) or the time limit. */
@@ -146,6 +145,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
 
   // --- records for the report ---------------------------------------------------------------------
   const containerRecs = new Map<string, ContainerRecord>();
+  // Names and recorded usage of the requests not yet final (right-sizing; most jobs carry neither).
+  const jobMeta = new Map<string, Pick<SimJob, 'name' | 'usage'>>();
   const instanceRecs = new Map<string, InstanceRecord>();
   const typeByName = new Map<string, InstanceType>(cfg.catalog.map((t) => [t.name, t]));
 
@@ -153,12 +154,15 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   const timers = DISPATCHER_TIMERS.fieldsOf({ ...DISPATCHER_TIMERS.defaults(), ...cfg.dispatcher });
   const queue = new SimQueue({
     now: () => clock.nowMs(),
-    rng: seededRng((o.seed ^ hash('retry')) >>> 0),
+    rng: namedRng(o.seed, 'retry'),
     maxDispatchAttempts: cfg.scheduler.maxDispatchAttempts,
     observer: {
       created: (c) => {
         const s = c.request.spec;
+        const meta = jobMeta.get(s.id);
         containerRecs.set(c.id, {
+          ...(meta?.name === undefined ? {} : { name: meta.name }),
+          ...(meta?.usage === undefined ? {} : { usage: meta.usage }),
           id: c.id,
           arrival: clock.nowMs(),
           start: null,
@@ -180,8 +184,13 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       ended: (c, wasRunning) => {
         const r = containerRecs.get(c.id)!;
         if (wasRunning && r.end === null) r.end = clock.nowMs();
+        if (c.state === 'Complete') r.exitCode = c.request.spec.exitCode;
         agents.ended(c);
         passNow();
+      },
+      requestFinal: (spec, outcome) => {
+        jobMeta.delete(spec.id);
+        if (engine.requestFinal(spec.id, outcome)) armSafety();
       },
       runnableAt: (at) => passAt(at),
       nodeFailed: (nodeId) => agents.nodeFailed(nodeId),
@@ -214,6 +223,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     if (e.type !== 'terminated') return;
     const r = instanceRecs.get(e.id);
     if (r !== undefined && r.destroyed === null) r.destroyed = e.at.getTime();
+    if (r !== undefined && e.reason === 'interrupted') r.interrupted = true;
     if (e.reason !== 'destroyed') passNow();
   });
 
@@ -301,33 +311,44 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     onEvent,
   });
 
-  // --- arrivals: one pending event at a time keeps the heap small ------------------------------------
-  const jobs = o.jobs;
-  let next = 0;
-  const scheduleArrival = (): void => {
-    if (next >= jobs.length) return;
-    clock.schedule(start + jobs[next]!.arrival, () => {
-      const at = jobs[next]!.arrival;
-      while (next < jobs.length && jobs[next]!.arrival === at) {
-        const j = jobs[next++]!;
-        queue.submit({
-          id: j.id,
-          vcpus: j.vcpus,
-          ram: j.ram,
-          scratch: j.scratch,
-          gpus: j.gpus,
-          preemptible: j.preemptible,
-          priority: j.priority,
-          durationMs: j.duration,
-          exitCode: j.exitCode ?? 0,
-        });
-      }
-      passNow();
-      armSafety();
-      scheduleArrival();
+  // --- submissions: open-loop jobs at their arrival, workflow tasks when their parents are done -------
+  const submit = (j: SimJob): void => {
+    if (j.name !== undefined || j.usage !== undefined) jobMeta.set(j.id, { name: j.name, usage: j.usage });
+    queue.submit({
+      id: j.id,
+      vcpus: j.vcpus,
+      ram: j.ram,
+      scratch: j.scratch,
+      gpus: j.gpus,
+      preemptible: j.preemptible,
+      priority: j.priority,
+      durationMs: j.duration,
+      exitCode: j.exitCode ?? 0,
     });
+    passNow();
   };
-  scheduleArrival();
+  const engine = new WorkflowEngine({ now: () => clock.nowMs(), start, submit });
+
+  // One pending arrival event per stream at a time keeps the heap small.
+  const arrivals = <T extends { arrival: number }>(items: T[], take: (item: T) => void) => {
+    let next = 0;
+    const schedule = (): void => {
+      if (next >= items.length) return;
+      const at = items[next]!.arrival;
+      clock.schedule(start + at, () => {
+        while (next < items.length && items[next]!.arrival === at) take(items[next++]!);
+        armSafety();
+        schedule();
+      });
+    };
+    schedule();
+    return { done: () => next >= items.length, count: () => next };
+  };
+  const jobs = o.jobs;
+  const runs = o.workflows ?? [];
+  const jobArrivals = arrivals(jobs, submit);
+  const runArrivals = arrivals(runs, (r) => engine.start(r));
+  const workflowTasks = runs.reduce((n, r) => n + r.workflow.tasks.length, 0);
 
   // --- the safety tick: only while something is alive, so idle stretches of a trace cost nothing ----
   let safetyArmed = false;
@@ -342,10 +363,13 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     });
   };
 
-  const lastArrival = jobs.length === 0 ? 0 : jobs[jobs.length - 1]!.arrival;
+  const lastArrival = Math.max(
+    jobs.length === 0 ? 0 : jobs[jobs.length - 1]!.arrival,
+    runs.length === 0 ? 0 : runs[runs.length - 1]!.arrival,
+  );
   const limit = start + (cfg.timeLimitMs ?? lastArrival + 30 * 86_400_000);
   const every = o.progressEvery ?? 5000;
-  const done = (): boolean => next >= jobs.length && quiet();
+  const done = (): boolean => jobArrivals.done() && runArrivals.done() && engine.open === 0 && quiet();
   // dispatcher.min_pass_interval: a pass wanted sooner than that after the last one waits for one
   // deferred pass (0, the default, never defers: every instant with news gets its pass).
   const minGap = cfg.dispatcher.minPassIntervalMs;
@@ -383,8 +407,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       if (stats.passes % every === 0)
         o.onProgress?.({
           virtualMs: clock.nowMs() - start,
-          submitted: next,
-          jobs: jobs.length,
+          submitted: jobArrivals.count() + engine.submitted,
+          jobs: jobs.length + workflowTasks,
           active: queue.activeCount,
           liveInstances: cloud.live,
           passes: stats.passes,
@@ -414,6 +438,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     instanceTypes: cfg.catalog,
     containers: [...containerRecs.values()],
     instances: [...instanceRecs.values()],
+    billing: cfg.billing,
+    ...(runs.length === 0 ? {} : { workflows: engine.runs() }),
     startTime: start,
     endTime: end,
   };

@@ -105,18 +105,46 @@ function postgresUser(): { uid: number; gid: number } | null {
  * As root the server runs as `postgres`, which must be able to reach the data directory. When an
  * ancestor is closed to others (root's home is 0700), the data goes to /var/lib/berth/pg-HASH instead.
  */
+const RELOCATED_ROOT = '/var/lib/berth';
+
 export function reachableDataDir(requested: string): string {
   if (!isRoot()) return requested;
   let dir = resolve(requested, '..');
   for (;;) {
     if (existsSync(dir) && (statSync(dir).mode & 0o001) === 0) {
       const hash = createHash('sha256').update(resolve(requested)).digest('hex').slice(0, 12);
-      return join('/var/lib/berth', `pg-${hash}`);
+      return join(RELOCATED_ROOT, `pg-${hash}`);
     }
     const parent = dirname(dir);
     if (parent === dir) return requested;
     dir = parent;
   }
+}
+
+/**
+ * Relocated data directories (reachableDataDir) record the directory they stand for in `pg-HASH.home`.
+ * One whose BERTH_HOME is gone (a test's temporary home, a home deleted by hand) and whose server is not
+ * running is removed with its password and port files, so nothing accumulates under /var/lib/berth.
+ * Directories without a `.home` record are left alone. Returns the data directories removed.
+ */
+export function collectOrphanedDataDirs(root: string = RELOCATED_ROOT): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    if (!/^pg-[0-9a-f]+\.home$/.test(name)) continue;
+    const dataDir = join(root, name.slice(0, -'.home'.length));
+    const stands = readFileSync(join(root, name), 'utf8').trim();
+    if (stands === '' || existsSync(dirname(stands)) || livePid(dataDir) !== null) continue;
+    for (const f of [dataDir, `${dataDir}.password`, `${dataDir}.port`, `${dataDir}.home`])
+      rmSync(f, { recursive: true, force: true });
+    removed.push(dataDir);
+  }
+  return removed;
 }
 
 function livePid(dataDir: string): number | null {
@@ -175,10 +203,15 @@ export interface StartOptions {
 export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer> {
   const progress = opts.onProgress ?? (() => {});
   const dataDir = reachableDataDir(resolve(opts.dataDir));
-  if (dataDir !== resolve(opts.dataDir))
+  if (dataDir !== resolve(opts.dataDir)) {
     progress(
       `PostgreSQL data for ${opts.dataDir} is kept in ${dataDir} (the postgres user cannot reach the former)`,
     );
+    for (const gone of collectOrphanedDataDirs(dirname(dataDir)))
+      progress(`removed ${gone}: the BERTH_HOME it belonged to is gone`);
+    mkdirSync(dirname(dataDir), { recursive: true });
+    writeFileSync(`${dataDir}.home`, `${resolve(opts.dataDir)}\n`, { mode: 0o600 });
+  }
   const bins = await findBinaries();
   const user = postgresUser();
   const spawnAs = user ? { uid: user.uid, gid: user.gid } : {};

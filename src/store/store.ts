@@ -12,6 +12,7 @@ import { Requests } from './requests.js';
 import { Settings } from './settings.js';
 import { Tokens } from './tokens.js';
 import { Transitions } from './transitions/index.js';
+import { UsageQueries } from './usage.js';
 import { Wake } from './wake.js';
 
 export class Store {
@@ -28,6 +29,7 @@ export class Store {
   readonly nodes: Nodes;
   readonly instances: Instances;
   readonly settings: Settings;
+  readonly usage: UsageQueries;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
@@ -46,5 +48,6 @@ export class Store {
     this.nodes = new Nodes(this.ctx, this.tokens, this.transitions);
     this.instances = new Instances(this.ctx);
     this.settings = new Settings(this.ctx);
+    this.usage = new UsageQueries(this.ctx);
   }
 }

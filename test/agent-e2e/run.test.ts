@@ -1,11 +1,11 @@
 // The agent in-process against a real API server: output complete and in order, exit codes, usage,
 // cancel within the grace, max_run_time, an image the runtime cannot run, a warning as a system line.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cgroupV1Unusable } from '../../src/agent/runtimes/cgroup.js';
+import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
 import { itIf } from '../helpers/needs.js';
 import { Harness, until } from './harness.js';
 
-const cgroupsMissing = await cgroupV1Unusable();
+const cgroupsMissing = await cgroupsUnusable();
 let h: Harness;
 let node: Awaited<ReturnType<Harness['node']>>;
 /** A node whose agent (started by the cancel tests) has a kill grace of 5 s. */
@@ -88,7 +88,7 @@ describe('agent (in-process, process runtime)', () => {
     const c = await h.waitState(id, ['Complete', 'Cancelled']);
     expect(c).toMatchObject({ state: 'Complete', exit_code: 0 });
     expect(c.usage!.wall_ms).toBeGreaterThan(0);
-    if ((await cgroupV1Unusable()) === null) {
+    if ((await cgroupsUnusable()) === null) {
       expect(c.usage!.cpu_seconds).toBeGreaterThan(0);
       expect(c.usage!.peak_ram).toBeGreaterThan(0);
     } else {
@@ -109,7 +109,7 @@ describe('agent (in-process, process runtime)', () => {
       15_000,
       'a usage sample on the running container',
     );
-    if ((await cgroupV1Unusable()) === null) expect(sampled.peak_ram).toBeGreaterThan(0);
+    if ((await cgroupsUnusable()) === null) expect(sampled.peak_ram).toBeGreaterThan(0);
     const c = await h.waitState(id, ['Complete']);
     expect(c.usage).not.toHaveProperty('sampled_at'); // the exit report replaced the sample
     expect(await h.text(id, 'stdout')).toBe('30000000\n');

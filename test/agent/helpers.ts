@@ -1,10 +1,10 @@
 // Shared pieces of the runtime tests: work dirs that are always removed, output collection, waiting
 // for a condition with a deadline, and where the test image built by scripts/build-test-image.sh lives.
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { CGROUP_ROOT } from '../../src/agent/runtimes/cgroup.js';
+import { join, relative } from 'node:path';
+import { CGROUP_ROOT, containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
 import type { OutputChunk, RunHandle, RunSpec } from '../../src/agent/runtimes/types.js';
 
 /** The known paths of scripts/build-test-image.sh. */
@@ -38,10 +38,11 @@ const ids: string[] = [];
  */
 export async function leftovers(held?: (id: string) => Promise<boolean>): Promise<string[]> {
   const left: string[] = [];
-  const hierarchies = await readdir(CGROUP_ROOT).catch(() => []);
-  for (const id of ids)
-    for (const h of hierarchies)
-      if (existsSync(join(CGROUP_ROOT, h, 'berth', id))) left.push(`cgroup ${h}/berth/${id}`);
+  const host = await probeCgroups();
+  if (host.unusable === null)
+    for (const id of ids)
+      for (const dir of await containerCgroup(host, id).dirs())
+        if (existsSync(dir)) left.push(`cgroup ${relative(CGROUP_ROOT, dir)}`);
   const mounts = await readFile('/proc/self/mounts', 'utf8');
   for (const d of dirs) if (mounts.includes(d)) left.push(`mount under ${d}`);
   for (const id of ids) if (existsSync(`/run/runc/berth-${id}`)) left.push(`runc container berth-${id}`);

@@ -13,6 +13,7 @@ import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { RuncRuntime } from '../../src/agent/runtimes/runc.js';
 import { RunSpecError } from '../../src/agent/runtimes/types.js';
 import { itIf } from '../helpers/needs.js';
+import { freezeCase } from './cases.js';
 import {
   TEST_IMAGE,
   TEST_ROOTFS_TAR,
@@ -194,6 +195,14 @@ describe('process runtime without cgroup permission', () => {
     expect(info.exitCode).toBe(5);
     expect(out.stdout).toBe('still-runs\n');
     expect(info.oomKilled).toBe(false);
+  });
+
+  it('sandboxed: freeze stops the command (SIGSTOP) and thaw lets it count on (SIGCONT)', async () => {
+    await freezeCase.run(new ProcessRuntime(await tempDir()), null);
+  });
+
+  it('unsandboxed ("none"): freeze stops the process group and thaw lets it count on', async () => {
+    await freezeCase.run(new ProcessRuntime(await tempDir(), { sandbox: 'none' }), null);
   });
 
   it('unsandboxed ("none"): signals still reach the whole process group, background children included', async () => {

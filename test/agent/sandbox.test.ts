@@ -10,6 +10,7 @@ import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { descendants } from '../../src/agent/runtimes/procfs.js';
 import { probeSandbox, sandboxUid } from '../../src/agent/runtimes/sandbox.js';
 import { itIf } from '../helpers/needs.js';
+import { sandboxCase } from './cases.js';
 import {
   cleanupHandles,
   cleanupWorkDirs,
@@ -88,6 +89,11 @@ describe('process runtime sandbox', () => {
       await expect(stat('/tmp/private')).rejects.toThrow(/ENOENT/);
     },
   );
+
+  // Shared with the cgroup v2 guest (test/guest/): the same on cgroup v1 here.
+  itIf(rootMissing)(sandboxCase.name, async () => {
+    await sandboxCase.run(new ProcessRuntime(), null);
+  });
 
   itIf(rootMissing)("the container's environment never appears on a host command line", async () => {
     const rt = new ProcessRuntime();

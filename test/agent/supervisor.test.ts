@@ -74,6 +74,8 @@ class ScriptedHandle implements RunHandle {
   output(): AsyncIterable<OutputChunk> {
     return (async function* () {})();
   }
+  async freeze(): Promise<void> {}
+  async thaw(): Promise<void> {}
 }
 
 const MiB = 1024 * 1024;

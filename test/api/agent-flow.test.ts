@@ -145,19 +145,8 @@ describe('agent flow', () => {
       })
     ).json();
     const cid = r.container_id;
-    const lock = (
-      await t.call(t.tokens.dispatcher, {
-        method: 'POST',
-        url: '/v1/containers/lock',
-        payload: { dispatcher_id: 'd-1', ids: [cid] },
-      })
-    ).json();
-    await t.call(t.tokens.dispatcher, {
-      method: 'POST',
-      url: `/v1/containers/${cid}/assign`,
-      payload: { dispatcher_id: 'd-1', instance_id: 'i-kill', node_id: n.id },
-    });
-    await http(n.token, 'POST', `/v1/containers/${cid}/start`, { lock_token: lock.locks[0].token });
+    const lockToken = await t.place(cid, n);
+    await http(n.token, 'POST', `/v1/containers/${cid}/start`, { lock_token: lockToken });
     const ping = http(n.token, 'POST', `/v1/nodes/${n.id}/ping`, {
       state: 'busy',
       running: [cid],
@@ -169,13 +158,13 @@ describe('agent flow', () => {
     // The old token is revoked but for the cancel grace: the agent's one report of how the container
     // ended is recorded on the Cancelled container; any later report is refused.
     const report = await http(n.token, 'POST', `/v1/containers/${cid}/complete`, {
-      lock_token: lock.locks[0].token,
+      lock_token: lockToken,
       exit_code: 143,
     });
     expect(report.status).toBe(200);
     expect(report.json).toMatchObject({ state: 'Cancelled', exit_code: 143 });
     const late = await http(n.token, 'POST', `/v1/containers/${cid}/complete`, {
-      lock_token: lock.locks[0].token,
+      lock_token: lockToken,
       exit_code: 0,
     });
     expect(late.status).toBe(409);

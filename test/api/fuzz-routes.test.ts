@@ -117,6 +117,10 @@ function examples(): Record<string, Example> {
     'GET /v1/instances': { who: 'admin' },
     'GET /v1/instances/{id}': { who: 'admin', params: { id: 'i-fuzz' } },
     'POST /v1/instances/{id}/{action}': { who: 'admin', params: { id: 'i-fuzz', action: 'hold' } },
+    'GET /v1/usage': {
+      who: 'admin',
+      query: { by: 'owner', owner: 'alice', since: '2026-01-01T00:00:00Z' },
+    },
   };
 }
 

@@ -3,16 +3,17 @@
 // cgroup or directory; a killed agent is listed as terminated; a spot interruption is announced then kills.
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CGROUP_ROOT, cgroupV1Unusable } from '../../src/agent/runtimes/cgroup.js';
-import { isAlive } from '../../src/agent/runtimes/procfs.js';
+import { CGROUP_ROOT, cgroupAt, cgroupsUnusable, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
+import { isAlive, processRef } from '../../src/agent/runtimes/procfs.js';
 import { LOCAL_CGROUP_PARENT, LocalDriver } from '../../src/cloud/local/driver.js';
 import { CloudApiError, NotFoundError } from '../../src/cloud/errors.js';
 import type { InstanceType } from '../../src/model/types.js';
 import { Harness, until } from '../agent-e2e/harness.js';
 import { assertBuilt } from '../helpers/cli.js';
+import { itIf } from '../helpers/needs.js';
 
 const small: InstanceType = {
   name: 'small',
@@ -30,12 +31,13 @@ let home: string;
 let driver: LocalDriver;
 const created: string[] = [];
 let cgroups: boolean;
+const cgroupsMissing = await cgroupsUnusable();
 
 beforeAll(async () => {
   assertBuilt();
   h = await Harness.create();
   home = await h.tempDir('berth-local-home-');
-  cgroups = (await cgroupV1Unusable()) === null;
+  cgroups = (await cgroupsUnusable()) === null;
   driver = new LocalDriver({
     home,
     bootDelayMs: 200,
@@ -81,6 +83,23 @@ async function record(id: string) {
   return list.instances.find((i) => i.id === id)!;
 }
 
+/** An instance (tagged `role`) running `sleep 1000` on the process runtime, once its run record exists. */
+async function runningSleep(role: string) {
+  const { ci, nodeId } = await boot({ role });
+  await until(async () => (await h.store.nodes.get(nodeId)).registered_at, 30_000, 'the agent to register');
+  const cid = await h.submit({ command: ['sleep', '1000'] });
+  await h.assign(cid, { id: nodeId, instanceId: ci.id });
+  await h.waitState(cid, ['Running']);
+  const rec = await record(ci.id);
+  const runJson = join(rec.dir, 'work', 'containers', cid, 'run', 'run.json');
+  await until(() => existsSync(runJson), 10_000, 'run.json');
+  const run = JSON.parse(await readFile(runJson, 'utf8')) as {
+    shim: { pid: number; startTicks: number };
+    cgroup: string | null;
+  };
+  return { ci, cid, rec, run };
+}
+
 describe('local driver', () => {
   it('create starts an agent that registers and runs a container; the secret is in a 0600 file', async () => {
     const { ci, nodeId } = await boot({ role: 'a' });
@@ -124,17 +143,8 @@ describe('local driver', () => {
   });
 
   it('destroy stops the agent, kills its containers and removes cgroups and the directory', async () => {
-    const { ci, nodeId } = await boot({ role: 'b' });
-    await until(async () => (await h.store.nodes.get(nodeId)).registered_at, 30_000, 'the agent to register');
-    const cid = await h.submit({ command: ['sleep', '1000'] });
-    await h.assign(cid, { id: nodeId, instanceId: ci.id });
-    await h.waitState(cid, ['Running']);
-    const rec = await record(ci.id);
-    const runJson = join(rec.dir, 'work', 'containers', cid, 'run', 'run.json');
-    await until(() => existsSync(runJson), 10_000, 'run.json');
-    const shim = (
-      JSON.parse(await readFile(runJson, 'utf8')) as { shim: { pid: number; startTicks: number } }
-    ).shim;
+    const { ci, cid, rec, run } = await runningSleep('b');
+    const shim = run.shim;
     expect(await isAlive(shim)).toBe(true);
 
     await driver.destroy(ci.id);
@@ -147,6 +157,40 @@ describe('local driver', () => {
     await driver.destroy(ci.id); // destroying a terminated instance succeeds
     await expect(driver.destroy('local-nope')).rejects.toBeInstanceOf(NotFoundError);
   });
+
+  itIf(cgroupsMissing)(
+    "containers nest in the instance's slice; destroy kills them, frozen, with no record of them left",
+    async () => {
+      const { ci, cid, rec, run } = await runningSleep('nest');
+      // The agent read BERTH_CGROUP_PARENT: the container's group is in the slice, the agent in its leaf.
+      const path = `${rec.cgroup}/containers/${cid}`;
+      expect(run.cgroup).toBe(path);
+      // The memory hierarchy's line on v1, the unified one on v2.
+      const inGroup = (path: string) => new RegExp(`^(\\d+:memory|0:):/${path}$`, 'm');
+      expect(await readFile(`/proc/${run.shim.pid}/cgroup`, 'utf8')).toMatch(inGroup(path));
+      expect(await readFile(`/proc/${rec.process.pid}/cgroup`, 'utf8')).toMatch(
+        inGroup(`${rec.cgroup}/agent`),
+      );
+      const group = cgroupAt(await probeCgroups(), path);
+      const refs = (await Promise.all((await group.pids()).map(processRef))).filter((r) => r !== null);
+      expect(refs.length).toBeGreaterThanOrEqual(2); // the shim, the sandbox's processes, sleep
+      // The agent dies with its records (as when `berth up` stops while the instance's directory goes),
+      // and the container is frozen: only the slice is left to find it by.
+      process.kill(-rec.process.pid, 'SIGKILL');
+      await until(async () => !(await isAlive(rec.process)), 10_000, 'the agent to die');
+      await rm(join(rec.dir, 'work', 'containers'), { recursive: true, force: true });
+      await group.freeze();
+
+      await driver.destroy(ci.id);
+      expect(await isAlive(run.shim)).toBe(false);
+      for (const ref of refs) expect(await isAlive(ref), `pid ${ref.pid}`).toBe(false);
+      expect(
+        await cgroupAt(await probeCgroups(), rec.cgroup!)
+          .dirs()
+          .then((d) => d.filter(existsSync)),
+      ).toEqual([]);
+    },
+  );
 
   it('an instance whose machine died (its boot wrapper killed) is listed as terminated and cleaned up', async () => {
     const { ci, nodeId } = await boot({ role: 'c' });

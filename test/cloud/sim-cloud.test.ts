@@ -234,6 +234,25 @@ describe('sim cloud: fault knobs', () => {
     expect(ends[0]!.at).toEqual(end.at);
   });
 
+  it('interruption rates per provider type: a type set to 0 is never reclaimed, a busier one sooner', async () => {
+    const lifetimes = async (byType: Record<string, number>) => {
+      const { clock, cloud, events } = setup({ spot: { interruptionsPerHour: 1, byType } });
+      for (let i = 0; i < 20; i++) await cloud.create(itype('calm', 2, { preemptible: true }), {}, '');
+      for (let i = 0; i < 20; i++) await cloud.create(itype('busy', 2, { preemptible: true }), {}, '');
+      clock.runUntil(T0 + 1000 * 3_600_000);
+      const ended = new Map<string, number>();
+      for (const e of events) if (e.type === 'terminated') ended.set(e.id, e.at.getTime() - T0);
+      const ids = (from: number) => Array.from({ length: 20 }, (_, i) => `sim-${from + i}`);
+      return { calm: ids(1).map((id) => ended.get(id)), busy: ids(21).map((id) => ended.get(id)) };
+    };
+    const r = await lifetimes({ calm: 0, busy: 10 });
+    expect(r.calm.every((t) => t === undefined)).toBe(true);
+    expect(r.busy.every((t) => t !== undefined)).toBe(true);
+    // The same draws at 10× the rate: each lifetime is a tenth (rounded), the default rate's for 'busy'.
+    const dflt = await lifetimes({});
+    r.busy.forEach((t, i) => expect(Math.abs(t! * 10 - dflt.busy[i]!)).toBeLessThanOrEqual(10));
+  });
+
   it('the notice is visible in list() once given', async () => {
     const { clock, cloud, events } = setup({ spot: { interruptionsPerHour: 1, noticeMs: 60_000 } });
     await cloud.create(itype('spot', 2, { preemptible: true }), {}, '');

@@ -58,6 +58,7 @@ describe('loadConfig', () => {
       ping_wait: 10_000,
       process_sandbox: 'bwrap',
       bwrap: 'bwrap',
+      cgroup_parent: 'berth',
       container_network: 'none',
       log_limit: 64 * 1024 ** 2,
     });
@@ -122,6 +123,17 @@ describe('loadConfig', () => {
     expect(errorOf({}, { BERTH_DATABASE_URL: 'http://x' })).toBe(
       'database_url (from $BERTH_DATABASE_URL): expected a URL such as postgres://berth@db.example/berth, got "http://x"',
     );
+  });
+
+  it("the agent's cgroup parent: a path below the cgroup root, nothing that leaves it", () => {
+    const env = { BERTH_HOME: home, BERTH_CGROUP_PARENT: 'berth-local/local-1/containers' };
+    expect(loadConfig({}, env).cgroup_parent).toBe('berth-local/local-1/containers');
+    const what =
+      'expected a cgroup path below the hierarchy root: names of letters, digits, "_", "-" and "." separated by "/"';
+    for (const bad of ['/berth', 'berth/', 'a/../b', '..', 'a//b', 'a b'])
+      expect(errorOf({ cgroup_parent: bad }, {})).toBe(
+        `cgroup_parent (from --cgroup-parent): ${what}, got ${JSON.stringify(bad)}`,
+      );
   });
 
   it('a flag error names the flag and the key', () => {

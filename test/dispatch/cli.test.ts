@@ -5,32 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src/cli/main.js';
+import { berthInProcess } from '../helpers/cli.js';
 
 const DIR = join(import.meta.dirname, 'snapshots');
 const inputs = readdirSync(DIR)
   .filter((f) => f.endsWith('.json') && !f.endsWith('.expected.json'))
   .sort();
 
-/** Runs the CLI in-process and captures what it writes. */
-async function berth(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(console, 'error').mockImplementation((...parts: unknown[]) => {
-    stderr += parts.join(' ') + '\n';
-  });
-  try {
-    const code = await main(['node', 'berth', ...args]);
-    return { code, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
+const berth = berthInProcess;
 
 afterEach(() => vi.restoreAllMocks());
 

@@ -32,6 +32,22 @@ export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
     });
     return { id: n.id as string, token: reg.json().token as string, instanceId };
   };
+  /** The dispatcher locks a Queued container and assigns it to the node; returns the per-lock token. */
+  const place = async (cid: string, n: { id: string; instanceId: string }, dispatcherId = 'd-1') => {
+    const lock = (
+      await call(dispatcher, {
+        method: 'POST',
+        url: '/v1/containers/lock',
+        payload: { dispatcher_id: dispatcherId, ids: [cid] },
+      })
+    ).json();
+    await call(dispatcher, {
+      method: 'POST',
+      url: `/v1/containers/${cid}/assign`,
+      payload: { dispatcher_id: dispatcherId, instance_id: n.instanceId, node_id: n.id },
+    });
+    return lock.locks[0].token as string;
+  };
   return {
     app: app as FastifyInstance,
     store,
@@ -40,5 +56,6 @@ export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
     tokens: { admin, alice, bob, dispatcher },
     call,
     node,
+    place,
   };
 }

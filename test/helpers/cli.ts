@@ -3,6 +3,8 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { vi } from 'vitest';
+import { main } from '../../src/cli/main.js';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
 export const BIN = join(ROOT, 'bin', 'berth.js');
@@ -124,4 +126,29 @@ export function testHome(prefix: string): { home: string; env: NodeJS.ProcessEnv
       BERTH_LOG_LEVEL: 'silent',
     },
   };
+}
+
+/** Runs `berth ARGS` in-process (no build needed) and captures what it writes and its exit code. */
+export async function berthInProcess(...args: string[]): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stdout += String(chunk);
+    return true;
+  });
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
+  const log = vi.spyOn(console, 'error').mockImplementation((...parts: unknown[]) => {
+    stderr += parts.join(' ') + '\n';
+  });
+  try {
+    const code = await main(['node', 'berth', ...args]);
+    return { code, stdout, stderr };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+    log.mockRestore();
+  }
 }

@@ -30,3 +30,51 @@ export function smallConfig(extra: Record<string, unknown> = {}): SimConfig {
     ...extra,
   });
 }
+
+/** A 1.5 instance: a diamond split → (left, right) → merge, listed out of order. */
+export function diamond(): unknown {
+  return {
+    name: 'diamond',
+    schemaVersion: '1.5',
+    workflow: {
+      specification: {
+        tasks: [
+          {
+            name: 'merge_ID0000004',
+            id: 'merge_ID0000004',
+            parents: ['left_ID0000002', 'right_ID0000003'],
+            children: [],
+          },
+          {
+            name: 'split_ID0000001',
+            id: 'split_ID0000001',
+            parents: [],
+            children: ['left_ID0000002', 'right_ID0000003'],
+          },
+          {
+            name: 'left_ID0000002',
+            id: 'left_ID0000002',
+            parents: ['split_ID0000001'],
+            children: ['merge_ID0000004'],
+          },
+          {
+            name: 'STEP.RIGHT',
+            id: 'right_ID0000003',
+            parents: ['split_ID0000001'],
+            children: ['merge_ID0000004'],
+          },
+        ],
+      },
+      execution: {
+        makespanInSeconds: 0,
+        executedAt: '2020-01-01T00:00:00Z',
+        tasks: [
+          { id: 'split_ID0000001', runtimeInSeconds: 10, coreCount: 2, memoryInBytes: 1e9, avgCPU: 150 },
+          { id: 'left_ID0000002', runtimeInSeconds: 100.4 },
+          { id: 'right_ID0000003', runtimeInSeconds: 30, avgCPU: 50 },
+          { id: 'merge_ID0000004', runtimeInSeconds: 0, memoryInBytes: 5e8 },
+        ],
+      },
+    },
+  };
+}

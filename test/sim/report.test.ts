@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { EC2_BILLING } from '../../src/model/billing.js';
 import type { InstanceType } from '../../src/model/types.js';
 import { buildReport, reportJson, SERIES_BUCKETS } from '../../src/sim/report/build.js';
 import { compareReports } from '../../src/sim/report/compare.js';
@@ -82,9 +83,35 @@ describe('buildReport on a hand-computed run', () => {
     expect(r.cost.ratio).toBe(2);
   });
 
-  it('idle cost: paid time with no container running (boot included)', () => {
-    // i1 busy 100–1100 s: idle 200 s × 0.0001/s = 0.02. i2 busy 300–1000 s (overlap merged): idle 400 s × 0.0002/s = 0.08.
-    expect(r.cost.idle).toBe(0.1);
+  it('cost split: boot (create → registered), work (a container running), idle (the rest)', () => {
+    // i1 ($0.0001/s): boot 0–90 s = 0.009, busy 100–1100 s = 0.1, idle 1200 − 90 − 1000 = 110 s = 0.011.
+    // i2 ($0.0002/s): boot 50–280 s = 0.046, busy 300–1000 s (overlap merged) = 0.14, idle 170 s = 0.034.
+    expect(r.cost.boot).toBe(0.055);
+    expect(r.cost.work).toBe(0.24);
+    expect(r.cost.idle).toBe(0.045);
+    expect(r.cost.boot + r.cost.work + r.cost.idle).toBeCloseTo(r.cost.total, 9);
+  });
+
+  it('billing rule: a minimum, then whole increments', () => {
+    // EC2: at least 60 s. i3 lives 20 s and never registers: billed 60 s ($0.006), 20 s boot, 40 s idle.
+    const rec = run();
+    rec.instances.push({
+      id: 'i3',
+      type: 'small',
+      price: 0.36,
+      created: s(0),
+      ready: null,
+      destroyed: s(20),
+    });
+    const ec2 = buildReport({ ...rec, billing: EC2_BILLING });
+    expect(ec2.cost.total).toBe(0.346);
+    expect(ec2.cost.boot).toBe(0.057);
+    expect(ec2.cost.idle).toBe(0.049);
+    // Hourly: i1 1200 s → 1 h = 0.36, i2 1100 s → 1 h = 0.72, i3 → 1 h = 0.36; the padding is idle.
+    const hourly = buildReport({ ...rec, billing: { minimumMs: 0, incrementMs: 3_600_000 } });
+    expect(hourly.cost.total).toBe(1.44);
+    expect(hourly.cost.boot + hourly.cost.work + hourly.cost.idle).toBeCloseTo(1.44, 9);
+    expect(hourly.instances.hoursByType).toEqual({ big: 1, small: 2 });
   });
 
   it('waits, makespan and boot times', () => {
@@ -155,7 +182,8 @@ describe('buildReport edge cases', () => {
 
   it('an empty run gives an empty report, not a crash', () => {
     const r = buildReport({ policy: 'p', seed: 1, instanceTypes: [small], containers: [], instances: [] });
-    expect(r.cost).toEqual({ total: 0, lowerBound: 0, ratio: null, idle: 0, byType: {} });
+    expect(r.cost).toEqual({ total: 0, lowerBound: 0, ratio: null, boot: 0, work: 0, idle: 0, byType: {} });
+    expect(r.workflows).toBeNull();
     expect(r.wait.p50).toBeNull();
     expect(r.makespan).toBeNull();
     expect(r.utilization).toEqual({ vcpu: null, ram: null });
@@ -209,6 +237,19 @@ describe('compareReports', () => {
     expect(lines.find((l) => l.startsWith('hours big'))).toMatch(/0\.31\s+0\.46\s+\+50\.0%$/);
     expect(compareReports(a, b)).toBe(text);
   });
+
+  it('a report written before the cost split and workflows existed compares with "-", not a crash', () => {
+    const a = buildReport(run());
+    const old = JSON.parse(JSON.stringify(a)) as Record<string, Record<string, unknown>>;
+    delete old.cost!.boot;
+    delete old.cost!.work;
+    delete old.instances!.interrupted;
+    delete old.workflows;
+    delete old.rightSizing;
+    const text = compareReports(old as unknown as typeof a, a);
+    expect(text).toMatch(/\nboot cost\s+-\s+0\.0550\n/);
+    expect(text).toMatch(/\nworkflow makespan \/ critical path p50\s+-\s+-\n/);
+  });
 });
 
 describe('report files', () => {
@@ -223,5 +264,56 @@ describe('report files', () => {
     expect(() => readReport(join(dir, 'other.json'))).toThrow(
       /other\.json: format: expected "berth-sim-report\/1", got "x"/,
     );
+  });
+});
+
+describe('right-sizing in the report', () => {
+  // One 2-vcpu, 8 GiB type at $3.60/h: the lower bound of a container is its largest share of it.
+  const t2: InstanceType = { ...small, name: 't2', providerType: 't2', vcpus: 2, ram: 8 * GiB, price: 3.6 };
+  const rec = (over: Partial<RunRecord['containers'][number]>): RunRecord['containers'][number] => ({
+    id: 'x',
+    arrival: s(0),
+    start: s(0),
+    end: s(3600),
+    vcpus: 2,
+    ram: 4 * GiB,
+    scratch: 0,
+    gpus: 0,
+    preemptible: false,
+    instance: 'i1',
+    exitCode: 0,
+    ...over,
+  });
+  const base = (containers: RunRecord['containers']): RunRecord => ({
+    policy: 'berth',
+    seed: 1,
+    instanceTypes: [t2],
+    containers,
+    instances: [{ id: 'i1', type: 't2', price: 3.6, created: s(0), ready: s(0), destroyed: s(7200) }],
+  });
+
+  it('per name from completed containers: suggestion and the lower bound it would give', () => {
+    const r = buildReport(
+      base([
+        rec({ id: 'a', name: 'align', usage: { cpuSeconds: 1800, peakRam: GiB } }),
+        // Killed with its machine: says nothing about the job's needs, left out.
+        rec({ id: 'b', name: 'align', exitCode: null, usage: { cpuSeconds: 3600 * 2, peakRam: 6 * GiB } }),
+      ]),
+    ).rightSizing!;
+    expect(r.items).toHaveLength(1);
+    // 0.5 cores used → 0.5 vcpu; 1 GiB peak × 1.2 → 1.25 GiB (64 MiB steps).
+    expect(r.items[0]).toMatchObject({
+      key: 'align',
+      containers: 1,
+      cpu: { suggested: 0.5, askedHours: 2, suggestedHours: 0.5, savedHours: 1.5, savedShare: 0.75 },
+      ram: { suggested: 1.25 * GiB, askedGiBHours: 4, suggestedGiBHours: 1.25, savedShare: 0.6875 },
+    });
+    // As asked: max(2/2, 4/8) of $3.60 for an hour = 3.6. Right-sized: max(0.5/2, 1.25/8) → 0.9.
+    expect(r.lowerBound).toEqual({ asked: 3.6, rightSized: 0.9 });
+  });
+
+  it('null when the workload recorded no usage', () => {
+    expect(buildReport(base([rec({ id: 'a', name: 'x' })])).rightSizing).toBeNull();
+    expect(buildReport(run()).rightSizing).toBeNull();
   });
 });

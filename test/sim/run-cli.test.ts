@@ -2,37 +2,16 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../../src/cli/main.js';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/declare.js';
 import { loadSimConfig, parseSimConfig } from '../../src/sim/config.js';
+import { berthInProcess } from '../helpers/cli.js';
+import { diamond } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-sim-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function berth(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stderr += String(chunk);
-    return true;
-  });
-  const log = vi.spyOn(console, 'error').mockImplementation((...parts: unknown[]) => {
-    stderr += parts.join(' ') + '\n';
-  });
-  try {
-    const code = await main(['node', 'berth', ...args]);
-    return { code, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-    log.mockRestore();
-  }
-}
+const berth = berthInProcess;
 
 const workload = join(dir, 'w.json');
 writeFileSync(
@@ -96,6 +75,44 @@ describe('berth sim', () => {
     expect(c.code).toBe(0);
     expect(c.stdout).toMatch(/A: berth \(seed 3\)\s+B: one-per-instance \(seed 1\)/);
     expect(c.stdout).toMatch(/total cost/);
+  });
+
+  it('a WfCommons workflow runs closed loop; the summary shows its makespan and critical path', async () => {
+    const wf = join(dir, 'diamond-001.json');
+    writeFileSync(wf, JSON.stringify(diamond()));
+    const out = join(dir, 'workflow');
+    const r = await berth('sim', '--workload', wf, '--config', config, '--out', out);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      /workflows: 1 runs, 1 succeeded, 0 failed, 0 open; makespan \/ critical path p50 \d\.\d\d/,
+    );
+    expect(r.stdout).toMatch(/diamond-001: 1\/1 runs, 4 tasks, critical path 1m50s, makespan p50 \S+/);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8'));
+    expect(report.workflows.list[0]).toMatchObject({ id: 'diamond-001/1', outcome: 'success' });
+    expect(report.workflows.list[0].makespan).toBeGreaterThan(110);
+
+    // berth usage reads the same report: the diamond's split task recorded 150 % CPU and 1 GB.
+    const u = await berth('usage', '--report', join(out, 'report.json'));
+    expect(u.code).toBe(0);
+    expect(u.stdout).toMatch(/^NAME\s+DONE\s+CPUS ASKED/);
+    expect(u.stdout).toMatch(/\nsplit\s+1\s+2\s+1\.5\/1\.5\s+1\.5\s/);
+    expect(u.stdout).toMatch(/\nleft\s+1\s+-\s+not recorded/);
+    expect(u.stdout).toMatch(/cost lower bound as asked [\d.]+, right-sized [\d.]+/);
+    const j = JSON.parse((await berth('usage', '--report', join(out, 'report.json'), '--json')).stdout);
+    expect(j.items.map((r: { key: string }) => r.key)).toEqual(['STEP.RIGHT', 'left', 'merge', 'split']);
+    for (const [args, message] of [
+      [['usage', '--by', 'colour'], /--by: expected name or owner, got "colour"/],
+      [
+        ['usage', '--report', join(out, 'report.json'), '--by', 'owner'],
+        /--report: a simulation report groups by name only/,
+      ],
+      [['usage', '--since', 'yesterday'], /--since: expected an RFC 3339 time/],
+      [['usage', '--report', workload], /format: expected "berth-sim-report\/1"/],
+    ] as Array<[string[], RegExp]>) {
+      const r = await berth(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
   });
 
   it('bad flags and files exit 2 naming the flag or key', async () => {
@@ -185,7 +202,8 @@ describe('parseSimConfig', () => {
       { scope: 'type', subject: 'compute-2', fromMs: 3_600_000, untilMs: 7_200_000 },
     ]);
     expect(c.cloud.quota).toEqual({ maxInstances: 10, maxVcpus: undefined });
-    expect(c.cloud.spot).toEqual({ interruptionsPerHour: 0.5, noticeMs: 120_000 });
+    expect(c.cloud.spot).toEqual({ interruptionsPerHour: 0.5, byType: {}, noticeMs: 120_000 });
+    expect(c.billing).toEqual({ minimumMs: 60_000, incrementMs: 1000 });
     expect(c.limits).toEqual({ opsPerSecond: 10, burst: 20, maxConcurrentCreates: 4 });
     expect(c.agent).toEqual({ startDelayMs: 5000, pingIntervalMs: 15_000 });
     expect(c.timeLimitMs).toBe(7 * 86_400_000);
@@ -222,5 +240,39 @@ describe('parseSimConfig', () => {
     );
     expect(error({ agent: { ping_interval: 0 } })).toMatch(/^agent\.ping_interval/);
     expect(error({ dispatcher: { sync: '1m' } })).toMatch(/^dispatcher\.sync: unknown field/);
+    expect(error({ faults: { spot: { by_type: { 'compute-2': 1 } } } })).toBe(
+      'faults.spot.by_type.compute-2: not a preemptible type of the catalog (the keys are provider types of spot types)',
+    );
+    expect(error({ faults: { spot: { by_type: { 'compute-2-spot': -1 } } } })).toBe(
+      'faults.spot.by_type.compute-2-spot: expected a number >= 0 (per hour, such as 0.05), got -1',
+    );
+    expect(error({ billing: { increment: 0 } })).toBe(
+      'billing.increment: expected a duration above 0, got 0',
+    );
+    expect(error({ billing: { minimum: '1 minute' } })).toMatch(/^billing\.minimum: expected a duration/);
+    expect(error({ billing: { period: '1h' } })).toMatch(/^billing\.period: unknown field/);
+  });
+
+  it('billing: EC2 by default; the increment follows the scheduler billing_period unless given', () => {
+    expect(parseSimConfig({}).billing).toEqual({ minimumMs: 60_000, incrementMs: 1000 });
+    expect(parseSimConfig({ scheduler: { billing_period: '1h' } }).billing).toEqual({
+      minimumMs: 60_000,
+      incrementMs: 3_600_000,
+    });
+    expect(parseSimConfig({ billing: { minimum: 0, increment: '1m' } }).billing).toEqual({
+      minimumMs: 0,
+      incrementMs: 60_000,
+    });
+  });
+
+  it('spot interruption rates per type', () => {
+    const c = parseSimConfig({
+      faults: { spot: { interruptions_per_hour: 0.1, by_type: { 'gpu-4-spot': 0.5 }, notice: '30s' } },
+    });
+    expect(c.cloud.spot).toEqual({
+      interruptionsPerHour: 0.1,
+      byType: { 'gpu-4-spot': 0.5 },
+      noticeMs: 30_000,
+    });
   });
 });

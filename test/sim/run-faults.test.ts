@@ -42,6 +42,35 @@ describe('runSimulation under faults', () => {
     expect(report.cost.lowerBound).toBeLessThanOrEqual(report.cost.total);
   });
 
+  it('spot only, with interruptions: interrupted work is retried (temp) until every request completes', async () => {
+    const spotJobs = Array.from({ length: 12 }, (_, i) => job(`s${i}`, i * 60, 3600, { preemptible: true }));
+    const config = smallConfig({
+      catalog: [{ name: 't2-spot', vcpus: 2, ram: '8GiB', scratch: '100GiB', price: 1.2, preemptible: true }],
+      faults: { spot: { interruptions_per_hour: 1, notice: '2m' } },
+    });
+    const { report, stats } = await runSimulation({ jobs: spotJobs, config, seed: 5, policy: 'berth' });
+    expect(stats.hitTimeLimit).toBe(false);
+    expect(stats.requests).toEqual({ success: 12, failed: 0, cancelled: 0, open: 0 });
+    expect(report.instances.interrupted).toBeGreaterThan(0);
+    // Every interrupted attempt was lost with its machine and retried: more attempts than requests.
+    expect(report.containers.total).toBeGreaterThan(12);
+    expect(report.containers.completed).toBe(report.containers.total);
+    // Per-type rate 0 for the only spot type: nothing is interrupted, one attempt per request.
+    const calm = await runSimulation({
+      jobs: spotJobs,
+      config: smallConfig({
+        catalog: [
+          { name: 't2-spot', vcpus: 2, ram: '8GiB', scratch: '100GiB', price: 1.2, preemptible: true },
+        ],
+        faults: { spot: { interruptions_per_hour: 1, by_type: { 't2-spot': 0 } } },
+      }),
+      seed: 5,
+      policy: 'berth',
+    });
+    expect(calm.report.instances.interrupted).toBe(0);
+    expect(calm.report.containers.total).toBe(12);
+  });
+
   it('survives every policy', async () => {
     for (const policy of ['one-per-instance', 'fifo'] as const) {
       const { stats } = await runSimulation({ jobs, config: faulty(), seed: 3, policy });

@@ -43,14 +43,12 @@ describe('report stats', () => {
     );
   });
 
-  it('bucketMax: max level per bucket; simultaneous deltas net out; earlier events set the start level', () => {
-    const events: Array<[number, number]> = [
-      [-5, 1], // before the window: level 1 on entry
-      [0, 1],
-      [10, 1],
-      [10, -1], // a replacement at one instant: no spike to 3
-      [25, -2],
-    ];
-    expect(bucketMax(events, 0, 40, 4)).toEqual([2, 2, 2, 0]);
+  it('bucketMax: max level per bucket; simultaneous changes net out; earlier changes set the start level', () => {
+    // Up at -5 (before the window: level 1 on entry), 0 and 10; down at 10 (a replacement at one
+    // instant: no spike to 3) and twice at 25.
+    expect(bucketMax([10, -5, 0], [25, 10, 25], 0, 40, 4)).toEqual([2, 2, 2, 0]);
+    // Downs not yet happened stay out; an empty series is all zero.
+    expect(bucketMax([0, 5], [15], 0, 20, 2)).toEqual([2, 2]);
+    expect(bucketMax([], [], 0, 10, 3)).toEqual([0, 0, 0]);
   });
 });

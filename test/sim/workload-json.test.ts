@@ -64,6 +64,18 @@ describe('JSON workloads', () => {
     expect(w.skipped).toEqual({ malformed: 0, cancelled: 0, zeroRuntime: 0 });
   });
 
+  it('keeps a name and recorded usage for right-sizing', () => {
+    const w = parseJsonWorkload([
+      { arrival: 0, vcpus: 4, ram: '8GiB', duration: '1m', name: 'align', cpu_seconds: 90, peak_ram: '3GiB' },
+      { arrival: 0, vcpus: 1, ram: '1GiB', duration: '1m', cpu_seconds: 30 },
+      { arrival: 0, vcpus: 1, ram: '1GiB', duration: '1m' },
+    ]);
+    expect(w.jobs[0]).toMatchObject({ name: 'align', usage: { cpuSeconds: 90, peakRam: 3 * GiB } });
+    expect(w.jobs[1]!.usage).toEqual({ cpuSeconds: 30, peakRam: null });
+    expect(w.jobs[2]).not.toHaveProperty('usage');
+    expect(w.workflows).toEqual([]);
+  });
+
   it('accepts a bare array', () => {
     expect(parseJsonWorkload([{ arrival: 0, vcpus: 1, ram: '1GiB', duration: '1m' }]).jobs).toHaveLength(1);
   });
@@ -99,6 +111,12 @@ describe('JSON workloads', () => {
       'jobs[1].id: duplicate id "a"',
     ],
     [{ jobs: [{ ...ok, id: 7 }] }, 'jobs[0].id: expected a non-empty string, got 7'],
+    [{ jobs: [{ ...ok, name: '' }] }, 'jobs[0].name: expected a non-empty string, got ""'],
+    [
+      { jobs: [{ ...ok, cpu_seconds: -1 }] },
+      'jobs[0].cpu_seconds: expected a number of CPU seconds >= 0, got -1',
+    ],
+    [{ jobs: [{ ...ok, peak_ram: 'lots' }] }, /^jobs\[0\]\.peak_ram: expected a size/],
     [{ jobs: [42] }, 'jobs[0]: expected an object, got 42'],
     [{ jobs: {} }, /^jobs: expected an array of jobs/],
     [{ job: [] }, 'unknown field "job"; expected "jobs"'],

@@ -80,6 +80,15 @@ describe('SWF parsing (hand-written trace)', () => {
     expect(two.jobs.map((j) => j.id)).toEqual(['1', '2']);
   });
 
+  it('application number (field 14) names a job; fields 6 and 7 are its usage, per processor', () => {
+    const w = parseSwf(
+      ' 1 0 0 100 4 80 524288 4 100 -1 1 1 1 7 -1 -1 -1 -1\n 2 0 0 100 2 -1 -1 2 100 -1 1 1 1 -1 -1 -1 -1 -1\n',
+    );
+    expect(w.jobs[0]).toMatchObject({ name: 'exe-7', usage: { cpuSeconds: 320, peakRam: 2 * GiB } });
+    expect(w.jobs[1]).not.toHaveProperty('name');
+    expect(w.jobs[1]).not.toHaveProperty('usage');
+  });
+
   it('rejects bad options naming them', () => {
     expect(() => parseSwf(SAMPLE, { arrivalScale: 0 })).toThrow(
       'arrivalScale: expected a positive number, got 0',

@@ -23,20 +23,36 @@ export interface RuntimeOptions {
   network?: NetworkSetting;
   /** docker, podman: the cap on the engine's own copy of a container's log (the agent's log limit). */
   logLimitBytes?: number;
-  /** process: the sandbox and what it must hide (its `network` is the one above). */
-  process?: Omit<ProcessRuntimeOptions, 'network'>;
+  /** Every runtime: the cgroup under which containers' groups are created (default `berth`). */
+  cgroupParent?: string;
+  /** process: the sandbox and what it must hide (its `network` and `cgroupParent` are the ones above). */
+  process?: Omit<ProcessRuntimeOptions, 'network' | 'cgroupParent'>;
 }
 
 export function createRuntime(name: RuntimeName, opts: RuntimeOptions = {}): Runtime {
   switch (name) {
     case 'docker':
-      return new DockerRuntime({ pull: opts.pull, network: opts.network, logLimitBytes: opts.logLimitBytes });
+      return new DockerRuntime({
+        pull: opts.pull,
+        network: opts.network,
+        logLimitBytes: opts.logLimitBytes,
+        cgroupParent: opts.cgroupParent,
+      });
     case 'podman':
-      return new PodmanRuntime({ pull: opts.pull, network: opts.network, logLimitBytes: opts.logLimitBytes });
+      return new PodmanRuntime({
+        pull: opts.pull,
+        network: opts.network,
+        logLimitBytes: opts.logLimitBytes,
+        cgroupParent: opts.cgroupParent,
+      });
     case 'runc':
-      return new RuncRuntime(undefined, opts.imageCache, undefined, opts.network);
+      return new RuncRuntime(undefined, opts.imageCache, undefined, opts.network, opts.cgroupParent);
     case 'process':
-      return new ProcessRuntime(undefined, { ...opts.process, network: opts.network });
+      return new ProcessRuntime(undefined, {
+        ...opts.process,
+        network: opts.network,
+        cgroupParent: opts.cgroupParent,
+      });
     default:
       throw new Error(`runtime: expected one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(name)}`);
   }

@@ -8,6 +8,8 @@ import { RuntimeTransientError } from './errors.js';
 /** Default socket and API version (the oldest version Berth needs; newer daemons accept it). */
 export const DOCKER_SOCKET = process.env.BERTH_DOCKER_SOCKET ?? '/var/run/docker.sock';
 export const DOCKER_API_VERSION = 'v1.41';
+/** How long the daemon has to answer a request that is not a long poll (by default). */
+export const DOCKER_TIMEOUT_MS = 30_000;
 
 /** An error response from the daemon. */
 export class DockerApiError extends Error {
@@ -38,6 +40,8 @@ export class DockerApi {
     readonly socketPath = DOCKER_SOCKET,
     readonly runtimeName = 'docker',
     readonly version = DOCKER_API_VERSION,
+    /** Requests without a timeoutMs of their own (a slow machine, e.g. an emulated one, needs more). */
+    readonly timeoutMs = DOCKER_TIMEOUT_MS,
   ) {}
 
   /** Sends a request and returns the raw response stream (caller consumes it); throws on status >= 400. */
@@ -58,7 +62,7 @@ export class DockerApi {
             ...(req.json !== undefined ? { 'content-type': 'application/json' } : {}),
             ...(req.contentType ? { 'content-type': req.contentType } : {}),
           },
-          timeout: req.timeoutMs ?? 30_000,
+          timeout: req.timeoutMs ?? this.timeoutMs,
         },
         resolve,
       );
@@ -66,7 +70,7 @@ export class DockerApi {
         r.destroy(
           new RuntimeTransientError(
             this.runtimeName,
-            `daemon did not answer ${req.path} within ${req.timeoutMs ?? 30_000} ms`,
+            `daemon did not answer ${req.path} within ${req.timeoutMs ?? this.timeoutMs} ms`,
           ),
         ),
       );

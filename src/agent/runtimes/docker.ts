@@ -3,14 +3,16 @@
 // agent re-attaches by name.
 import { createReadStream } from 'node:fs';
 import { type FileHandle } from 'node:fs/promises';
-import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { cgroupsUnusable, requireContainerCgroup } from './cgroup.js';
 import { DockerApi, DockerApiError, readAll } from './docker-api.js';
 import {
   discardEngine,
   EngineHandle,
+  engineState,
   reattachEngine,
   recordEngineRun,
   type ContainerEngine,
+  type EngineInspect,
   type EngineState,
 } from './engine-handle.js';
 import { ImageNotFoundError, RegistryUnavailableError, RuntimeTransientError } from './errors.js';
@@ -23,6 +25,10 @@ import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime 
 /** Options of the docker runtime. */
 export interface DockerOptions {
   socketPath?: string;
+  /** How long the daemon has to answer a request that is not a long poll (default 30 s). */
+  apiTimeoutMs?: number;
+  /** The cgroup under which Berth's parent group of each container is created (default `berth`). */
+  cgroupParent?: string;
   /** Pull images that are not present locally (default true; false where no registry is reachable). */
   pull?: boolean;
   /** The containers' network: `none` (default: loopback only) or `host`. */
@@ -43,12 +49,6 @@ export interface DockerOptions {
  */
 const DOCKER_LOG_FILE_LIMITS = 4;
 
-/** The parts of GET /containers/{id}/json Berth reads. */
-interface Inspect {
-  State: { Running: boolean; ExitCode: number; OOMKilled: boolean; StartedAt: string; FinishedAt: string };
-  GraphDriver?: { Data?: { UpperDir?: string } };
-}
-
 /** Runs containers from image names (and imported root-filesystem tarballs) with the docker daemon. */
 export class DockerRuntime implements Runtime {
   readonly name = 'docker';
@@ -56,7 +56,7 @@ export class DockerRuntime implements Runtime {
   private readonly engine: DockerEngine;
 
   constructor(private readonly opts: DockerOptions = {}) {
-    this.api = new DockerApi(opts.socketPath);
+    this.api = new DockerApi(opts.socketPath, undefined, undefined, opts.apiTimeoutMs);
     this.engine = new DockerEngine(
       this.api,
       opts.logLimitBytes ? 2 * DOCKER_LOG_FILE_LIMITS * opts.logLimitBytes : undefined,
@@ -69,7 +69,15 @@ export class DockerRuntime implements Runtime {
     } catch (err) {
       return `docker daemon not answering at ${this.api.socketPath}: ${(err as Error).message}`;
     }
-    return cgroupV1Unusable();
+    // The parent group Berth reads usage from is a cgroupfs path; under the systemd driver docker wants a
+    // slice name there instead.
+    const info = await this.api.call<{ CgroupDriver?: string }>({ path: '/info' }).catch(() => null);
+    if (info?.CgroupDriver && info.CgroupDriver !== 'cgroupfs')
+      return (
+        `docker uses the ${info.CgroupDriver} cgroup driver; Berth needs cgroupfs ` +
+        '("exec-opts": ["native.cgroupdriver=cgroupfs"] in /etc/docker/daemon.json)'
+      );
+    return cgroupsUnusable();
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
@@ -84,7 +92,7 @@ export class DockerRuntime implements Runtime {
     await this.api
       .call({ method: 'DELETE', path: `/containers/${name}`, query: { force: true } })
       .catch(notFoundOk);
-    const cgroup = CgroupV1.forContainer(spec.id);
+    const cgroup = await requireContainerCgroup(spec.id, this.opts.cgroupParent);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     try {
       await this.api.call({
@@ -130,11 +138,11 @@ export class DockerRuntime implements Runtime {
   }
 
   reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    return reattachEngine(this.engine, id, workDir);
+    return reattachEngine(this.engine, id, workDir, this.opts.cgroupParent);
   }
 
   discard(id: string): Promise<void> {
-    return discardEngine(this.engine, id);
+    return discardEngine(this.engine, id, this.opts.cgroupParent);
   }
 
   /** The image name to create the container from; imports a root-filesystem tarball once. */
@@ -277,22 +285,12 @@ class DockerEngine implements ContainerEngine {
   }
 
   async inspect(container: string): Promise<EngineState | null> {
-    let ins: Inspect;
     try {
-      ins = await this.api.call<Inspect>({ path: `/containers/${container}/json` });
+      return engineState(await this.api.call<EngineInspect>({ path: `/containers/${container}/json` }));
     } catch (err) {
       if (err instanceof DockerApiError && err.status === 404) return null;
       throw err;
     }
-    const s = ins.State;
-    return {
-      running: s.Running,
-      exitCode: s.ExitCode,
-      oomKilled: s.OOMKilled,
-      startedAt: s.StartedAt,
-      finishedAt: s.FinishedAt,
-      upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
-    };
   }
 
   async remove(container: string): Promise<void> {
@@ -308,6 +306,14 @@ class DockerEngine implements ContainerEngine {
       // 409: not running any more; 404: already removed. Either way there is nothing to signal.
       if (!(err instanceof DockerApiError && (err.status === 409 || err.status === 404))) throw err;
     }
+  }
+
+  async pause(container: string): Promise<void> {
+    await this.api.call({ method: 'POST', path: `/containers/${container}/pause` });
+  }
+
+  async unpause(container: string): Promise<void> {
+    await this.api.call({ method: 'POST', path: `/containers/${container}/unpause` });
   }
 
   async copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void> {

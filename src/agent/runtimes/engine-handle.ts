@@ -3,13 +3,14 @@
 // agent re-attaches by name and learns an exit that happened while it was down. Output is copied from
 // the engine's log into the work dir's stdout/stderr files, which output() reads like the other runtimes'.
 //
-// Usage comes from a parent cgroup Berth creates (/berth/<id>, cgroupfs driver): the engine removes the
-// container's own cgroup at exit and with it the peak memory and CPU time; the parent's hierarchical
-// counters keep both.
+// Usage comes from a parent cgroup Berth creates (/berth/<id>, cgroupfs driver; v1 or v2): the engine
+// removes the container's own cgroup at exit and with it the peak memory and CPU time; the parent's
+// hierarchical counters keep both (and on v2 its memory.events keeps the OOM kill count as well).
+// Freezing is the engine's pause, which freezes the container's own cgroup and records it as paused.
 import { appendFile, open, readFile, rename, rm, stat, writeFile, type FileHandle } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { join } from 'node:path';
-import { CgroupV1, type CgroupStats } from './cgroup.js';
+import { requireContainerCgroup, type Cgroup, type CgroupStats } from './cgroup.js';
 import { diskUsage, outputDiskUsage } from './du.js';
 import { OncePerKey } from './once.js';
 import { readSavedResult, saveResult } from './result-file.js';
@@ -19,6 +20,8 @@ import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
 /** What the handle needs to know about a container from its engine. */
 export interface EngineState {
   running: boolean;
+  /** Frozen by the engine's pause. */
+  paused: boolean;
   exitCode: number;
   oomKilled: boolean;
   startedAt: string;
@@ -27,10 +30,37 @@ export interface EngineState {
   upperDir: string | null;
 }
 
+/** The parts of a container's inspect JSON Berth reads (docker's API; podman's CLI prints the same shape). */
+export interface EngineInspect {
+  State: {
+    Running: boolean;
+    Paused: boolean;
+    ExitCode: number;
+    OOMKilled: boolean;
+    StartedAt: string;
+    FinishedAt: string;
+  };
+  GraphDriver?: { Data?: { UpperDir?: string } };
+}
+
+/** What Berth needs from an inspect result. */
+export function engineState(ins: EngineInspect): EngineState {
+  const s = ins.State;
+  return {
+    running: s.Running,
+    paused: s.Paused,
+    exitCode: s.ExitCode,
+    oomKilled: s.OOMKilled,
+    startedAt: s.StartedAt,
+    finishedAt: s.FinishedAt,
+    upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
+  };
+}
+
 /** The operations a container engine provides for one named container. */
 export interface ContainerEngine {
   readonly name: string;
-  /** Whether inspect's oomKilled is reliable (docker: yes; podman 4.3 on cgroup v1: always false). */
+  /** Whether inspect's oomKilled is reliable (docker: yes; podman 4.3: always false, on v1 and v2). */
   readonly reportsOom: boolean;
   /** The engine keeps at most this much of a container's log (older parts rotate away); unset = all. */
   readonly logCapBytes?: number;
@@ -41,9 +71,15 @@ export interface ContainerEngine {
   remove(container: string): Promise<void>;
   /** Signals the container's main process; no-op when it is not running. */
   kill(container: string, sig: NodeJS.Signals): Promise<void>;
+  /** Freezes the container (engine pause); resolves once the engine reports it paused. */
+  pause(container: string): Promise<void>;
+  unpause(container: string): Promise<void>;
   /** Writes the container's whole log (from the start; following until it stops if `follow`) to the two files. */
   copyLogs(container: string, stdout: FileHandle, stderr: FileHandle, follow: boolean): Promise<void>;
 }
+
+/** How long freeze() keeps retrying an engine's pause that failed while the container runs. */
+const FREEZE_DEADLINE_MS = 10_000;
 
 /** A file whose allocated blocks fall short of its size by more than this has holes (punched by the agent). */
 const SPARSE_SLACK = 64 * 1024;
@@ -77,7 +113,7 @@ export class EngineHandle implements RunHandle {
     private readonly engine: ContainerEngine,
     readonly id: string,
     private readonly workDir: string,
-    private readonly cgroup: CgroupV1,
+    private readonly cgroup: Cgroup,
   ) {
     this.runtime = engine.name;
     this.container = `berth-${id}`;
@@ -178,11 +214,12 @@ export class EngineHandle implements RunHandle {
   }
 
   /**
-   * For engines that do not report OOM kills: the kernel counts the kill in the container's own cgroup,
-   * which the engine deletes at exit, so what is left is the parent's peak. Killed by SIGKILL that Berth
-   * did not send, with the peak at the limit, is an OOM kill.
+   * For engines that do not report OOM kills. On v2 the parent's memory.events counts the kill; on v1 the
+   * kernel counts it in the container's own cgroup, which the engine deletes at exit, so what is left is
+   * the parent's peak: killed by SIGKILL that Berth did not send, with the peak at the limit, is an OOM kill.
    */
   private looksOomKilled(exitCode: number | null, stats: CgroupStats): boolean {
+    if (stats.oomKills > 0) return true;
     return exitCode === 137 && !this.sentKill && stats.peakRamBytes >= stats.ramLimit - OOM_MARGIN;
   }
 
@@ -190,6 +227,32 @@ export class EngineHandle implements RunHandle {
     if (this.done) return;
     if (sig === 'SIGKILL') this.sentKill = true;
     await this.engine.kill(this.container, sig);
+    const s = await this.engine.inspect(this.container).catch(() => null);
+    if (s?.paused) await this.engine.unpause(this.container).catch(() => {});
+  }
+
+  async freeze(): Promise<void> {
+    // runc, under both engines, gives up when the kernel is slow to freeze every task ("unable to freeze",
+    // seen under load on cgroup v1) and thaws again: retried until the deadline.
+    const deadline = Date.now() + FREEZE_DEADLINE_MS;
+    for (;;) {
+      if (this.done) return;
+      try {
+        await this.engine.pause(this.container);
+        return;
+      } catch (err) {
+        // Engines refuse to pause a container that is already paused or no longer running: nothing to do then.
+        const s = await this.engine.inspect(this.container).catch(() => null);
+        if (!s?.running || s.paused) return;
+        if (Date.now() > deadline) throw err;
+      }
+    }
+  }
+
+  async thaw(): Promise<void> {
+    if (this.done) return;
+    const s = await this.engine.inspect(this.container);
+    if (s?.paused) await this.engine.unpause(this.container);
   }
 
   async usage(): Promise<Usage> {
@@ -248,6 +311,7 @@ export async function reattachEngine(
   engine: ContainerEngine,
   id: string,
   workDir: string,
+  cgroupParent?: string,
 ): Promise<EngineHandle | null> {
   const state = await readFile(join(workDir, 'run.json'), 'utf8').then(
     (t) => JSON.parse(t) as { runtime: string; id: string },
@@ -255,11 +319,15 @@ export async function reattachEngine(
   );
   if (!state || state.runtime !== engine.name || state.id !== id) return null;
   if (!(await readSavedResult(workDir)) && !(await engine.inspect(`berth-${id}`))) return null;
-  return new EngineHandle(engine, id, workDir, CgroupV1.forContainer(id));
+  return new EngineHandle(engine, id, workDir, await requireContainerCgroup(id, cgroupParent));
 }
 
 /** Removes the engine container of `id` and its parent cgroup, whatever state they are in. */
-export async function discardEngine(engine: ContainerEngine, id: string): Promise<void> {
+export async function discardEngine(
+  engine: ContainerEngine,
+  id: string,
+  cgroupParent?: string,
+): Promise<void> {
   await engine.remove(`berth-${id}`);
-  await CgroupV1.forContainer(id).remove();
+  await (await requireContainerCgroup(id, cgroupParent)).remove();
 }

@@ -2,23 +2,27 @@
 // berth-<id>; podman keeps their state until Berth removes them, so the same EngineHandle as docker's
 // serves both a fresh start and a re-attach.
 //
-// Limits are set on Berth's parent cgroup (/berth/<id>), not with --memory/--cpus, so that the group
-// whose peak we read is the group whose limit was hit. podman 4.3 on cgroup v1 does not report OOM kills
-// (State.OOMKilled stays false) and deletes the container's cgroup, which holds the kernel's OOM counter,
-// at exit: EngineHandle then infers the OOM kill from a SIGKILL with the peak at the limit.
+// Limits are set on Berth's parent cgroup (/berth/<id>, v1 or v2), not with --memory/--cpus, so that the
+// group whose peak we read is the group whose limit was hit. podman 4.3 does not report OOM kills
+// (State.OOMKilled stays false); on v2 the parent's memory.events counts them, on v1 the kernel counts them
+// in the container's own cgroup, which podman deletes at exit: EngineHandle then infers the OOM kill from a
+// SIGKILL with the peak at the limit. Every command runs with --cgroup-manager=cgroupfs, podman's default
+// without systemd, so that the parent is a path on systemd hosts too (where podman would expect a slice).
 // `--cgroups=no-conmon` keeps podman's monitor out of the group, so only the container is limited and measured. `--ulimit` values: root here lacks CAP_SYS_RESOURCE and the hard
 // limits are below podman's defaults (ENVIRONMENT.md).
 import { execFile } from 'node:child_process';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CgroupV1, cgroupV1Unusable } from './cgroup.js';
+import { cgroupsUnusable, requireContainerCgroup } from './cgroup.js';
 import {
   discardEngine,
   EngineHandle,
+  engineState,
   reattachEngine,
   recordEngineRun,
   type ContainerEngine,
+  type EngineInspect,
   type EngineState,
 } from './engine-handle.js';
 import { ImageNotFoundError, RegistryUnavailableError, RuntimeTransientError } from './errors.js';
@@ -30,11 +34,20 @@ import type { NetworkSetting } from './sandbox.js';
 import { clearRunFiles } from './shim.js';
 import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
 
-const exec = promisify(execFile);
+const execFileAsync = promisify(execFile);
+/** Runs the podman CLI with Berth's global options (see the top of the file). */
+const exec = (
+  podman: string,
+  args: string[],
+  opts: { timeout?: number; maxBuffer?: number } = {},
+): Promise<{ stdout: string; stderr: string }> =>
+  execFileAsync(podman, ['--cgroup-manager', 'cgroupfs', ...args], { encoding: 'utf8', ...opts });
 
 /** Options of the podman runtime. */
 export interface PodmanOptions {
   podman?: string;
+  /** The cgroup under which Berth's parent group of each container is created (default `berth`). */
+  cgroupParent?: string;
   /** Pull images that are not present locally (default true). */
   pull?: boolean;
   /** How an unreachable registry is retried (default: 2 podman pulls, which retry 3 times each). */
@@ -72,7 +85,7 @@ export class PodmanRuntime implements Runtime {
     } catch (err) {
       return `podman not usable: ${firstLine(err)}`;
     }
-    return cgroupV1Unusable();
+    return cgroupsUnusable();
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
@@ -82,7 +95,7 @@ export class PodmanRuntime implements Runtime {
     const name = `berth-${spec.id}`;
     await clearRunFiles(spec.workDir);
     await this.engine.remove(name); // a leftover of a crashed earlier attempt would block the name
-    const cgroup = CgroupV1.forContainer(spec.id);
+    const cgroup = await requireContainerCgroup(spec.id, this.opts.cgroupParent);
     await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     const args = ['run', '--detach', '--name', name, '--label', `berth.container=${spec.id}`];
     args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon');
@@ -104,11 +117,11 @@ export class PodmanRuntime implements Runtime {
   }
 
   reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    return reattachEngine(this.engine, id, workDir);
+    return reattachEngine(this.engine, id, workDir, this.opts.cgroupParent);
   }
 
   discard(id: string): Promise<void> {
-    return discardEngine(this.engine, id);
+    return discardEngine(this.engine, id, this.opts.cgroupParent);
   }
 
   private async resolveImage(image: string | null): Promise<string> {
@@ -185,25 +198,8 @@ class PodmanEngine implements ContainerEngine {
       if (/no such container/i.test(String((err as { stderr?: string }).stderr))) return null;
       throw new RuntimeTransientError(this.name, `podman inspect failed: ${firstLine(err)}`, { cause: err });
     }
-    const [ins] = JSON.parse(out) as {
-      State: {
-        Running: boolean;
-        ExitCode: number;
-        OOMKilled: boolean;
-        StartedAt: string;
-        FinishedAt: string;
-      };
-      GraphDriver?: { Data?: { UpperDir?: string } };
-    }[];
-    if (!ins) return null;
-    return {
-      running: ins.State.Running,
-      exitCode: ins.State.ExitCode,
-      oomKilled: ins.State.OOMKilled,
-      startedAt: ins.State.StartedAt,
-      finishedAt: ins.State.FinishedAt,
-      upperDir: ins.GraphDriver?.Data?.UpperDir ?? null,
-    };
+    const [ins] = JSON.parse(out) as EngineInspect[];
+    return ins ? engineState(ins) : null;
   }
 
   async remove(container: string): Promise<void> {
@@ -213,6 +209,14 @@ class PodmanEngine implements ContainerEngine {
   async kill(container: string, sig: NodeJS.Signals): Promise<void> {
     // Fails when the container is no longer running: nothing to signal then.
     await exec(this.podman, ['kill', '--signal', sig, container]).catch(() => {});
+  }
+
+  async pause(container: string): Promise<void> {
+    await exec(this.podman, ['pause', container]);
+  }
+
+  async unpause(container: string): Promise<void> {
+    await exec(this.podman, ['unpause', container]);
   }
 
   /**

@@ -1,12 +1,13 @@
 // The process runtime: the command runs from the host's own programs, in a sandbox (sandbox.ts: its own
 // namespaces, a read-only view of the host's system directories, its work dir the only writable host
-// directory, a uid of its own), inside a cgroup v1 group that holds its CPU quota and memory limit.
-// Without permission to create cgroups it still runs, unlimited, and says so in the handle's warning (the
-// agent writes it to the container log). Without a usable sandbox it refuses to run anything, unless the
-// operator chose `sandbox: 'none'` (then the command is a plain host process: unsafe, see docs/SECURITY.md).
+// directory, a uid of its own), inside a cgroup (v1 or v2, cgroup.ts) that holds its CPU quota and memory
+// limit. Without permission to create cgroups it still runs, unlimited, and says so in the handle's warning
+// (the agent writes it to the container log). Without a usable sandbox it refuses to run anything, unless
+// the operator chose `sandbox: 'none'` (then the command is a plain host process: unsafe, see
+// docs/SECURITY.md).
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CGROUP_ROOT, CgroupV1, cgroupV1Unusable, killCgroup } from './cgroup.js';
+import { CGROUP_ROOT, cgroupAt, containerCgroup, killCgroup, probeCgroups, type Cgroup } from './cgroup.js';
 import { RuntimeTransientError } from './errors.js';
 import { probeSandbox, sandboxPlan, type NetworkSetting, type SandboxSetting } from './sandbox.js';
 import { ShimHandle, clearRunFiles, readRunState, spawnShim, writeRunState, type RunState } from './shim.js';
@@ -35,6 +36,8 @@ export interface ProcessRuntimeOptions {
   hide?: string[];
   /** bwrap executable (default `bwrap` on PATH; `berth agent --bwrap`). */
   bwrap?: string;
+  /** The cgroup under which containers' groups are created (default `berth`). */
+  cgroupParent?: string;
 }
 
 /** Runs containers with no image as sandboxed host processes in a cgroup. */
@@ -42,7 +45,7 @@ export class ProcessRuntime implements Runtime {
   readonly name = 'process';
 
   constructor(
-    /** Where the cgroup v1 hierarchies are mounted (tests point it elsewhere to run without limits). */
+    /** Where the cgroup hierarchies are mounted (tests point it elsewhere to run without limits). */
     private readonly cgroupRoot = CGROUP_ROOT,
     private readonly opts: ProcessRuntimeOptions = {},
   ) {}
@@ -71,13 +74,13 @@ export class ProcessRuntime implements Runtime {
     const scratchDir = join(spec.workDir, 'scratch');
     await clearRunFiles(spec.workDir);
     await mkdir(scratchDir, { recursive: true });
-    const unusable = await cgroupV1Unusable(this.cgroupRoot);
-    let cgroup: CgroupV1 | null = null;
+    const host = await probeCgroups(this.cgroupRoot);
+    let cgroup: Cgroup | null = null;
     let warning: string | null = null;
-    if (unusable) {
-      warning = `process runtime: ${unusable}; running without CPU and memory limits`;
+    if (host.unusable !== null) {
+      warning = `process runtime: ${host.unusable}; running without CPU and memory limits`;
     } else {
-      cgroup = CgroupV1.forContainer(spec.id, this.cgroupRoot);
+      cgroup = containerCgroup(host, spec.id, this.opts.cgroupParent);
       await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
     }
     let args: ShimCommand;
@@ -148,13 +151,15 @@ export class ProcessRuntime implements Runtime {
   async reattach(id: string, workDir: string): Promise<RunHandle | null> {
     const state = await readRunState(workDir);
     if (!state || state.runtime !== this.name || state.id !== id) return null;
-    const cgroup = state.cgroup ? new CgroupV1(state.cgroup, this.cgroupRoot) : null;
+    const host = await probeCgroups(this.cgroupRoot);
+    const cgroup = state.cgroup && host.unusable === null ? cgroupAt(host, state.cgroup) : null;
     return new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') });
   }
 
   async discard(id: string): Promise<void> {
     // Its processes can only be found through its cgroup; without cgroups a lost start cannot be traced.
-    if (await cgroupV1Unusable(this.cgroupRoot)) return;
-    await killCgroup(CgroupV1.forContainer(id, this.cgroupRoot));
+    const host = await probeCgroups(this.cgroupRoot);
+    if (host.unusable !== null) return;
+    await killCgroup(containerCgroup(host, id, this.opts.cgroupParent));
   }
 }

@@ -6,7 +6,15 @@ import { execFile } from 'node:child_process';
 import { access, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CgroupV1, cgroupV1Unusable, killCgroup } from './cgroup.js';
+import {
+  cgroupAt,
+  cgroupsUnusable,
+  CGROUP_PARENT,
+  containerCgroup,
+  killCgroup,
+  probeCgroups,
+  requireContainerCgroup,
+} from './cgroup.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, ensureRootfs } from './image.js';
 import { ociConfig } from './oci.js';
@@ -35,6 +43,8 @@ export class RuncRuntime implements Runtime {
     private readonly stateRoot = '/run/runc',
     /** The containers' network: `none` (default: own namespace, loopback only) or `host`. */
     private readonly network: NetworkSetting = 'none',
+    /** The cgroup under which containers' groups are created. */
+    private readonly cgroupParent = CGROUP_PARENT,
   ) {}
 
   async available(): Promise<string | null> {
@@ -44,7 +54,7 @@ export class RuncRuntime implements Runtime {
     } catch {
       return `${this.runc} not found (apt-get install runc)`;
     }
-    return cgroupV1Unusable();
+    return cgroupsUnusable();
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
@@ -94,7 +104,8 @@ export class RuncRuntime implements Runtime {
         `cannot mount the container's overlay: ${(err as Error).message}`,
       );
     }
-    const cgroup = CgroupV1.forContainer(spec.id);
+    // runc creates the group itself (on v2 it also delegates the controllers down the path).
+    const cgroup = await requireContainerCgroup(spec.id, this.cgroupParent);
     const config = ociConfig({
       args: spec.command,
       env: spec.env,
@@ -133,17 +144,18 @@ export class RuncRuntime implements Runtime {
       extra,
     };
     await writeRunState(spec.workDir, state);
-    return new ShimHandle(state, spec.workDir, this.hooks(state, spec.workDir), shim.child);
+    return new ShimHandle(state, spec.workDir, await this.hooks(state, spec.workDir), shim.child);
   }
 
   async reattach(id: string, workDir: string): Promise<RunHandle | null> {
     const state = await readRunState(workDir);
     if (!state || state.runtime !== this.name || state.id !== id) return null;
-    return new ShimHandle(state, workDir, this.hooks(state, workDir));
+    return new ShimHandle(state, workDir, await this.hooks(state, workDir));
   }
 
   async discard(id: string, workDir: string): Promise<void> {
-    await killCgroup(CgroupV1.forContainer(id));
+    const host = await probeCgroups();
+    if (host.unusable === null) await killCgroup(containerCgroup(host, id, this.cgroupParent));
     const bundle = join(workDir, 'bundle');
     await this.release({
       name: `berth-${id}`,
@@ -153,12 +165,24 @@ export class RuncRuntime implements Runtime {
     });
   }
 
-  private hooks(state: RunState, workDir: string): ShimHooks {
+  private async hooks(state: RunState, workDir: string): Promise<ShimHooks> {
+    const host = await probeCgroups();
     return {
-      cgroup: state.cgroup ? new CgroupV1(state.cgroup) : null,
+      cgroup: state.cgroup && host.unusable === null ? cgroupAt(host, state.cgroup) : null,
       scratchDir: join(workDir, 'scratch'),
+      ready: () => this.running(state.extra.name!),
       finalize: () => this.release(state.extra),
     };
+  }
+
+  /** Whether runc reports the container running: created, and its command started (or already ended). */
+  private async running(name: string): Promise<boolean> {
+    const out = await exec(this.runc, ['state', name]).then(
+      (r) => r.stdout,
+      () => '',
+    );
+    const status = (JSON.parse(out || '{}') as { status?: string }).status;
+    return status === 'running' || status === 'paused' || status === 'stopped';
   }
 
   /** Deletes the runc container (and with it runc's cgroups) and unmounts the rootfs. */

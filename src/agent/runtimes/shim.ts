@@ -10,7 +10,7 @@ import { constants } from 'node:os';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { diskUsage, outputDiskUsage } from './du.js';
-import type { CgroupV1 } from './cgroup.js';
+import type { Cgroup } from './cgroup.js';
 import {
   descendants,
   descendantsUsage,
@@ -124,9 +124,15 @@ export async function readRunState(workDir: string): Promise<RunState | null> {
 
 /** Runtime-specific parts of a shim-based handle. */
 export interface ShimHooks {
-  cgroup: CgroupV1 | null;
+  cgroup: Cgroup | null;
   /** Directory whose size is the container's scratch usage. */
   scratchDir: string;
+  /**
+   * Whether the container's command runs yet, for runtimes that start it after start() returned (runc);
+   * by default, whether a process other than the shim (and a sandbox's own) is in its cgroup (or, without
+   * one, among the shim's descendants or in its process group).
+   */
+  ready?(): Promise<boolean>;
   /** Releases runtime resources after the exit (runc: delete the container, unmount the rootfs). */
   finalize?(): Promise<void>;
 }
@@ -148,6 +154,10 @@ export class ShimHandle implements RunHandle {
   private waiting: Promise<ExitInfo> | null = null;
   private exited: Promise<void> | null;
   private done = false;
+  /** The container's command is running (see started()). */
+  private ready = false;
+  /** Stopped with SIGSTOP by freeze() (only without a cgroup). */
+  private stopped = false;
   /** Usage sampled from /proc when there is no cgroup to ask. */
   private readonly sampled = { cpuSeconds: 0, peakRamBytes: 0 };
 
@@ -199,16 +209,7 @@ export class ShimHandle implements RunHandle {
     else await until(async () => !(await isAlive(this.state.shim)), 5000, 5);
     // Processes the command left behind (daemonized children) end with it.
     const { cgroup } = this.hooks;
-    if (cgroup)
-      await until(
-        async () => {
-          const pids = await cgroup.pids();
-          for (const pid of pids) killQuietly(pid, 'SIGKILL');
-          return pids.length === 0;
-        },
-        5000,
-        5,
-      );
+    if (cgroup) await cgroup.killAll(5000);
     const stats = cgroup ? await cgroup.stats() : null;
     if (this.hooks.finalize) await this.hooks.finalize();
     if (cgroup) await cgroup.remove();
@@ -230,19 +231,72 @@ export class ShimHandle implements RunHandle {
     return info;
   }
 
-  async signal(sig: NodeJS.Signals): Promise<void> {
-    if (this.done || (await this.shimEnded())) return;
+  /**
+   * The container's processes: its cgroup's, or without one the shim's descendants (sandboxed) or process
+   * group; never the shim.
+   */
+  private async commandPids(): Promise<number[]> {
     const shim = this.state.shim.pid;
-    const pids = this.hooks.cgroup
+    const all = this.hooks.cgroup
       ? await this.hooks.cgroup.pids()
       : this.state.sandboxed
         ? await descendants(shim)
         : await processGroupMembers(shim);
-    const skip = new Set([shim]);
-    // A TERM to the sandbox's own processes would end the sandbox (and the command with SIGKILL) at once.
-    if (this.state.sandboxed && sig !== 'SIGKILL')
-      for (const helper of sandboxHelpers(shim, await parentsOf(pids))) skip.add(helper);
-    for (const pid of pids) if (!skip.has(pid)) killQuietly(pid, sig);
+    return all.filter((pid) => pid !== shim);
+  }
+
+  /**
+   * The processes a signal goes to: the container's, except, for any signal but SIGKILL, the sandbox's own
+   * (a TERM to them would end the sandbox, and the command with SIGKILL, at once; a STOP would stop nothing
+   * that runs the container's work).
+   */
+  private async signalTargets(sig: NodeJS.Signals): Promise<number[]> {
+    const pids = await this.commandPids();
+    if (!this.state.sandboxed || sig === 'SIGKILL') return pids;
+    const helpers = new Set(sandboxHelpers(this.state.shim.pid, await parentsOf(pids)));
+    return pids.filter((pid) => !helpers.has(pid));
+  }
+
+  /**
+   * Resolves once the container's command runs (or the shim ended): the shim starts it, and runc creates
+   * the container a moment after start() returned. A signal before that would find nothing to act on, and
+   * a freeze in the middle of runc's own set-up makes the start fail. Then true while the shim lives.
+   */
+  private async started(): Promise<boolean> {
+    // By default: a process of the command's own runs (in a sandbox, bwrap's two come first).
+    const ready = this.hooks.ready ?? (async () => (await this.signalTargets('SIGTERM')).length > 0);
+    if (!this.ready)
+      await until(async () => (this.ready = await ready()) || (await this.shimEnded()), 10_000, 5);
+    return !(await this.shimEnded());
+  }
+
+  async signal(sig: NodeJS.Signals): Promise<void> {
+    if (this.done || !(await this.started())) return;
+    for (const pid of await this.signalTargets(sig)) killQuietly(pid, sig);
+    if (this.hooks.cgroup) {
+      if (await this.hooks.cgroup.isFrozen()) await this.hooks.cgroup.thaw();
+    } else if (this.stopped) {
+      await this.thaw();
+    }
+  }
+
+  async freeze(): Promise<void> {
+    if (this.done || !(await this.started())) return;
+    if (this.hooks.cgroup) return this.hooks.cgroup.freeze();
+    // Without a cgroup: SIGSTOP, which stops the container's processes as a freeze would, except that a
+    // parent waiting for them can notice, and processes that left the group (or were not yet seen) go on.
+    for (const pid of await this.signalTargets('SIGSTOP')) killQuietly(pid, 'SIGSTOP');
+    this.stopped = true;
+  }
+
+  async thaw(): Promise<void> {
+    if (this.done) return;
+    if (this.hooks.cgroup) {
+      if (await this.hooks.cgroup.exists()) await this.hooks.cgroup.thaw();
+      return;
+    }
+    for (const pid of await this.signalTargets('SIGCONT')) killQuietly(pid, 'SIGCONT');
+    this.stopped = false;
   }
 
   async usage(): Promise<Usage> {

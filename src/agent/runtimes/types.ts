@@ -79,8 +79,19 @@ export interface RunHandle {
   readonly warning: string | null;
   /** Resolves once the container ended and its resources (cgroups, runc state, docker container) are gone. */
   wait(): Promise<ExitInfo>;
-  /** Sends a signal to every process of the container. No-op once it ended. */
+  /**
+   * Sends a signal to every process of the container. No-op once it ended. A frozen container is thawed
+   * after the signal was sent, so that the signal takes effect (a kill never waits for a thaw).
+   */
   signal(sig: NodeJS.Signals): Promise<void>;
+  /**
+   * Freezes every process of the container where it stands (the cgroup freezer, or the engine's pause): it
+   * gets no CPU and sees no signal, and keeps its memory. Resolves once the kernel (or the engine) reports
+   * the whole container frozen: the time this takes is the freeze latency. No-op once it ended.
+   */
+  freeze(): Promise<void>;
+  /** Lets a frozen container run on; resolves once it runs again. No-op when not frozen or ended. */
+  thaw(): Promise<void>;
   usage(): Promise<Usage>;
   /**
    * The container's output from the beginning, each stream complete and in order; ends after the

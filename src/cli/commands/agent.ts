@@ -32,6 +32,7 @@ export function registerAgent(program: Command): void {
         processSandbox: cfg.process_sandbox,
         bwrap: cfg.bwrap,
         containerNetwork: cfg.container_network,
+        cgroupParent: cfg.cgroup_parent,
         logLimitBytes: cfg.log_limit,
       });
       const onSignal = (sig: NodeJS.Signals) => {

@@ -10,8 +10,8 @@ import type { Report } from '../../sim/report/build.js';
 import { compareReports } from '../../sim/report/compare.js';
 import { readReport, writeReport } from '../../sim/report/files.js';
 import { runSimulation, type Progress } from '../../sim/run.js';
-import { loadWorkload } from '../../sim/workload/load.js';
-import { WorkloadError, type WorkloadJob } from '../../sim/workload/types.js';
+import { prepareWorkload } from '../../sim/workload/prepare.js';
+import { WorkloadError, type WorkflowRun, type WorkloadJob } from '../../sim/workload/types.js';
 import { UsageError } from '../errors.js';
 
 export interface SimOpts {
@@ -38,16 +38,7 @@ function scaleFlag(v: string): number {
   return f;
 }
 
-/** Multiplies arrivals and run times: 0.5 plays the same workload in half the virtual time. */
-function scaled(jobs: WorkloadJob[], f: number): WorkloadJob[] {
-  if (f === 1) return jobs;
-  return jobs.map((j) => ({
-    ...j,
-    arrival: Math.round(j.arrival * f),
-    duration: Math.max(1, Math.round(j.duration * f)),
-  }));
-}
-
+const r3 = (x: number): number => Math.round(x * 1000) / 1000;
 const money = (x: number | null): string => (x === null ? '-' : x.toFixed(2));
 const secs = (x: number | null): string => (x === null ? '-' : `${x.toFixed(1)}s`);
 
@@ -56,10 +47,31 @@ export function summary(r: Report): string {
   const c = r.containers;
   return [
     `policy ${r.policy}, seed ${r.seed}: ${c.total} containers, ${c.completed} completed, ${c.neverStarted} never started; ${r.instances.created} instances`,
-    `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  idle ${money(r.cost.idle)}`,
+    `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  (boot ${money(r.cost.boot)}, work ${money(r.cost.work)}, idle ${money(r.cost.idle)})`,
     `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
     `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
+    ...workflowLines(r),
+    ...(r.rightSizing === null
+      ? []
+      : [
+          `right-sizing from recorded usage: cost lower bound ${r.rightSizing.lowerBound.asked.toFixed(4)} as asked, ${r.rightSizing.lowerBound.rightSized.toFixed(4)} right-sized (berth usage --report for the table)`,
+        ]),
   ].join('\n');
+}
+
+/** One line for all workflow runs, then one per workflow: makespan and its ratio to the critical path. */
+function workflowLines(r: Report): string[] {
+  const w = r.workflows;
+  if (w === null) return [];
+  const ratio = (x: number | null) => (x === null ? '-' : x.toFixed(2));
+  const span = (x: number | null) => (x === null ? '-' : formatDuration(x * 1000));
+  return [
+    `workflows: ${w.runs.total} runs, ${w.runs.succeeded} succeeded, ${w.runs.failed} failed, ${w.runs.open} open; makespan / critical path p50 ${ratio(w.ratio.p50)} mean ${ratio(w.ratio.mean)} max ${ratio(w.ratio.max)}`,
+    ...Object.entries(w.byWorkflow).map(
+      ([name, s]) =>
+        `  ${name}: ${s.succeeded}/${s.runs} runs, ${s.tasks} tasks, critical path ${span(s.criticalPath)}, makespan p50 ${span(s.makespan.p50)} max ${span(s.makespan.max)}, ratio p50 ${ratio(s.ratio.p50)} max ${ratio(s.ratio.max)}`,
+    ),
+  ];
 }
 
 export async function runCommand(opts: SimOpts): Promise<void> {
@@ -78,16 +90,20 @@ export async function runCommand(opts: SimOpts): Promise<void> {
 
   let config: SimConfig;
   let jobs: WorkloadJob[];
+  let workflows: WorkflowRun[];
+  // Wall and CPU time per phase, for --json: on a shared machine CPU time is the steadier figure.
+  const cpu0 = process.cpuUsage();
+  const load0 = performance.now();
   try {
     config = opts.config === undefined ? defaultSimConfig() : loadSimConfig(opts.config);
-    const w = loadWorkload(opts.workload, limit === undefined ? {} : { limit });
-    jobs = scaled(limit === undefined ? w.jobs : w.jobs.slice(0, limit), scale);
+    ({ jobs, workflows } = prepareWorkload(opts.workload, { limit, timeScale: scale }));
   } catch (err) {
     if (err instanceof ConfigError) throw new UsageError(`--config ${err.message}`);
     if (err instanceof WorkloadError) throw new UsageError(`--workload ${err.message}`);
     throw err;
   }
 
+  const loadSeconds = (performance.now() - load0) / 1000;
   const t0 = performance.now();
   let lastLine = t0;
   const onProgress = (p: Progress): void => {
@@ -101,6 +117,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
   };
   const { report, stats } = await runSimulation({
     jobs,
+    workflows,
     config,
     seed,
     policy,
@@ -108,10 +125,20 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     progressEvery: 500,
   });
   const elapsed = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   const files = writeReport(opts.out, report);
   if (opts.json) {
     process.stdout.write(
-      `${JSON.stringify({ report, stats, seconds: Math.round(elapsed * 1000) / 1000 }, null, 2)}\n`,
+      `${JSON.stringify(
+        {
+          report,
+          stats,
+          seconds: r3(elapsed),
+          timings: { loadSeconds: r3(loadSeconds), cpuSeconds: r3((cpu.user + cpu.system) / 1e6) },
+        },
+        null,
+        2,
+      )}\n`,
     );
     return;
   }

@@ -3,6 +3,7 @@
 // reports side by side.
 import type { Command } from 'commander';
 import { POLICIES } from '../../sim/policy-names.js';
+import type { GatesOpts } from './sim-gates.js';
 import type { SimOpts } from './sim-run.js';
 
 // The implementation (simulator, scheduler, report) is loaded only when the command runs, so that other
@@ -11,7 +12,10 @@ export function registerSim(program: Command): void {
   const sim = program
     .command('sim')
     .description('simulate a workload with the real scheduler on a simulated cloud (virtual time)')
-    .option('--workload <file>', 'workload: SWF trace (.swf, .swf.gz) or JSON (.json)')
+    .option(
+      '--workload <file>',
+      'workload: SWF trace (.swf[.gz]), or JSON (.json[.gz]): jobs, a WfCommons workflow or a workflow mix',
+    )
     .option('--config <file>', 'simulator configuration (JSON; docs/SIMULATOR.md)')
     .option('--seed <n>', 'seed of every random choice', '1')
     .option('--policy <name>', `scheduling policy: ${POLICIES.join(', ')}`, 'berth')
@@ -20,6 +24,14 @@ export function registerSim(program: Command): void {
     .option('--out <dir>', 'directory for report.json and report.html')
     .option('--json', 'print the report and run statistics as JSON instead of the summary')
     .action(async (opts: SimOpts) => (await import('./sim-run.js')).runCommand(opts));
+  sim
+    .command('gates')
+    .description('run the scheduling-quality gates; fail when cost / lower bound regressed')
+    .option('--file <file>', 'the gates file', 'bench/sim-gates.json')
+    .option('--update', 'record the measured figures in the file instead of judging them')
+    .action(async (opts: GatesOpts, cmd: Command) =>
+      (await import('./sim-gates.js')).gatesCommand(opts, cmd),
+    );
   sim
     .command('compare <a> <b>')
     .description('print two report.json files side by side')

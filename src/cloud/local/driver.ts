@@ -3,7 +3,9 @@
 // create() writes the instance's directory (BERTH_HOME/instances/<id>/: the bootstrap secret in a 0600
 // file, the agent's work dir, its log), and starts a detached boot wrapper (own session, so it outlives the
 // dispatcher like a real VM) that joins the instance's cgroup slice, sleeps the boot delay and then execs
-// the agent. The list lives in BERTH_HOME/instances.json (see instance-list.ts); an instance whose process
+// the agent. The slice (berth-local/<id>) holds two kinds of groups: `agent` (the wrapper, the agent and
+// the shims it starts) and `containers/<container id>` (the agent's cgroup parent): cgroup v2 allows
+// processes only in leaves of a tree whose controllers are delegated, so the slice itself holds none. The list lives in BERTH_HOME/instances.json (see instance-list.ts); an instance whose process
 // died is listed as terminated. destroy() stops the agent (SIGTERM, then SIGKILL after a grace), kills every
 // container it left (through the runtimes' re-attach, and every process left in its slice), removes its
 // cgroups and its directory.
@@ -13,7 +15,7 @@ import { mkdir, open, readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { CgroupV1, cgroupV1Unusable } from '../../agent/runtimes/cgroup.js';
+import { cgroupAt, cgroupsUnusable, probeCgroups, type Cgroup } from '../../agent/runtimes/cgroup.js';
 import { createRuntime, RUNTIME_NAMES, type RuntimeName } from '../../agent/runtimes/detect.js';
 import { isAlive, processRef, type ProcessRef } from '../../agent/runtimes/procfs.js';
 import type { InstanceType } from '../../model/types.js';
@@ -49,8 +51,14 @@ export interface LocalDriverOptions {
   netns?: boolean;
 }
 
-/** Parent of the instance slices in every cgroup v1 hierarchy. */
+/** Parent of the instance slices (below the cgroup root, or in every v1 hierarchy). */
 export const LOCAL_CGROUP_PARENT = 'berth-local';
+
+/** Where in an instance's slice its agent runs, and where its containers' groups go. */
+export const slicePaths = (slice: string): { agent: string; containers: string } => ({
+  agent: `${slice}/agent`,
+  containers: `${slice}/containers`,
+});
 
 /** This package's bin/berth.js, found from this module's location (src/ or dist/src/). */
 export function defaultBerthBin(): string {
@@ -88,7 +96,7 @@ export class LocalDriver implements Driver {
     this.cgroupsUsable =
       opts.cgroups === false
         ? Promise.resolve(false)
-        : cgroupV1Unusable().then((why) => {
+        : cgroupsUnusable().then((why) => {
             if (why && opts.cgroups === true) throw new Error(`local driver: cgroups requested but ${why}`);
             return why === null;
           });
@@ -99,7 +107,7 @@ export class LocalDriver implements Driver {
     if (await this.cgroupsUsable) return null;
     return this.o.cgroups === false
       ? 'cgroups disabled by configuration: instances run without CPU and memory limits'
-      : `${(await cgroupV1Unusable()) ?? 'cgroups unusable'}: instances run without CPU and memory limits`;
+      : `${(await cgroupsUnusable()) ?? 'cgroups unusable'}: instances run without CPU and memory limits`;
   }
 
   instanceDir(id: string): string {
@@ -117,10 +125,15 @@ export class LocalDriver implements Driver {
     const secretFile = join(dir, 'bootstrap-secret');
     await writeFile(secretFile, boot.bootstrap_secret, { mode: 0o600 });
 
-    let cgroup: CgroupV1 | null = null;
+    let cgroup: Cgroup | null = null;
+    let agentGroup: Cgroup | null = null;
     if (await this.cgroupsUsable) {
-      cgroup = new CgroupV1(`${LOCAL_CGROUP_PARENT}/${id}`);
+      const host = await probeCgroups();
+      cgroup = cgroupAt(host, `${LOCAL_CGROUP_PARENT}/${id}`);
       await cgroup.create({ vcpus: type.vcpus, ram: type.ram });
+      // The agent's leaf, under the slice's limits (it sets none of its own).
+      agentGroup = cgroupAt(host, slicePaths(cgroup.path).agent);
+      await agentGroup.create({ vcpus: type.vcpus, ram: type.ram });
     }
     let netns: NetnsLink | null = null;
     if (this.o.netns) {
@@ -153,7 +166,7 @@ export class LocalDriver implements Driver {
       ...(this.o.agentArgs ?? []),
     ];
     // The wrapper joins the slice first, so that the agent and everything it starts are accounted there.
-    const join_ = (cgroup?.procsFiles() ?? []).map((f) => `echo $$ > ${sh(f)} || exit 125`).join('; ');
+    const join_ = (agentGroup?.procsFiles() ?? []).map((f) => `echo $$ > ${sh(f)} || exit 125`).join('; ');
     const script = [
       join_ || ':',
       `sleep ${(bootDelayMs / 1000).toFixed(3)}`,
@@ -174,9 +187,8 @@ export class LocalDriver implements Driver {
         stdio: ['ignore', log.fd, log.fd],
         env: {
           ...(this.o.env ?? process.env),
-          // Where the runtimes should put container cgroups so that they nest in the instance's slice.
-          // Not read by the runtimes yet (they use /berth/<id>; see docs/AGENT.md): set for when they do.
-          ...(cgroup ? { BERTH_CGROUP_PARENT: `${cgroup.path}/containers` } : {}),
+          // The agent's cgroup_parent: its containers' groups nest in the instance's slice.
+          ...(cgroup ? { BERTH_CGROUP_PARENT: slicePaths(cgroup.path).containers } : {}),
         },
         cwd: dir,
       });
@@ -297,13 +309,18 @@ export class LocalDriver implements Driver {
       while (await isAlive(p)) await new Promise((r) => setTimeout(r, 10));
       killQuietly(-p.pid, 'SIGKILL'); // anything left in its group (only when we saw it alive: pids are reused)
     }
-    // Containers the agent left: each runtime finds its own (shims, runc and docker containers) and reaps
-    // them, which also removes their cgroups.
+    // Every process left in the slice, the containers' included (they nest in it), frozen or not: at once,
+    // whatever records the agent left.
+    const slice = rec.cgroup ? cgroupAt(await probeCgroups(), rec.cgroup) : null;
+    await slice?.killAll(2000);
+    // Then each runtime reaps its own containers (runc's state and mounts, docker and podman containers),
+    // which also removes their cgroups.
     const containersDir = join(rec.dir, 'work', 'containers');
+    const cgroupParent = rec.cgroup ? slicePaths(rec.cgroup).containers : undefined;
     for (const cid of await readdir(containersDir).catch(() => [] as string[])) {
       const runDir = join(containersDir, cid, 'run');
       for (const name of RUNTIME_NAMES) {
-        const rt = createRuntime(name);
+        const rt = createRuntime(name, { cgroupParent });
         const h = await rt.reattach(cid, runDir).catch(() => null);
         if (!h) continue;
         await h.signal('SIGKILL').catch(() => {});
@@ -316,15 +333,9 @@ export class LocalDriver implements Driver {
         break;
       }
     }
-    if (rec.cgroup) {
-      const cg = new CgroupV1(rec.cgroup);
-      for (let i = 0; i < 100; i++) {
-        const pids = await cg.pids();
-        if (pids.length === 0) break;
-        for (const pid of pids) killQuietly(pid, 'SIGKILL');
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      await cg.remove();
+    if (slice) {
+      await slice.killAll(2000);
+      await slice.remove();
     }
     // Only now that its processes are gone (removeNetns also kills any left inside).
     if (rec.netns) await removeNetns(rec.netns);

@@ -30,7 +30,7 @@ export interface LocalInstanceRecord {
   interruptionNotice: string | null;
   /** The instance's directory (work dir, secret, agent log). */
   dir: string;
-  /** cgroup v1 path (below each hierarchy) of the instance's slice, or null without limits. */
+  /** cgroup path (below the root, or each v1 hierarchy) of the instance's slice, or null without limits. */
   cgroup: string | null;
   /** The instance's network namespace and link, when the driver runs agents in namespaces. */
   netns?: NetnsLink;

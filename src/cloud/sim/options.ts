@@ -39,8 +39,11 @@ export interface SimCloudOptions {
   agentCrashRate?: number;
   /** How long after starting a crashing agent crashes. Default exponential, mean 1 h. */
   agentCrashAfter?: Distribution;
-  /** Spot interruptions of preemptible instances: mean rate per instance-hour and notice before the end. */
-  spot?: { interruptionsPerHour: number; noticeMs?: number };
+  /**
+   * Spot interruptions of preemptible instances: mean rate per instance-hour (per provider type in
+   * `byType`, else `interruptionsPerHour`) and the notice before the end.
+   */
+  spot?: { interruptionsPerHour: number; byType?: Record<string, number>; noticeMs?: number };
   /** How long a terminated instance stays visible in list() before the cloud forgets it. Default 60 s. */
   terminatedVisibleMs?: number;
   /** Prefix of instance ids. Default "sim-". */
@@ -53,7 +56,7 @@ export interface SimCloudOptions {
 export type ResolvedSimCloudOptions = Required<Omit<SimCloudOptions, 'quota' | 'rateLimit' | 'spot'>> & {
   quota: { maxInstances: number | null; maxVcpus: number | null };
   rateLimit: { opsPerSecond: number; burst: number } | null;
-  spot: { interruptionsPerHour: number; noticeMs: number };
+  spot: { interruptionsPerHour: number; byType: Record<string, number>; noticeMs: number };
 };
 
 function probability(v: number | undefined, field: string): number {
@@ -101,10 +104,13 @@ export function resolveOptions(o: SimCloudOptions): ResolvedSimCloudOptions {
       `rateLimit: expected opsPerSecond > 0 and burst >= 1, got ${rl.opsPerSecond} and ${rl.burst}`,
     );
   const spot = o.spot ?? { interruptionsPerHour: 0 };
-  if (!Number.isFinite(spot.interruptionsPerHour) || spot.interruptionsPerHour < 0)
-    throw new Error(
-      `spot.interruptionsPerHour: expected a number >= 0, got ${String(spot.interruptionsPerHour)}`,
-    );
+  const rate = (v: number, field: string): number => {
+    if (!Number.isFinite(v) || v < 0) throw new Error(`${field}: expected a number >= 0, got ${String(v)}`);
+    return v;
+  };
+  rate(spot.interruptionsPerHour, 'spot.interruptionsPerHour');
+  const byType: Record<string, number> = {};
+  for (const [t, r] of Object.entries(spot.byType ?? {})) byType[t] = rate(r, `spot.byType.${t}`);
   const noticeMs = spot.noticeMs ?? 120_000;
   if (!Number.isFinite(noticeMs) || noticeMs < 0)
     throw new Error(`spot.noticeMs: expected a number of ms >= 0, got ${String(noticeMs)}`);
@@ -128,7 +134,7 @@ export function resolveOptions(o: SimCloudOptions): ResolvedSimCloudOptions {
     neverBootRate: probability(o.neverBootRate, 'neverBootRate'),
     agentCrashRate: probability(o.agentCrashRate, 'agentCrashRate'),
     agentCrashAfter,
-    spot: { interruptionsPerHour: spot.interruptionsPerHour, noticeMs },
+    spot: { interruptionsPerHour: spot.interruptionsPerHour, byType, noticeMs },
     terminatedVisibleMs,
     idPrefix: o.idPrefix ?? 'sim-',
     recordCalls: o.recordCalls ?? true,

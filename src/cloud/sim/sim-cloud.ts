@@ -4,7 +4,7 @@
 // limits, outages, quota and an API rate limit, and a test can inject errors and hold calls.
 // Cost per operation: create, destroy and setTags are O(1) map work plus O(log n) clock scheduling;
 // list is O(instances), as a real cloud's list is.
-import { seededRng, type Rng } from '../../model/clock.js';
+import { namedRng, type Rng } from '../../model/clock.js';
 import type { InstanceType } from '../../model/types.js';
 import type { EventHandle, EventScheduler } from '../../sim/clock.js';
 import { TokenBucket } from '../decorators/token-bucket.js';
@@ -46,12 +46,6 @@ interface SimInstance {
   timers: EventHandle[];
 }
 
-function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return h >>> 0;
-}
-
 /** The simulated cloud. Implements Driver; the extra methods are for tests and the simulator. */
 export class SimCloud implements Driver {
   readonly options: ResolvedSimCloudOptions;
@@ -75,7 +69,7 @@ export class SimCloud implements Driver {
   ) {
     this.options = resolveOptions(options);
     this.controls = new OpControls(this.options.recordCalls);
-    const stream = (name: string): Rng => seededRng((this.options.seed ^ fnv1a(name)) >>> 0);
+    const stream = (name: string): Rng => namedRng(this.options.seed, name);
     this.rng = {
       boot: stream('boot'),
       broken: stream('broken'),
@@ -241,8 +235,9 @@ export class SimCloud implements Driver {
       }),
     );
 
-    if (inst.preemptible && o.spot.interruptionsPerHour > 0) {
-      const endAt = now + Math.round((spotDraw * 3_600_000) / o.spot.interruptionsPerHour);
+    const perHour = o.spot.byType[inst.providerType] ?? o.spot.interruptionsPerHour;
+    if (inst.preemptible && perHour > 0) {
+      const endAt = now + Math.round((spotDraw * 3_600_000) / perHour);
       const noticeAt = Math.max(now, endAt - o.spot.noticeMs);
       inst.timers.push(
         this.clock.schedule(noticeAt, () => {

@@ -18,6 +18,8 @@ function change(a: number | null, b: number | null): string {
 
 /** A fixed-width table of the headline figures of `a` and `b`, with B's change relative to A. */
 export function compareReports(a: Report, b: Report): string {
+  // Reports written before a field existed lack it: shown as "-", never a crash.
+  const opt = (x: number | null | undefined): number | null => x ?? null;
   const rows: Row[] = [
     ['containers', a.containers.total, b.containers.total, 0],
     ['completed', a.containers.completed, b.containers.completed, 0],
@@ -25,6 +27,8 @@ export function compareReports(a: Report, b: Report): string {
     ['total cost', a.cost.total, b.cost.total, 4],
     ['cost lower bound', a.cost.lowerBound, b.cost.lowerBound, 4],
     ['cost / lower bound', a.cost.ratio, b.cost.ratio, 3],
+    ['boot cost', opt(a.cost.boot), opt(b.cost.boot), 4],
+    ['work cost', opt(a.cost.work), opt(b.cost.work), 4],
     ['idle cost', a.cost.idle, b.cost.idle, 4],
     ['wait p50 (s)', a.wait.p50, b.wait.p50, 1],
     ['wait p90 (s)', a.wait.p90, b.wait.p90, 1],
@@ -32,6 +36,19 @@ export function compareReports(a: Report, b: Report): string {
     ['wait max (s)', a.wait.max, b.wait.max, 1],
     ['makespan (s)', a.makespan, b.makespan, 1],
     ['instances created', a.instances.created, b.instances.created, 0],
+    ['instances interrupted', opt(a.instances.interrupted), opt(b.instances.interrupted), 0],
+    [
+      'workflow makespan / critical path p50',
+      a.workflows?.ratio.p50 ?? null,
+      b.workflows?.ratio.p50 ?? null,
+      3,
+    ],
+    [
+      'workflow makespan / critical path max',
+      a.workflows?.ratio.max ?? null,
+      b.workflows?.ratio.max ?? null,
+      3,
+    ],
     ['utilization vcpu', a.utilization.vcpu, b.utilization.vcpu, 3],
     ['utilization ram', a.utilization.ram, b.utilization.ram, 3],
   ];

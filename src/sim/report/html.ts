@@ -87,6 +87,25 @@ function table(rows: Array<[string, string]>): string {
   return `<table>${rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>`;
 }
 
+/** One row per workflow: runs, critical path, makespan and its ratio to the critical path. */
+function workflowTable(r: Report): string {
+  const w = r.workflows;
+  if (w === null) return '';
+  const head = ['workflow', 'runs ok', 'tasks', 'critical path', 'makespan p50 / max', 'ratio p50 / max'];
+  const rows = Object.entries(w.byWorkflow).map(([name, s]) => [
+    name,
+    `${s.succeeded} / ${s.runs}`,
+    String(s.tasks),
+    secs(s.criticalPath),
+    `${secs(s.makespan.p50)} / ${secs(s.makespan.max)}`,
+    `${num(s.ratio.p50, 3)} / ${num(s.ratio.max, 3)}`,
+  ]);
+  const tr = (cells: string[], tag: string) =>
+    `<tr>${cells.map((c) => `<${tag}>${esc(c)}</${tag}>`).join('')}</tr>`;
+  return `<h2>Workflows: makespan against the critical path</h2>
+<table>${tr(head, 'th')}${rows.map((x) => tr(x, 'td')).join('')}</table>`;
+}
+
 /** Renders a report as a standalone HTML page. */
 export function renderReportHtml(r: Report): string {
   const byType = Object.keys(r.instances.hoursByType).map((t): [string, string] => [
@@ -104,13 +123,13 @@ export function renderReportHtml(r: Report): string {
     ['total cost', num(r.cost.total, 4)],
     ['cost lower bound', num(r.cost.lowerBound, 4)],
     ['cost / lower bound', num(r.cost.ratio, 3)],
-    ['idle cost', num(r.cost.idle, 4)],
+    ['boot / work / idle cost', [r.cost.boot, r.cost.work, r.cost.idle].map((x) => num(x, 4)).join(' / ')],
     [
       'queue wait p50 / p90 / p99 / max',
       [r.wait.p50, r.wait.p90, r.wait.p99, r.wait.max].map(secs).join(' / '),
     ],
     ['makespan', secs(r.makespan)],
-    ['instances created', String(r.instances.created)],
+    ['instances created (interrupted)', `${r.instances.created} (${r.instances.interrupted})`],
     ['boot time p50 / max', `${secs(r.instances.bootSeconds.p50)} / ${secs(r.instances.bootSeconds.max)}`],
     ['utilization vcpu / ram', `${num(r.utilization.vcpu, 3)} / ${num(r.utilization.ram, 3)}`],
   ]);
@@ -129,6 +148,7 @@ ${summary}
 ${stepChart('Instances over time (maximum per interval)', r.series.instances, r.series.bucketSeconds)}
 ${stepChart('Queue length over time (maximum per interval)', r.series.queue, r.series.bucketSeconds)}
 ${barChart('Queue wait distribution (containers)', r.waitHistogram)}
+${workflowTable(r)}
 <h2>Instance hours and cost by type</h2>
 ${byType.length > 0 ? table(byType) : '<p>No instances.</p>'}
 </body></html>

@@ -1,6 +1,9 @@
 // What a simulation run records for its report: one row per container (attempt) and per instance.
 // All times are virtual ms since the epoch (the VirtualClock's nowMs()).
+import type { BillingRule } from '../../model/billing.js';
 import type { InstanceType } from '../../model/types.js';
+import type { WorkflowRunRecord } from '../workflows.js';
+import type { Usage } from '../workload/types.js';
 
 /** One container as the run saw it. */
 export interface ContainerRecord {
@@ -20,6 +23,12 @@ export interface ContainerRecord {
   preemptible: boolean;
   /** The instance it ran on; null if it never started. */
   instance: string | null;
+  /** The exit code it reported; null or absent when it did not complete (killed, cancelled, running). */
+  exitCode?: number | null;
+  /** The request's name (right-sizing groups by it). */
+  name?: string;
+  /** What the job used, as its trace recorded it. */
+  usage?: Usage;
 }
 
 /** One instance as the run saw it. */
@@ -34,6 +43,8 @@ export interface InstanceRecord {
   ready: number | null;
   /** When it was destroyed; null if still alive at the end of the run. */
   destroyed: number | null;
+  /** The cloud reclaimed it (a spot interruption) rather than Berth destroying it. */
+  interrupted?: boolean;
 }
 
 /** Everything buildReport needs: the recorded events of one run plus its identity. */
@@ -44,6 +55,10 @@ export interface RunRecord {
   instanceTypes: InstanceType[];
   containers: ContainerRecord[];
   instances: InstanceRecord[];
+  /** How instances are billed; default per started second (PER_SECOND). */
+  billing?: BillingRule;
+  /** Workflow runs (closed-loop workloads); absent for job-only workloads. */
+  workflows?: WorkflowRunRecord[];
   /** When the run started; default the earliest arrival or creation. */
   startTime?: number;
   /** When the run ended; instances never destroyed are billed up to here. Default the latest recorded time. */

@@ -3,7 +3,7 @@
 // or a bare array of jobs. Sizes and durations take the same human strings as the rest of Berth.
 // Every problem is reported with the field's path ("jobs[3].ram: expected ..."); unknown fields are
 // rejected so a typo does not silently fall back to a default.
-import { parseDuration, parseSize, parseVcpus, UnitError } from '../../model/units.js';
+import { parseAt, parseDuration, parseSize, parseVcpus } from '../../model/units.js';
 import { sortByArrival, WorkloadError, type Workload, type WorkloadJob } from './types.js';
 
 const JOB_FIELDS = [
@@ -16,6 +16,9 @@ const JOB_FIELDS = [
   'duration',
   'priority',
   'preemptible',
+  'name',
+  'cpu_seconds',
+  'peak_ram',
 ];
 const REQUIRED = ['arrival', 'vcpus', 'ram', 'duration'];
 
@@ -25,12 +28,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /** Runs a unit parser and prefixes its error with the field path. */
 function field<T>(path: string, parse: (v: unknown) => T, value: unknown): T {
-  try {
-    return parse(value);
-  } catch (err) {
-    if (err instanceof UnitError) throw new WorkloadError(`${path}: ${err.message}`);
-    throw err;
-  }
+  return parseAt(path, parse, value, WorkloadError);
 }
 
 function job(v: unknown, i: number, seen: Set<string>): WorkloadJob {
@@ -68,6 +66,18 @@ function job(v: unknown, i: number, seen: Set<string>): WorkloadJob {
       `${at}.duration: expected a duration above zero, got ${JSON.stringify(v.duration)}`,
     );
 
+  if (v.name !== undefined && (typeof v.name !== 'string' || v.name === ''))
+    throw new WorkloadError(`${at}.name: expected a non-empty string, got ${JSON.stringify(v.name)}`);
+  const cpuSeconds = v.cpu_seconds ?? null;
+  if (
+    cpuSeconds !== null &&
+    (typeof cpuSeconds !== 'number' || !Number.isFinite(cpuSeconds) || cpuSeconds < 0)
+  )
+    throw new WorkloadError(
+      `${at}.cpu_seconds: expected a number of CPU seconds >= 0, got ${JSON.stringify(v.cpu_seconds)}`,
+    );
+  const peakRam = v.peak_ram === undefined ? null : field(`${at}.peak_ram`, parseSize, v.peak_ram);
+
   return {
     id,
     arrival: field(`${at}.arrival`, parseDuration, v.arrival),
@@ -78,6 +88,8 @@ function job(v: unknown, i: number, seen: Set<string>): WorkloadJob {
     duration,
     priority,
     preemptible,
+    ...(v.name === undefined ? {} : { name: v.name }),
+    ...(cpuSeconds === null && peakRam === null ? {} : { usage: { cpuSeconds, peakRam } }),
   };
 }
 
@@ -101,18 +113,22 @@ export function parseJsonWorkload(value: unknown): Workload {
   const jobs = list.map((v, i) => job(v, i, seen));
   return {
     jobs: sortByArrival(jobs),
+    workflows: [],
     skipped: { malformed: 0, cancelled: 0, zeroRuntime: 0 },
     skippedExamples: [],
   };
 }
 
-/** Parses JSON text as a workload; a syntax error is a WorkloadError too. */
-export function parseJsonWorkloadText(text: string): Workload {
-  let value: unknown;
+/** Parses JSON text; a syntax error is a WorkloadError. */
+export function parseJsonText(text: string): unknown {
   try {
-    value = JSON.parse(text);
+    return JSON.parse(text);
   } catch (err) {
     throw new WorkloadError(`not valid JSON: ${(err as Error).message}`);
   }
-  return parseJsonWorkload(value);
+}
+
+/** Parses JSON text as a workload; a syntax error is a WorkloadError too. */
+export function parseJsonWorkloadText(text: string): Workload {
+  return parseJsonWorkload(parseJsonText(text));
 }

@@ -29,10 +29,12 @@ const F = {
   submit: 1,
   runTime: 3,
   allocProcs: 4,
+  avgCpuTime: 5,
   usedMemKB: 6,
   reqProcs: 7,
   reqMemKB: 9,
   status: 10,
+  executable: 13,
 } as const;
 const STATUS_CANCELLED = 5;
 
@@ -67,7 +69,16 @@ export function parseSwf(text: string, options: SwfOptions = {}): Workload {
     if (examples.length < 5) examples.push(`line ${lineNo}: ${why}`);
   };
 
-  const raw: Array<{ id: string; submit: number; runTime: number; procs: number; memKB: number }> = [];
+  const raw: Array<{
+    id: string;
+    submit: number;
+    runTime: number;
+    procs: number;
+    memKB: number;
+    cpuS: number;
+    usedKB: number;
+    exe: number;
+  }> = [];
   let lineNo = 0;
   let start = 0;
   // Walk lines by index rather than split(): a million-line trace need not exist twice in memory.
@@ -109,7 +120,16 @@ export function parseSwf(text: string, options: SwfOptions = {}): Workload {
     const used = fields[F.usedMemKB]!;
     const requested = fields[F.reqMemKB]!;
     const memKB = preferUsed ? (used > 0 ? used : requested) : requested > 0 ? requested : used;
-    raw.push({ id: String(fields[F.job]), submit, runTime, procs, memKB });
+    raw.push({
+      id: String(fields[F.job]),
+      submit,
+      runTime,
+      procs,
+      memKB,
+      cpuS: fields[F.avgCpuTime]!,
+      usedKB: used,
+      exe: fields[F.executable]!,
+    });
   }
 
   let first = Number.POSITIVE_INFINITY;
@@ -125,8 +145,19 @@ export function parseSwf(text: string, options: SwfOptions = {}): Workload {
     duration: Math.max(1, Math.round(r.runTime * 1000 * durationScale)),
     priority,
     preemptible: options.preemptible ?? false,
+    // Field 14 numbers the application; right-sizing groups by it.
+    ...(r.exe >= 0 ? { name: `exe-${r.exe}` } : {}),
+    // Fields 6 and 7 are averages per processor: CPU seconds and used memory (KB).
+    ...(r.cpuS >= 0 || r.usedKB >= 0
+      ? {
+          usage: {
+            cpuSeconds: r.cpuS >= 0 ? r.cpuS * r.procs : null,
+            peakRam: r.usedKB >= 0 ? Math.round(r.usedKB * 1024 * r.procs) : null,
+          },
+        }
+      : {}),
   }));
-  return { jobs: sortByArrival(jobs), skipped, skippedExamples: examples };
+  return { jobs: sortByArrival(jobs), workflows: [], skipped, skippedExamples: examples };
 }
 
 /** Decodes file contents, gunzipping when they start with the gzip magic bytes. */

@@ -16,6 +16,56 @@ export interface WorkloadJob {
   /** 1–1000, higher first (DESIGN §3.1). */
   priority: number;
   preemptible: boolean;
+  /** What the request is called (right-sizing groups by it); default none. */
+  name?: string;
+  /** What the job really used, where the trace recorded it (right-sizing). */
+  usage?: Usage;
+}
+
+/** Resources a job used, as far as its trace recorded them (null = not recorded). */
+export interface Usage {
+  /** CPU time in seconds over the whole run (all cores). */
+  cpuSeconds: number | null;
+  /** Peak memory in bytes. */
+  peakRam: number | null;
+}
+
+/** One task of a workflow: a container request submitted once all its parents have succeeded. */
+export interface WorkflowTask {
+  /** The task's id in its file. */
+  id: string;
+  /** Its kind (the program or step), shared by the tasks that run the same thing. */
+  name: string;
+  /** Indices into Workflow.tasks. */
+  parents: number[];
+  children: number[];
+  vcpus: number;
+  /** Bytes. */
+  ram: number;
+  /** Run time in ms (at least 1). */
+  duration: number;
+  usage: Usage;
+}
+
+/** A workflow (a DAG of tasks) as read from one file; runs of it share this object. */
+export interface Workflow {
+  /** The file's name without directory and extensions ("rnaseq-dirt02-001"). */
+  name: string;
+  /** In topological order: every task comes after its parents. */
+  tasks: WorkflowTask[];
+  /** The longest path of run times through the DAG, in ms: no run can finish sooner. */
+  criticalPath: number;
+}
+
+/** One run of a workflow: its tasks are submitted by the simulated workflow engine from `arrival` on. */
+export interface WorkflowRun {
+  /** Unique in the workload ("rnaseq-dirt02-001/3"); task requests are "<run id>/<task id>". */
+  id: string;
+  workflow: Workflow;
+  /** When the run starts (its first tasks are submitted), in ms after the workload's start. */
+  arrival: number;
+  priority: number;
+  preemptible: boolean;
 }
 
 /** Lines of a trace that did not become jobs, by reason. */
@@ -28,9 +78,11 @@ export interface SkipCounts {
   zeroRuntime: number;
 }
 
-/** A parsed workload: jobs sorted by arrival (ties in file order). */
+/** A parsed workload: jobs and workflow runs, each sorted by arrival (ties in file order). */
 export interface Workload {
   jobs: WorkloadJob[];
+  /** Closed-loop work: each run's tasks are submitted as their parents finish. */
+  workflows: WorkflowRun[];
   skipped: SkipCounts;
   /** Up to five examples of skipped lines, "line N: reason", so a user can see what was dropped. */
   skippedExamples: string[];
@@ -44,7 +96,7 @@ export class WorkloadError extends Error {
   }
 }
 
-/** Sorts jobs by arrival, keeping file order for equal arrivals (Array.prototype.sort is stable). */
-export function sortByArrival(jobs: WorkloadJob[]): WorkloadJob[] {
-  return jobs.sort((a, b) => a.arrival - b.arrival);
+/** Sorts by arrival, keeping file order for equal arrivals (Array.prototype.sort is stable). */
+export function sortByArrival<T extends { arrival: number }>(items: T[]): T[] {
+  return items.sort((a, b) => a.arrival - b.arrival);
 }

@@ -1,0 +1,36 @@
+// What the cgroup v2 guest runs (guest-main.ts) and the host test expects a result for (cgroup-v2.test.ts):
+// the cgroup layer's cases, runtime detection, and the cgroup-dependent runtime cases on each runtime the
+// guest has (scripts/guest/flavours/test.sh: runc and docker.io; podman is not in it), and the process
+// runtime's bubblewrap sandbox in its cgroup. Case ids are "<scope>: <case name>".
+import { ENGINE_CGROUP_CASES, RUNTIME_CASES, sandboxCase } from '../agent/cases.js';
+import { CGROUP_CASES } from '../agent/cgroup-cases.js';
+
+export const DETECT_CASE =
+  'detect: on a cgroup v2 host without a docker daemon, picks runc and says why docker and podman were passed over';
+export const DETECT_DOCKER_CASE = 'detect: with dockerd (cgroupfs driver) running on cgroup v2, picks docker';
+
+/** Every case id, in the order the guest runs them (docker last: its daemon starts after the others ran). */
+export function guestPlan(): string[] {
+  const runtimeCases = (rt: string): string[] => RUNTIME_CASES.map((c) => `${rt}: ${c.name}`);
+  return [
+    ...CGROUP_CASES.filter((c) => !c.versions || c.versions.includes(2)).map((c) => `cgroup: ${c.name}`),
+    DETECT_CASE,
+    ...runtimeCases('process'),
+    `process: ${sandboxCase.name}`,
+    ...runtimeCases('runc'),
+    DETECT_DOCKER_CASE,
+    ...ENGINE_CGROUP_CASES.map((c) => `docker: ${c.name}`),
+  ];
+}
+
+/** The prefix of the console lines that carry results (JSON after it). */
+export const RESULT_PREFIX = 'BERTH-CASE ';
+
+/** One case's result as the guest prints it. */
+export interface CaseResult {
+  id: string;
+  ok: boolean;
+  ms: number;
+  measured?: Record<string, number | string | boolean>;
+  error?: string;
+}
