@@ -1,5 +1,14 @@
 // `npm run bench -- NAME [args]`: runs bench/NAME.ts. Each benchmark module exports `run(args)`.
-const BENCHES = ['queue', 'peer', 'scheduler', 'latency', 'runtime', 'vs-slurm', 'log-shipping'] as const;
+const BENCHES = [
+  'queue',
+  'peer',
+  'scheduler',
+  'latency',
+  'runtime',
+  'vs-slurm',
+  'log-shipping',
+  'ec2',
+] as const;
 
 async function main(): Promise<number> {
   const [name, ...args] = process.argv.slice(2);

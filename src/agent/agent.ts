@@ -37,6 +37,7 @@ import {
   type UsageSample,
 } from './client.js';
 import { readCredentials, writeCredentials } from './credentials.js';
+import { ImdsClient } from './imds.js';
 import { Journal } from './journal.js';
 import { DEFAULT_LOG_LIMIT } from './log-limit.js';
 import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
@@ -75,6 +76,14 @@ export interface AgentOptions {
    * answers 400 once; the agent then stops sending them.
    */
   sendUsage?: boolean;
+  /**
+   * The instance metadata service (IMDSv2) of a cloud instance, e.g. http://169.254.169.254: the agent
+   * reports its instance id at registration and watches for spot interruption notices (it then drains and
+   * hands its containers back as temp failures) and rebalance recommendations (it then drains).
+   */
+  imdsUrl?: string | null;
+  /** How often the metadata service is polled for notices (default 5 s; EC2 gives two minutes). */
+  noticePollMs?: number;
 }
 
 /**
@@ -116,6 +125,10 @@ export class Agent {
   private readonly runners = new Map<string, ContainerRunner>();
   private journal: Journal | null = null;
   private draining = false;
+  /** The cloud's notice about this instance, reported with every ping once there is one. */
+  private notice: string | null = null;
+  private instanceId: string | null = null;
+  private readonly imds: ImdsClient | null;
   private sendUsage: boolean;
   private readonly log: Logger;
   /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
@@ -125,6 +138,7 @@ export class Agent {
     this.client = new AgentClient(opts.apiUrl.replace(/\/+$/, ''), opts.nodeId);
     this.log = (opts.logger ?? silentLogger).child({ node: opts.nodeId });
     this.sendUsage = opts.sendUsage ?? true;
+    this.imds = opts.imdsUrl ? new ImdsClient(opts.imdsUrl) : null;
   }
 
   /** Ids of the containers this agent is responsible for. */
@@ -146,6 +160,7 @@ export class Agent {
       await chmod(dir, 0o700);
     }
     const runtimes = await this.chooseRuntimes();
+    if (this.imds) await this.readInstanceId(this.imds);
     await this.authenticate(runtimes.info);
     this.journal = await Journal.load(join(opts.workDir, 'journal.json'));
     const ctx: RunnerContext = {
@@ -164,11 +179,75 @@ export class Agent {
       log: this.log,
     };
     for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
+    const watching = this.imds ? this.watchNotices(this.imds) : null;
     try {
       await this.loop(ctx);
     } finally {
       this.stopper.abort();
+      await watching;
     }
+  }
+
+  /** The instance id from the metadata service (reported at registration); a few tries, then without. */
+  private async readInstanceId(imds: ImdsClient): Promise<void> {
+    for (let i = 0; i < 5 && !this.stopper.signal.aborted; i++) {
+      try {
+        this.instanceId = await imds.instanceId();
+        this.log.info({ instance: this.instanceId, imds: imds.baseUrl }, `instance ${this.instanceId}`);
+        return;
+      } catch (err) {
+        if (i === 4) this.log.warn(errorFields(err), `cannot read the instance id from ${imds.baseUrl}`);
+        else await pause(500 * 2 ** i, this.stopper.signal);
+      }
+    }
+  }
+
+  /**
+   * Polls the metadata service for the cloud's notices until the agent stops. A spot interruption notice:
+   * drain, and stop every container as a temp failure so that it is retried elsewhere before the instance
+   * goes. A rebalance recommendation: drain (running containers finish).
+   */
+  private async watchNotices(imds: ImdsClient): Promise<void> {
+    const stop = this.stopper.signal;
+    let lastError = '';
+    let rebalance = false;
+    while (!stop.aborted) {
+      try {
+        const spot = await imds.spotAction();
+        if (spot) {
+          this.interrupted(
+            `spot interruption: the cloud will ${spot.action} this instance at ${spot.time.toISOString()}`,
+          );
+          return;
+        }
+        const at = rebalance ? null : await imds.rebalanceRecommendation();
+        if (at) {
+          rebalance = true;
+          this.notice = `rebalance recommended at ${at.toISOString()}: draining (running containers finish)`;
+          this.draining = true;
+          this.log.warn(this.notice);
+          this.wakeup.abort();
+        }
+        lastError = '';
+      } catch (err) {
+        const msg = (err as Error).message;
+        if (msg !== lastError) this.log.warn(errorFields(err), 'metadata service failed');
+        lastError = msg;
+      }
+      await pause(this.opts.noticePollMs ?? 5000, stop);
+    }
+  }
+
+  /** The instance is going away: start nothing more, hand every container back as a temp failure. */
+  private interrupted(notice: string): void {
+    this.notice = notice;
+    this.draining = true;
+    this.log.warn(
+      { notice },
+      `${notice}: draining, stopping ${this.runners.size} container(s) to be retried elsewhere`,
+    );
+    for (const r of this.runners.values()) r.interrupt(notice);
+    this.wakeup.abort();
   }
 
   private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {
@@ -276,7 +355,13 @@ export class Agent {
     }
     if (!secret)
       throw new AgentFatalError(`--bootstrap-secret-file: ${opts.bootstrapSecretFile} is empty`, 2);
-    const info = { hostname: hostname(), pid: process.pid, ...runtimes, version: '0.1.0' };
+    const info = {
+      hostname: hostname(),
+      pid: process.pid,
+      ...runtimes,
+      version: '0.1.0',
+      ...(this.instanceId ? { instance_id: this.instanceId } : {}),
+    };
     try {
       const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
         signal: this.stopper.signal,
@@ -335,6 +420,7 @@ export class Agent {
             // A draining agent with nothing left reports 'drained' and then polls slowly.
             wait_ms: this.opts.pingWaitMs ?? DEFAULT_PING_WAIT_MS,
             ...(usage ? { usage } : {}),
+            ...(this.notice ? { notice: this.notice } : {}),
           },
           AbortSignal.any([stop, this.wakeup.signal]),
         );

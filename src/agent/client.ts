@@ -160,7 +160,7 @@ export class AgentClient {
     lockToken: string,
     cls: 'temp' | 'perm',
     reason: string,
-    opts: { retryable?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean } = {},
   ): Promise<void> {
     if (this.reports)
       return this.report({
@@ -170,12 +170,14 @@ export class AgentClient {
         class: cls,
         reason: reason.slice(0, 4096),
         ...(opts.retryable === false ? { retryable: false } : {}),
+        ...(opts.interrupted ? { interrupted: true } : {}),
       });
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, {
       lock_token: lockToken,
       class: cls,
       reason: reason.slice(0, 4096),
       ...(opts.retryable === false ? { retryable: false } : {}),
+      ...(opts.interrupted ? { interrupted: true } : {}),
     });
   }
 

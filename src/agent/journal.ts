@@ -63,6 +63,11 @@ export interface JournalEntry {
   startReported: boolean;
   /** Why Berth is stopping it, once decided (kill list, max_run_time): survives a restart. */
   killReason: string | null;
+  /**
+   * Set when the instance is going away (a spot interruption notice): the container is stopped and reported
+   * as a temp failure, so it is retried elsewhere, not as an exit. Survives a restart.
+   */
+  interrupted?: string | null;
   exit: ExitInfo | null;
   log: LogCursor;
 }

@@ -97,6 +97,19 @@ export class ContainerRunner {
     else this.killRequested ??= reason;
   }
 
+  /**
+   * The instance is going away (a spot interruption notice): stop the container (SIGTERM, then SIGKILL
+   * after the grace) and report it as a temp failure with `reason`, so that it is retried elsewhere.
+   */
+  interrupt(reason: string): void {
+    const entry = this.ctx.journal.containers.get(this.id);
+    if (entry && !entry.interrupted) {
+      entry.interrupted = reason;
+      void this.ctx.journal.save().catch(() => {});
+    }
+    this.kill(reason);
+  }
+
   /** SIGKILL at once (the node was declared failed: its containers already run elsewhere). */
   async killNow(timeoutMs = 10_000): Promise<void> {
     this.killRequested ??= 'node failed';
@@ -280,6 +293,10 @@ export class ContainerRunner {
       return;
     }
     if (info === 'stopped') return; // the next agent re-attaches
+    if (entry.interrupted) {
+      await this.cancel(entry, 'temp', entry.interrupted, { interrupted: true });
+      return;
+    }
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };
     entry.exit = info;
     entry.phase = 'exited';
@@ -336,7 +353,7 @@ export class ContainerRunner {
     entry: JournalEntry,
     cls: 'temp' | 'perm',
     reason: string,
-    opts: { retryable?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean } = {},
   ): Promise<void> {
     const { ctx } = this;
     const shipper = this.shipper ?? this.makeShipper(entry);

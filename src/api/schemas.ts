@@ -188,6 +188,8 @@ export const CancelBody = Type.Object(
     reason: Type.Optional(Reason),
     /** false: no retry can succeed (e.g. an image that does not exist); the request ends at once. */
     retryable: Type.Optional(Type.Boolean()),
+    /** The cloud reclaimed the instance (a spot interruption, said by its agent): the retry counts it. */
+    interrupted: Type.Optional(Type.Boolean()),
     dispatcher_id: Type.Optional(DispatcherId),
     lock_token: Type.Optional(LockToken),
   },
@@ -300,13 +302,15 @@ export const ReportSchema = Type.Union(
         reason: Reason,
         /** false: no retry can succeed (e.g. an image that does not exist); the request ends at once. */
         retryable: Type.Optional(Type.Boolean()),
+        /** The cloud reclaimed the instance (a spot interruption): the retry counts it. */
+        interrupted: Type.Optional(Type.Boolean()),
       },
       { additionalProperties: false },
     ),
   ],
   {
     description:
-      'a report with kind, id and lock_token: "start"; "logs" with chunks; "exit" with exit_code (and oom_killed, usage, reason); "cancel" with class (temp or perm) and reason (and retryable)',
+      'a report with kind, id and lock_token: "start"; "logs" with chunks; "exit" with exit_code (and oom_killed, usage, reason); "cancel" with class (temp or perm) and reason (and retryable, interrupted)',
   },
 );
 export type ReportBody = Static<typeof ReportSchema>;
@@ -373,6 +377,8 @@ export const PingBody = Type.Object(
     state: NodeReportStateSchema,
     running: Type.Optional(Type.Array(ContainerId, { maxItems: 10000 })),
     wait_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 60000 })),
+    /** The cloud's notice about the instance (spot interruption, rebalance), kept in the node's info.notice. */
+    notice: Type.Optional(Text({ minLength: 1, maxLength: 1000 })),
     /** The latest usage sample of each running container (stored on the container until its exit). */
     usage: Type.Optional(Dict(Type.String({ pattern: ContainerId.pattern }), UsageSampleSchema, 10000)),
   },

@@ -6,6 +6,7 @@ import { ConfigError } from '../config/options.js';
 import { withGlobalFlags } from './flags.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
+import { registerCatalog } from './commands/catalog.js';
 import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
 import { registerDispatch } from './commands/dispatch.js';
@@ -40,6 +41,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerPlan,
   registerAgent,
   registerSim,
+  registerCatalog,
 ];
 
 export { UsageError };

@@ -4,6 +4,7 @@
 // by encodeBootData and read by parseBootData.
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { CloudApiError } from './errors.js';
 
 const NonEmpty = Type.String({ minLength: 1, maxLength: 4096 });
 
@@ -58,4 +59,14 @@ export function parseBootData(text: string): BootData {
     throw new BootDataError(field, first.message);
   }
   return v as BootData;
+}
+
+/** create()'s bootData as a driver reads it: a CloudApiError (not retryable) naming what is wrong. */
+export function bootDataOf(text: string): BootData {
+  try {
+    return parseBootData(text);
+  } catch (err) {
+    if (err instanceof BootDataError) throw new CloudApiError(err.message, false);
+    throw err;
+  }
 }

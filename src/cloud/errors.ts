@@ -22,8 +22,13 @@ export class QuotaError extends CloudError {
     message: string,
     /** The limit the cloud reported, when it said (e.g. 32 instances or 512 vcpus). */
     readonly limit: { instances?: number; vcpus?: number } = {},
+    /**
+     * The quota the limit belongs to, when the cloud has several (EC2: one per instance family group and
+     * purchase option, e.g. "on-demand/standard", "spot/g-vt"); null: one account-wide quota.
+     */
+    readonly group: string | null = null,
   ) {
-    super(`quota exceeded: ${message}`);
+    super(`quota exceeded${group ? ` (${group})` : ''}: ${message}`);
     this.name = 'QuotaError';
   }
 }

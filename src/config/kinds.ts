@@ -153,14 +153,16 @@ export const bool: Kind<boolean> = {
 };
 
 /** A duration in ms: "90s", "10m", "1h30m", "250ms" or a number of seconds; `above0` refuses 0. */
-export function duration(o: { above0?: boolean; max?: string } = {}): Kind<number> {
+export function duration(o: { above0?: boolean; min?: string; max?: string } = {}): Kind<number> {
+  const minMs = o.min === undefined ? 0 : parseDuration(o.min);
   const maxMs = o.max === undefined ? Infinity : parseDuration(o.max);
   return {
-    type: `duration${o.above0 ? ' above 0' : ''}${o.max === undefined ? '' : `, at most ${o.max}`}`,
+    type: `duration${o.above0 ? ' above 0' : ''}${o.min === undefined ? '' : `, at least ${o.min}`}${o.max === undefined ? '' : `, at most ${o.max}`}`,
     placeholder: '<duration>',
     parse(v) {
       const ms = parseDuration(v);
       if (o.above0 && ms <= 0) throw new Expected('a duration above 0');
+      if (ms < minMs) throw new Expected(`a duration of at least ${o.min}`);
       if (ms > maxMs) throw new Expected(`a duration of at most ${o.max}`);
       return ms;
     },

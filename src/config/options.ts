@@ -105,6 +105,18 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['dispatch', 'up'],
   }),
   opt({
+    key: 'cloud',
+    kind: oneOf(['local', 'ec2-emulated'], '<cloud>'),
+    default: 'local',
+    env: 'BERTH_CLOUD',
+    flag: '--cloud',
+    help:
+      "`berth up`'s cloud: `local` (instances are `berth agent` processes here) or `ec2-emulated` (the ec2 " +
+      "driver against an EC2 emulated here: moto behind Berth's fault proxy, each instance's boot script " +
+      'run for real; needs `moto_server`; brings its own dispatch config). See docs/AWS.md.',
+    usedBy: ['up'],
+  }),
+  opt({
     key: 'node_id',
     kind: nullable(text()),
     default: null,
@@ -158,6 +170,27 @@ export const PROCESS_OPTIONS = section([
     env: 'BERTH_PING_WAIT',
     flag: '--ping-wait',
     help: 'How long one ping waits for work (a long poll: an assignment ends it at once).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'imds_url',
+    kind: nullable(text('an http base URL such as http://169.254.169.254', /^http:\/\/[^\s/]+\/?$/, '<url>')),
+    default: null,
+    env: 'BERTH_IMDS_URL',
+    flag: '--imds-url',
+    help:
+      "The cloud instance's metadata service (IMDSv2), e.g. http://169.254.169.254: the agent reports the " +
+      'instance id at registration and watches for spot interruption notices and rebalance ' +
+      "recommendations (docs/AWS.md). The ec2 driver's boot script sets it. Unset: not on a cloud instance.",
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'notice_poll',
+    kind: duration({ min: '100ms' }),
+    default: '5s',
+    env: 'BERTH_NOTICE_POLL',
+    flag: '--notice-poll',
+    help: 'How often the agent asks the metadata service (`imds_url`) for notices.',
     usedBy: ['agent'],
   }),
   opt({

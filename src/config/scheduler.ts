@@ -88,6 +88,14 @@ export const SCHEDULER_OPTIONS = section(
       default: 0,
       help: 'With a billing period: an idle instance is shut down only in the last this-long of its current period (at most billing_period).',
     }),
+    opt({
+      key: 'on_demand_after_interruptions',
+      field: 'onDemandAfterInterruptions',
+      kind: nullable(int(1)),
+      default: null,
+      defaultText: 'null (always spot)',
+      help: "A preemptible container whose request's attempts were ended by a spot interruption this many times runs on non-preemptible (on-demand) types only.",
+    }),
     reuse(PROCESS_OPTIONS.option('max_dispatch_attempts'), {
       field: 'maxDispatchAttempts',
       help: 'A Queued container locked this many times is cancelled (perm). `berth dispatch` and `berth up` take it from the database (the server option of the same name), never from their own file.',

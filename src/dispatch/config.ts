@@ -3,14 +3,15 @@
 // scheduler's keys (those of a `berth plan` snapshot's `config`) and the dispatcher's own timers.
 import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import { ConfigError, opt, section, type Infer } from '../config/declare.js';
+import { amiFor, EC2_OPTIONS } from '../cloud/ec2/config.js';
+import { at, ConfigError, opt, section, type Infer } from '../config/declare.js';
 import { bool, duration, Expected, int, nullable, num, oneOf, text, type Kind } from '../config/kinds.js';
 import { SCHEDULER_OPTIONS } from '../config/scheduler.js';
 import type { InstanceType } from '../model/types.js';
 import { parseInstanceTypes, SnapshotError } from './snapshot-json.js';
 
 /** The cloud drivers this build can run. */
-export const DRIVERS = ['local'] as const;
+export const DRIVERS = ['local', 'ec2'] as const;
 
 const NAME = text('lower-case letters, digits and - (at most 32)', /^[a-z0-9][a-z0-9-]{0,31}$/, '<name>');
 
@@ -87,82 +88,108 @@ export const DISPATCHER_TIMERS = section([
 /** The dispatcher's timers, compiled. */
 export type DispatcherTimers = Infer<(typeof DISPATCHER_TIMERS.options)[number]>;
 
-export const DISPATCH_OPTIONS = section([
-  opt({
-    key: 'cluster',
-    kind: NAME,
-    default: 'local',
-    help: 'Cluster name: instances and nodes are tagged with it.',
-  }),
-  opt({
-    key: 'tag',
-    kind: NAME,
-    default: 'default',
-    help: 'Dispatcher tag: one live dispatcher per cluster/tag; it owns the instances carrying the tag.',
-  }),
-  opt({
-    key: 'driver',
-    kind: oneOf(DRIVERS),
-    default: 'local',
-    help: 'Cloud driver: `local` (instances are `berth agent` processes on this machine).',
-  }),
-  opt({
-    key: 'instance_types',
-    field: 'instanceTypes',
-    kind: instanceTypes,
-    default: () => localInstanceTypes(),
-    defaultText:
-      'three types sized for this machine (and then `scheduler.max_instances` defaults to 2 × CPUs, at least 4)',
-    help: 'List of {name, provider_type?, vcpus, ram, scratch?, gpus?, price, preemptible?}, as in a `berth plan` snapshot.',
-  }),
-  opt({
-    key: 'scheduler',
-    kind: SCHEDULER_OPTIONS.without(
-      ['max_dispatch_attempts'],
-      'a server option (--max-dispatch-attempts, $BERTH_MAX_DISPATCH_ATTEMPTS): the dispatcher reads it from the database',
-    ),
-    default: {},
-    help: 'The scheduler keys (below), except `max_dispatch_attempts`.',
-  }),
-  ...DISPATCHER_TIMERS.options,
-  opt({
-    key: 'tick_interval',
-    field: 'tickIntervalMs',
-    kind: duration({ above0: true }),
-    default: '1s',
-    help: 'Safety tick: a pass at least this often even without notifications.',
-  }),
-  opt({
-    key: 'max_cloud_ops_per_second',
-    field: 'maxCloudOpsPerSecond',
-    kind: nullable(num(0, { above: true })),
-    default: 10,
-    help: 'Rate limit on cloud API calls (a token bucket over all operations); null: none.',
-  }),
-  opt({
-    key: 'max_concurrent_creates',
-    field: 'maxConcurrentCreates',
-    kind: nullable(int(1)),
-    default: 4,
-    help: 'Most instance creates in flight at once; null: no limit.',
-  }),
-  opt({
-    key: 'boot_delay',
-    field: 'bootDelayMs',
-    kind: duration(),
-    default: '1s',
-    help: "local driver: the simulated boot time before an instance's agent starts.",
-  }),
-  opt({
-    key: 'netns',
-    kind: bool,
-    default: false,
-    help: "local driver: run each instance's agent in its own network namespace behind a veth pair (root only); the API must listen on 0.0.0.0.",
-  }),
-]);
+export const DISPATCH_OPTIONS = section(
+  [
+    opt({
+      key: 'cluster',
+      kind: NAME,
+      default: 'local',
+      help: 'Cluster name: instances and nodes are tagged with it.',
+    }),
+    opt({
+      key: 'tag',
+      kind: NAME,
+      default: 'default',
+      help: 'Dispatcher tag: one live dispatcher per cluster/tag; it owns the instances carrying the tag.',
+    }),
+    opt({
+      key: 'driver',
+      kind: oneOf(DRIVERS),
+      default: 'local',
+      help: 'Cloud driver: `local` (instances are `berth agent` processes on this machine) or `ec2` (AWS EC2; settings under `ec2`, see docs/AWS.md).',
+    }),
+    opt({
+      key: 'ec2',
+      kind: nullable(EC2_OPTIONS),
+      default: null,
+      help: 'The ec2 driver (`"driver": "ec2"`): subnets, AMI, security groups, instance profile, volumes, agent install (docs/AWS.md).',
+    }),
+    opt({
+      key: 'instance_types',
+      field: 'instanceTypes',
+      kind: instanceTypes,
+      default: () => localInstanceTypes(),
+      defaultText:
+        'three types sized for this machine (and then `scheduler.max_instances` defaults to 2 × CPUs, at least 4)',
+      help: 'List of {name, provider_type?, vcpus, ram, scratch?, gpus?, price, preemptible?}, as in a `berth plan` snapshot.',
+    }),
+    opt({
+      key: 'scheduler',
+      kind: SCHEDULER_OPTIONS.without(
+        ['max_dispatch_attempts'],
+        'a server option (--max-dispatch-attempts, $BERTH_MAX_DISPATCH_ATTEMPTS): the dispatcher reads it from the database',
+      ),
+      default: {},
+      help: 'The scheduler keys (below), except `max_dispatch_attempts`.',
+    }),
+    ...DISPATCHER_TIMERS.options,
+    opt({
+      key: 'tick_interval',
+      field: 'tickIntervalMs',
+      kind: duration({ above0: true }),
+      default: '1s',
+      help: 'Safety tick: a pass at least this often even without notifications.',
+    }),
+    opt({
+      key: 'max_cloud_ops_per_second',
+      field: 'maxCloudOpsPerSecond',
+      kind: nullable(num(0, { above: true })),
+      default: 10,
+      help: 'Rate limit on cloud API calls (a token bucket over all operations); null: none.',
+    }),
+    opt({
+      key: 'max_concurrent_creates',
+      field: 'maxConcurrentCreates',
+      kind: nullable(int(1)),
+      default: 4,
+      help: 'Most instance creates in flight at once; null: no limit.',
+    }),
+    opt({
+      key: 'boot_delay',
+      field: 'bootDelayMs',
+      kind: duration(),
+      default: '1s',
+      help: "local driver: the simulated boot time before an instance's agent starts.",
+    }),
+    opt({
+      key: 'netns',
+      kind: bool,
+      default: false,
+      help: "local driver: run each instance's agent in its own network namespace behind a veth pair (root only); the API must listen on 0.0.0.0.",
+    }),
+  ],
+  checkDriver,
+);
 
 /** The compiled dispatch config. */
 export type DispatchConfig = Infer<(typeof DISPATCH_OPTIONS.options)[number]>;
+
+/** The driver's own section is there exactly when that driver is chosen, and covers every type. */
+function checkDriver(c: { driver: string; ec2: unknown; instanceTypes: InstanceType[] }, path: string): void {
+  if (c.driver !== 'ec2') {
+    if (c.ec2 !== null) throw new ConfigError(at(path, 'ec2'), 'only used with "driver": "ec2"');
+    return;
+  }
+  const ec2 = c.ec2 as DispatchConfig['ec2'];
+  if (ec2 === null)
+    throw new ConfigError(
+      at(path, 'ec2'),
+      'required with "driver": "ec2" (at least {"subnets": [...], "ami": ...})',
+    );
+  for (const t of c.instanceTypes)
+    if (!amiFor(ec2, t))
+      throw new ConfigError(at(path, 'ec2.ami'), `required (type ${t.name} has no ec2.ami_by_type entry)`);
+}
 
 /** Instance types for the local driver sized for this machine: a small, a medium and a whole-machine type. */
 export function localInstanceTypes(): Record<string, unknown>[] {
@@ -202,6 +229,12 @@ export function parseDispatchConfig(value: unknown): DispatchConfig {
   let raw = value;
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
     const o = value as Record<string, unknown>;
+    // The default types are sized for this machine: a cloud driver needs the cloud's.
+    if (o.driver === 'ec2' && o.instance_types === undefined)
+      throw new ConfigError(
+        'instance_types',
+        'required with the ec2 driver (`berth catalog ec2` builds them)',
+      );
     const scheduler = o.scheduler;
     if (
       o.instance_types === undefined &&

@@ -270,6 +270,12 @@ export class Dispatcher {
         await this.shutdown(inst, 'its node was lost', now);
         continue;
       }
+      if ((node?.state === 'draining' || node?.state === 'drained') && inst.idleBehavior === 'run') {
+        // The agent drains on its own: the cloud announced it will reclaim the instance (a spot
+        // interruption) or recommends moving off it. No new work; shut down once empty.
+        inst.idleBehavior = 'drain';
+        this.emit({ kind: 'instance-interrupted', at: now, instance: inst.id, noticeAt: now });
+      }
       const was = inst.state;
       if (
         setState(inst, stateFromNode(inst, node), now) &&

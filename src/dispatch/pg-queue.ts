@@ -245,7 +245,7 @@ function itemOutcome(o: Outcome): ItemOutcome {
 }
 
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
-  instance_id, lock_count`;
+  instance_id, lock_count, spot_interruptions`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
@@ -271,6 +271,7 @@ interface SnapshotRow {
   instance_types: string[] | null;
   instance_id: string | null;
   lock_count: number;
+  spot_interruptions: number;
 }
 
 /** A container row as the scheduler sees it. */
@@ -288,5 +289,6 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
     instanceTypes: row.instance_types,
     instance: row.instance_id,
     lockCount: row.lock_count,
+    spotInterruptions: row.spot_interruptions,
   };
 }

@@ -13,14 +13,27 @@ import { Store } from '../store/store.js';
 import type { DispatchConfig } from './config.js';
 import { startDispatcher, type RunningDispatcher } from './run.js';
 
-/** Opens the configured cloud driver; `agentArgs`: flags for the agents it starts on this machine. */
-export async function openDriver(
-  dcfg: DispatchConfig,
-  home: string,
-  agentArgs: string[] = [],
-): Promise<Driver> {
+export interface DriverOptions {
+  agentArgs?: string[];
+  credentials?: { accessKeyId: string; secretAccessKey: string };
+}
+
+/**
+ * Opens the configured cloud driver. `agentArgs`: flags for the agents the local driver starts on this
+ * machine; `credentials`: static ones for the ec2 driver (an emulator's), else the SDK's default chain.
+ */
+export async function openDriver(dcfg: DispatchConfig, home: string, o: DriverOptions = {}): Promise<Driver> {
+  if (dcfg.driver === 'ec2') {
+    const { Ec2Driver } = await import('../cloud/ec2/driver.js');
+    return new Ec2Driver({ config: dcfg.ec2!, ...(o.credentials ? { credentials: o.credentials } : {}) });
+  }
   const { LocalDriver } = await import('../cloud/local/driver.js');
-  return new LocalDriver({ home, bootDelayMs: dcfg.bootDelayMs, netns: dcfg.netns, agentArgs });
+  return new LocalDriver({
+    home,
+    bootDelayMs: dcfg.bootDelayMs,
+    netns: dcfg.netns,
+    agentArgs: o.agentArgs ?? [],
+  });
 }
 
 export interface DispatchService {

@@ -171,6 +171,7 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
     instanceTypes: allow === undefined || allow === null ? null : stringList(allow, f.at('instance_types')),
     instance: f.get('instance', nullable(str), () => null),
     lockCount: f.get('lock_count', int(0), () => 0),
+    spotInterruptions: f.get('spot_interruptions', int(0), () => 0),
   };
   f.done();
   if (c.state === 'Running' && c.instance === null)

@@ -171,11 +171,17 @@ export class Containers {
     by: Canceller,
     failureClass: FailureClass,
     reason: string,
-    opts: { retryable?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean } = {},
   ): Promise<{ retryId: string | null }> {
     const generation =
       by.kind === 'node' ? (await this.t.agent({ id, node: by.nodeId, token: by.token })).generation : null;
-    const end = { state: 'Cancelled' as const, failureClass, reason, retryable: opts.retryable ?? true };
+    const end = {
+      state: 'Cancelled' as const,
+      failureClass,
+      reason,
+      retryable: opts.retryable ?? true,
+      interrupted: opts.interrupted ?? false,
+    };
     return { retryId: one(await this.t.end([{ id, actor: actorOf(by, generation), end }])).retryId ?? null };
   }
 

@@ -195,15 +195,24 @@ export class Nodes {
     this.ctx.wake.send('berth_node', nodeId);
   }
 
-  /** Records a ping: the node's own view of its state. A failed node may not come back. */
-  async ping(id: string, state: 'idle' | 'busy' | 'draining' | 'drained'): Promise<NodeRecord> {
+  /**
+   * Records a ping: the node's own view of its state, and the cloud's notice about its instance when the
+   * agent has one (a spot interruption or rebalance recommendation; kept in info.notice). A failed node may
+   * not come back.
+   */
+  async ping(
+    id: string,
+    state: 'idle' | 'busy' | 'draining' | 'drained',
+    notice: string | null = null,
+  ): Promise<NodeRecord> {
     const now = this.ctx.clock.now();
     const r = await this.ctx.pool.query(
       // A node asked to drain stays draining until it says it is drained.
       `UPDATE nodes SET last_ping_at = $2, updated_at = $2,
-         state = CASE WHEN state = 'draining' AND $3 IN ('idle', 'busy') THEN 'draining' ELSE $3 END
+         state = CASE WHEN state = 'draining' AND $3 IN ('idle', 'busy') THEN 'draining' ELSE $3 END,
+         info = CASE WHEN $4::text IS NULL THEN info ELSE info || jsonb_build_object('notice', $4::text) END
        WHERE id = $1 AND state <> 'failed' RETURNING ${NODE_COLUMNS}`,
-      [id, now, state],
+      [id, now, state, notice],
     );
     if (!r.rows[0]) {
       await this.get(id);

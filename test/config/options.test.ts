@@ -50,12 +50,15 @@ describe('loadConfig', () => {
       max_dispatch_attempts: 10,
       body_limit: 1024 ** 2,
       dispatch_config: null,
+      cloud: 'local',
       node_id: null,
       bootstrap_secret_file: null,
       work_dir: null,
       runtime: 'auto',
       kill_grace: 30_000,
       ping_wait: 10_000,
+      imds_url: null,
+      notice_poll: 5_000,
       process_sandbox: 'bwrap',
       bwrap: 'bwrap',
       cgroup_parent: 'berth',
@@ -142,6 +145,15 @@ describe('loadConfig', () => {
     );
     expect(errorOf({ ping_wait: '61s' }, {})).toBe(
       'ping_wait (from --ping-wait): expected a duration of at most 60s, got "61s"',
+    );
+    expect(errorOf({ notice_poll: '10ms' }, {})).toBe(
+      'notice_poll (from --notice-poll): expected a duration of at least 100ms, got "10ms"',
+    );
+    expect(errorOf({ imds_url: 'http://x/$(id)' }, {})).toBe(
+      'imds_url (from --imds-url): expected an http base URL such as http://169.254.169.254, got "http://x/$(id)"',
+    );
+    expect(errorOf({ cloud: 'aws' }, {})).toBe(
+      'cloud (from --cloud): expected one of local, ec2-emulated, got "aws"',
     );
     expect(errorOf({ listen: 'nowhere' }, {})).toBe(
       'listen (from --listen): expected HOST:PORT such as 127.0.0.1:8470, got "nowhere"',

@@ -32,6 +32,7 @@ describe('parseDispatchConfig', () => {
       cluster: 'local',
       tag: 'default',
       driver: 'local',
+      ec2: null,
       instanceTypes: [
         {
           name: 't1',
@@ -95,7 +96,7 @@ describe('parseDispatchConfig', () => {
     expect(errorOf({ cluster: 'Prod' })).toBe(
       'cluster: expected lower-case letters, digits and - (at most 32), got "Prod"',
     );
-    expect(errorOf({ driver: 'gce' })).toBe('driver: expected one of local, got "gce"');
+    expect(errorOf({ driver: 'gce' })).toBe('driver: expected one of local, ec2, got "gce"');
     expect(errorOf({ instance_types: [] })).toBe(
       'instance_types: expected at least one instance type, got an array',
     );

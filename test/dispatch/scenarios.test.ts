@@ -186,6 +186,26 @@ const rows: Row[] = [
     }),
     actions: [lock('c1'), lock('c2'), create('od', 'c1'), create('spot', 'c2')],
   },
+  {
+    name: 'a preemptible container interrupted on_demand_after_interruptions times runs on demand; fewer, on spot',
+    snapshot: snap({
+      types: [type('spot', 2, 4, 0.05, { preemptible: true }), type('od', 2, 4, 0.2)],
+      config: { onDemandAfterInterruptions: 2 },
+      containers: [
+        ctr('c1', { preemptible: true, spotInterruptions: 2 }),
+        ctr('c2', { preemptible: true, spotInterruptions: 1 }),
+      ],
+    }),
+    actions: [lock('c1'), lock('c2'), create('od', 'c1'), create('spot', 'c2')],
+  },
+  {
+    name: 'without on_demand_after_interruptions a preemptible container stays on spot, however often interrupted',
+    snapshot: snap({
+      types: [type('spot', 2, 4, 0.05, { preemptible: true }), type('od', 2, 4, 0.2)],
+      containers: [ctr('c1', { preemptible: true, spotInterruptions: 9 })],
+    }),
+    actions: [lock('c1'), create('spot', 'c1')],
+  },
   // Rule 2: unsatisfiable.
   {
     name: 'too much ram: cancelled perm naming the largest type',

@@ -85,6 +85,7 @@ describe('parseSnapshot', () => {
       ramOverhead: 0,
       billingPeriodMs: 0,
       shutdownWindowMs: 0,
+      onDemandAfterInterruptions: null,
       maxDispatchAttempts: 10,
     });
     expect(s.instanceTypes).toEqual([
@@ -100,7 +101,12 @@ describe('parseSnapshot', () => {
       },
     ]);
     expect(s.instances[0]!.createdAt.toISOString()).toBe('2025-12-31T23:59:00.000Z');
-    expect(s.containers[0]).toMatchObject({ ram: 512 * 1024 ** 2, instanceTypes: null, lockCount: 0 });
+    expect(s.containers[0]).toMatchObject({
+      ram: 512 * 1024 ** 2,
+      instanceTypes: null,
+      lockCount: 0,
+      spotInterruptions: 0,
+    });
     expect(s.cloud).toEqual({ quotaMaxInstances: null, unavailableTypes: [], rateLimitedUntil: null });
   });
 
@@ -114,11 +120,14 @@ describe('parseSnapshot', () => {
       billing_period: '1h',
       shutdown_window: 300,
       max_dispatch_attempts: 4,
+      on_demand_after_interruptions: 2,
     });
     raw.instances[0].created_at = '2025-12-31T22:00:00Z';
     raw.instance_types[0].provider_type = 'm5.large';
     raw.containers[0].instance_types = ['t1'];
+    raw.containers[0].spot_interruptions = 3;
     const s = parseSnapshot(raw);
+    expect(s.containers[0]!.spotInterruptions).toBe(3);
     expect(s.config).toMatchObject({
       bootTimeoutMs: 300_000,
       maxInstancesPerType: { t1: 3 },
@@ -127,6 +136,7 @@ describe('parseSnapshot', () => {
       billingPeriodMs: 3_600_000,
       shutdownWindowMs: 300_000,
       maxDispatchAttempts: 4,
+      onDemandAfterInterruptions: 2,
     });
     expect(s.instances[0]!.createdAt.toISOString()).toBe('2025-12-31T22:00:00.000Z');
     expect(s.instanceTypes[0]!.providerType).toBe('m5.large');

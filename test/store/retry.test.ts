@@ -20,6 +20,31 @@ async function run(store: Store, containerId: string) {
 }
 
 describe('retries (DESIGN §3.3)', () => {
+  it("a retry counts its request's spot interruptions: the agent's interrupted cancels, not other temp failures", async () => {
+    const { store, clock } = await testStore();
+    const req = await submit(store, 'alice', { max_temp_retries: 5 });
+    const count = async (id: string) =>
+      (await store.ctx.pool.query(`SELECT spot_interruptions FROM containers WHERE id = $1`, [id])).rows[0]
+        .spot_interruptions as number;
+    let cid = req.container_id!;
+    expect(await count(cid)).toBe(0);
+    const seen: number[] = [];
+    for (const interrupted of [true, false, true]) {
+      const a = await run(store, cid);
+      const { retryId } = await store.containers.cancel(
+        cid,
+        { kind: 'node', nodeId: a.nodeId, token: a.token },
+        'temp',
+        interrupted ? 'spot interruption: the cloud will terminate this instance' : 'node lost',
+        { interrupted },
+      );
+      cid = retryId!;
+      seen.push(await count(cid));
+      clock.advance(3_600_000); // past the retry's backoff
+    }
+    expect(seen).toEqual([1, 1, 2]);
+  });
+
   it('exit 0 makes the request Final/success', async () => {
     const { store } = await testStore();
     const req = await submit(store);

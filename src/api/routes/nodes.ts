@@ -89,7 +89,7 @@ export function nodeRoutes(app: Api, deps: ApiDeps): void {
       const b = req.body;
       const waiter = deps.waiter('berth_node', id);
       try {
-        let node = await store.nodes.ping(id, b.state);
+        let node = await store.nodes.ping(id, b.state, b.notice ?? null);
         if (b.usage) await store.containers.recordUsage(id, b.usage);
         // Only this ping's own list counts (not after the long wait below: by then it may be stale); a
         // ping without a list says nothing about what the node runs.

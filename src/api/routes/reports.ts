@@ -31,7 +31,13 @@ export function toReport(r: ReportBody, node: string): Report {
       return {
         ...base,
         kind: 'end',
-        end: { state: 'Cancelled', failureClass: r.class, reason: r.reason, retryable: r.retryable ?? true },
+        end: {
+          state: 'Cancelled',
+          failureClass: r.class,
+          reason: r.reason,
+          retryable: r.retryable ?? true,
+          interrupted: r.interrupted ?? false,
+        },
       };
   }
 }

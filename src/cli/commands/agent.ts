@@ -34,6 +34,8 @@ export function registerAgent(program: Command): void {
         containerNetwork: cfg.container_network,
         cgroupParent: cfg.cgroup_parent,
         logLimitBytes: cfg.log_limit,
+        imdsUrl: cfg.imds_url,
+        noticePollMs: cfg.notice_poll,
       });
       const onSignal = (sig: NodeJS.Signals) => {
         logger.warn({ signal: sig }, `${sig}: stopping (containers keep running for the next agent)`);

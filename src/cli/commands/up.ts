@@ -7,6 +7,7 @@ import { loadDispatchConfig } from '../../dispatch/config.js';
 import { processLogger, type Logger } from '../../log/logger.js';
 import type { DispatchConfig } from '../../dispatch/config.js';
 import type { RunningDispatcher } from '../../dispatch/run.js';
+import type { DriverOptions } from '../../dispatch/service.js';
 import { formatSize } from '../../model/units.js';
 import { PROCESS_OPTIONS, type Config } from '../../config/options.js';
 import type { Store } from '../../store/store.js';
@@ -14,6 +15,8 @@ import { lockHome } from '../../server/home-lock.js';
 import { Shutdown } from '../../server/shutdown.js';
 import { watchStopSignals } from '../stop-signals.js';
 import { destroyAll, forceStop } from '../up-stop.js';
+import { UsageError } from '../errors.js';
+import { startEmulatedCloud, stopEmulatedCloud, type EmulatedCloud } from '../up-ec2-emulated.js';
 
 /** What `berth up`'s agents will do with containers that have no image, when it is not the safe default. */
 async function processSandboxNote(cfg: Config): Promise<string | null> {
@@ -33,28 +36,55 @@ const agentArgs = (cfg: Config): string[] =>
 
 export function registerUp(program: Command): void {
   withOptionFlags(program.command('up'), 'up')
-    .description('run Berth on this machine: database, API server, dispatcher, local instances')
+    .description(
+      'run Berth on this machine: database, API server, dispatcher, local instances (or an emulated EC2: --cloud)',
+    )
     .option('--demo', 'submit a small demo workload, show its progress, and stop when it is done')
     .action(async (opts: { demo?: boolean }, cmd: Command) => {
       const cfg = configFor(cmd);
+      const emulatedCloud = cfg.cloud === 'ec2-emulated';
+      if (emulatedCloud && cfg.dispatch_config)
+        throw new UsageError(
+          '--cloud ec2-emulated brings its own dispatch config: leave out --config ($BERTH_DISPATCH_CONFIG)',
+        );
       // The demo wants to show instances going away when idle, so it shortens the idle timeout.
-      const dcfg = loadDispatchConfig(
-        cfg.dispatch_config,
+      const demoTimers =
         opts.demo && !cfg.dispatch_config
           ? { scheduler: { idle_timeout: '5s' }, boot_delay: '1s', sync_interval: '2s' }
-          : {},
-      );
+          : {};
+      // Read first, so that a bad file stops nothing (the emulated cloud's is made once it runs).
+      const localDcfg = emulatedCloud ? null : loadDispatchConfig(cfg.dispatch_config, demoTimers);
       const say = (line: string) => console.error(`berth up: ${line}`);
-      // Warnings and errors (a failed destroy, a lost node, a refused create) reach the same output, on a
-      // terminal as lines like the progress lines, else as JSON.
-      const logger = processLogger('berth up', cfg.log_level, { config: cfg, dispatch: dcfg });
       // Listening from the start: a Ctrl-C while starting up stops what has started (a second one, at once).
       const shutdown = new Shutdown();
-      const stop = watchStopSignals({ say, shutdown, force: () => forceStop(shutdown, cfg.home) });
+      let emulated: EmulatedCloud | null = null;
+      const stop = watchStopSignals({
+        say,
+        shutdown,
+        force: () => Promise.all([forceStop(shutdown, cfg.home), emulated?.emulator.stop()]),
+      });
       let code: number;
       try {
-        code = await run(cfg, dcfg, !!opts.demo, say, logger, shutdown, stop.requested);
+        let runCfg = cfg;
+        let dcfg = localDcfg;
+        if (dcfg === null) {
+          emulated = await startEmulatedCloud(say, agentArgs(cfg));
+          // The booted agents reach the API only at the emulator's host address: keep the port, not the host.
+          runCfg = {
+            ...cfg,
+            listen: `${emulated.listenHost}:${cfg.listen.slice(cfg.listen.lastIndexOf(':') + 1)}`,
+          };
+          dcfg = loadDispatchConfig(null, { ...demoTimers, ...emulated.dispatch });
+        }
+        // Warnings and errors (a failed destroy, a lost node, a refused create) reach the same output, on a
+        // terminal as lines like the progress lines, else as JSON.
+        const logger = processLogger('berth up', cfg.log_level, { config: runCfg, dispatch: dcfg });
+        code = await run(runCfg, dcfg, !!opts.demo, say, logger, shutdown, stop.requested, {
+          agentArgs: agentArgs(cfg),
+          ...(emulated ? { credentials: emulated.credentials } : {}),
+        });
       } finally {
+        if (emulated) await stopEmulatedCloud(emulated, say);
         stop.dispose();
       }
       (cmd as Command & { berthExitCode?: number }).berthExitCode = code;
@@ -74,6 +104,7 @@ async function run(
   logger: Logger,
   shutdown: Shutdown,
   requested: Promise<NodeJS.Signals>,
+  driverOptions: DriverOptions,
 ): Promise<number> {
   const lock = await lockHome(cfg.home, 'berth up');
   try {
@@ -88,7 +119,7 @@ async function run(
     let code = 0;
     try {
       if (!shutdown.begun) {
-        const driver = await openDriver(dcfg, cfg.home, agentArgs(cfg));
+        const driver = await openDriver(dcfg, cfg.home, driverOptions);
         dispatcher = await startDispatcher({
           cfg: dcfg,
           store: server.store,

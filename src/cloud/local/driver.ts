@@ -9,21 +9,28 @@
 // died is listed as terminated. destroy() stops the agent (SIGTERM, then SIGKILL after a grace), kills every
 // container it left (through the runtimes' re-attach, and every process left in its slice), removes its
 // cgroups and its directory.
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, open, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { cgroupAt, cgroupsUnusable, probeCgroups, type Cgroup } from '../../agent/runtimes/cgroup.js';
-import { createRuntime, RUNTIME_NAMES, type RuntimeName } from '../../agent/runtimes/detect.js';
-import { isAlive, processRef, type ProcessRef } from '../../agent/runtimes/procfs.js';
+import { cgroupsUnusable } from '../../agent/runtimes/cgroup.js';
+import { RUNTIME_NAMES, type RuntimeName } from '../../agent/runtimes/detect.js';
+import { isAlive, type ProcessRef } from '../../agent/runtimes/procfs.js';
 import type { InstanceType } from '../../model/types.js';
-import { BootDataError, parseBootData, type BootData } from '../boot-data.js';
+import { bootDataOf } from '../boot-data.js';
 import { matchesTags, type CloudInstance, type Driver, type Tags } from '../driver.js';
 import { CloudApiError, NotFoundError } from '../errors.js';
 import { InstanceList, type LocalInstanceRecord } from './instance-list.js';
-import { apiUrlFor, createNetns, netnsExec, netnsUnusable, removeNetns, type NetnsLink } from './netns.js';
+import {
+  createMachineSlots,
+  killQuietly,
+  slicePaths,
+  startMachineProcess,
+  stopMachine,
+  type MachineSlots,
+} from './machine.js';
+import { apiUrlFor, netnsUnusable, removeNetns } from './netns.js';
 
 export interface LocalDriverOptions {
   /** BERTH_HOME: instances live in home/instances/<id>/, the list in home/instances.json. */
@@ -36,7 +43,7 @@ export interface LocalDriverOptions {
   agentArgs?: string[];
   /** Grace between SIGTERM and SIGKILL when an instance is destroyed (default 5 s). */
   stopGraceMs?: number;
-  /** Give each instance a cgroup slice sized to its type (default: when cgroup v1 is writable, i.e. root). */
+  /** Give each instance a cgroup slice sized to its type (default: when cgroups are writable, i.e. root). */
   cgroups?: boolean;
   /** The berth executable (default: this package's bin/berth.js) and the node binary to run it with. */
   berthBin?: string;
@@ -54,12 +61,6 @@ export interface LocalDriverOptions {
 /** Parent of the instance slices (below the cgroup root, or in every v1 hierarchy). */
 export const LOCAL_CGROUP_PARENT = 'berth-local';
 
-/** Where in an instance's slice its agent runs, and where its containers' groups go. */
-export const slicePaths = (slice: string): { agent: string; containers: string } => ({
-  agent: `${slice}/agent`,
-  containers: `${slice}/containers`,
-});
-
 /** This package's bin/berth.js, found from this module's location (src/ or dist/src/). */
 export function defaultBerthBin(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
@@ -69,16 +70,6 @@ export function defaultBerthBin(): string {
     dir = dirname(dir);
   }
   throw new Error('cannot find bin/berth.js above ' + fileURLToPath(import.meta.url));
-}
-
-/** Parses create()'s bootData; a CloudApiError (not retryable) naming what is wrong. */
-function bootDataOf(text: string): BootData {
-  try {
-    return parseBootData(text);
-  } catch (err) {
-    if (err instanceof BootDataError) throw new CloudApiError(err.message, false);
-    throw err;
-  }
 }
 
 const sh = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -125,29 +116,30 @@ export class LocalDriver implements Driver {
     const secretFile = join(dir, 'bootstrap-secret');
     await writeFile(secretFile, boot.bootstrap_secret, { mode: 0o600 });
 
-    let cgroup: Cgroup | null = null;
-    let agentGroup: Cgroup | null = null;
-    if (await this.cgroupsUsable) {
-      const host = await probeCgroups();
-      cgroup = cgroupAt(host, `${LOCAL_CGROUP_PARENT}/${id}`);
-      await cgroup.create({ vcpus: type.vcpus, ram: type.ram });
-      // The agent's leaf, under the slice's limits (it sets none of its own).
-      agentGroup = cgroupAt(host, slicePaths(cgroup.path).agent);
-      await agentGroup.create({ vcpus: type.vcpus, ram: type.ram });
-    }
-    let netns: NetnsLink | null = null;
     if (this.o.netns) {
-      try {
-        const why = await netnsUnusable();
-        if (why) throw new CloudApiError(`local driver: netns requested but ${why}`, false);
-        netns = await createNetns(id);
-      } catch (err) {
-        await cgroup?.remove().catch(() => {});
+      const why = await netnsUnusable();
+      if (why) {
         await rm(dir, { recursive: true, force: true });
-        if (err instanceof CloudApiError) throw err;
-        throw new CloudApiError(`cannot create the instance's network namespace: ${(err as Error).message}`);
+        throw new CloudApiError(`local driver: netns requested but ${why}`, false);
       }
     }
+    let slots: MachineSlots;
+    try {
+      slots = await createMachineSlots(
+        id,
+        { vcpus: type.vcpus, ram: type.ram },
+        {
+          cgroupPath: (await this.cgroupsUsable) ? `${LOCAL_CGROUP_PARENT}/${id}` : null,
+          netns: this.o.netns ?? false,
+        },
+      );
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw new CloudApiError(
+        `cannot create the instance's cgroup or network namespace: ${(err as Error).message}`,
+      );
+    }
+    const { cgroup, netns } = slots;
     const now = new Date();
     const bootDelayMs = this.o.bootDelayMs ?? 0;
     const args = [
@@ -165,10 +157,7 @@ export class LocalDriver implements Driver {
       runtime,
       ...(this.o.agentArgs ?? []),
     ];
-    // The wrapper joins the slice first, so that the agent and everything it starts are accounted there.
-    const join_ = (agentGroup?.procsFiles() ?? []).map((f) => `echo $$ > ${sh(f)} || exit 125`).join('; ');
     const script = [
-      join_ || ':',
       `sleep ${(bootDelayMs / 1000).toFixed(3)}`,
       // Like an init system on a VM: an agent that dies (killed, crashed) is started again and re-attaches
       // to its containers from its journal. It stays down when it exits on purpose: 0 (stopped), 2 (bad
@@ -177,14 +166,11 @@ export class LocalDriver implements Driver {
       "trap 'exit 143' TERM",
       `while :; do ${[this.o.nodeBin ?? process.execPath, ...args].map(sh).join(' ')}; rc=$?; case $rc in 0|2|3) exit $rc;; esac; sleep 1; done`,
     ].join('; ');
-    // nsenter changes only the network namespace (`ip netns exec` would also remount /sys, hiding cgroups).
-    const argv = netns ? [...netnsExec(netns), '/bin/sh', '-c', script] : ['/bin/sh', '-c', script];
-    const log = await open(join(dir, 'agent.log'), 'a', 0o600);
-    let ref: ProcessRef | null;
+    let ref: ProcessRef;
     try {
-      const child = spawn(argv[0]!, argv.slice(1), {
-        detached: true, // own session and process group: survives the dispatcher, like a VM
-        stdio: ['ignore', log.fd, log.fd],
+      ref = await startMachineProcess(slots, {
+        script,
+        logFile: join(dir, 'agent.log'),
         env: {
           ...(this.o.env ?? process.env),
           // The agent's cgroup_parent: its containers' groups nest in the instance's slice.
@@ -192,19 +178,12 @@ export class LocalDriver implements Driver {
         },
         cwd: dir,
       });
-      const pid = await new Promise<number>((res, rej) => {
-        child.once('spawn', () => res(child.pid!));
-        child.once('error', rej);
-      });
-      child.unref();
-      ref = (await processRef(pid)) ?? { pid, startTicks: -1 };
     } catch (err) {
+      await slots.agentGroup?.remove().catch(() => {});
       await cgroup?.remove().catch(() => {});
       if (netns) await removeNetns(netns);
       await rm(dir, { recursive: true, force: true });
       throw new CloudApiError(`cannot start the instance's agent: ${(err as Error).message}`);
-    } finally {
-      await log.close();
     }
     const rec: LocalInstanceRecord = {
       id,
@@ -299,47 +278,10 @@ export class LocalDriver implements Driver {
 
   /** Stops the agent, kills its containers, removes its cgroups and directory. Idempotent. */
   private async teardown(rec: LocalInstanceRecord): Promise<void> {
-    const p = rec.process;
-    if (p && (await isAlive(p))) {
-      // The whole process group: the agent, or the boot wrapper and its `sleep`.
-      killQuietly(-p.pid, 'SIGTERM');
-      const until = Date.now() + (this.o.stopGraceMs ?? 5000);
-      while ((await isAlive(p)) && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
-      if (await isAlive(p)) killQuietly(-p.pid, 'SIGKILL');
-      while (await isAlive(p)) await new Promise((r) => setTimeout(r, 10));
-      killQuietly(-p.pid, 'SIGKILL'); // anything left in its group (only when we saw it alive: pids are reused)
-    }
-    // Every process left in the slice, the containers' included (they nest in it), frozen or not: at once,
-    // whatever records the agent left.
-    const slice = rec.cgroup ? cgroupAt(await probeCgroups(), rec.cgroup) : null;
-    await slice?.killAll(2000);
-    // Then each runtime reaps its own containers (runc's state and mounts, docker and podman containers),
-    // which also removes their cgroups.
-    const containersDir = join(rec.dir, 'work', 'containers');
-    const cgroupParent = rec.cgroup ? slicePaths(rec.cgroup).containers : undefined;
-    for (const cid of await readdir(containersDir).catch(() => [] as string[])) {
-      const runDir = join(containersDir, cid, 'run');
-      for (const name of RUNTIME_NAMES) {
-        const rt = createRuntime(name, { cgroupParent });
-        const h = await rt.reattach(cid, runDir).catch(() => null);
-        if (!h) continue;
-        await h.signal('SIGKILL').catch(() => {});
-        // Bounded, and the timer cleared: a pending 15 s timer would keep a stopping `berth up` alive.
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([
-          h.wait().catch(() => {}),
-          new Promise((r) => (timer = setTimeout(r, 15_000))),
-        ]).finally(() => clearTimeout(timer));
-        break;
-      }
-    }
-    if (slice) {
-      await slice.killAll(2000);
-      await slice.remove();
-    }
-    // Only now that its processes are gone (removeNetns also kills any left inside).
-    if (rec.netns) await removeNetns(rec.netns);
-    await rm(rec.dir, { recursive: true, force: true });
+    await stopMachine(rec, {
+      containersDir: join(rec.dir, 'work', 'containers'),
+      graceMs: this.o.stopGraceMs ?? 5000,
+    });
   }
 }
 
@@ -353,12 +295,4 @@ function toCloud(r: LocalInstanceRecord, state: CloudInstance['state']): CloudIn
     preemptible: r.preemptible,
     interruptionNotice: r.interruptionNotice ? new Date(r.interruptionNotice) : null,
   };
-}
-
-function killQuietly(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-  }
 }

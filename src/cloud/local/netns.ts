@@ -55,21 +55,15 @@ async function usedSubnets(): Promise<Set<number>> {
 // creating at the same moment could, with odds of 1 in 16,383.)
 let creating: Promise<unknown> = Promise.resolve();
 
-/** Creates the namespace and its link for the instance `id` (whose last 8 characters name them). */
-export function createNetns(id: string): Promise<NetnsLink> {
-  const next = creating.then(
-    () => createOne(id),
-    () => createOne(id),
-  );
+/** Runs `fn` after every create of this process before it: two creates never pick the same subnet. */
+function serially<T>(fn: () => Promise<T>): Promise<T> {
+  const next = creating.then(fn, fn);
   creating = next.catch(() => {});
   return next;
 }
 
-async function createOne(id: string): Promise<NetnsLink> {
-  const suffix = id.replace(/[^a-z0-9]/gi, '').slice(-8);
-  const name = `berth-${suffix}`;
-  const hostDev = `bh${suffix}`;
-  const nsDev = `bn${suffix}`;
+/** A free /30 of 10.213.0.0/16: its first (.1) and second (.2) addresses. */
+async function freeSubnet(): Promise<[string, string]> {
   const used = await usedSubnets();
   let subnet = -1;
   for (let i = 0; i < 100 && subnet < 0; i++) {
@@ -79,8 +73,23 @@ async function createOne(id: string): Promise<NetnsLink> {
   if (subnet < 0) throw new Error('no free /30 in 10.213.0.0/16 for a network namespace');
   const third = Math.floor(subnet / 64);
   const fourth = (subnet % 64) * 4;
-  const hostAddr = `${BASE[0]}.${BASE[1]}.${third}.${fourth + 1}`;
-  const nsAddr = `${BASE[0]}.${BASE[1]}.${third}.${fourth + 2}`;
+  return [`${BASE[0]}.${BASE[1]}.${third}.${fourth + 1}`, `${BASE[0]}.${BASE[1]}.${third}.${fourth + 2}`];
+}
+
+/**
+ * Creates the namespace and its link for the instance `id` (whose last 8 characters name them). `routes`
+ * are host addresses (see createHostAddress) the namespace reaches through its link.
+ */
+export function createNetns(id: string, routes: string[] = []): Promise<NetnsLink> {
+  return serially(() => createOne(id, routes));
+}
+
+async function createOne(id: string, routes: string[]): Promise<NetnsLink> {
+  const suffix = id.replace(/[^a-z0-9]/gi, '').slice(-8);
+  const name = `berth-${suffix}`;
+  const hostDev = `bh${suffix}`;
+  const nsDev = `bn${suffix}`;
+  const [hostAddr, nsAddr] = await freeSubnet();
   const link: NetnsLink = { name, hostDev, hostAddr, nsAddr };
   try {
     await run('ip', ['netns', 'add', name]);
@@ -90,11 +99,46 @@ async function createOne(id: string): Promise<NetnsLink> {
     await run('ip', ['-n', name, 'addr', 'add', `${nsAddr}/30`, 'dev', nsDev]);
     await run('ip', ['-n', name, 'link', 'set', nsDev, 'up']);
     await run('ip', ['-n', name, 'link', 'set', 'lo', 'up']);
+    for (const addr of routes) await run('ip', ['-n', name, 'route', 'add', `${addr}/32`, 'via', hostAddr]);
   } catch (err) {
     await removeNetns(link);
     throw err;
   }
   return link;
+}
+
+/** An address of this host on a link of its own, for servers that namespaces reach through a route. */
+export interface HostAddress {
+  /** The veth end that holds the address (its peer stays on the host, unused). */
+  dev: string;
+  addr: string;
+}
+
+/**
+ * Puts a fresh address of 10.213.0.0/16 on a veth pair of its own (both ends on the host): a private
+ * "VPC address" where a server can listen that namespaces created with `routes: [addr]` reach, without
+ * touching any interface or address of the host's own.
+ */
+export function createHostAddress(id: string): Promise<HostAddress> {
+  return serially(async () => {
+    const suffix = id.replace(/[^a-z0-9]/gi, '').slice(-8);
+    const dev = `bv${suffix}`;
+    const [addr] = await freeSubnet();
+    try {
+      await run('ip', ['link', 'add', dev, 'type', 'veth', 'peer', 'name', `bw${suffix}`]);
+      await run('ip', ['addr', 'add', `${addr}/32`, 'dev', dev]);
+      await run('ip', ['link', 'set', dev, 'up']);
+      await run('ip', ['link', 'set', `bw${suffix}`, 'up']);
+    } catch (err) {
+      await removeHostAddress({ dev, addr });
+      throw err;
+    }
+    return { dev, addr };
+  });
+}
+
+export async function removeHostAddress(h: HostAddress): Promise<void> {
+  await run('ip', ['link', 'del', h.dev]).catch(() => {}); // its peer goes with it
 }
 
 /** The command prefix that runs a program inside the namespace (only the network namespace changes). */

@@ -90,7 +90,20 @@ function byContainer(a: Action, b: Action): number {
 }
 
 /** Runs one scheduling pass. */
-export function plan(snap: Snapshot): Plan {
+/**
+ * A preemptible container interrupted `on_demand_after_interruptions` times or more is planned as a
+ * non-preemptible one: on on-demand types only. The snapshot is returned as it is when none is.
+ */
+function onDemandAfterInterruptions(snap: Snapshot): Snapshot {
+  const n = snap.config.onDemandAfterInterruptions;
+  if (n === null) return snap;
+  const moved = (c: SnapshotContainer) => c.preemptible && (c.spotInterruptions ?? 0) >= n;
+  if (!snap.containers.some(moved)) return snap;
+  return { ...snap, containers: snap.containers.map((c) => (moved(c) ? { ...c, preemptible: false } : c)) };
+}
+
+export function plan(input: Snapshot): Plan {
+  const snap = onDemandAfterInterruptions(input);
   const { config } = snap;
   const now = snap.now.getTime();
   const sortedTypes = [...snap.instanceTypes].sort(compareTypes);

@@ -34,6 +34,8 @@ export interface SnapshotContainer {
   /** The instance the container is assigned to, if any. */
   instance: string | null;
   lockCount: number;
+  /** Earlier attempts of its request ended by a spot interruption (absent: 0). */
+  spotInterruptions?: number;
 }
 
 export interface CloudState {

@@ -25,6 +25,8 @@ export type Ending =
       reason: string;
       /** false: no retry can succeed, so the request ends now (decideRetry). Default true. */
       retryable?: boolean;
+      /** The cloud reclaimed its instance (a spot interruption): its retry counts one more. */
+      interrupted?: boolean;
     };
 
 /** One container to end: who asks (their guard) and how it ends. */
@@ -45,6 +47,7 @@ interface EndedRow {
   request_id: string;
   attempt: number;
   queued_at: Date;
+  spot_interruptions: number;
   node_id: string | null;
   state: 'Complete' | 'Cancelled';
   request_state: 'Committed' | 'Final';
@@ -94,7 +97,7 @@ const END_SQL = `
       AND (i.g_gen IS NULL OR c.lock_generation = i.g_gen)
       AND (i.g_holder IS NULL OR c.locked_by IS NULL OR c.locked_by = i.g_holder)
       AND (i.g_owner IS NULL OR c.owner = i.g_owner)
-    RETURNING c.id, c.request_id, c.attempt, c.queued_at, c.node_id, c.state)
+    RETURNING c.id, c.request_id, c.attempt, c.queued_at, c.node_id, c.state, c.spot_interruptions)
   SELECT e.*, r.state AS request_state, r.container_id, r.priority, r.attempts, r.temp_failures,
     r.container_count_max, r.max_temp_retries, r.retry_on_failure, r.run_after
   FROM ended e JOIN container_requests r ON r.id = e.request_id
@@ -110,16 +113,16 @@ const NEXT_SQL = `
     UPDATE container_requests r SET container_id = t.cid, attempts = t.attempts, temp_failures = t.temp,
       updated_at = $1
     FROM unnest($7::text[], $8::text[], $9::int4[], $10::int4[], $11::int4[], $12::timestamptz[],
-      $13::timestamptz[]) AS t(id, cid, attempts, temp, attempt, queued_at, run_after)
+      $13::timestamptz[], $14::int4[]) AS t(id, cid, attempts, temp, attempt, queued_at, run_after, spot)
     WHERE r.id = t.id
     RETURNING r.id, r.owner, r.priority, r.vcpus, r.ram, r.scratch, r.gpus, r.preemptible, r.instance_types,
-      t.cid, t.attempt, t.queued_at, t.run_after),
+      t.cid, t.attempt, t.queued_at, t.run_after, t.spot),
   n AS (
     INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
-      preemptible, instance_types, queued_at, run_after, created_at, updated_at)
+      preemptible, instance_types, queued_at, run_after, created_at, updated_at, spot_interruptions)
     SELECT cid, id, owner, attempt, 'Queued', priority, vcpus, ram, scratch, gpus, preemptible, instance_types,
-      queued_at, run_after, $1, $1 FROM t)
-  ${EventRows.INSERT_SQL(14)}`;
+      queued_at, run_after, $1, $1, spot FROM t)
+  ${EventRows.INSERT_SQL(15)}`;
 
 // The exit an agent reports for a container in its cancel grace (grace.ts): recorded on the Cancelled
 // container (which closes the grace: exit_code is set), its state and its request's course unchanged.
@@ -288,6 +291,11 @@ async function next(
     retry.map((r) => r.row.attempt + 1),
     retry.map((r) => r.row.queued_at),
     runAfter,
+    // A retry carries its predecessor's spot interruptions, plus one when that one was interrupted.
+    retry.map(({ row }) => {
+      const end = items.get(row.id)!.end;
+      return row.spot_interruptions + (end.state === 'Cancelled' && end.interrupted ? 1 : 0);
+    }),
     ...events.params(),
   ]);
   return new Map(retry.map((r) => [r.row.id, r.cid]));
