@@ -88,6 +88,26 @@ describe('batched agent reports', () => {
     expect((await t.store.containers.get(a.id)).state).toBe('Locked');
   });
 
+  it('a cancel for a spot interruption: the retry counts it', async () => {
+    const n = await t.node();
+    const a = await assigned(n);
+    const res = await reports(n, {
+      reports: [
+        { kind: 'start', id: a.id, lock_token: a.token },
+        { kind: 'cancel', id: a.id, lock_token: a.token, class: 'temp', reason: 'spot', interrupted: true },
+      ],
+    });
+    expect(res.json().results).toEqual([
+      { id: a.id, ok: true },
+      { id: a.id, ok: true },
+    ]);
+    const retry = await t.store.ctx.pool.query(
+      `SELECT spot_interruptions FROM containers WHERE request_id = (SELECT request_id FROM containers WHERE id = $1) AND id <> $1`,
+      [a.id],
+    );
+    expect(retry.rows).toEqual([{ spot_interruptions: 1 }]);
+  });
+
   it('reports of several agents sent together share commits (group commit), each answered', async () => {
     const nodes = await Promise.all(Array.from({ length: 8 }, () => t.node()));
     const work = await Promise.all(nodes.map(async (n) => ({ n, c: await assigned(n) })));
