@@ -13,4 +13,17 @@ export default tseslint.config(
       eqeqeq: ['error', 'always', { null: 'ignore' }],
     },
   },
+  {
+    // The dashboard's one browser script (served as is, no build step).
+    files: ['web/static/**/*.js'],
+    languageOptions: {
+      sourceType: 'script',
+      globals: Object.fromEntries(
+        ['window', 'document', 'location', 'EventSource', 'fetch', 'confirm', 'setInterval'].map((g) => [
+          g,
+          'readonly',
+        ]),
+      ),
+    },
+  },
 );

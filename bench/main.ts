@@ -7,6 +7,7 @@ const BENCHES = [
   'runtime',
   'vs-slurm',
   'log-shipping',
+  'dashboard',
   'ec2',
 ] as const;
 

@@ -1,11 +1,13 @@
-// `npm run bench -- vs-slurm [--jobs N] [--json] [...]`: N trivial one-CPU jobs through SLURM and through
-// Berth on this machine, side by side. SLURM: a private one-node cluster (munged, slurmctld, slurmd, the
-// node = this machine's CPUs) started and stopped here, one `sbatch` per job. Berth: the `berth up` setup
-// (local driver, one warm instance the size of the machine, process runtime). Both get the same command,
-// 1 CPU and the same memory per job, the same submission concurrency, and the same 100 ms completion poll.
-// See docs/performance/vs-slurm.md for results and the fairness notes.
+// `npm run bench -- vs-slurm [--jobs N] [--json] [...]`: N trivial one-CPU jobs through SLURM, through
+// Berth, and through Berth on SLURM on this machine, side by side. SLURM: a private one-node cluster
+// (munged, slurmctld, slurmd, the node = this machine's CPUs) started and stopped here, one `sbatch` per
+// job. Berth: the `berth up` setup (local driver, one warm instance the size of the machine, process
+// runtime). Berth on SLURM: the same SLURM cluster with Berth's slurm backend in front (each job runs its
+// container through the one-shot agent). All get the same command, 1 CPU and the same memory per job, the
+// same submission concurrency, and the same 100 ms completion poll. See docs/performance/vs-slurm.md.
 import { cpus, loadavg, totalmem } from 'node:os';
 import { runBerthJobs, type SubmitMode } from './vs-slurm/berth.js';
+import { runBerthOnSlurmJobs } from './vs-slurm/berth-slurm.js';
 import { pct, type SideResult } from './vs-slurm/common.js';
 import { missingSlurmPrograms, runSlurmJobs, SLURM_INSTALL, startSlurm } from './vs-slurm/slurm.js';
 
@@ -23,11 +25,13 @@ interface Args {
   concurrency: number;
   submit: SubmitMode;
   slurmSched: keyof typeof SLURM_SCHED;
-  sides: { slurm: boolean; berth: boolean };
+  sides: { slurm: boolean; berth: boolean; berthSlurm: boolean };
 }
 
+const SIDES = ['slurm', 'berth', 'berth-slurm'] as const;
+
 const USAGE =
-  'options: --jobs N (1000), --json, --concurrency K (8 submissions in flight), --berth-submit single|batch, --slurm-sched tuned|stock, --only slurm|berth';
+  'options: --jobs N (1000), --json, --concurrency K (8 submissions in flight), --berth-submit single|batch, --slurm-sched tuned|stock, --only slurm|berth|berth-slurm (comma-separated list)';
 
 function parse(argv: string[]): Args {
   const a: Args = {
@@ -36,7 +40,7 @@ function parse(argv: string[]): Args {
     concurrency: 8,
     submit: 'single',
     slurmSched: 'tuned',
-    sides: { slurm: true, berth: true },
+    sides: { slurm: true, berth: true, berthSlurm: true },
   };
   const value = (i: number, name: string) => {
     const v = argv[i];
@@ -58,9 +62,15 @@ function parse(argv: string[]): Args {
       if (v !== 'tuned' && v !== 'stock') throw new Error(`--slurm-sched: expected tuned or stock, got ${v}`);
       a.slurmSched = v;
     } else if (k === '--only') {
-      const v = value(++i, k);
-      if (v !== 'slurm' && v !== 'berth') throw new Error(`--only: expected slurm or berth, got ${v}`);
-      a.sides = { slurm: v === 'slurm', berth: v === 'berth' };
+      const v = value(++i, k).split(',');
+      for (const x of v)
+        if (!(SIDES as readonly string[]).includes(x))
+          throw new Error(`--only: expected ${SIDES.join(', ')} (or a comma-separated list), got ${x}`);
+      a.sides = {
+        slurm: v.includes('slurm'),
+        berth: v.includes('berth'),
+        berthSlurm: v.includes('berth-slurm'),
+      };
     } else throw new Error(`unknown option ${k} (${USAGE})`);
   }
   for (const [name, v] of [
@@ -113,7 +123,7 @@ function report(r: SideResult, before: number[]): SideReport {
 export async function run(argv: string[]): Promise<number> {
   const a = parse(argv);
   const say = (s: string) => !a.json && console.error(s);
-  const missing = a.sides.slurm ? missingSlurmPrograms() : [];
+  const missing = a.sides.slurm || a.sides.berthSlurm ? missingSlurmPrograms() : [];
   if (missing.length > 0) {
     console.error(
       `vs-slurm: SLURM is not installed here (missing: ${missing.join(', ')}).\n` +
@@ -132,13 +142,25 @@ export async function run(argv: string[]): Promise<number> {
     submission_concurrency: number;
     slurm?: SideReport & { submission: string; scheduler_config: string[] };
     berth?: SideReport & { submission: string };
+    berth_on_slurm?: SideReport & { submission: string };
     ratios?: { jobs_per_s: number; p50: number; p99: number };
-    targets: { jobs_per_s_ratio_min: number; latency_ratio_max: number };
+    berth_on_slurm_vs_slurm?: { jobs_per_s: number; p99_extra_ms: number };
+    targets: {
+      jobs_per_s_ratio_min: number;
+      latency_ratio_max: number;
+      berth_on_slurm_jobs_per_s_ratio_min: number;
+      berth_on_slurm_p99_extra_ms_max: number;
+    };
   } = {
     machine,
     job,
     submission_concurrency: a.concurrency,
-    targets: { jobs_per_s_ratio_min: 3, latency_ratio_max: 0.2 },
+    targets: {
+      jobs_per_s_ratio_min: 3,
+      latency_ratio_max: 0.2,
+      berth_on_slurm_jobs_per_s_ratio_min: 0.8,
+      berth_on_slurm_p99_extra_ms_max: 1000,
+    },
   };
 
   if (a.sides.slurm) {
@@ -200,6 +222,32 @@ export async function run(argv: string[]): Promise<number> {
     say(`berth: done in ${out.berth.all_finished_s} s`);
   }
 
+  if (a.sides.berthSlurm) {
+    const before = loadavg();
+    const r = await runBerthOnSlurmJobs({
+      jobs: a.jobs,
+      concurrency: a.concurrency,
+      command: job.command,
+      ramMiB: job.ram_mib,
+      cpus: nCpus,
+      realMemoryMiB: machine.node_ram_mib,
+      schedulerParameters: SLURM_SCHED[a.slurmSched],
+      say,
+    });
+    out.berth_on_slurm = {
+      ...report(r, before),
+      submission: `one POST /v1/requests per job, ${a.concurrency} at a time; one sbatch per job by the dispatcher`,
+    };
+    say(`berth on slurm: done in ${out.berth_on_slurm.all_finished_s} s`);
+  }
+
+  if (out.slurm && out.berth_on_slurm) {
+    out.berth_on_slurm_vs_slurm = {
+      jobs_per_s: +(out.berth_on_slurm.jobs_per_s / out.slurm.jobs_per_s).toFixed(3),
+      p99_extra_ms: Math.round(out.berth_on_slurm.submit_to_start_p99_ms - out.slurm.submit_to_start_p99_ms),
+    };
+  }
+
   if (out.slurm && out.berth) {
     const div = (x: number, y: number) => (y === 0 ? Infinity : +(x / y).toFixed(3));
     out.ratios = {
@@ -218,28 +266,57 @@ function printTable(out: {
   machine: { cpus: number; node_ram_mib: number };
   slurm?: SideReport & { submission: string; scheduler_config: string[] };
   berth?: SideReport & { submission: string };
+  berth_on_slurm?: SideReport & { submission: string };
   ratios?: { jobs_per_s: number; p50: number; p99: number };
+  berth_on_slurm_vs_slurm?: { jobs_per_s: number; p99_extra_ms: number };
 }): void {
   const s = out.slurm;
   const b = out.berth;
+  const bs = out.berth_on_slurm;
+  const vs = out.berth_on_slurm_vs_slurm;
   const cell = (v: number | string | undefined) => String(v ?? '–').padStart(12);
-  const rows: [string, keyof SideReport | null, string, string][] = [
-    ['jobs in records', 'recorded', '', ''],
-    ['jobs succeeded', 'succeeded', '', ''],
-    ['submit all (s)', 'submit_s', '', ''],
-    ['all finished (s)', 'all_finished_s', '', ''],
-    ['jobs/s', 'jobs_per_s', out.ratios ? `${out.ratios.jobs_per_s}×` : '', '≥ 3×'],
-    ['submit→start p50 (ms)', 'submit_to_start_p50_ms', out.ratios ? `${out.ratios.p50}×` : '', '≤ 0.2×'],
-    ['submit→start p99 (ms)', 'submit_to_start_p99_ms', out.ratios ? `${out.ratios.p99}×` : '', '≤ 0.2×'],
-    ['submit→start max (ms)', 'submit_to_start_max_ms', '', ''],
-    ['start→end p50 (ms)', 'run_p50_ms', '', ''],
-    ['start→end p99 (ms)', 'run_p99_ms', '', ''],
-    ['most running at once', 'max_running', '', ''],
+  const wide = (v: number | string | undefined) => String(v ?? '–').padStart(16);
+  const rows: [string, keyof SideReport | null, string, string, string, string][] = [
+    ['jobs in records', 'recorded', '', '', '', ''],
+    ['jobs succeeded', 'succeeded', '', '', '', ''],
+    ['submit all (s)', 'submit_s', '', '', '', ''],
+    ['all finished (s)', 'all_finished_s', '', '', '', ''],
+    [
+      'jobs/s',
+      'jobs_per_s',
+      out.ratios ? `${out.ratios.jobs_per_s}×` : '',
+      '≥ 3×',
+      vs ? `${vs.jobs_per_s}×` : '',
+      '≥ 0.8×',
+    ],
+    [
+      'submit→start p50 (ms)',
+      'submit_to_start_p50_ms',
+      out.ratios ? `${out.ratios.p50}×` : '',
+      '≤ 0.2×',
+      '',
+      '',
+    ],
+    [
+      'submit→start p99 (ms)',
+      'submit_to_start_p99_ms',
+      out.ratios ? `${out.ratios.p99}×` : '',
+      '≤ 0.2×',
+      vs ? `${vs.p99_extra_ms >= 0 ? '+' : ''}${vs.p99_extra_ms} ms` : '',
+      '≤ +1000 ms',
+    ],
+    ['submit→start max (ms)', 'submit_to_start_max_ms', '', '', '', ''],
+    ['start→end p50 (ms)', 'run_p50_ms', '', '', '', ''],
+    ['start→end p99 (ms)', 'run_p99_ms', '', '', '', ''],
+    ['most running at once', 'max_running', '', '', '', ''],
   ];
-  console.log(`${''.padEnd(24)}${cell('SLURM')}${cell('Berth')}${cell('Berth/SLURM')}${cell('target')}`);
-  for (const [label, key, ratio, target] of rows)
+  console.log(
+    `${''.padEnd(24)}${cell('SLURM')}${cell('Berth')}${cell('Berth/SLURM')}${cell('target')}${wide('Berth on SLURM')}${wide('vs SLURM')}${cell('target')}`,
+  );
+  for (const [label, key, ratio, target, vsText, vsTarget] of rows)
     console.log(
-      `${label.padEnd(24)}${cell(key && s ? (s[key] as number) : undefined)}${cell(key && b ? (b[key] as number) : undefined)}${cell(ratio)}${cell(target)}`,
+      `${label.padEnd(24)}${cell(key && s ? (s[key] as number) : undefined)}${cell(key && b ? (b[key] as number) : undefined)}${cell(ratio)}${cell(target)}` +
+        `${wide(key && bs ? (bs[key] as number) : undefined)}${wide(vsText)}${cell(vsTarget)}`,
     );
   console.log(
     `machine: ${out.machine.cpus} CPUs; SLURM node and Berth instance: ${out.machine.cpus} CPUs, ${out.machine.node_ram_mib} MiB`,
@@ -249,5 +326,9 @@ function printTable(out: {
       `SLURM: ${s.submission}; ${s.scheduler_config.join(', ')}; load ${s.load_before.join(' ')} → ${s.load_after.join(' ')}`,
     );
   if (b) console.log(`Berth: ${b.submission}; load ${b.load_before.join(' ')} → ${b.load_after.join(' ')}`);
+  if (bs)
+    console.log(
+      `Berth on SLURM: ${bs.submission}; load ${bs.load_before.join(' ')} → ${bs.load_after.join(' ')}`,
+    );
   if (s) console.log('SLURM times are whole seconds: its latencies are ±1 s.');
 }

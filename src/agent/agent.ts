@@ -3,13 +3,19 @@
 // drains on request, and reports every exit. Its journal (work-dir/journal.json) lets a restarted agent
 // re-attach to containers that kept running and report those that ended while it was down.
 //
+// One-shot mode (`--once CONTAINER`, the slurm backend's jobs): the same registration, runtimes, limits,
+// logs and reports, for that one container only; the agent exits when it has reported it (or at once when
+// the container is not assigned to its node), never saves its token, removes its work dir, and on SIGTERM
+// (SLURM ending the job) stops the container and reports it cancelled (temp), so it is retried.
+//
 // Work dir layout:
 //   node-token.json          the node token (0600), so a restart does not need the used-up secret
 //   journal.json             containers this agent is responsible for (see journal.ts)
 //   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
 //   containers/<id>/system.log  the agent's own lines for the container's log
 import { homedir, hostname } from 'node:os';
-import { chmod, mkdir, readFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
+import { text } from 'node:stream/consumers';
 import { join } from 'node:path';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { PROCESS_OPTIONS } from '../config/options.js';
@@ -49,8 +55,10 @@ export type RuntimeSetting = 'auto' | RuntimeName;
 export interface AgentOptions {
   apiUrl: string;
   nodeId: string;
-  /** File holding the one-time bootstrap secret; needed only until the node token is saved. */
+  /** File holding the one-time bootstrap secret ('-': stdin); needed only until the node token is saved. */
   bootstrapSecretFile?: string | null;
+  /** One-shot mode: run this container only, then exit. */
+  once?: string | null;
   workDir: string;
   runtime?: RuntimeSetting;
   killGraceMs?: number;
@@ -129,6 +137,8 @@ export class Agent {
   private notice: string | null = null;
   private instanceId: string | null = null;
   private readonly imds: ImdsClient | null;
+  /** One-shot mode: the container's runner once it was launched. */
+  private onceRunner: ContainerRunner | null = null;
   private sendUsage: boolean;
   private readonly log: Logger;
   /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
@@ -162,7 +172,8 @@ export class Agent {
     const runtimes = await this.chooseRuntimes();
     if (this.imds) await this.readInstanceId(this.imds);
     await this.authenticate(runtimes.info);
-    this.journal = await Journal.load(join(opts.workDir, 'journal.json'));
+    // A one-shot agent is never restarted to read its journal back: no need to wait for the disk.
+    this.journal = await Journal.load(join(opts.workDir, 'journal.json'), { fsync: !opts.once });
     const ctx: RunnerContext = {
       client: this.client,
       journal: this.journal,
@@ -185,6 +196,8 @@ export class Agent {
     } finally {
       this.stopper.abort();
       await watching;
+      // One-shot: the work dir is this job's alone (the runner removed the container's own dir).
+      if (opts.once) await rm(opts.workDir, { recursive: true, force: true }).catch(() => {});
     }
   }
 
@@ -248,6 +261,19 @@ export class Agent {
     );
     for (const r of this.runners.values()) r.interrupt(notice);
     this.wakeup.abort();
+  }
+
+  /**
+   * One-shot mode: the host is going away (SLURM ends the job): stop the container and report it cancelled
+   * (temp) so that it is retried; the agent exits once that is reported.
+   */
+  hostEnding(reason: string): void {
+    if (!this.onceRunner) {
+      this.stop();
+      return;
+    }
+    this.log.info({ container: this.onceRunner.id }, `${reason}: stopping the container`);
+    this.onceRunner.kill(reason, 'temp');
   }
 
   private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {
@@ -333,7 +359,7 @@ export class Agent {
   /** Uses the saved node token, or registers with the bootstrap secret and saves the token. */
   private async authenticate(runtimes: RuntimeInfo): Promise<void> {
     const { opts } = this;
-    const saved = await readCredentials(opts.workDir, opts.nodeId);
+    const saved = opts.once ? null : await readCredentials(opts.workDir, opts.nodeId);
     if (saved) {
       this.client.token = saved.token;
       this.log.info('using the saved node token');
@@ -346,7 +372,11 @@ export class Agent {
       );
     let secret: string;
     try {
-      secret = (await readFile(opts.bootstrapSecretFile, 'utf8')).trim();
+      secret = (
+        opts.bootstrapSecretFile === '-'
+          ? await text(process.stdin)
+          : await readFile(opts.bootstrapSecretFile, 'utf8')
+      ).trim();
     } catch (err) {
       throw new AgentFatalError(
         `--bootstrap-secret-file: cannot read ${opts.bootstrapSecretFile}: ${(err as Error).message}`,
@@ -372,7 +402,8 @@ export class Agent {
       if (err instanceof AbortedError) throw err;
       throw new AgentFatalError(`registration of node ${opts.nodeId} refused: ${(err as Error).message}`);
     }
-    await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
+    // A one-shot agent never restarts: its token stays in memory only.
+    if (!opts.once) await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
     this.log.info('registered');
   }
 
@@ -406,7 +437,9 @@ export class Agent {
     const stop = this.stopper.signal;
     const backoff = new Backoff(200, 10_000);
     let lastError = '';
+    const once = this.opts.once ?? null;
     while (!stop.aborted) {
+      if (once && this.onceRunner && this.runners.size === 0) return; // reported: the job is done
       if (this.wakeup.signal.aborted) this.wakeup = new AbortController();
       const state = this.state();
       const usage = this.usage();
@@ -417,8 +450,9 @@ export class Agent {
           {
             state,
             running: this.running(),
-            // A draining agent with nothing left reports 'drained' and then polls slowly.
-            wait_ms: this.opts.pingWaitMs ?? DEFAULT_PING_WAIT_MS,
+            // A draining agent with nothing left reports 'drained' and then polls slowly. A one-shot agent's
+            // first ping must answer at once: its container is assigned before the job was submitted.
+            wait_ms: once && !this.onceRunner ? 0 : (this.opts.pingWaitMs ?? DEFAULT_PING_WAIT_MS),
             ...(usage ? { usage } : {}),
             ...(this.notice ? { notice: this.notice } : {}),
           },
@@ -452,6 +486,13 @@ export class Agent {
       } catch (err) {
         this.log.error({ err }, 'handling the ping answer failed');
       }
+      if (once && !this.onceRunner) {
+        this.log.warn(
+          { container: once },
+          'the container is not assigned to this node (cancelled or given back): nothing to run',
+        );
+        return;
+      }
     }
   }
 
@@ -464,8 +505,11 @@ export class Agent {
     for (const order of ans.start) {
       if (this.runners.has(order.id)) continue;
       if (this.draining) continue; // left Locked: the dispatcher unlocks it
+      if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) continue;
       this.log.info({ container: order.id }, 'starting');
-      this.track(ContainerRunner.launch(ctx, order));
+      const runner = ContainerRunner.launch(ctx, order);
+      if (this.opts.once) this.onceRunner = runner;
+      this.track(runner);
     }
   }
 

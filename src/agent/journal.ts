@@ -68,6 +68,11 @@ export interface JournalEntry {
    * as a temp failure, so it is retried elsewhere, not as an exit. Survives a restart.
    */
   interrupted?: string | null;
+  /**
+   * Set when the container is stopped because its host goes away (a SLURM job ending under a one-shot
+   * agent): the end is reported as a cancel of this class (retried), not as the container's exit.
+   */
+  cancelClass?: 'temp';
   exit: ExitInfo | null;
   log: LogCursor;
 }
@@ -87,10 +92,14 @@ export class Journal {
   private constructor(
     readonly path: string,
     readonly containers: Map<string, JournalEntry>,
+    private readonly fsync: boolean,
   ) {}
 
-  /** Loads the journal at `path` (an empty one when the file does not exist). */
-  static async load(path: string): Promise<Journal> {
+  /**
+   * Loads the journal at `path` (an empty one when the file does not exist). `fsync: false` for an agent
+   * that never restarts (one-shot): writes stay atomic (rename) but do not wait for the disk.
+   */
+  static async load(path: string, o: { fsync?: boolean } = {}): Promise<Journal> {
     await mkdir(dirname(path), { recursive: true });
     let text: string | null = null;
     try {
@@ -110,7 +119,7 @@ export class Journal {
       }
       for (const [id, e] of Object.entries(data.containers ?? {})) map.set(id, e);
     }
-    return new Journal(path, map);
+    return new Journal(path, map, o.fsync ?? true);
   }
 
   /**
@@ -141,7 +150,7 @@ export class Journal {
     const fh = await open(tmp, 'w', 0o600);
     try {
       await fh.writeFile(JSON.stringify(data));
-      await fh.sync();
+      if (this.fsync) await fh.sync();
     } finally {
       await fh.close();
     }

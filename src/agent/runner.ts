@@ -81,11 +81,15 @@ export class ContainerRunner {
     return self;
   }
 
-  /** The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. */
-  kill(reason = 'cancelled'): void {
+  /**
+   * The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. With `cancelAs`, its end
+   * is reported as a cancel of that class (its host goes away: it is retried) instead of its exit.
+   */
+  kill(reason = 'cancelled', cancelAs?: 'temp'): void {
     const entry = this.ctx.journal.containers.get(this.id);
     if (entry && !entry.killReason) {
       entry.killReason = reason;
+      if (cancelAs) entry.cancelClass = cancelAs;
       void this.ctx.journal
         .save()
         .catch((err: unknown) => this.log.warn(errorFields(err), 'saving the kill in the journal failed'));
@@ -295,6 +299,10 @@ export class ContainerRunner {
     if (info === 'stopped') return; // the next agent re-attaches
     if (entry.interrupted) {
       await this.cancel(entry, 'temp', entry.interrupted, { interrupted: true });
+      return;
+    }
+    if (entry.cancelClass && entry.killReason) {
+      await this.cancel(entry, entry.cancelClass, entry.killReason);
       return;
     }
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };

@@ -12,6 +12,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Scopes admitted; absent = public (no token needed). */
     scopes?: readonly Scope[];
+    /** A page for a browser (the dashboard's), not an operation of the API: left out of /openapi.json. */
+    page?: boolean;
   }
 }
 

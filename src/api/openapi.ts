@@ -13,6 +13,7 @@ export function collectRoutes(app: FastifyInstance): Op[] {
   const ops: Op[] = [];
   app.addHook('onRoute', (r: RouteOptions) => {
     const methods = Array.isArray(r.method) ? r.method : [r.method];
+    if ((r.config as { page?: boolean } | undefined)?.page) return;
     for (const m of methods) {
       if (m === 'HEAD') continue;
       ops.push({

@@ -92,6 +92,12 @@ export const RequestInput = Type.Object(
     container_count_max: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
     max_temp_retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
     retry_on_failure: Type.Optional(Type.Boolean()),
+    labels: Type.Optional(
+      Type.Record(Type.String({ maxLength: 63 }), Type.String({ maxLength: 128 }), {
+        maxProperties: 20,
+        description: 'key: value labels for cost allocation, e.g. {"team": "genomics"} (docs/COST.md)',
+      }),
+    ),
   },
   { additionalProperties: false, description: 'A container request' },
 );

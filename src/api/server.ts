@@ -11,10 +11,13 @@ import type { ContainerRecord } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { FailureThrottle, installAuth } from './auth.js';
 import { errorBody, handleError } from './errors.js';
+import { costMetrics } from './cost-metrics.js';
 import { checkUrl, clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from './http-limits.js';
 import { apiMetrics } from './metrics.js';
 import { collectRoutes, openApiDocument } from './openapi.js';
 import { containerRoutes } from './routes/containers.js';
+import { costRoutes } from './routes/cost.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { instanceRoutes } from './routes/instances.js';
 import { logRoutes } from './routes/logs.js';
 import { nodeRoutes } from './routes/nodes.js';
@@ -132,14 +135,14 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
       };
     });
   });
+  costMetrics(opts.store, metrics.registry);
   app.addHook('onRequest', checkUrl);
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
   });
-  installAuth(app, opts.store.tokens, opts.throttle ?? new FailureThrottle(), () =>
-    opts.store.ctx.clock.now().getTime(),
-  );
+  const throttle = opts.throttle ?? new FailureThrottle();
+  installAuth(app, opts.store.tokens, throttle, () => opts.store.ctx.clock.now().getTime());
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unknown';
     metrics.http.inc({ method: req.method, route, status: String(reply.statusCode) });
@@ -184,6 +187,8 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);
   instanceRoutes(app, deps);
+  costRoutes(app, deps);
+  dashboardRoutes(app, deps, throttle);
   usageRoutes(app, deps);
   let doc: Record<string, unknown> | null = null;
   app.get(

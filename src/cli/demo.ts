@@ -12,7 +12,10 @@ export function demoRequests(): RequestSpec[] {
   for (let i = 1; i <= 6; i++) {
     specs.push({
       name: `${DEMO_PREFIX}small-${i}`,
-      command: sh(`echo "small job ${i} on $(hostname)"; sleep 2; echo "small job ${i} done"`),
+      // A line a second for a few seconds: something to watch in the dashboard's log tail.
+      command: sh(
+        `for s in 1 2 3 4 5 6; do echo "small job ${i} on $(hostname): step $s of 6"; sleep 1; done; echo "small job ${i} done"`,
+      ),
       vcpus: 0.25,
       ram: '128MiB',
       priority: 400,

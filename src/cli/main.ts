@@ -7,6 +7,8 @@ import { withGlobalFlags } from './flags.js';
 import { ApiError, describeApiError } from './client.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerCatalog } from './commands/catalog.js';
+import { registerCost } from './commands/cost.js';
+import { registerDashboard } from './commands/dashboard.js';
 import { registerInstances } from './commands/instances.js';
 import { registerLogs } from './commands/logs.js';
 import { registerDispatch } from './commands/dispatch.js';
@@ -37,6 +39,8 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerToken,
   registerWhy,
   registerInstances,
+  registerCost,
+  registerDashboard,
   registerUsage,
   registerPlan,
   registerAgent,

@@ -6,10 +6,43 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError, opt, section, type Infer, type Layer, type Option, type Source } from './declare.js';
-import { duration, hostPort, int, nullable, oneOf, path, size, sizeOrZero, text, url } from './kinds.js';
+import { isId } from '../model/ids.js';
+import {
+  duration,
+  Expected,
+  hostPort,
+  type Kind,
+  int,
+  nullable,
+  oneOf,
+  path,
+  size,
+  sizeOrZero,
+  text,
+  url,
+} from './kinds.js';
 import { NETWORK_SETTINGS, SANDBOX_SETTINGS } from '../agent/runtimes/sandbox.js';
 
 export { ConfigError } from './declare.js';
+
+/** A path, or `-` for stdin. */
+const pathOrStdin: Kind<string> = {
+  ...path,
+  parse: (v, p, ctx) => (v === '-' ? '-' : path.parse(v, p, ctx)),
+};
+
+/** A container id. */
+const containerId: Kind<string> = {
+  type: 'container id',
+  placeholder: '<container>',
+  parse(v) {
+    if (!isId('c', v)) throw new Expected('a container id (c-…)');
+    return v;
+  },
+};
+
+/** What `berth dispatch` runs containers on. */
+export const DISPATCH_BACKENDS = ['cloud', 'slurm'] as const;
 
 /** The log levels of pino. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -117,6 +150,18 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['up'],
   }),
   opt({
+    key: 'backend',
+    kind: nullable(oneOf(DISPATCH_BACKENDS)),
+    default: null,
+    defaultText: "the config file's `backend`, else `cloud`",
+    env: 'BERTH_DISPATCH_BACKEND',
+    flag: '--backend',
+    help:
+      'What the dispatcher runs containers on: `cloud` (instances it creates through a driver) or `slurm` ' +
+      '(jobs on an existing SLURM cluster; its config keys are in docs/SLURM.md).',
+    usedBy: ['dispatch'],
+  }),
+  opt({
     key: 'node_id',
     kind: nullable(text()),
     default: null,
@@ -128,11 +173,21 @@ export const PROCESS_OPTIONS = section([
   }),
   opt({
     key: 'bootstrap_secret_file',
-    kind: nullable(path),
+    kind: nullable(pathOrStdin),
     default: null,
     env: 'BERTH_BOOTSTRAP_SECRET_FILE',
     flag: '--bootstrap-secret-file',
-    help: 'File holding the one-time bootstrap secret (needed at the first start only).',
+    help: 'File holding the one-time bootstrap secret (needed at the first start only; `-` reads it from stdin).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'once',
+    kind: nullable(containerId),
+    default: null,
+    flag: '--once',
+    help:
+      'One-shot mode (the jobs of the slurm backend, docs/SLURM.md): run this container only, then exit; ' +
+      'SIGTERM stops it and reports it cancelled (temp) so that it is retried.',
     usedBy: ['agent'],
   }),
   opt({

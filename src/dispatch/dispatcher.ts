@@ -1,7 +1,7 @@
 // The dispatcher (DESIGN §6.1): snapshot → plan → act, and the periodic sync with the cloud's list.
 // Everything it knows is rebuilt from the queue and the cloud on start, so it can be killed at any time.
 // The same code runs in `berth dispatch`, in `berth up` and in the simulator.
-import type { Driver } from '../cloud/driver.js';
+import type { Driver, Tags } from '../cloud/driver.js';
 import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
 import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js';
@@ -11,7 +11,14 @@ import { NodeWatch } from './node-watch.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
 import { plan as realPlan } from './scheduler/plan.js';
-import type { Action, Plan, SchedulerConfig, Snapshot, SnapshotContainer } from './scheduler/types.js';
+import type {
+  Action,
+  CloudState,
+  Plan,
+  SchedulerConfig,
+  Snapshot,
+  SnapshotContainer,
+} from './scheduler/types.js';
 
 /**
  * What happened, for metrics, logs, the event stream and simulation reports: every action the dispatcher
@@ -66,11 +73,23 @@ export interface DispatcherOptions extends DispatcherTimers {
   onEvent?: (e: DispatchEvent) => void;
   /** Operator requests and the published view of instances (the management API); optional. */
   mirror?: InstanceMirror;
+  /**
+   * The labels the containers an instance is created for agree on, copied to its tags (cloud cost
+   * allocation); unset: none.
+   */
+  labelsFor?: (containers: string[]) => Promise<Tags>;
+}
+
+/** What a pass knew about its limits: the instance types, the scheduler's caps, the cloud's errors. */
+export interface DispatcherView {
+  instanceTypes: InstanceType[];
+  config: SchedulerConfig;
+  cloud: CloudState;
 }
 
 /** The management API's window on the pool: publish the view, receive hold/drain/run/kill requests. */
 export interface InstanceMirror {
-  publish(instances: PoolInstance[], now: Date): Promise<void>;
+  publish(instances: PoolInstance[], now: Date, view?: DispatcherView): Promise<void>;
   requests(): Promise<{ instance: string; idleBehavior: IdleBehavior | null; kill: boolean }[]>;
 }
 
@@ -183,7 +202,12 @@ export class Dispatcher {
     this.lastPlan = plan;
     await this.act(plan, now);
     await this.saveStatuses(plan, now);
-    if (o.mirror) await o.mirror.publish([...this.instances.values()], now);
+    if (o.mirror)
+      await o.mirror.publish([...this.instances.values()], now, {
+        instanceTypes: o.instanceTypes,
+        config: snapshot.config,
+        cloud: snapshot.cloud,
+      });
   }
 
   /** Reconciles with the cloud's list (DESIGN §6.1 sync). */
@@ -439,12 +463,20 @@ export class Dispatcher {
     const o = this.o;
     const type = this.types.get(typeName);
     if (!type) throw new Error(`plan asked for unknown type ${typeName}`);
+    // Labels are a courtesy for the cloud's cost reports: an instance is created without them if they
+    // cannot be read now.
+    const labels = o.labelsFor
+      ? await o.labelsFor(forContainers).catch((err: unknown) => {
+          this.failed('labels', err, now, { type: type.name });
+          return {};
+        })
+      : {};
     const { nodeId, bootstrapSecret } = await o.queue.createNode(type.name, o.cluster, o.tag);
     let ci;
     try {
       ci = await o.driver.create(
         type,
-        instanceTags(o.cluster, o.tag, type, nodeId, 'run'),
+        { ...labels, ...instanceTags(o.cluster, o.tag, type, nodeId, 'run') },
         o.bootData({ nodeId, bootstrapSecret, instanceType: type }),
       );
     } catch (err) {
@@ -589,6 +621,10 @@ export class Dispatcher {
         ),
       ),
     );
+    // Their records end now (when their billing ended), not at the next start.
+    await this.o.mirror
+      ?.publish([...this.instances.values()], now)
+      .catch((err: unknown) => this.failed('publish', err, now, {}));
     return live.length;
   }
 

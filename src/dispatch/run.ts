@@ -1,18 +1,19 @@
 // Running a dispatcher as a service: the event-driven loop (LISTEN/NOTIFY wake-ups coalesced into passes,
 // plus a safety tick), driver decorators, metrics, and a graceful stop.
-import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import { bootDataFor } from '../cloud/boot-data.js';
 import type { Driver } from '../cloud/driver.js';
 import { withMetrics } from '../cloud/decorators/metrics.js';
 import { withRateLimit } from '../cloud/decorators/rate-limit.js';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
-import { sleep, systemClock, type Clock } from '../model/clock.js';
+import { systemClock, type Clock } from '../model/clock.js';
+import { agreedLabelsOf } from '../store/labels.js';
 import type { Notifier } from '../store/notifier.js';
 import type { Store } from '../store/store.js';
 import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
-import { Dispatcher, LeaseLostError, type DispatchEvent } from './dispatcher.js';
+import { Dispatcher, type DispatchEvent } from './dispatcher.js';
 import { logDispatchEvents } from './log.js';
+import { runPassLoop } from './loop.js';
 import { dispatcherMetrics } from './metrics.js';
 import { PgMirror } from './pg-mirror.js';
 import { PgQueue } from './pg-queue.js';
@@ -83,6 +84,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     apiHealth: () => apiAnswers(o.apiUrl),
     bootData: bootDataFor(o.apiUrl),
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
+    labelsFor: (containers) => agreedLabelsOf(o.store.ctx.pool, containers),
     onEvent: (e) => {
       metrics.onEvent(e);
       logEvent(e);
@@ -93,39 +95,21 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
   await dispatcher.tick();
   logger.info({ instance_types: cfg.instanceTypes.length, driver: cfg.driver }, 'dispatcher running');
 
-  let stopped = false;
-  const waiter = o.notifier?.waiter('berth_dispatch', null) ?? null;
-  let wake: (() => void) | null = null;
-  const done = (async () => {
-    while (!stopped) {
-      const t0 = performance.now();
-      try {
-        await dispatcher.tick();
-      } catch (err) {
-        if (err instanceof LeaseLostError) {
-          logger.error(errorFields(err), 'stopping: the lease is lost');
-          break;
-        }
-        // The database or the cloud is unreachable: retried at the next tick, never a crash.
-        logger.error(errorFields(err), 'pass failed (retried at the next tick)');
-      }
-      metrics.passSeconds.observe((performance.now() - t0) / 1000);
-      if (stopped) break;
-      await Promise.race([
-        waiter ? waiter.next(cfg.tickIntervalMs) : sleep(cfg.tickIntervalMs),
-        new Promise<void>((r) => (wake = r)),
-      ]);
-    }
-  })();
+  const loop = runPassLoop({
+    tick: () => dispatcher.tick(),
+    notifier: o.notifier,
+    intervalMs: cfg.tickIntervalMs,
+    onLeaseLost: (err) => logger.error(errorFields(err), 'stopping: the lease is lost'),
+    // The database or the cloud is unreachable: retried at the next tick, never a crash.
+    onPassFailed: (err) => logger.error(errorFields(err), 'pass failed (retried at the next tick)'),
+    onPass: (seconds) => metrics.passSeconds.observe(seconds),
+  });
   return {
     dispatcher,
     registry,
-    done,
+    done: loop.done,
     async stop() {
-      stopped = true;
-      wake?.();
-      await done;
-      waiter?.close();
+      await loop.stop();
       await dispatcher.stop();
     },
   };

@@ -42,26 +42,36 @@ export interface DispatchService {
   stop(): Promise<void>;
 }
 
+/** The database a dispatcher uses: database_url, else the embedded server `berth server` runs in home. */
+export function dispatchDatabaseUrl(cfg: Config): string {
+  if (cfg.database_url) return cfg.database_url;
+  const embedded = runningEmbeddedUrl(join(cfg.home, 'pgdata'));
+  if (!embedded)
+    throw new Error(
+      `no database: set BERTH_DATABASE_URL, or start \`berth server\` with BERTH_HOME=${cfg.home} first`,
+    );
+  return withDatabase(embedded, 'berth');
+}
+
+/** The API URL agents are given: `configured`, else api_url, else the URL the local server wrote. */
+export function agentApiUrl(cfg: Config, configured: string | null = null): string {
+  const apiUrlFile = join(cfg.home, API_URL_FILE);
+  const apiUrl =
+    configured ?? cfg.api_url ?? (existsSync(apiUrlFile) ? readFileSync(apiUrlFile, 'utf8').trim() : null);
+  if (!apiUrl)
+    throw new Error(
+      'no API URL for the agents: set BERTH_API_URL (or --api-url), or start `berth server` first',
+    );
+  return apiUrl;
+}
+
 export async function runDispatchService(
   cfg: Config,
   dcfg: DispatchConfig,
   logger: Logger,
 ): Promise<DispatchService> {
-  let url = cfg.database_url;
-  if (!url) {
-    const embedded = runningEmbeddedUrl(join(cfg.home, 'pgdata'));
-    if (!embedded)
-      throw new Error(
-        `no database: set BERTH_DATABASE_URL, or start \`berth server\` with BERTH_HOME=${cfg.home} first`,
-      );
-    url = withDatabase(embedded, 'berth');
-  }
-  const apiUrlFile = join(cfg.home, API_URL_FILE);
-  const apiUrl = cfg.api_url ?? (existsSync(apiUrlFile) ? readFileSync(apiUrlFile, 'utf8').trim() : null);
-  if (!apiUrl)
-    throw new Error(
-      'no API URL for the agents: set BERTH_API_URL (or --api-url), or start `berth server` first',
-    );
+  const url = dispatchDatabaseUrl(cfg);
+  const apiUrl = agentApiUrl(cfg);
   const pool = createPool(url, 10);
   await migrate(pool);
   const store = new Store(pool);

@@ -1,5 +1,6 @@
 // A container request as submitted: field-level validation and normalisation (sizes to bytes, durations
 // to ms, times to Date), shared by the HTTP API and anything else that creates requests.
+import { checkLabels, type Labels } from './labels.js';
 import {
   formatDuration,
   formatSize,
@@ -44,6 +45,8 @@ export interface RequestSpec {
   containerCountMax: number;
   maxTempRetries: number;
   retryOnFailure: boolean;
+  /** Labels for cost allocation (src/model/labels.ts). */
+  labels: Labels;
 }
 
 export const REQUEST_DEFAULTS = {
@@ -211,6 +214,9 @@ export function normalizeRequest(input: RequestInput, opts: NormalizeOptions = {
     } else instanceTypes = [...new Set(it as string[])].sort();
   }
 
+  const labels = checkLabels(input.labels, f('labels'));
+  problems.push(...labels.problems);
+
   const cwd = str('cwd', 4096);
   if (cwd !== null && !cwd.startsWith('/'))
     problems.push({
@@ -238,6 +244,7 @@ export function normalizeRequest(input: RequestInput, opts: NormalizeOptions = {
     containerCountMax: int('container_count_max', 1, 100, REQUEST_DEFAULTS.containerCountMax),
     maxTempRetries: int('max_temp_retries', 0, 1000, REQUEST_DEFAULTS.maxTempRetries),
     retryOnFailure: bool('retry_on_failure', REQUEST_DEFAULTS.retryOnFailure),
+    labels: labels.labels,
   };
   const L = REQUEST_LIMITS;
   if (spec.vcpus < L.minVcpus || spec.vcpus > L.maxVcpus)

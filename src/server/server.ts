@@ -8,6 +8,7 @@ import type { Config } from '../config/options.js';
 import { silentLogger, type Logger } from '../log/logger.js';
 import { Notifier } from '../store/notifier.js';
 import { Store } from '../store/store.js';
+import { startSampler } from '../web/sampler.js';
 import { openDatabase, type OpenDatabase } from './database.js';
 import { ADMIN_TOKEN_FILE, API_URL_FILE } from './files.js';
 import { lockHome, type HomeLock } from './home-lock.js';
@@ -94,6 +95,11 @@ export async function startServer(
       throw new Error(`cannot listen on ${cfg.listen}: ${(err as Error).message}`);
     }
     lock?.setUrl(url);
+    // The dashboard's charts: the queue and the instances sampled every few seconds.
+    const sampler = startSampler(store, (err) =>
+      (opts.logger ?? silentLogger).warn({ err }, 'dashboard sample failed (skipped)'),
+    );
+    undo.push(() => sampler.stop());
     const urlFile = join(cfg.home, API_URL_FILE);
     writeFileSync(urlFile, `${url}\n`);
     let stopping: Promise<void> | null = null;
@@ -107,6 +113,7 @@ export async function startServer(
       stop() {
         stopping ??= (async () => {
           // Waiters first: long-poll pings and log followers return at once, while the pool is still open.
+          await sampler.stop();
           await notifier.stop();
           await app.close();
           await app.drain(10_000);

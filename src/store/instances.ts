@@ -1,4 +1,5 @@
-// The instances the dispatchers publish (src/dispatch/pg-mirror.ts), and operator requests on them.
+// The instances the dispatchers publish (src/dispatch/pg-mirror.ts), and operator requests on them. Rows of
+// gone instances are history (for cost accounting, src/store/cost.ts): listed and requested only while live.
 import type { IdleBehavior } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { NotFoundError } from './errors.js';
@@ -20,6 +21,18 @@ export interface InstanceRecord {
   last_ping_at: Date | null;
   requested_idle_behavior: IdleBehavior | null;
   kill_requested: boolean;
+  preemptible: boolean;
+  /** The type's resources when it was created; null for rows older than the history. */
+  vcpus: number | null;
+  ram: number | null;
+  scratch: number | null;
+  gpus: number | null;
+  /** When its agent first registered. */
+  ready_at: Date | null;
+  /** When its billing ended (destroy accepted, or found gone). */
+  ended_at: Date | null;
+  /** When it left the dispatcher's view: set on history rows only. */
+  gone_at: Date | null;
 }
 
 export class Instances {
@@ -27,11 +40,13 @@ export class Instances {
 
   async list(): Promise<InstanceRecord[]> {
     const r = await this.ctx.pool.query(
-      `SELECT i.*, n.last_ping_at FROM instances i LEFT JOIN nodes n ON n.id = i.node_id ORDER BY i.created_at, i.id`,
+      `SELECT i.*, n.last_ping_at FROM instances i LEFT JOIN nodes n ON n.id = i.node_id WHERE i.gone_at IS NULL
+       ORDER BY i.created_at, i.id`,
     );
     return r.rows;
   }
 
+  /** A live instance, or a gone one's record. */
   async get(id: string): Promise<InstanceRecord> {
     const r = await this.ctx.pool.query(
       `SELECT i.*, n.last_ping_at FROM instances i LEFT JOIN nodes n ON n.id = i.node_id WHERE i.id = $1`,
@@ -45,7 +60,7 @@ export class Instances {
   async request(id: string, what: { idleBehavior?: IdleBehavior; kill?: boolean }): Promise<InstanceRecord> {
     const r = await this.ctx.pool.query(
       `UPDATE instances SET requested_idle_behavior = COALESCE($2, requested_idle_behavior), kill_requested = kill_requested OR $3
-       WHERE id = $1 RETURNING id`,
+       WHERE id = $1 AND gone_at IS NULL RETURNING id`,
       [id, what.idleBehavior ?? null, what.kill ?? false],
     );
     if (r.rowCount === 0) throw new NotFoundError(`instance ${id} not found`);

@@ -27,6 +27,8 @@ export interface RequestRecord {
   container_count_max: number;
   max_temp_retries: number;
   retry_on_failure: boolean;
+  /** Labels for cost allocation (src/model/labels.ts). */
+  labels: Record<string, string>;
   state: RequestState;
   container_id: string | null;
   /** The state of the current container (joined in for listings). */
@@ -75,7 +77,7 @@ export interface ContainerRecord {
 export const REQUEST_COLUMNS = `id, owner, name, image, command, env,
   ARRAY(SELECT jsonb_object_keys(secret_env) ORDER BY 1) AS secret_env_keys, cwd, vcpus, ram, scratch, gpus, preemptible,
   max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
-  state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at,
+  labels, state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at,
   (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state`;
 
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,

@@ -44,15 +44,15 @@ export class Requests {
       text: `WITH r AS (
          INSERT INTO container_requests (id, owner, name, image, command, env, cwd, vcpus, ram, scratch, gpus,
            preemptible, max_run_time_ms, run_after, instance_types, priority, container_count_max,
-           max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at, secret_env)
+           max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at, secret_env, labels)
          SELECT u.id, $2, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
            u.preemptible, u.max_run_time_ms, u.run_after, u.instance_types::text[], u.priority, u.ccm, u.mtr, u.rof,
-           'Committed', u.cid, $1, $1, u.secret_env::jsonb
+           'Committed', u.cid, $1, $1, u.secret_env::jsonb, u.labels::jsonb
          FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::float8[],
            $10::int8[], $11::int8[], $12::int4[], $13::bool[], $14::int8[], $15::timestamptz[], $16::text[],
-           $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[], $22::text[])
+           $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[], $22::text[], $23::text[])
            AS u(id, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible, max_run_time_ms,
-                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env)
+                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env, labels)
          RETURNING ${REQUEST_COLUMNS}),
        c AS (
          INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
@@ -87,6 +87,7 @@ export class Requests {
         col((s) => s.retryOnFailure),
         cids,
         col((s) => JSON.stringify(s.secretEnv)),
+        col((s) => JSON.stringify(s.labels)),
       ],
     });
     this.ctx.wake.send('berth_dispatch', 'queue');

@@ -12,13 +12,19 @@ export function newSecret(prefix: 'bt_' | 'bs_'): string {
   return prefix + randomBytes(24).toString('base64url');
 }
 
-/** The server-wide key for per-lock tokens, created on first use. */
-export async function lockKey(db: Queryable): Promise<Buffer> {
-  await db.query(`INSERT INTO settings (key, value) VALUES ('lock_key', $1) ON CONFLICT (key) DO NOTHING`, [
+/** A server-wide random key kept in the settings table, created on first use (the same in every process). */
+export async function serverKey(db: Queryable, name: 'lock_key' | 'dashboard_key'): Promise<Buffer> {
+  await db.query(`INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, [
+    name,
     randomBytes(32).toString('hex'),
   ]);
-  const r = await db.query<{ value: string }>(`SELECT value FROM settings WHERE key = 'lock_key'`);
+  const r = await db.query<{ value: string }>(`SELECT value FROM settings WHERE key = $1`, [name]);
   return Buffer.from(r.rows[0]!.value, 'hex');
+}
+
+/** The server-wide key for per-lock tokens. */
+export function lockKey(db: Queryable): Promise<Buffer> {
+  return serverKey(db, 'lock_key');
 }
 
 /** The per-lock token for a container at a lock generation: "GENERATION.HMAC". */

@@ -2,6 +2,8 @@
 import { systemClock, type Clock, type Rng } from '../model/clock.js';
 import { ContainerList } from './container-list.js';
 import { Containers } from './containers.js';
+import { Costs } from './cost.js';
+import { Dashboard } from './dashboard.js';
 import type { StoreContext } from './context.js';
 import type { Db } from './db.js';
 import { Instances } from './instances.js';
@@ -29,6 +31,8 @@ export class Store {
   readonly nodes: Nodes;
   readonly instances: Instances;
   readonly settings: Settings;
+  readonly costs: Costs;
+  readonly dashboard: Dashboard;
   readonly usage: UsageQueries;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
@@ -48,6 +52,8 @@ export class Store {
     this.nodes = new Nodes(this.ctx, this.tokens, this.transitions);
     this.instances = new Instances(this.ctx);
     this.settings = new Settings(this.ctx);
+    this.costs = new Costs(this.ctx);
+    this.dashboard = new Dashboard(this.ctx);
     this.usage = new UsageQueries(this.ctx);
   }
 }

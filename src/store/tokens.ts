@@ -89,17 +89,20 @@ export class Tokens {
       this.cache.delete(hash);
       throw new UnauthorizedError('unknown or revoked token');
     }
-    const principal: Principal = {
-      tokenId: Number(row.id),
-      scope: row.scope,
-      owner: row.owner,
-      nodeId: row.node_id,
-      dispatcherId: row.dispatcher_id,
-      maxPriority: row.max_priority ?? null,
-    };
+    const principal = principalOf(row);
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(hash, { principal, until: now + AUTH_CACHE_MS });
     return principal;
+  }
+
+  /** The principal of a live token by id (a dashboard session names its token), or null. */
+  async principalById(id: number): Promise<Principal | null> {
+    const r = await this.ctx.pool.query(
+      `SELECT id, scope, owner, node_id, dispatcher_id, max_priority FROM tokens WHERE id = $1 AND revoked_at IS NULL`,
+      [id],
+    );
+    const row = r.rows[0];
+    return row ? principalOf(row) : null;
   }
 
   async list(): Promise<TokenInfo[]> {
@@ -132,6 +135,17 @@ export class Tokens {
     );
     return r.rows[0].n;
   }
+}
+
+function principalOf(row: Record<string, unknown>): Principal {
+  return {
+    tokenId: Number(row.id),
+    scope: row.scope as Scope,
+    owner: row.owner as string,
+    nodeId: (row.node_id as string | null) ?? null,
+    dispatcherId: (row.dispatcher_id as string | null) ?? null,
+    maxPriority: (row.max_priority as number | null) ?? null,
+  };
 }
 
 function toInfo(row: Record<string, unknown>): TokenInfo {

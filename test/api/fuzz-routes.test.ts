@@ -117,6 +117,12 @@ function examples(): Record<string, Example> {
     'GET /v1/instances': { who: 'admin' },
     'GET /v1/instances/{id}': { who: 'admin', params: { id: 'i-fuzz' } },
     'POST /v1/instances/{id}/{action}': { who: 'admin', params: { id: 'i-fuzz', action: 'hold' } },
+    'GET /v1/cost': {
+      who: 'alice',
+      query: { since: '2020-01-01T00:00:00Z', until: '2030-01-01T00:00:00Z', by: 'label:team', limit: '5' },
+    },
+    'GET /v1/requests/{id}/cost': { who: 'alice', params: r },
+    'POST /v1/dashboard/signin-links': { who: 'alice', body: {} },
     'GET /v1/usage': {
       who: 'admin',
       query: { by: 'owner', owner: 'alice', since: '2026-01-01T00:00:00Z' },

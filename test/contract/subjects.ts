@@ -85,7 +85,7 @@ export function pgSubjects(): SubjectFactory {
   return async (opts = {}) => {
     db ??= await testDb();
     await db.pool.query(
-      `TRUNCATE container_requests, containers, container_events, log_chunks, nodes, tokens, dispatchers, settings`,
+      `TRUNCATE container_requests, containers, container_events, log_chunks, nodes, tokens, dispatchers, settings CASCADE`,
     );
     const clock = new ManualClock(new Date(T0));
     const store = new Store(db.pool, { clock, rng: seededRng(7) });

@@ -1,16 +1,13 @@
 // Logs: the agent appends chunks; users read them, or follow them over Server-Sent Events until the
 // container has ended and every chunk has been sent.
-import { isFinalContainerState } from '../../model/types.js';
 import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
 import { ContainerParams, LogAppendBody, LogQuery } from '../schemas.js';
 import type { Api, ApiDeps } from '../server.js';
 import { visibleContainer } from './containers.js';
+import { followLog, openSse } from '../log-follow.js';
 import { report } from './reports.js';
 import { intQuery } from './paging.js';
-
-/** How often a follower looks for new chunks when no notification arrives. */
-const FOLLOW_POLL_MS = 250;
 
 export function logRoutes(app: Api, deps: ApiDeps): void {
   const { store } = deps;
@@ -58,42 +55,17 @@ export function logRoutes(app: Api, deps: ApiDeps): void {
       const cid = req.params.id;
       await visibleContainer(deps, who(req), cid);
       const n = intQuery(q, { after: [-1, 2147483647], limit: [1, 1000] });
-      let after = n.after ?? -1;
+      const after = n.after ?? -1;
       const limit = n.limit ?? 1000;
       if (q.follow !== 'true' && q.follow !== '1') return { items: await store.logs.read(cid, after, limit) };
 
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        'content-type': 'text/event-stream',
-        'cache-control': 'no-cache',
-        connection: 'keep-alive',
-      });
-      let closed = false;
-      req.raw.on('close', () => (closed = true));
-      const wake = deps.waiter('berth_logs', cid);
+      const sse = openSse(req, reply);
       try {
-        while (!closed && !deps.closing()) {
-          // Read the state before the chunks: if it was final before we read, we have every chunk.
-          const final = isFinalContainerState((await store.containers.get(cid)).state);
-          const chunks = await store.logs.read(cid, after, 1000);
-          for (const ch of chunks) {
-            res.write(`id: ${ch.seq}\nevent: log\ndata: ${JSON.stringify(ch)}\n\n`);
-            after = ch.seq;
-          }
-          if (chunks.length === 1000) continue;
-          if (final) {
-            const c = await store.containers.get(cid);
-            res.write(`event: end\ndata: ${JSON.stringify({ state: c.state, exit_code: c.exit_code })}\n\n`);
-            break;
-          }
-          await wake.next(FOLLOW_POLL_MS);
-        }
+        await followLog(deps, cid, after, sse.send, sse.closed);
       } catch (err) {
         req.log.warn({ err }, 'log follow ended by an error');
       } finally {
-        wake.close();
-        res.end();
+        sse.end();
       }
     },
   );

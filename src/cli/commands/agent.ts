@@ -24,6 +24,7 @@ export function registerAgent(program: Command): void {
         apiUrl,
         nodeId,
         bootstrapSecretFile: cfg.bootstrap_secret_file,
+        once: cfg.once,
         workDir,
         runtime: cfg.runtime as never,
         killGraceMs: cfg.kill_grace,
@@ -38,6 +39,11 @@ export function registerAgent(program: Command): void {
         noticePollMs: cfg.notice_poll,
       });
       const onSignal = (sig: NodeJS.Signals) => {
+        if (cfg.once) {
+          // SLURM ends the job (scancel, time limit, node shutdown): nobody re-attaches after a one-shot agent.
+          agent.hostEnding(`${sig}: the SLURM job is ending`);
+          return;
+        }
         logger.warn({ signal: sig }, `${sig}: stopping (containers keep running for the next agent)`);
         agent.stop();
       };

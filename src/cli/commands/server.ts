@@ -22,6 +22,9 @@ export function registerServer(program: Command): void {
         const server = await startServer(cfg, { onProgress: say, logger, shutdown });
         if (!shutdown.begun) {
           say(`listening on ${server.url}`);
+          say(
+            `dashboard: ${server.url}/dashboard (sign in with an API token, or a link from \`berth dashboard\`)`,
+          );
           if (server.createdAdminToken)
             say(`the local CLI uses the admin token in ${cfg.home}; try: berth submit -- echo hello`);
         }

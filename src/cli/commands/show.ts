@@ -5,7 +5,9 @@ import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
 import { printable, shortCommand, size, when } from '../format.js';
+import { formatMoney } from '../../model/cost.js';
 import { formatDuration } from '../../model/units.js';
+import type { ContainerCost } from '../../store/cost.js';
 import { statusWord } from './ps.js';
 
 interface Event {
@@ -20,7 +22,11 @@ function usageLine(c: ContainerRecord): string {
   return `peak memory ${size(u.peak_ram)} of ${size(c.ram)} requested, CPU time ${u.cpu_seconds.toFixed(2)}s, wall ${formatDuration(u.wall_ms)}`;
 }
 
-function containerLines(c: ContainerRecord, now: Date): string[] {
+function costLine(k: ContainerCost): string {
+  return `    cost: ${formatMoney(k.cost)} (${formatMoney(k.direct)} running: ${Math.round(k.share * 100)}% of a ${k.type} at ${formatMoney(k.price)}/h for ${formatDuration(k.run_seconds * 1000)}; ${formatMoney(k.overhead)} its instance's boot and idle time)`;
+}
+
+function containerLines(c: ContainerRecord, now: Date, cost?: ContainerCost): string[] {
   const waits = (c.state === 'Queued' || c.state === 'Locked') && c.run_after && new Date(c.run_after) > now;
   return [
     `  ${c.id}  attempt ${c.attempt}  ${c.state}${c.failure_class ? ` (${c.failure_class})` : ''}`,
@@ -29,6 +35,7 @@ function containerLines(c: ContainerRecord, now: Date): string[] {
     ...(c.runtime_status ? [`    reason: ${c.runtime_status}`] : []),
     ...(c.instance_id ? [`    instance: ${c.instance_id}${c.node_id ? ` (node ${c.node_id})` : ''}`] : []),
     ...(c.usage ? [`    usage: ${usageLine(c)}`] : []),
+    ...(cost ? [costLine(cost)] : []),
   ];
 }
 
@@ -37,8 +44,23 @@ async function showRequest(client: Client, id: string, json: boolean): Promise<v
   const containers = (
     await client.request<{ items: ContainerRecord[] }>('GET', `/v1/containers?request_id=${id}&limit=1000`)
   ).items.reverse();
+  const cost = await client.request<{ cost: number; items: ContainerCost[] }>(
+    'GET',
+    `/v1/requests/${id}/cost`,
+  );
+  const costOf = new Map(cost.items.map((k) => [k.container, k]));
   if (json) {
-    console.log(JSON.stringify({ ...req, containers }, null, 2));
+    console.log(
+      JSON.stringify(
+        {
+          ...req,
+          cost: cost.cost,
+          containers: containers.map((c) => ({ ...c, cost: costOf.get(c.id) ?? null })),
+        },
+        null,
+        2,
+      ),
+    );
     return;
   }
   const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
@@ -56,8 +78,16 @@ async function showRequest(client: Client, id: string, json: boolean): Promise<v
       `  resources: ${req.vcpus} CPUs, ${size(req.ram)} RAM, ${size(req.scratch)} scratch, ${req.gpus} GPUs${req.preemptible ? ', preemptible' : ''}`,
       `  attempts: ${req.attempts} of ${req.container_count_max}, infrastructure retries: ${req.temp_failures} of ${req.max_temp_retries}`,
       ...(req.state === 'Final' ? [`  outcome: ${req.outcome}: ${req.final_reason ?? ''}`] : []),
+      ...(Object.keys(req.labels ?? {}).length > 0
+        ? [
+            `  labels: ${Object.entries(req.labels)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(' ')}`,
+          ]
+        : []),
+      `  cost: ${formatMoney(cost.cost)}${req.state === 'Final' ? '' : ' so far'} (all attempts; docs/COST.md)`,
       `containers:`,
-      ...containers.flatMap((c) => containerLines(c, now)),
+      ...containers.flatMap((c) => containerLines(c, now, costOf.get(c.id))),
     ]
       .map(printable)
       .join('\n'),

@@ -1,6 +1,7 @@
 // `berth submit [options] -- CMD ARGS...`: submit a container request; --wait streams the output of every
 // attempt and exits with the last one's exit code.
 import type { Command } from 'commander';
+import { parseLabelFlag } from '../../model/labels.js';
 import { oomWarning } from '../../model/exit.js';
 import type { ContainerRecord, RequestRecord } from '../../store/records.js';
 import { clientFor, type Client } from '../client.js';
@@ -36,6 +37,7 @@ interface SubmitOpts {
   env: string[];
   secretEnv: string[];
   instanceType: string[];
+  label?: string[];
   name?: string;
   wait?: boolean;
   json?: boolean;
@@ -88,6 +90,18 @@ export function buildRequestBody(
   if (opts.name !== undefined) body.name = opts.name;
   if (Object.keys(env).length > 0) body.env = env;
   if (Object.keys(secretEnv).length > 0) body.secret_env = secretEnv;
+  if (opts.label && opts.label.length > 0) {
+    const labels: Record<string, string> = {};
+    for (const flag of opts.label) {
+      try {
+        const [k, v] = parseLabelFlag(flag);
+        labels[k] = v;
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+    }
+    body.labels = labels;
+  }
   return body;
 }
 
@@ -168,6 +182,12 @@ export function registerSubmit(program: Command): void {
     )
     .option('--instance-type <name>', 'allowed instance type (repeatable), default any', collect, [])
     .option('--name <name>', 'a name to find it by')
+    .option(
+      '--label <KEY=VALUE>',
+      'a label for cost reports and instance tags, e.g. team=genomics (repeatable)',
+      collect,
+      [],
+    )
     .option(
       '--wait',
       'stream the output of every attempt and exit with its exit code (Ctrl-C detaches: exit 130)',

@@ -142,6 +142,7 @@ async function run(
         code = await serve({
           url: server.url,
           store: server.store,
+          home: cfg.home,
           dispatcher,
           dcfg,
           demo,
@@ -172,6 +173,7 @@ async function run(
 async function serve(o: {
   url: string;
   store: Store;
+  home: string;
   dispatcher: RunningDispatcher;
   dcfg: DispatchConfig;
   demo: boolean;
@@ -181,7 +183,14 @@ async function serve(o: {
   sandboxNote: string | null;
 }): Promise<number> {
   const { url, dispatcher, say, requested } = o;
+  const { localSigninLink } = await import('../../web/signin-link.js');
   say(`Berth is up: API ${url}, metrics ${url}/metrics`);
+  say(`dashboard: ${url}/dashboard`);
+  const link = await localSigninLink(o.store, o.home).catch(() => null);
+  if (link)
+    say(
+      `sign in to the dashboard: ${url}${link} (works once, within 10 minutes; later: npx berth dashboard)`,
+    );
   if (o.sandboxNote) say(o.sandboxNote);
   say(
     `instance types: ${o.dcfg.instanceTypes.map((t) => `${t.name} (${t.vcpus} CPUs, ${formatSize(t.ram)})`).join(', ')}`,

@@ -19,6 +19,9 @@ export function explain(c: ContainerRecord, req: RequestRecord, now: Date): stri
   switch (c.state) {
     case 'Queued':
     case 'Locked': {
+      // The slurm backend's placements (slurm-job-ID) wait in SLURM's queue: its status says why.
+      if (c.instance_id?.startsWith('slurm-') && c.scheduling_status)
+        return `${c.state}: ${c.scheduling_status}`;
       if (c.instance_id) return `${c.state}, placed on instance ${c.instance_id}; its agent is starting it`;
       if (c.priority === 0)
         return `${c.state}: not scheduled: priority is 0 (raise it with \`berth priority ${req.id} N\`)`;

@@ -1,0 +1,120 @@
+// `berth agent --once CONTAINER`, the one-shot agent a SLURM job runs (docs/SLURM.md): the secret on stdin,
+// one container run and reported, its work dir removed, no token on disk; nothing to run when the container
+// is not assigned to its node; SIGTERM (SLURM ending the job) stops the container and reports it cancelled
+// (temp), so that it is retried.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assertBuilt, BIN } from '../helpers/cli.js';
+import { Harness, until } from './harness.js';
+
+let h: Harness;
+
+beforeAll(async () => {
+  assertBuilt();
+  h = await Harness.create();
+});
+afterAll(async () => {
+  await h?.cleanup();
+});
+
+/** The one-shot agent as a SLURM job starts it: the secret on stdin. */
+function once(
+  node: { id: string; workDir: string; secret: string },
+  container: string,
+  extra: string[] = [],
+) {
+  const child = spawn(
+    process.execPath,
+    [
+      BIN,
+      'agent',
+      '--once',
+      container,
+      '--api-url',
+      h.url,
+      '--node-id',
+      node.id,
+      '--work-dir',
+      node.workDir,
+      '--runtime',
+      'process',
+      '--kill-grace',
+      '1s',
+      '--bootstrap-secret-file',
+      '-',
+      ...extra,
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
+  child.stdin.end(`${node.secret}\n`);
+  const exited = new Promise<number>((r) => child.on('exit', (code) => r(code ?? -1)));
+  return { child, exited, output: () => output };
+}
+
+describe('berth agent --once', () => {
+  it('runs its one container, reports it, removes its work dir and exits; the token never touches disk', async () => {
+    const node = await h.node();
+    const cid = await h.submitAndAssign(node, { command: ['sh', '-c', 'echo hello; exit 4'] });
+    const a = once(node, cid);
+    const seen = new Set<string>();
+    // While it runs, its work dir holds no token file.
+    const watch = setInterval(() => {
+      if (existsSync(`${node.workDir}/node-token.json`)) seen.add('token');
+    }, 5);
+    try {
+      expect(await a.exited, a.output()).toBe(0);
+    } finally {
+      clearInterval(watch);
+    }
+    const c = await h.store.containers.get(cid);
+    expect(c).toMatchObject({ state: 'Complete', exit_code: 4 });
+    expect(await h.text(cid, 'stdout')).toBe('hello\n');
+    expect(existsSync(node.workDir)).toBe(false);
+    expect(seen.has('token')).toBe(false);
+  });
+
+  it('exits at once when its container is not assigned to its node (cancelled or given back)', async () => {
+    const node = await h.node();
+    const cid = await h.submit({ command: ['true'] });
+    const a = once(node, cid);
+    expect(await a.exited).toBe(0);
+    const said = a
+      .output()
+      .split('\n')
+      .find((l) => l.includes('not assigned to this node'));
+    expect(said, a.output()).toBeDefined();
+    expect(said).toContain(cid);
+    expect((await h.store.containers.get(cid)).state).toBe('Queued');
+  });
+
+  it('SIGTERM stops the container and reports it cancelled (temp): it is retried', async () => {
+    const node = await h.node();
+    const cid = await h.submitAndAssign(node, { command: ['sh', '-c', 'echo up; sleep 60'] });
+    const a = once(node, cid);
+    await h.waitState(cid, ['Running']);
+    await until(async () => (await h.text(cid, 'stdout')) === 'up\n', 10_000, 'the container to print');
+    a.child.kill('SIGTERM');
+    expect(await a.exited, a.output()).toBe(0);
+    const c = await h.store.containers.get(cid);
+    expect(c).toMatchObject({
+      state: 'Cancelled',
+      failure_class: 'temp',
+      runtime_status: 'SIGTERM: the SLURM job is ending',
+    });
+    const req = await h.store.requests.get(c.request_id, null);
+    expect(req.container_id).not.toBe(cid);
+    expect((await h.store.containers.get(req.container_id!)).state).toBe('Queued');
+    expect(existsSync(node.workDir)).toBe(false);
+  });
+
+  it('--once takes a container id', async () => {
+    const node = await h.node();
+    const a = once(node, 'not-an-id');
+    expect(await a.exited).toBe(2);
+    expect(a.output()).toContain('once (from --once): expected a container id (c-…), got "not-an-id"');
+  });
+});
