@@ -1,6 +1,7 @@
 // `npm run bench -- NAME [args]`: runs bench/NAME.ts. Each benchmark module exports `run(args)`.
 const BENCHES = [
   'queue',
+  'peer',
   'scheduler',
   'latency',
   'runtime',

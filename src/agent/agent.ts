@@ -145,7 +145,7 @@ export class Agent {
   runtimeNote = '';
 
   constructor(private readonly opts: AgentOptions) {
-    this.client = new AgentClient(opts.apiUrl.replace(/\/+$/, ''));
+    this.client = new AgentClient(opts.apiUrl.replace(/\/+$/, ''), opts.nodeId);
     this.log = (opts.logger ?? silentLogger).child({ node: opts.nodeId });
     this.sendUsage = opts.sendUsage ?? true;
     this.imds = opts.imdsUrl ? new ImdsClient(opts.imdsUrl) : null;

@@ -14,6 +14,8 @@ import type {
   RegisterBodyT,
   UsageSample,
 } from '../api/schemas.js';
+import type { ReportBody } from '../api/schemas.js';
+import { Coalescer } from '../lib/coalescer.js';
 import type { StartOrder } from '../store/containers.js';
 
 /** An answer from the API with a non-2xx status. */
@@ -64,11 +66,55 @@ export type CompleteBody = Omit<CompleteBodyT, 'lock_token'>;
 const LONG_POLL_SLACK_MS = 15_000;
 const DEFAULT_TIMEOUT_MS = 30_000;
 
+/** One report's answer from POST /v1/nodes/:id/reports. */
+type ReportResult =
+  | { id: string; ok: true }
+  | { id: string; ok: false; error: { status: number; code: string; message: string } };
+
+/**
+ * How the agent's reports go out together: what its containers report at the same time (starts, log
+ * batches, exits) is one call, two calls in flight at most, and a call's body stays well under the
+ * API's 16 MiB limit (a log batch is up to 2 MiB: log-shipper.ts).
+ */
+const REPORT_BATCHING = { maxItems: 1000, maxInFlight: 2, maxWeight: 8 * 1024 * 1024 };
+
 export class AgentClient {
   /** The node token, once registered. */
   token: string | null = null;
+  /** Reports of this node's containers, sent together (POST /v1/nodes/:id/reports). */
+  private readonly reports: Coalescer<ReportBody, ReportResult> | null;
 
-  constructor(readonly baseUrl: string) {}
+  /**
+   * With `nodeId`, starts, logs, exits and cancels go through the node's batched report endpoint (many
+   * containers' reports in one call); without, each through its container's own endpoint.
+   */
+  constructor(
+    readonly baseUrl: string,
+    readonly nodeId: string | null = null,
+  ) {
+    this.reports =
+      nodeId === null
+        ? null
+        : new Coalescer(
+            async (reports) =>
+              (
+                await this.call<{ results: ReportResult[] }>(
+                  'POST',
+                  `/v1/nodes/${encodeURIComponent(nodeId)}/reports`,
+                  { reports },
+                )
+              ).results,
+            REPORT_BATCHING,
+            // JSON escapes a character into at most 6 (a control character as \u0001).
+            (r) => (r.kind === 'logs' ? r.chunks.reduce((n, c) => n + c.data.length * 6 + 64, 256) : 256),
+          );
+  }
+
+  /** One report through the batched endpoint; its refusal thrown as the single endpoint would. */
+  private async report(r: ReportBody): Promise<void> {
+    const o = await this.reports!.submit(r);
+    if (!o.ok) throw new ApiHttpError(o.error.status, o.error.code, o.error.message);
+  }
 
   /** `info`: flat facts about this agent (the schema admits strings, numbers, booleans and lists of them). */
   async register(
@@ -88,10 +134,12 @@ export class AgentClient {
   }
 
   async start(id: string, lockToken: string): Promise<void> {
+    if (this.reports) return this.report({ kind: 'start', id, lock_token: lockToken });
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/start`, { lock_token: lockToken });
   }
 
   async logs(id: string, lockToken: string, chunks: LogChunkBody[]): Promise<void> {
+    if (this.reports) return this.report({ kind: 'logs', id, lock_token: lockToken, chunks });
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/logs`, {
       lock_token: lockToken,
       chunks,
@@ -99,6 +147,7 @@ export class AgentClient {
   }
 
   async complete(id: string, lockToken: string, body: CompleteBody): Promise<void> {
+    if (this.reports) return this.report({ kind: 'exit', id, lock_token: lockToken, ...body });
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/complete`, {
       lock_token: lockToken,
       ...body,
@@ -113,6 +162,16 @@ export class AgentClient {
     reason: string,
     opts: { retryable?: boolean; interrupted?: boolean } = {},
   ): Promise<void> {
+    if (this.reports)
+      return this.report({
+        kind: 'cancel',
+        id,
+        lock_token: lockToken,
+        class: cls,
+        reason: reason.slice(0, 4096),
+        ...(opts.retryable === false ? { retryable: false } : {}),
+        ...(opts.interrupted ? { interrupted: true } : {}),
+      });
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, {
       lock_token: lockToken,
       class: cls,

@@ -9,6 +9,14 @@ export interface ErrorBody {
   error: { code: string; message: string; details: FieldProblem[] };
 }
 
+/** The HTTP status of each kind of refusal (src/model/transitions.ts). */
+export const REFUSAL_STATUS = {
+  not_found: 404,
+  forbidden: 403,
+  conflict: 409,
+  already_finished: 409,
+} as const;
+
 /** An error with an HTTP status that handlers throw for the client. */
 export class HttpError extends Error {
   constructor(

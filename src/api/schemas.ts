@@ -246,14 +246,16 @@ export const UsageSampleSchema = Type.Object(
 );
 export type UsageSample = Static<typeof UsageSampleSchema>;
 
+/** How a container exited, as its agent reports it (complete, or an "exit" report). */
+const ExitFields = {
+  exit_code: Type.Integer({ minimum: -1, maximum: 255 }),
+  oom_killed: Type.Optional(Type.Boolean()),
+  usage: Type.Optional(Nullable(UsageSchema)),
+  reason: Type.Optional(Reason),
+};
+
 export const CompleteBody = Type.Object(
-  {
-    lock_token: LockToken,
-    exit_code: Type.Integer({ minimum: -1, maximum: 255 }),
-    oom_killed: Type.Optional(Type.Boolean()),
-    usage: Type.Optional(Nullable(UsageSchema)),
-    reason: Type.Optional(Reason),
-  },
+  { lock_token: LockToken, ...ExitFields },
   { additionalProperties: false },
 );
 export type CompleteBodyT = Static<typeof CompleteBody>;
@@ -270,6 +272,57 @@ export type LogChunkBody = Static<typeof LogChunkSchema>;
 
 export const LogAppendBody = Type.Object(
   { lock_token: LockToken, chunks: Type.Array(LogChunkSchema, { maxItems: 10000 }) },
+  { additionalProperties: false },
+);
+
+/**
+ * An agent's reports about the containers of its node, in one call: starts, log chunks, exits and
+ * cancels (each with the container's per-lock token), group-committed with other agents' reports and
+ * answered per report (src/store/reports.ts).
+ */
+export const ReportSchema = Type.Union(
+  [
+    Type.Object(
+      { kind: Type.Literal('start'), id: ContainerId, lock_token: LockToken },
+      { additionalProperties: false },
+    ),
+    Type.Object(
+      {
+        kind: Type.Literal('logs'),
+        id: ContainerId,
+        lock_token: LockToken,
+        chunks: Type.Array(LogChunkSchema, { maxItems: 10000 }),
+      },
+      { additionalProperties: false },
+    ),
+    Type.Object(
+      { kind: Type.Literal('exit'), id: ContainerId, lock_token: LockToken, ...ExitFields },
+      { additionalProperties: false },
+    ),
+    Type.Object(
+      {
+        kind: Type.Literal('cancel'),
+        id: ContainerId,
+        lock_token: LockToken,
+        class: Type.Union([Type.Literal('temp'), Type.Literal('perm')]),
+        reason: Reason,
+        /** false: no retry can succeed (e.g. an image that does not exist); the request ends at once. */
+        retryable: Type.Optional(Type.Boolean()),
+        /** The cloud reclaimed the instance (a spot interruption): the retry counts it. */
+        interrupted: Type.Optional(Type.Boolean()),
+      },
+      { additionalProperties: false },
+    ),
+  ],
+  {
+    description:
+      'a report with kind, id and lock_token: "start"; "logs" with chunks; "exit" with exit_code (and oom_killed, usage, reason); "cancel" with class (temp or perm) and reason (and retryable, interrupted)',
+  },
+);
+export type ReportBody = Static<typeof ReportSchema>;
+
+export const ReportsBody = Type.Object(
+  { reports: Type.Array(ReportSchema, { minItems: 1, maxItems: 10000 }) },
   { additionalProperties: false },
 );
 

@@ -99,10 +99,10 @@ ${processTable()}
 
 Every time a dispatcher locks a container, its \`lock_count\` goes up by one. When the lock that made
 \`lock_count\` reach N (= \`max_dispatch_attempts\`) ends without the container starting, the container is
-Cancelled \`perm\` ("locked and unlocked N times (max_dispatch_attempts=N)"): at its N-th unlock (the store
-does it in the unlock's transaction), or, when the lock ended otherwise (its node failed before the start,
-its dispatcher was lost), at the next scheduler pass that finds it Queued with \`lock_count >= N\`. So a
-container is unlocked N-1 times and stays Queued; the N-th time it is cancelled.
+Cancelled \`perm\` ("locked and unlocked N times (max_dispatch_attempts=N); last: ..."), in the same
+transaction as that Locked → Queued, whatever ended the lock: an unlock, a release or lost dispatcher, a
+failed node (the store's one requeue transition, and the simulator's, apply the rule). So a container is
+requeued N-1 times and stays Queued; the N-th time it is cancelled.
 
 The server owns the value: it stores it in the database (table \`settings\`) at every start, and the store
 and every dispatcher read it from there, so \`berth server\`, \`berth dispatch\` and the HTTP unlock route

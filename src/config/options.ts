@@ -113,9 +113,9 @@ export const PROCESS_OPTIONS = section([
     env: 'BERTH_MAX_DISPATCH_ATTEMPTS',
     flag: '--max-dispatch-attempts',
     help:
-      'A container is cancelled (perm) when its N-th lock ends without a start: at its N-th unlock, or ' +
-      'when found back in the queue after N locks (its node or dispatcher was lost). The server stores ' +
-      'the value in the database at start; the store and every dispatcher read it from there.',
+      'A container is cancelled (perm) when its N-th lock ends without a start (an unlock, a lost ' +
+      'dispatcher or node), instead of going back to the queue. The server stores the value in the ' +
+      'database at start; the store and every dispatcher read it from there.',
     usedBy: ['server', 'up'],
   }),
   opt({

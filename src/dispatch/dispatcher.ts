@@ -10,7 +10,7 @@ import { ContainerView } from './container-view.js';
 import type { DispatcherTimers } from './config.js';
 import { NodeWatch } from './node-watch.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
-import type { DispatchQueue, NodeView } from './ports.js';
+import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type {
@@ -99,6 +99,9 @@ export interface InstanceMirror {
 }
 
 export class LeaseLostError extends Error {}
+
+/** The queue refused one item of a batched transition (it changed meanwhile, or is not this dispatcher's). */
+export class QueueRefusal extends Error {}
 
 /** The ids a planned action concerns. */
 function actionSubject(a: Action, instances: Map<string, PoolInstance>): ErrorSubject {
@@ -359,81 +362,129 @@ export class Dispatcher {
     }
   }
 
+  /**
+   * Carries out a plan: one batched queue call per kind of container action (lock, then assign, unlock,
+   * cancel), then the instance actions in plan order. A refused item is reported and retried by a later
+   * pass, never by ad-hoc loops (DESIGN §6.1); it does not stop the others.
+   */
   private async act(plan: Plan, now: Date): Promise<void> {
     const o = this.o;
-    const toLock = plan.actions
-      .filter((a): a is Extract<Action, { op: 'lock' }> => a.op === 'lock')
-      .map((a) => a.container);
-    const granted = new Set(toLock.length > 0 ? await o.queue.lock(toLock, o.id) : []);
+    const of = <K extends Action['op']>(op: K) =>
+      plan.actions.filter((a): a is Extract<Action, { op: K }> => a.op === op);
+    const toLock = of('lock').map((a) => a.container);
+    let granted = new Set<string>();
+    try {
+      granted = new Set(toLock.length > 0 ? await o.queue.lock(toLock, o.id) : []);
+    } catch (err) {
+      for (const id of toLock) this.failed('lock', err, now, { container: id });
+    }
     const refused = new Set(toLock.filter((id) => !granted.has(id)));
     if (toLock.length > 0)
       this.emit({ kind: 'containers-locked', at: now, containers: [...granted], refused: [...refused] });
+
+    await this.assignAll(
+      of('start').filter((a) => !refused.has(a.container)),
+      now,
+    );
+    await this.batch(
+      'unlock',
+      of('unlock').map((a) => ({ id: a.container, reason: a.reason })),
+      (items) => o.queue.unlock(items, o.id),
+      now,
+      (item) => this.emit({ kind: 'container-unlocked', at: now, container: item.id, reason: item.reason }),
+    );
+    // A kill is the cancel of a withdrawn (priority 0) container that runs.
+    const cancels = [
+      ...of('cancel').map((a) => ({
+        id: a.container,
+        failureClass: a.class as FailureClass,
+        reason: a.reason,
+        retryable: a.retryable ?? true,
+      })),
+      ...of('kill').map((a) => ({
+        id: a.container,
+        failureClass: 'user' as const,
+        reason: 'priority is 0 (withdrawn)',
+      })),
+    ];
+    await this.batch(
+      'cancel',
+      cancels,
+      (items) => o.queue.cancel(items, o.id),
+      now,
+      (item) =>
+        this.emit({
+          kind: 'container-cancelled',
+          at: now,
+          container: item.id,
+          failureClass: item.failureClass,
+          reason: item.reason,
+        }),
+    );
+
     for (const a of plan.actions) {
       try {
-        switch (a.op) {
-          case 'lock':
-            break;
-          case 'start': {
-            if (refused.has(a.container)) break;
-            const inst = this.instances.get(a.instance);
-            // Work goes only to an instance whose agent is there to take it.
-            if (!inst || !inst.nodeId || (inst.state !== 'idle' && inst.state !== 'running')) {
-              const reason = !inst ? 'unknown instance' : !inst.nodeId ? 'no node' : `instance ${inst.state}`;
-              this.emit({
-                kind: 'start-deferred',
-                at: now,
-                container: a.container,
-                instance: a.instance,
-                reason,
-              });
-              break;
-            }
-            await o.queue.assign(a.container, o.id, inst.id, inst.nodeId);
-            inst.containers.push(a.container);
-            setState(inst, 'running', now);
-            this.emit({ kind: 'container-placed', at: now, container: a.container, instance: inst.id });
-            break;
-          }
-          case 'create':
-            await this.create(a.type, a.for, now);
-            break;
-          case 'unlock':
-            await o.queue.unlock(a.container, o.id, a.reason);
-            this.emit({ kind: 'container-unlocked', at: now, container: a.container, reason: a.reason });
-            break;
-          case 'cancel':
-            await o.queue.cancel(a.container, o.id, a.class, a.reason, { retryable: a.retryable ?? true });
-            this.emit({
-              kind: 'container-cancelled',
-              at: now,
-              container: a.container,
-              failureClass: a.class,
-              reason: a.reason,
-            });
-            break;
-          case 'kill': {
-            const reason = 'priority is 0 (withdrawn)';
-            await o.queue.cancel(a.container, o.id, 'user', reason);
-            this.emit({
-              kind: 'container-cancelled',
-              at: now,
-              container: a.container,
-              failureClass: 'user',
-              reason,
-            });
-            break;
-          }
-          case 'shutdown': {
-            const inst = this.instances.get(a.instance);
-            if (inst) await this.shutdown(inst, a.reason, now);
-            break;
-          }
+        if (a.op === 'create') await this.create(a.type, a.for, now);
+        else if (a.op === 'shutdown') {
+          const inst = this.instances.get(a.instance);
+          if (inst) await this.shutdown(inst, a.reason, now);
         }
       } catch (err) {
-        // Failed actions are retried by the next pass, never by ad-hoc loops (DESIGN §6.1).
         this.failed(a.op, err, now, actionSubject(a, this.instances));
       }
     }
+  }
+
+  /** Starts: placed in one batch on the instances whose agent is there to take the work. */
+  private async assignAll(starts: Extract<Action, { op: 'start' }>[], now: Date): Promise<void> {
+    const items: AssignItem[] = [];
+    for (const a of starts) {
+      const inst = this.instances.get(a.instance);
+      if (!inst || !inst.nodeId || (inst.state !== 'idle' && inst.state !== 'running')) {
+        const reason = !inst ? 'unknown instance' : !inst.nodeId ? 'no node' : `instance ${inst.state}`;
+        this.emit({ kind: 'start-deferred', at: now, container: a.container, instance: a.instance, reason });
+      } else items.push({ id: a.container, instance: inst.id, node: inst.nodeId });
+    }
+    await this.batch(
+      'start',
+      items,
+      (batch) => this.o.queue.assign(batch, this.o.id),
+      now,
+      (item) => {
+        const inst = this.instances.get(item.instance)!;
+        inst.containers.push(item.id);
+        setState(inst, 'running', now);
+        this.emit({ kind: 'container-placed', at: now, container: item.id, instance: inst.id });
+      },
+      (item) => ({ instance: item.instance, type: this.instances.get(item.instance)?.type }),
+    );
+  }
+
+  /**
+   * One batched queue call for `items`; `done` runs for each item the queue carried out, and each refused
+   * item (or every item, when the call itself failed) is reported as an `error` event for `op`.
+   */
+  private async batch<I extends { id: string }>(
+    op: string,
+    items: I[],
+    call: (items: I[]) => Promise<ItemOutcome[]>,
+    now: Date,
+    done: (item: I) => void,
+    subject: (item: I) => ErrorSubject = () => ({}),
+  ): Promise<void> {
+    if (items.length === 0) return;
+    let outcomes: ItemOutcome[];
+    try {
+      outcomes = await call(items);
+    } catch (err) {
+      for (const item of items) this.failed(op, err, now, { container: item.id, ...subject(item) });
+      return;
+    }
+    outcomes.forEach((r, i) => {
+      const item = items[i]!;
+      if (r.ok) done(item);
+      else this.failed(op, new QueueRefusal(r.reason), now, { container: item.id, ...subject(item) });
+    });
   }
 
   private async create(typeName: string, forContainers: string[], now: Date): Promise<void> {

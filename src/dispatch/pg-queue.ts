@@ -2,9 +2,21 @@
 // session-level advisory lock on a connection of its own: it is released the moment the process dies, so
 // a restarted dispatcher takes over at once, and two live dispatchers for one tag can never both run).
 import pg from 'pg';
-import type { FailureClass } from '../model/types.js';
+import { REASONS } from '../model/transitions.js';
 import type { Store } from '../store/store.js';
-import { FAILED_NODE_VISIBLE_MS, type DispatchQueue, type NodeView } from './ports.js';
+import type { Outcome } from '../store/transitions/index.js';
+import {
+  FAILED_NODE_VISIBLE_MS,
+  type AssignItem,
+  type CancelItem,
+  type ChangeCursor,
+  type ContainerChanges,
+  type DispatchQueue,
+  type ItemOutcome,
+  type NodeView,
+  type StatusUpdate,
+  type UnlockItem,
+} from './ports.js';
 import type { SnapshotContainer } from './scheduler/types.js';
 
 export class PgQueue implements DispatchQueue {
@@ -52,20 +64,33 @@ export class PgQueue implements DispatchQueue {
       [dispatcherId, cluster, tag, now, process.pid, process.env.HOSTNAME ?? null],
     );
     // Dispatchers of this cluster that stopped beating lose their unplaced locks (DESIGN §3.5).
-    await this.pool.query(
-      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = $2
-       WHERE state = 'Locked' AND instance_id IS NULL AND locked_by IN (
-         SELECT id FROM dispatchers WHERE cluster = $1 AND id <> $3 AND heartbeat_at < $2::timestamptz - make_interval(secs => $4))`,
+    const lost = await this.pool.query<{ id: string; locked_by: string }>(
+      `SELECT c.id, c.locked_by FROM containers c JOIN dispatchers d ON d.id = c.locked_by
+       WHERE c.state = 'Locked' AND c.instance_id IS NULL AND d.cluster = $1 AND d.id <> $3
+         AND d.heartbeat_at < $2::timestamptz - make_interval(secs => $4)`,
       [cluster, now, dispatcherId, lostAfterMs / 1000],
+    );
+    await this.requeueUnplaced(
+      lost.rows.map((r) => ({
+        id: r.id,
+        holder: r.locked_by,
+        why: REASONS.dispatcherLost(r.locked_by),
+      })),
     );
     return true;
   }
 
   async release(dispatcherId: string, now: Date): Promise<void> {
-    await this.pool.query(
-      `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1, updated_at = $2
-       WHERE state = 'Locked' AND instance_id IS NULL AND locked_by = $1`,
-      [dispatcherId, now],
+    const mine = await this.pool.query<{ id: string }>(
+      `SELECT id FROM containers WHERE locked_by = $1 AND state = 'Locked' AND instance_id IS NULL`,
+      [dispatcherId],
+    );
+    await this.requeueUnplaced(
+      mine.rows.map((r) => ({
+        id: r.id,
+        holder: dispatcherId,
+        why: REASONS.released(dispatcherId),
+      })),
     );
     await this.pool.query(`UPDATE dispatchers SET stopped_at = $2 WHERE id = $1`, [dispatcherId, now]);
     const c = this.leaseClient;
@@ -78,30 +103,46 @@ export class PgQueue implements DispatchQueue {
    * Two index scans: the partial queue index and the locked_by index.
    */
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
+    const r = await this.pool.query<SnapshotRow>(CONSIDERED_SQL, [dispatcherId, now]);
+    return r.rows.map(toSnapshot);
+  }
+
+  /**
+   * The view incrementally (SEAMS §2), in one statement so the rows and the cursor come from one snapshot.
+   * The cursor is the oldest transaction still running at this read: the next read takes every row
+   * stamped by it or any later one (migration 020), so a change committed after this read is never
+   * missed, whatever order transactions commit in; a few rows may come twice.
+   */
+  async changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges> {
+    const select = since
+      ? `SELECT ${SNAPSHOT_COLUMNS}, ${CONSIDERED} AS considered FROM containers WHERE change_xid >= $3::xid8
+         UNION ALL
+         SELECT ${SNAPSHOT_COLUMNS}, true FROM containers
+         WHERE state = 'Queued' AND priority > 0 AND run_after > $4 AND run_after <= $2`
+      : `SELECT *, true AS considered FROM (${CONSIDERED_SQL}) q`;
     const r = await this.pool.query(
-      `SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, spot_interruptions
-       FROM containers WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
-       UNION ALL
-       SELECT id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types, instance_id, lock_count, owner, spot_interruptions
-       FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`,
-      [dispatcherId, now],
+      `WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS position),
+         n AS (SELECT min(run_after) AS next FROM containers WHERE state = 'Queued' AND priority > 0 AND run_after > $2),
+         c AS (${select})
+       SELECT s.position, n.next, c.* FROM s CROSS JOIN n LEFT JOIN c ON true`,
+      since ? [dispatcherId, now, since.position, since.now] : [dispatcherId, now],
     );
-    return r.rows.map((row) => ({
-      id: row.id,
-      state: row.state,
-      priority: row.priority,
-      queuedAt: row.queued_at,
-      vcpus: row.vcpus,
-      ram: row.ram,
-      scratch: row.scratch,
-      gpus: row.gpus,
-      preemptible: row.preemptible,
-      instanceTypes: row.instance_types,
-      instance: row.instance_id,
-      lockCount: row.lock_count,
-      owner: row.owner,
-      spotInterruptions: row.spot_interruptions,
-    }));
+    const rows = r.rows as (SnapshotRow & { position: string; next: Date | null; considered: boolean })[];
+    const first = rows[0]!;
+    const upserts = new Map<string, SnapshotContainer>();
+    const removed = new Set<string>();
+    for (const row of rows) {
+      if (row.id === null) continue; // no container changed: the LEFT JOIN's one row
+      if (row.considered) upserts.set(row.id, toSnapshot(row));
+      else removed.add(row.id);
+    }
+    for (const id of upserts.keys()) removed.delete(id);
+    return {
+      cursor: { position: first.position, now },
+      upserts: [...upserts.values()],
+      removed: [...removed],
+      nextRunAfter: first.next,
+    };
   }
 
   maxDispatchAttempts(): Promise<number> {
@@ -112,26 +153,44 @@ export class PgQueue implements DispatchQueue {
     return (await this.store.containers.lock(ids, dispatcherId)).map((l) => l.id);
   }
 
-  async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
-    await this.store.containers.unlock(id, dispatcherId, reason);
+  async unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return (await this.store.transitions.unlock(items, dispatcherId)).map(itemOutcome);
   }
 
-  async assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void> {
-    await this.store.containers.assign(id, dispatcherId, instanceId, nodeId);
+  async assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return (await this.store.transitions.assign(items, dispatcherId)).map(itemOutcome);
   }
 
-  async cancel(
-    id: string,
-    dispatcherId: string,
-    failureClass: FailureClass,
-    reason: string,
-    opts: { retryable?: boolean } = {},
-  ): Promise<void> {
-    const c = await this.store.containers.get(id);
-    // Unsatisfiable before it was ever locked: the system cancels it.
-    const by =
-      c.state === 'Queued' ? { kind: 'system' as const } : { kind: 'dispatcher' as const, dispatcherId };
-    await this.store.containers.cancel(id, by, failureClass, reason, opts);
+  /** What it holds, and Queued containers nobody holds (unsatisfiable before they were ever locked). */
+  async cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    const actor = { kind: 'dispatcher' as const, id: dispatcherId };
+    const out = await this.store.transitions.end(
+      items.map((it) => ({
+        id: it.id,
+        actor,
+        end: {
+          state: 'Cancelled',
+          failureClass: it.failureClass,
+          reason: it.reason,
+          retryable: it.retryable ?? true,
+        },
+      })),
+    );
+    return out.map(itemOutcome);
+  }
+
+  /** Locked → Queued for locks that were never placed (release, a lost dispatcher). */
+  private async requeueUnplaced(items: { id: string; holder: string; why: string }[]): Promise<void> {
+    if (items.length === 0) return;
+    await this.store.transitions.requeue(
+      items.map((it) => ({
+        id: it.id,
+        actor: { kind: 'dispatcher', id: it.holder },
+        why: it.why,
+        event: `Queued: ${it.why}`,
+        unplacedOnly: true,
+      })),
+    );
   }
 
   async createNode(instanceType: string, cluster: string, tag: string) {
@@ -171,11 +230,67 @@ export class PgQueue implements DispatchQueue {
     await this.store.nodes.drain(nodeId);
   }
 
-  async setStatuses(statuses: Map<string, string>): Promise<void> {
+  async setStatuses(statuses: StatusUpdate): Promise<void> {
     if (statuses.size === 0) return;
     await this.pool.query(
       `UPDATE containers c SET scheduling_status = u.s FROM unnest($1::text[], $2::text[]) AS u(id, s) WHERE c.id = u.id`,
       [[...statuses.keys()], [...statuses.values()]],
     );
   }
+}
+
+/** The port's view of a store outcome. */
+function itemOutcome(o: Outcome): ItemOutcome {
+  return o.ok ? { id: o.id, ok: true } : { id: o.id, ok: false, reason: o.reason };
+}
+
+const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
+  instance_id, lock_count, owner, spot_interruptions`;
+
+/** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
+const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
+  OR (locked_by = $1 AND state IN ('Locked', 'Running')))`;
+
+/** The containers() query: the same predicate as CONSIDERED, as two index scans. */
+const CONSIDERED_SQL = `SELECT ${SNAPSHOT_COLUMNS} FROM containers
+  WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
+  UNION ALL
+  SELECT ${SNAPSHOT_COLUMNS} FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`;
+
+/** A row of SNAPSHOT_COLUMNS. */
+interface SnapshotRow {
+  id: string;
+  state: SnapshotContainer['state'];
+  priority: number;
+  queued_at: Date;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  preemptible: boolean;
+  instance_types: string[] | null;
+  instance_id: string | null;
+  lock_count: number;
+  owner: string;
+  spot_interruptions: number;
+}
+
+/** A container row as the scheduler sees it. */
+function toSnapshot(row: SnapshotRow): SnapshotContainer {
+  return {
+    id: row.id,
+    state: row.state,
+    priority: row.priority,
+    queuedAt: row.queued_at,
+    vcpus: row.vcpus,
+    ram: row.ram,
+    scratch: row.scratch,
+    gpus: row.gpus,
+    preemptible: row.preemptible,
+    instanceTypes: row.instance_types,
+    instance: row.instance_id,
+    lockCount: row.lock_count,
+    owner: row.owner,
+    spotInterruptions: row.spot_interruptions,
+  };
 }

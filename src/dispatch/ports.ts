@@ -20,8 +20,59 @@ export interface NodeView {
  */
 export const FAILED_NODE_VISIBLE_MS = 3_600_000;
 
+/** The result of one item of a batched transition: one refused item never fails the others. */
+export type ItemOutcome = { id: string; ok: true } | { id: string; ok: false; reason: string };
+
+/** A Locked container to place on an instance (and its node, null while none registered). */
+export interface AssignItem {
+  id: string;
+  instance: string;
+  node: string | null;
+}
+
+/** A Locked container to give back to the queue, and why. */
+export interface UnlockItem {
+  id: string;
+  reason: string;
+}
+
+/** A container to cancel, with the failure class that decides its retry (DESIGN §3.3). */
+export interface CancelItem {
+  id: string;
+  failureClass: FailureClass;
+  reason: string;
+  /** false: no retry can succeed, so the request ends now (src/model/retry.ts). Default true. */
+  retryable?: boolean;
+}
+
+/** The scheduler's status texts of waiting containers, by container id (SEAMS §3: h-sched's to reshape). */
+export type StatusUpdate = Map<string, string>;
+
 /**
- * The queue and node records, for one dispatcher. Every method is one transaction. Times that decide
+ * Where a dispatcher's container view stands (SEAMS §2): handed back to changes() unread. `position` is
+ * the implementation's own (a transaction id for PostgreSQL, a change counter in the simulator); `now` is
+ * the clock of the read that made it.
+ */
+export interface ChangeCursor {
+  readonly position: string;
+  readonly now: Date;
+}
+
+/** What changed in the containers a dispatcher considers since a cursor (SEAMS §2). */
+export interface ContainerChanges {
+  /** The cursor for the next call. */
+  cursor: ChangeCursor;
+  /** Containers to add or replace in the view: as containers() would list them now. */
+  upserts: SnapshotContainer[];
+  /** Containers to drop from the view (no longer considered); ids the view does not hold may appear. */
+  removed: string[];
+  /** The earliest run_after still in the future among Queued containers (priority > 0): wake up then. */
+  nextRunAfter: Date | null;
+}
+
+/**
+ * The queue and node records, for one dispatcher. Every method is one transaction (or one statement) for
+ * the whole batch; batched transitions answer per item, in the order of the items. Times that decide
  * something are the dispatcher's clock (`now`), never the database's: tests and the simulator control it.
  */
 export interface DispatchQueue {
@@ -43,20 +94,21 @@ export interface DispatchQueue {
    * every container locked by this dispatcher (Locked or Running, with the instance it is assigned to).
    */
   containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]>;
+  /**
+   * The containers() view incrementally: with `since` null, everything containers() lists; otherwise the
+   * containers whose state, priority, lock, assignment or run_after changed since the cursor (as upserts
+   * while still considered, else removed), and the Queued ones whose run_after passed in (since.now, now].
+   * A cursor this queue can no longer answer for is refused with an error: the caller reloads (since null).
+   */
+  changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges>;
   /** Queued → Locked; returns the ids actually locked (others were taken or changed meanwhile). */
   lock(ids: string[], dispatcherId: string): Promise<string[]>;
-  unlock(id: string, dispatcherId: string, reason: string): Promise<void>;
-  /** Places a Locked container on an instance (its node, if registered, then starts it). */
-  assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void>;
-  /** `retryable: false`: no retry can succeed, so the request ends now (src/model/retry.ts). */
-  cancel(
-    id: string,
-    dispatcherId: string,
-    failureClass: FailureClass,
-    reason: string,
-    opts?: { retryable?: boolean },
-  ): Promise<void>;
-
+  /** Places Locked containers on instances (their nodes, if registered, then start them). */
+  assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]>;
+  /** Locked → Queued by the lock holder (or Cancelled perm past max_dispatch_attempts). */
+  unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]>;
+  /** → Cancelled: containers this dispatcher holds, or Queued ones nobody holds (e.g. unsatisfiable). */
+  cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]>;
   /**
    * Records a node for an instance about to be created and returns the one-time secret for its boot
    * data; bindNode then records the cloud's instance id once create() returned it.
@@ -82,5 +134,5 @@ export interface DispatchQueue {
    */
   maxDispatchAttempts(): Promise<number>;
   /** Stores the scheduler's status text of waiting containers (only changed ones are passed). */
-  setStatuses(statuses: Map<string, string>): Promise<void>;
+  setStatuses(statuses: StatusUpdate): Promise<void>;
 }

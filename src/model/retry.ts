@@ -125,3 +125,13 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
   }
   return { kind: 'retry', delayMs: 0, attempts, tempFailures: req.tempFailures, reason: what };
 }
+
+/**
+ * When a retry may run: after its backoff, and never before the request's own run_after ("not before").
+ * Null when neither holds it back. Times in ms.
+ */
+export function retryRunAfter(nowMs: number, delayMs: number, requested: number | null): number | null {
+  const backoffUntil = delayMs > 0 ? nowMs + delayMs : null;
+  if (backoffUntil === null) return requested;
+  return requested === null ? backoffUntil : Math.max(requested, backoffUntil);
+}

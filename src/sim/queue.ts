@@ -1,24 +1,50 @@
-// The simulator's queue: an in-memory DispatchQueue with the store's semantics (src/store/containers.ts,
-// src/store/finish.ts, DESIGN §3.2–3.4), so the real Dispatcher runs unchanged against it.
+// The simulator's queue: an in-memory DispatchQueue with the store's semantics (DESIGN §3.2–3.4), so the
+// real Dispatcher runs unchanged against it. The rules are not re-implemented here: who may make which
+// transition and what a requeue does past max_dispatch_attempts come from src/model/transitions.ts
+// (refusal, requeueDecision), what a request does when its container ends from src/model/retry.ts
+// (decideRetry, retryRunAfter): the same code the store's transitions (src/store/transitions/) use.
+// test/contract/ runs the same cases against both queues.
 //
 // | from    | to        | who (here)                                                     |
 // |---------|-----------|----------------------------------------------------------------|
 // | Queued  | Locked    | lock(): priority > 0 and run_after passed; lock_count += 1     |
-// | Locked  | Queued    | unlock() by the holder, or failNode()/release(); the max_dispatch_attempts-th unlock cancels perm |
+// | Locked  | Queued    | unlock() by the holder, failNode(), release() or a lost dispatcher; the max_dispatch_attempts-th requeue cancels perm |
 // | Locked  | Running   | start() by the agent of the assigned node with the current lock generation |
 // | Running | Complete  | complete() by that agent                                       |
-// | any     | Cancelled | cancel() (holder or unlocked), failNode() for Running (temp)   |
+// | any     | Cancelled | cancel() (holder, or a Queued one nobody holds), failNode() for Running (temp) |
 //
-// Retries follow src/model/retry.ts's decideRetry, as the store does. Cost: every operation is O(1) on
-// maps (plus the caller's ids); containers() walks only the non-final containers, never the history.
+// Cost: every operation is O(1) on maps (plus the caller's ids); containers() walks only the non-final
+// containers, never the history.
 import type { Rng } from '../model/clock.js';
-import { decideRetry, type ContainerEnd } from '../model/retry.js';
+import { decideRetry, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
-import { isLegalTransition, type ContainerState, type FailureClass } from '../model/types.js';
-import type { DispatchQueue, NodeView } from '../dispatch/ports.js';
+import {
+  REASONS,
+  refusal,
+  requeueDecision,
+  type Actor,
+  type ContainerFacts,
+  type Refusal,
+  type TransitionKind,
+} from '../model/transitions.js';
+import type { ContainerState, FailureClass } from '../model/types.js';
+import type {
+  AssignItem,
+  CancelItem,
+  ChangeCursor,
+  ContainerChanges,
+  DispatchQueue,
+  ItemOutcome,
+  NodeView,
+  StatusUpdate,
+  UnlockItem,
+} from '../dispatch/ports.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
-import { ConflictError, ForbiddenError, NotFoundError } from '../store/errors.js';
+import { ConflictError, ForbiddenError, NotFoundError, refusalError } from '../store/errors.js';
 import { SimNodes } from './nodes.js';
+
+/** The owner of every simulated request (the store's owner column; the simulator has one user). */
+const SIM_OWNER = 'sim';
 
 /** What a simulated request carries besides its resources: how long it runs and how it exits. */
 export interface SimRequestSpec {
@@ -33,6 +59,8 @@ export interface SimRequestSpec {
   exitCode: number;
   /** Who submitted it (per-user limits, fair sharing); '' when unknown. */
   owner?: string;
+  /** "Do not start before" (virtual ms), as an API request's run_after. */
+  runAfter?: number;
   /** Retry policy (DESIGN §3.3); defaults as for an API request. */
   containerCountMax?: number;
   maxTempRetries?: number;
@@ -46,6 +74,8 @@ interface SimRequest {
   /** Attempts ended by a spot interruption (the scheduler's on_demand_after_interruptions). */
   interruptions: number;
   final: boolean;
+  /** How it ended, once final. */
+  outcome: 'success' | 'failed' | 'cancelled' | null;
   current: string;
 }
 
@@ -71,6 +101,9 @@ export interface SimContainer {
   lockCount: number;
   instance: string | null;
   node: string | null;
+  /** Why it was cancelled, once it was (the store's failure_class and runtime_status). */
+  failureClass: FailureClass | null;
+  reason: string | null;
   /** The scheduler's last status text while it waited. */
   status: string | null;
   /** Cached snapshot view; null after any change. */
@@ -112,6 +145,16 @@ export class SimQueue implements DispatchQueue {
   private readonly outcomeCounts: RequestOutcomes = { success: 0, failed: 0, cancelled: 0, open: 0 };
   private readonly maxAttempts: number;
   private readonly observer: QueueObserver;
+  /**
+   * Ids of changed containers in the order of their changes (for changes()): entry i is change number
+   * changes0 + i + 1. Trimmed to what the dispatchers' last cursors still need.
+   */
+  private changeLog: string[] = [];
+  private changes0 = 0;
+  /** Each dispatcher's last cursor. */
+  private readonly cursors = new Map<string, { position: number; now: number }>();
+  /** Queued containers with a run_after (retry backoff): they become runnable without a change. */
+  private readonly delayed = new Map<string, SimContainer>();
 
   constructor(private readonly o: SimQueueOptions) {
     this.maxAttempts = o.maxDispatchAttempts;
@@ -143,10 +186,11 @@ export class SimQueue implements DispatchQueue {
       tempFailures: 0,
       interruptions: 0,
       final: false,
+      outcome: null,
       current: spec.id,
     };
     this.outcomeCounts.open++;
-    return this.addContainer(req, spec.id, 1, this.o.now(), null);
+    return this.addContainer(req, spec.id, 1, this.o.now(), spec.runAfter ?? null);
   }
 
   // --- DispatchQueue -------------------------------------------------------------------------------
@@ -162,36 +206,64 @@ export class SimQueue implements DispatchQueue {
     this.leases.set(dispatcherId, { cluster, tag, at: t });
     // Dispatchers of this cluster that stopped beating lose their unplaced locks (DESIGN §3.5).
     for (const [id, l] of this.leases)
-      if (id !== dispatcherId && l.cluster === cluster && l.at < t - lostAfterMs) this.releaseUnplaced(id);
+      if (id !== dispatcherId && l.cluster === cluster && l.at < t - lostAfterMs)
+        this.releaseUnplaced(id, REASONS.dispatcherLost(id));
     return true;
   }
 
   async release(dispatcherId: string, _now: Date): Promise<void> {
     this.leases.delete(dispatcherId);
-    this.releaseUnplaced(dispatcherId);
+    this.cursors.delete(dispatcherId);
+    this.releaseUnplaced(dispatcherId, REASONS.released(dispatcherId));
   }
 
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
     const t = now.getTime();
     const out: SnapshotContainer[] = [];
-    for (const c of this.active.values()) {
-      const mine = c.state !== 'Queued' && c.lockedBy === dispatcherId;
-      const runnable =
-        c.state === 'Queued' && c.request.spec.priority > 0 && (c.runAfter === null || c.runAfter <= t);
-      if (mine || runnable) out.push((c.view ??= this.view(c)));
-    }
+    for (const c of this.active.values())
+      if (considered(c, dispatcherId, t)) out.push((c.view ??= this.view(c)));
     return out;
   }
 
+  async changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges> {
+    const t = now.getTime();
+    const upserts: SnapshotContainer[] = [];
+    const removed: string[] = [];
+    if (since === null) upserts.push(...(await this.containers(dispatcherId, now)));
+    else {
+      const from = Number(since.position) - this.changes0;
+      if (!(from >= 0 && from <= this.changeLog.length))
+        throw new Error(`change cursor ${since.position} is older than this queue keeps: reload the view`);
+      const seen = new Set<string>();
+      const add = (c: SimContainer) => {
+        if (seen.has(c.id)) return;
+        seen.add(c.id);
+        if (considered(c, dispatcherId, t)) upserts.push((c.view ??= this.view(c)));
+        else removed.push(c.id);
+      };
+      for (let i = from; i < this.changeLog.length; i++) add(this.byId.get(this.changeLog[i]!)!);
+      const after = since.now.getTime();
+      for (const c of this.delayed.values()) if (c.runAfter! > after && c.runAfter! <= t) add(c);
+    }
+    const position = this.changes0 + this.changeLog.length;
+    this.cursors.set(dispatcherId, { position, now: t });
+    this.trimChanges();
+    return {
+      cursor: { position: String(position), now },
+      upserts,
+      removed,
+      nextRunAfter: this.nextRunAfter(t),
+    };
+  }
+
   async lock(ids: string[], dispatcherId: string): Promise<string[]> {
-    const now = this.o.now();
+    const actor = { kind: 'dispatcher' as const, id: dispatcherId };
     const got: string[] = [];
     for (const id of ids) {
-      const c = this.byId.get(id);
-      if (c === undefined || c.state !== 'Queued' || c.request.spec.priority <= 0) continue;
-      if (c.runAfter !== null && c.runAfter > now) continue;
+      if (this.refused('lock', id, actor)) continue;
+      const c = this.byId.get(id)!;
       c.state = 'Locked';
-      c.view = null;
+      this.touch(c);
       c.lockedBy = dispatcherId;
       c.generation++;
       c.lockCount++;
@@ -204,33 +276,31 @@ export class SimQueue implements DispatchQueue {
     return this.maxAttempts;
   }
 
-  async unlock(id: string, dispatcherId: string, reason: string): Promise<void> {
-    const c = this.get(id);
-    this.expect(c, 'Queued');
-    if (c.lockedBy !== dispatcherId)
-      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
-    if (c.lockCount >= this.maxAttempts) {
-      this.finish(c, {
-        state: 'Cancelled',
-        exitCode: null,
-        failureClass: 'perm',
-        reason: `locked and unlocked ${c.lockCount} times (max_dispatch_attempts=${this.maxAttempts}); last: ${reason}`,
-        retryable: true,
-      });
-      return;
-    }
-    this.toQueued(c);
+  async unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return items.map((it) => outcome(it.id, () => this.unlockOne(it.id, dispatcherId, it.reason)));
   }
 
-  async assign(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): Promise<void> {
-    const c = this.get(id);
-    if (c.state !== 'Locked')
-      throw new ConflictError(`container ${id} is ${c.state}; only a Locked container can be assigned`);
-    if (c.lockedBy !== dispatcherId)
-      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
+  async assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return items.map((it) => outcome(it.id, () => this.assignOne(it.id, dispatcherId, it.instance, it.node)));
+  }
+
+  async cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]> {
+    return items.map((it) =>
+      outcome(it.id, () =>
+        this.cancelOne(it.id, dispatcherId, it.failureClass, it.reason, it.retryable ?? true),
+      ),
+    );
+  }
+
+  private unlockOne(id: string, dispatcherId: string, reason: string): void {
+    this.requeue(this.check('requeue', id, { kind: 'dispatcher', id: dispatcherId }), reason);
+  }
+
+  private assignOne(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): void {
+    const c = this.check('assign', id, { kind: 'dispatcher', id: dispatcherId });
     this.detach(c);
     c.instance = instanceId;
-    c.view = null;
+    this.touch(c);
     c.node = nodeId;
     const node = nodeId === null ? undefined : this.nodeTable.get(nodeId);
     if (node !== undefined) {
@@ -240,25 +310,15 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  async cancel(
+  private cancelOne(
     id: string,
     dispatcherId: string,
     failureClass: FailureClass,
     reason: string,
-    opts: { retryable?: boolean } = {},
-  ): Promise<void> {
-    const c = this.get(id);
-    // A dispatcher cancels what it holds, or a Queued container nobody holds (e.g. unsatisfiable).
-    if (c.lockedBy !== null && c.lockedBy !== dispatcherId)
-      throw new ConflictError(`container ${id} is locked by ${c.lockedBy}, not by ${dispatcherId}`);
-    this.expect(c, 'Cancelled');
-    this.finish(c, {
-      state: 'Cancelled',
-      exitCode: null,
-      failureClass,
-      reason,
-      retryable: opts.retryable ?? true,
-    });
+    retryable: boolean,
+  ): void {
+    const c = this.check('cancel', id, { kind: 'dispatcher', id: dispatcherId });
+    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason, retryable });
   }
 
   async createNode(
@@ -283,13 +343,13 @@ export class SimQueue implements DispatchQueue {
     if (n === undefined || !this.nodeTable.fail(n)) return;
     for (const id of [...n.assigned]) {
       const c = this.byId.get(id)!;
-      if (c.state === 'Locked') this.toQueued(c);
+      if (c.state === 'Locked') this.requeue(c, REASONS.nodeFailedRequeue(nodeId, reason));
       else if (c.state === 'Running')
         this.finish(c, {
           state: 'Cancelled',
           exitCode: null,
           failureClass: 'temp',
-          reason: `node lost: ${reason}`,
+          reason: REASONS.nodeFailedCancel(nodeId, reason),
           retryable: true,
         });
     }
@@ -342,19 +402,55 @@ export class SimQueue implements DispatchQueue {
 
   /** Locked → Running by the node's agent holding lock generation `gen`. */
   start(id: string, nodeId: string, gen: number): void {
-    const c = this.agentRow(id, nodeId, gen);
-    this.expect(c, 'Running');
+    const c = this.check('start', id, { kind: 'agent', node: nodeId, generation: gen });
     c.state = 'Running';
-    c.view = null;
+    this.touch(c);
     this.nodeTable.get(nodeId)!.running++;
     this.observer.started?.(c);
   }
 
   /** Running → Complete with an exit code, reported by the node's agent. */
   complete(id: string, nodeId: string, gen: number, exitCode: number): void {
-    const c = this.agentRow(id, nodeId, gen);
-    this.expect(c, 'Complete');
+    const c = this.check('complete', id, { kind: 'agent', node: nodeId, generation: gen });
     this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null, retryable: true });
+  }
+
+  /** A change the scheduler cares about: the cached view is stale and changes() reports it. */
+  private touch(c: SimContainer): void {
+    c.view = null;
+    // Nobody reads changes (no cursor handed out): count the change, keep nothing.
+    if (this.cursors.size === 0) this.changes0++;
+    else this.changeLog.push(c.id);
+    if (c.state === 'Queued' && c.runAfter !== null) this.delayed.set(c.id, c);
+    else this.delayed.delete(c.id);
+  }
+
+  /** Drops the change log's entries every dispatcher has read (in halves, so the cost is amortised). */
+  private trimChanges(): void {
+    let oldest = Infinity;
+    for (const c of this.cursors.values()) oldest = Math.min(oldest, c.position);
+    const keep = oldest - this.changes0;
+    if (keep > 1024 && keep * 2 > this.changeLog.length) {
+      this.changeLog = this.changeLog.slice(keep);
+      this.changes0 += keep;
+    }
+  }
+
+  /**
+   * The earliest future run_after. Passed ones are forgotten once every dispatcher's cursor is past them
+   * (no later changes() window can hold them).
+   */
+  private nextRunAfter(t: number): Date | null {
+    let read = Infinity;
+    for (const c of this.cursors.values()) read = Math.min(read, c.now);
+    let next: number | null = null;
+    for (const c of this.delayed.values()) {
+      const at = c.runAfter!;
+      if (at > t) {
+        if (c.request.spec.priority > 0 && (next === null || at < next)) next = at;
+      } else if (at <= read) this.delayed.delete(c.id);
+    }
+    return next === null ? null : new Date(next);
   }
 
   /**
@@ -382,19 +478,47 @@ export class SimQueue implements DispatchQueue {
     };
   }
 
-  private agentRow(id: string, nodeId: string, gen: number): SimContainer {
-    const c = this.get(id);
-    if (c.node !== nodeId) throw new ForbiddenError(`container ${id} is not assigned to node ${nodeId}`);
-    if (c.generation !== gen)
-      throw new ConflictError(
-        `stale lock token for container ${id}: it was unlocked, cancelled or re-locked since`,
-      );
-    return c;
+  /** The container's facts for the shared rules (src/model/transitions.ts). */
+  private facts(c: SimContainer): ContainerFacts {
+    return {
+      id: c.id,
+      state: c.state,
+      lockedBy: c.lockedBy,
+      nodeId: c.node,
+      instanceId: c.instance,
+      generation: c.generation,
+      lockCount: c.lockCount,
+      owner: SIM_OWNER,
+      priority: c.request.spec.priority,
+      runAfter: c.runAfter,
+    };
   }
 
-  private expect(c: SimContainer, to: ContainerState): void {
-    if (!isLegalTransition(c.state, to))
-      throw new ConflictError(`illegal transition for container ${c.id}: ${c.state} → ${to}`);
+  /** Why `actor` may not make the transition (the shared rules), or null. */
+  private refused(kind: TransitionKind, id: string, actor: Actor): Refusal | null {
+    const c = this.byId.get(id);
+    return refusal(kind, id, c === undefined ? undefined : this.facts(c), actor, this.o.now());
+  }
+
+  /** The container, when `actor` may make the transition; else its refusal, thrown as the store does. */
+  private check(kind: TransitionKind, id: string, actor: Actor): SimContainer {
+    const r = this.refused(kind, id, actor);
+    if (r) throw refusalError(r);
+    return this.byId.get(id)!;
+  }
+
+  /** Locked → Queued, or Cancelled (perm) past max_dispatch_attempts: the store's requeueDecision. */
+  private requeue(c: SimContainer, why: string): void {
+    const d = requeueDecision(c.lockCount, this.maxAttempts, why);
+    if (d.kind === 'requeue') this.toQueued(c);
+    else
+      this.finish(c, {
+        state: 'Cancelled',
+        exitCode: null,
+        failureClass: d.failureClass,
+        reason: d.reason,
+        retryable: true,
+      });
   }
 
   private detach(c: SimContainer): void {
@@ -406,13 +530,13 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  private releaseUnplaced(dispatcherId: string): void {
-    for (const c of this.active.values())
-      if (c.state === 'Locked' && c.lockedBy === dispatcherId && c.instance === null) this.toQueued(c);
+  private releaseUnplaced(dispatcherId: string, why: string): void {
+    for (const c of [...this.active.values()])
+      if (c.state === 'Locked' && c.lockedBy === dispatcherId && c.instance === null) this.requeue(c, why);
   }
 
   /** Stores the scheduler's status text (`berth why`); kept on the container as the store does. */
-  async setStatuses(statuses: Map<string, string>): Promise<void> {
+  async setStatuses(statuses: StatusUpdate): Promise<void> {
     for (const [id, s] of statuses) {
       const c = this.byId.get(id);
       if (c !== undefined) c.status = s;
@@ -422,7 +546,7 @@ export class SimQueue implements DispatchQueue {
   private toQueued(c: SimContainer): void {
     this.detach(c);
     c.state = 'Queued';
-    c.view = null;
+    this.touch(c);
     c.lockedBy = null;
     c.generation++;
     c.instance = null;
@@ -449,11 +573,14 @@ export class SimQueue implements DispatchQueue {
       lockCount: 0,
       instance: null,
       node: null,
+      failureClass: null,
+      reason: null,
       status: null,
       view: null,
     };
     this.byId.set(id, c);
     this.active.set(id, c);
+    this.touch(c);
     req.current = id;
     this.observer.created?.(c);
     if (runAfter !== null) this.observer.runnableAt?.(runAfter);
@@ -465,8 +592,11 @@ export class SimQueue implements DispatchQueue {
     const wasRunning = c.state === 'Running';
     this.detach(c);
     c.state = end.state;
-    c.view = null;
-    c.generation++;
+    c.failureClass = end.failureClass;
+    c.reason = end.reason;
+    this.touch(c);
+    // A cancel revokes the per-lock token; after a completion the agent may still ship its last logs.
+    if (end.state === 'Cancelled') c.generation++;
     this.active.delete(c.id);
     this.observer.ended?.(c, wasRunning);
     const req = c.request;
@@ -488,6 +618,7 @@ export class SimQueue implements DispatchQueue {
     req.tempFailures = d.tempFailures;
     if (d.kind === 'final') {
       req.final = true;
+      req.outcome = d.outcome;
       this.outcomeCounts.open--;
       this.outcomeCounts[d.outcome]++;
       this.observer.requestFinal?.(s, d.outcome);
@@ -500,7 +631,25 @@ export class SimQueue implements DispatchQueue {
       `${s.id}#${c.attempt + 1}`,
       c.attempt + 1,
       c.queuedAt,
-      d.delayMs > 0 ? now + d.delayMs : null,
+      retryRunAfter(now, d.delayMs, s.runAfter ?? null),
     );
+  }
+}
+
+/** Whether a dispatcher's view holds the container (the store's containers() predicate). */
+function considered(c: SimContainer, dispatcherId: string, t: number): boolean {
+  if (c.state === 'Queued') return c.request.spec.priority > 0 && (c.runAfter === null || c.runAfter <= t);
+  return (c.state === 'Locked' || c.state === 'Running') && c.lockedBy === dispatcherId;
+}
+
+/** One item's outcome: refused (ok: false, with the reason) when `fn` throws the store's refusal errors. */
+function outcome(id: string, fn: () => void): ItemOutcome {
+  try {
+    fn();
+    return { id, ok: true };
+  } catch (err) {
+    if (err instanceof ConflictError || err instanceof NotFoundError || err instanceof ForbiddenError)
+      return { id, ok: false, reason: err.message };
+    throw err;
   }
 }

@@ -1,13 +1,14 @@
 // Nodes: the agent's side of an instance. The dispatcher records a node with a one-time bootstrap secret
 // when it creates an instance; the agent registers with that secret and receives a node token.
 import { newId } from '../model/ids.js';
+import { REASONS } from '../model/transitions.js';
 import type { NodeState } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { onCommit, withRetriedTx } from './db.js';
-import { addEvent, cancelContainer } from './finish.js';
 import { ConflictError, NotFoundError, UnauthorizedError } from './errors.js';
 import { newSecret, sha256 } from './secrets.js';
 import type { Tokens } from './tokens.js';
+import type { Transitions } from './transitions/index.js';
 
 export interface NodeRecord {
   id: string;
@@ -31,6 +32,7 @@ export class Nodes {
   constructor(
     private readonly ctx: StoreContext,
     private readonly tokens: Tokens,
+    private readonly transitions: Transitions,
   ) {}
 
   /** Records a node for a new instance; returns the one-time bootstrap secret for its boot data. */
@@ -142,33 +144,35 @@ export class Nodes {
         nodeId,
         now,
       ]);
-      const cs = await tx.query(
-        `SELECT id, state FROM containers WHERE node_id = $1 AND state IN ('Locked', 'Running') ORDER BY id FOR UPDATE`,
+      const cs = await tx.query<{ id: string; state: 'Locked' | 'Running' }>(
+        `SELECT id, state FROM containers WHERE node_id = $1 AND state IN ('Locked', 'Running') ORDER BY id`,
         [nodeId],
       );
-      const requeued: string[] = [];
-      const cancelled: string[] = [];
-      for (const c of cs.rows) {
-        if (c.state === 'Locked') {
-          await tx.query(
-            `UPDATE containers SET state = 'Queued', locked_by = NULL, lock_generation = lock_generation + 1,
-               instance_id = NULL, node_id = NULL, updated_at = $2 WHERE id = $1`,
-            [c.id, now],
-          );
-          await addEvent(
-            tx,
-            now,
-            c.id,
-            'state',
-            `Queued: node ${nodeId} failed before starting it (${reason})`,
-          );
-          requeued.push(c.id);
-        } else {
-          await cancelContainer(this.ctx, tx, c.id, 'temp', `node ${nodeId} failed: ${reason}`);
-          cancelled.push(c.id);
-        }
-      }
-      return { requeued, cancelled };
+      const actor = { kind: 'node' as const, node: nodeId };
+      const locked = cs.rows.filter((c) => c.state === 'Locked');
+      const requeued = await this.transitions.requeue(
+        locked.map((c) => ({
+          id: c.id,
+          actor,
+          why: REASONS.nodeFailedRequeue(nodeId, reason),
+          event: `Queued: ${REASONS.nodeFailedRequeue(nodeId, reason)}`,
+        })),
+        tx,
+      );
+      const running = cs.rows.filter((c) => c.state === 'Running');
+      const cancelled = await this.transitions.end(
+        running.map((c) => ({
+          id: c.id,
+          actor,
+          end: { state: 'Cancelled', failureClass: 'temp', reason: REASONS.nodeFailedCancel(nodeId, reason) },
+        })),
+        tx,
+      );
+      const ok = (o: { id: string; ok: boolean }) => o.ok;
+      return {
+        requeued: requeued.filter(ok).map((o) => o.id),
+        cancelled: cancelled.filter(ok).map((o) => o.id),
+      };
     });
   }
 

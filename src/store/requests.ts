@@ -6,10 +6,10 @@ import type { RequestState } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { onCommit, withRetriedTx } from './db.js';
 import { ConflictError, NotFoundError } from './errors.js';
-import { addEvent, cancelContainer } from './finish.js';
 import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
 import { REQUEST_COLUMNS, type RequestRecord } from './records.js';
+import type { Transitions } from './transitions/index.js';
 
 export interface RequestFilter {
   owner?: string;
@@ -23,7 +23,10 @@ export interface RequestFilter {
 }
 
 export class Requests {
-  constructor(private readonly ctx: StoreContext) {}
+  constructor(
+    private readonly ctx: StoreContext,
+    private readonly transitions: Transitions,
+  ) {}
 
   /** Submits requests for `owner`: each gets a Queued container. One statement per table per batch. */
   async create(owner: string, specs: RequestSpec[]): Promise<RequestRecord[]> {
@@ -136,7 +139,8 @@ export class Requests {
       const c = await tx.query(`SELECT state FROM containers WHERE id = $1 FOR UPDATE`, [req.container_id]);
       const state = c.rows[0]?.state;
       if (state === 'Queued' || state === 'Locked' || state === 'Running') {
-        await cancelContainer(this.ctx, tx, req.container_id!, 'user', reason);
+        const end = { state: 'Cancelled' as const, failureClass: 'user' as const, reason };
+        await this.transitions.end([{ id: req.container_id!, actor: { kind: 'system' }, end }], tx);
       } else {
         // Between attempts (e.g. the container just ended and no retry is queued): finalise directly.
         await tx.query(
@@ -176,12 +180,13 @@ export class Requests {
         [req.container_id, priority, now],
       );
       if (req.container_id)
-        await addEvent(
-          tx,
-          now,
-          req.container_id,
-          'priority',
-          `priority ${before.rows[0].priority} → ${priority}${priority === 0 ? ' (withdrawn: not scheduled; killed if running)' : ''}`,
+        await tx.query(
+          `INSERT INTO container_events (container_id, at, kind, message) VALUES ($1, $2, 'priority', $3)`,
+          [
+            req.container_id,
+            now,
+            `priority ${before.rows[0].priority} → ${priority}${priority === 0 ? ' (withdrawn: not scheduled; killed if running)' : ''}`,
+          ],
         );
       onCommit(tx, () => this.ctx.wake.send('berth_dispatch', 'priority'));
     });

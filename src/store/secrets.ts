@@ -45,3 +45,15 @@ export function lockTokenValid(
   const got = Buffer.from(token);
   return expected.length === got.length && timingSafeEqual(expected, got);
 }
+
+/**
+ * The lock generation a per-lock token was issued for, when the token is genuine (its HMAC matches);
+ * null for anything else. The caller then checks that generation is still the container's.
+ */
+export function tokenGeneration(key: Buffer, containerId: string, token: unknown): number | null {
+  if (typeof token !== 'string') return null;
+  const dot = token.indexOf('.');
+  const generation = Number(token.slice(0, dot));
+  if (dot <= 0 || !Number.isSafeInteger(generation) || generation < 0) return null;
+  return lockTokenValid(key, containerId, generation, token) ? generation : null;
+}

@@ -9,15 +9,21 @@ import type { Db } from './db.js';
 import { Instances } from './instances.js';
 import { Logs } from './logs.js';
 import { Nodes } from './nodes.js';
+import { Reports } from './reports.js';
 import { Requests } from './requests.js';
 import { Settings } from './settings.js';
 import { Tokens } from './tokens.js';
+import { Transitions } from './transitions/index.js';
 import { UsageQueries } from './usage.js';
 import { Wake } from './wake.js';
 
 export class Store {
   readonly ctx: StoreContext;
   readonly tokens: Tokens;
+  /** Every container transition (src/store/transitions/): the one writer of container states. */
+  readonly transitions: Transitions;
+  /** Agents' reports, group-committed. */
+  readonly reports: Reports;
   readonly requests: Requests;
   readonly containers: Containers;
   readonly containerList: ContainerList;
@@ -37,11 +43,13 @@ export class Store {
       wake: new Wake(pool),
     };
     this.tokens = new Tokens(this.ctx);
-    this.requests = new Requests(this.ctx);
-    this.containers = new Containers(this.ctx);
+    this.transitions = new Transitions(this.ctx);
+    this.reports = new Reports(this.ctx, this.transitions);
+    this.requests = new Requests(this.ctx, this.transitions);
+    this.containers = new Containers(this.ctx, this.transitions);
     this.containerList = new ContainerList(this.ctx);
     this.logs = new Logs(this.ctx);
-    this.nodes = new Nodes(this.ctx, this.tokens);
+    this.nodes = new Nodes(this.ctx, this.tokens, this.transitions);
     this.instances = new Instances(this.ctx);
     this.settings = new Settings(this.ctx);
     this.costs = new Costs(this.ctx);

@@ -99,6 +99,15 @@ function examples(): Record<string, Example> {
       params: n,
       body: { state: 'idle', running: [], usage: {} },
     },
+    'POST /v1/nodes/{id}/reports': {
+      who: 'node',
+      params: n,
+      body: {
+        reports: [
+          { kind: 'exit', id: ids.ctr!, lock_token: '1.x', exit_code: 1, usage: null, reason: 'fuzz' },
+        ],
+      },
+    },
     'GET /v1/tokens': { who: 'admin' },
     'POST /v1/tokens': {
       who: 'admin',

@@ -191,3 +191,47 @@ describe('spot interruption', () => {
     expect(await h.state(second!)).toBe('Complete');
   });
 });
+
+describe('dispatcher batches', () => {
+  it('one batched call per kind: a refused item is reported and does not stop the others', async () => {
+    const h = await harness();
+    const calls: string[] = [];
+    let refuse: string | null = null;
+    // The real queue, recording its calls, with a concurrent change taking one container away first.
+    const queue = new Proxy(h.queue, {
+      get(target, key, receiver) {
+        const v = Reflect.get(target, key, receiver) as unknown;
+        if (typeof v !== 'function') return v;
+        return async (...args: unknown[]) => {
+          if (key === 'assign' && refuse !== null)
+            await h.store.containers.cancel(refuse, { kind: 'system' }, 'perm', 'taken meanwhile');
+          if (key === 'lock' || key === 'assign')
+            calls.push(`${String(key)}(${(args[0] as unknown[]).length})`);
+          return (v as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const d = h.make({ queue });
+    const ids = await h.submit(
+      { vcpus: 0.25, ram: '256MiB' },
+      { vcpus: 0.25, ram: '256MiB' },
+      { vcpus: 0.25, ram: '256MiB' },
+    );
+    await d.tick();
+    await h.advance(30_000);
+    refuse = ids[1]!;
+    await d.tick();
+    expect(calls).toEqual(['lock(3)', 'assign(3)']);
+    expect(
+      h.events
+        .filter((e) => e.kind === 'container-placed')
+        .map((e) => (e as { container: string }).container)
+        .sort(),
+    ).toEqual([ids[0], ids[2]].sort());
+    expect(h.events.filter((e) => e.kind === 'error')).toMatchObject([
+      { op: 'start', container: ids[1], errorClass: 'QueueRefusal' },
+    ]);
+    await h.pingAll();
+    expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Cancelled', 'Running']);
+  });
+});

@@ -55,7 +55,9 @@ describe('dispatcher lease', () => {
       instanceId: 'i-1',
       instanceType: 't',
     });
-    await lost.assign(c2!, 'c/old', 'i-1', node.id);
+    expect(await lost.assign([{ id: c2!, instance: 'i-1', node: node.id }], 'c/old')).toEqual([
+      { id: c2, ok: true },
+    ]);
 
     const other = queue();
     clock.advance(30_000);

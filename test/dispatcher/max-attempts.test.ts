@@ -64,7 +64,7 @@ describe('max_dispatch_attempts', () => {
     });
   });
 
-  it('a lock ended by a lost node counts too: the scheduler cancels at the next pass, with the stored value', async () => {
+  it('a lock ended by a lost node counts too: the store cancels it when the node fails, as for an unlock', async () => {
     const h = await harness({ bootMs: 10_000 });
     await h.store.settings.setMaxDispatchAttempts(2);
     const d = h.make();
@@ -84,10 +84,11 @@ describe('max_dispatch_attempts', () => {
     expect(first.state).toBe('Queued');
     await h.advance(61_000);
     await loseNode();
-    expect(await h.state(id!)).toBe('Queued'); // the pass that failed the node planned before it
-    await d.tick();
+    // Every Locked → Queued goes through the store's one requeue transition, which applies the rule.
     const c = await h.store.containers.get(id!);
     expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'perm', lock_count: 2 });
-    expect(c.runtime_status).toBe('locked 2 times without completing; max_dispatch_attempts=2');
+    expect(c.runtime_status).toMatch(
+      /^locked and unlocked 2 times \(max_dispatch_attempts=2\); last: node \S+ failed before starting it \(no ping for \d+s \(node_lost_after 60s\)\)$/,
+    );
   });
 });

@@ -39,7 +39,7 @@ async function runningOnNode(s: ReturnType<typeof setup>, id: string) {
   await s.q.bindNode(nodeId, 'i-1');
   s.q.registerNode(nodeId, bootstrapSecret, 10_000);
   expect(await s.q.lock([id], D)).toEqual([id]);
-  await s.q.assign(id, D, 'i-1', nodeId);
+  expect(await s.q.assign([{ id, instance: 'i-1', node: nodeId }], D)).toEqual([{ id, ok: true }]);
   const c = s.q.get(id);
   s.q.start(id, nodeId, c.generation);
   return { nodeId, gen: c.generation };
@@ -62,11 +62,14 @@ describe('SimQueue', () => {
     const s = setup(2);
     s.q.submit(s.spec('a'));
     await s.q.lock(['a'], D);
-    await expect(s.q.unlock('a', 'd2', 'x')).rejects.toBeInstanceOf(ConflictError);
-    await s.q.unlock('a', D, 'x');
+    expect(await s.q.unlock([{ id: 'a', reason: 'x' }], 'd2')).toEqual([
+      { id: 'a', ok: false, reason: 'container a is locked by d1, not by d2' },
+    ]);
+    expect(s.q.get('a').state).toBe('Locked');
+    expect(await s.q.unlock([{ id: 'a', reason: 'x' }], D)).toEqual([{ id: 'a', ok: true }]);
     expect(s.q.get('a').state).toBe('Queued');
     await s.q.lock(['a'], D);
-    await s.q.unlock('a', D, 'again');
+    await s.q.unlock([{ id: 'a', reason: 'again' }], D);
     expect(s.q.get('a').state).toBe('Cancelled');
     // perm failure: retried as a new container (attempt 2 of 3)
     expect(s.q.get('a#2').state).toBe('Queued');
@@ -103,7 +106,7 @@ describe('SimQueue', () => {
     s.q.submit(s.spec('wait'));
     const { nodeId } = await runningOnNode(s, 'run');
     await s.q.lock(['wait'], D);
-    await s.q.assign('wait', D, 'i-1', nodeId);
+    await s.q.assign([{ id: 'wait', instance: 'i-1', node: nodeId }], D);
     await s.q.failNode(nodeId, 'no ping');
     expect(s.q.get('wait').state).toBe('Queued');
     expect(s.q.get('run').state).toBe('Cancelled');
@@ -145,10 +148,11 @@ describe('SimQueue', () => {
     const { nodeId, bootstrapSecret } = await s.q.createNode('t', 'c', 'tag');
     s.q.registerNode(nodeId, bootstrapSecret, 10_000);
     await s.q.lock(['a'], D);
-    await s.q.assign('a', D, 'i-1', nodeId);
+    await s.q.assign([{ id: 'a', instance: 'i-1', node: nodeId }], D);
     expect(s.assigned).toEqual([`a@${nodeId}`]);
-    await expect(s.q.cancel('a', 'd2', 'user', 'x')).rejects.toBeInstanceOf(ConflictError);
-    await s.q.cancel('a', D, 'user', 'x');
+    const item = { id: 'a', failureClass: 'user' as const, reason: 'x' };
+    expect(await s.q.cancel([item], 'd2')).toMatchObject([{ id: 'a', ok: false }]);
+    expect(await s.q.cancel([item], D)).toEqual([{ id: 'a', ok: true }]);
     expect(s.ended).toEqual(['a:Cancelled']);
     expect(s.q.outcomes().cancelled).toBe(1);
   });
@@ -159,10 +163,26 @@ describe('SimQueue', () => {
     s.q.submit(s.spec('b'));
     await s.q.heartbeat('old', 'c', 'tag', s.now(), 60_000);
     await s.q.lock(['a', 'b'], 'old');
-    await s.q.assign('b', 'old', 'i-1', null);
+    await s.q.assign([{ id: 'b', instance: 'i-1', node: null }], 'old');
     s.advance(120_000);
     await s.q.heartbeat(D, 'c', 'tag', s.now(), 60_000);
     expect(s.q.get('a').state).toBe('Queued');
     expect(s.q.get('b').state).toBe('Locked');
+  });
+
+  it('changes(): a cursor it no longer keeps (or never gave) is refused, so the caller reloads', async () => {
+    const s = setup();
+    s.q.submit(s.spec('a'));
+    const first = await s.q.changes(D, s.now(), null);
+    expect(first.upserts.map((c) => c.id)).toEqual(['a']);
+    await expect(s.q.changes(D, s.now(), { position: '999', now: s.now() })).rejects.toThrow(/reload/);
+    // Thousands of changes read by the only dispatcher: the log is trimmed, an old cursor is gone.
+    let cursor = first.cursor;
+    for (let i = 0; i < 3000; i++) {
+      s.q.submit(s.spec(`b${i}`));
+      cursor = (await s.q.changes(D, s.now(), cursor)).cursor;
+    }
+    await expect(s.q.changes(D, s.now(), first.cursor)).rejects.toThrow(/older than this queue keeps/);
+    expect((await s.q.changes(D, s.now(), cursor)).upserts).toEqual([]);
   });
 });

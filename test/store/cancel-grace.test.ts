@@ -38,7 +38,11 @@ describe('cancel grace', () => {
     const c = await running();
     await store.containers.cancel(c.id, { kind: 'user', owner: 'alice' }, 'user', 'cancelled by alice');
     expect(await store.containers.tokenValid(c.id, c.token)).toBe(true);
-    await store.logs.append(c.id, [{ seq: 0, stream: 'stdout', data: 'bye\n' }]);
+    const chunks = [{ seq: 0, stream: 'stdout' as const, data: 'bye\n' }];
+    const [logged] = await store.reports.send([
+      { kind: 'logs', id: c.id, node: c.nodeId, token: c.token, chunks },
+    ]);
+    expect(logged).toEqual({ id: c.id, ok: true, appended: 1 });
     const r = await store.containers.complete(c.id, c.nodeId, c.token, exit);
     expect(r).toEqual({ retryId: null, afterCancel: true });
     const after = await store.containers.get(c.id);

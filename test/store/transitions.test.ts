@@ -239,3 +239,72 @@ describe('concurrency', () => {
     }
   });
 });
+
+describe('events and clock', () => {
+  it('every transition records its event at the application clock, the requeues of release, a lost dispatcher and a failed node too', async () => {
+    const { store: s, clock, db } = await testStore();
+    const { PgQueue } = await import('../../src/dispatch/pg-queue.js');
+    const q = new PgQueue(s, db.url);
+    const ids = await Promise.all(Array.from({ length: 4 }, async () => (await submit(s)).container_id!));
+    const [a, b, c, d] = ids as [string, string, string, string];
+    await q.heartbeat('c/old', 'c', 'old', clock.now(), 60_000);
+    const { node } = await s.nodes.create({
+      cluster: 'c',
+      dispatcherTag: 'old',
+      instanceId: 'i-1',
+      instanceType: 't',
+    });
+    clock.advance(1_000);
+    await q.lock([a, b, c, d], 'c/old');
+    await q.assign(
+      [
+        { id: c, instance: 'i-1', node: node.id },
+        { id: d, instance: 'i-1', node: node.id },
+      ],
+      'c/old',
+    );
+    clock.advance(1_000);
+    await s.containers.start(d, node.id, await s.containers.tokenFor(d));
+    clock.advance(1_000);
+    await q.release('c/old', clock.now()); // a and b go back
+    await q.lock([a], 'c/old');
+    clock.advance(120_000);
+    await q.heartbeat('c/new', 'c', 'new', clock.now(), 60_000); // c/old is lost: a goes back
+    clock.advance(1_000);
+    await s.nodes.fail(node.id, 'disk full'); // c back to the queue, d cancelled temp and retried
+    const events = await s.ctx.pool.query(
+      `SELECT container_id, at, message FROM container_events ORDER BY id`,
+    );
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    for (const e of events.rows) {
+      expect(e.at.getTime()).toBeGreaterThanOrEqual(t0);
+      expect(e.at.getTime()).toBeLessThanOrEqual(clock.now().getTime());
+    }
+    const of = (id: string) => events.rows.filter((e) => e.container_id === id).map((e) => e.message);
+    expect(of(a)).toEqual([
+      'Queued: submitted',
+      'Locked by dispatcher c/old',
+      'Queued: released by dispatcher c/old (stopping)',
+      'Locked by dispatcher c/old',
+      'Queued: dispatcher c/old lost its lease (no heartbeat)',
+    ]);
+    expect(of(c)).toEqual([
+      'Queued: submitted',
+      'Locked by dispatcher c/old',
+      `assigned to instance i-1 (node ${node.id})`,
+      `Queued: node ${node.id} failed before starting it (disk full)`,
+    ]);
+    expect(of(d).slice(-3)).toMatchObject([
+      `Running on node ${node.id}`,
+      `Cancelled: cancelled (temp): node ${node.id} failed: disk full`,
+      expect.stringMatching(/^retried as c-\S+ after a backoff until 2026-01-01T00:02:/),
+    ]);
+    // Each state change has its event, stamped when it happened: the last one is the clock's now.
+    const last = await s.ctx.pool.query(
+      `SELECT max(at) AS at FROM container_events WHERE container_id = $1`,
+      [c],
+    );
+    expect(last.rows[0].at).toEqual(clock.now());
+    expect((await s.containers.get(a)).updated_at).toEqual(new Date(t0 + 123_000));
+  });
+});

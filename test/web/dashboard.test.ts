@@ -291,10 +291,11 @@ describe('dashboard', async () => {
     await store.containers.assign(cid, 'c1/t1', node.instanceId, node.id);
     const [work] = (await store.containers.workFor(node.id, [])).start;
     await store.containers.start(cid, node.id, work!.lock_token);
-    await store.logs.append(cid, [
-      { seq: 0, stream: 'stdout', data: 'line one\n' },
-      { seq: 1, stream: 'stderr', data: 'warning <b>\n' },
-    ]);
+    const chunks = [
+      { seq: 0, stream: 'stdout' as const, data: 'line one\n' },
+      { seq: 1, stream: 'stderr' as const, data: 'warning <b>\n' },
+    ];
+    await store.reports.send([{ kind: 'logs', id: cid, node: node.id, token: work!.lock_token, chunks }]);
     await store.containers.complete(cid, node.id, work!.lock_token, {
       exitCode: 0,
       oomKilled: false,

@@ -17,6 +17,7 @@ import {
 } from '../schemas.js';
 import type { Api, ApiDeps } from '../server.js';
 import { pageArgs } from './paging.js';
+import { report, toReport } from './reports.js';
 
 const READERS = ['user', 'admin', 'dispatcher', 'node'] as const;
 
@@ -150,13 +151,13 @@ export function containerRoutes(app: Api, deps: ApiDeps): void {
           throw new HttpError(400, 'invalid', 'lock_token is required', [
             { field: 'lock_token', problem: 'is required' },
           ]);
-        await store.containers.cancel(
-          cid,
-          { kind: 'node', nodeId: nodeOf(req), token: body.lock_token },
-          body.class ?? 'temp',
-          body.reason ?? 'cancelled by agent',
-          retryable,
-        );
+        const end = {
+          state: 'Cancelled' as const,
+          failureClass: body.class ?? 'temp',
+          reason: body.reason ?? 'cancelled by agent',
+          ...retryable,
+        };
+        await report(deps, { kind: 'end', id: cid, node: nodeOf(req), token: body.lock_token, end });
       }
       return store.containers.get(cid);
     },
@@ -240,10 +241,9 @@ export function containerRoutes(app: Api, deps: ApiDeps): void {
       config: { scopes: ['node'] },
     },
     async (req) => {
-      await store.containers.start(req.params.id, nodeOf(req), req.body.lock_token);
-      const c = await store.containers.get(req.params.id);
-      deps.started(c);
-      return c;
+      const token = req.body.lock_token;
+      await report(deps, { kind: 'start', id: req.params.id, node: nodeOf(req), token });
+      return store.containers.get(req.params.id);
     },
   );
 
@@ -259,13 +259,7 @@ export function containerRoutes(app: Api, deps: ApiDeps): void {
       config: { scopes: ['node'] },
     },
     async (req) => {
-      const b = req.body;
-      await store.containers.complete(req.params.id, nodeOf(req), b.lock_token, {
-        exitCode: b.exit_code,
-        oomKilled: b.oom_killed ?? false,
-        usage: b.usage ?? null,
-        reason: b.reason ?? null,
-      });
+      await report(deps, toReport({ kind: 'exit', id: req.params.id, ...req.body }, nodeOf(req)));
       return store.containers.get(req.params.id);
     },
   );

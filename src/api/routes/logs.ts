@@ -6,6 +6,7 @@ import { ContainerParams, LogAppendBody, LogQuery } from '../schemas.js';
 import type { Api, ApiDeps } from '../server.js';
 import { visibleContainer } from './containers.js';
 import { followLog, openSse } from '../log-follow.js';
+import { report } from './reports.js';
 import { intQuery } from './paging.js';
 
 export function logRoutes(app: Api, deps: ApiDeps): void {
@@ -24,17 +25,17 @@ export function logRoutes(app: Api, deps: ApiDeps): void {
       bodyLimit: 16 * 1024 * 1024,
     },
     async (req) => {
-      const p = who(req);
+      const node = who(req).nodeId;
+      if (node === null) throw new HttpError(403, 'forbidden', 'this token is not bound to a node');
       const b = req.body;
-      const c = await visibleContainer(deps, p, req.params.id);
-      if (!(await store.containers.tokenValid(c.id, b.lock_token))) {
-        throw new HttpError(
-          409,
-          'conflict',
-          `stale lock token for container ${c.id}: it was unlocked, cancelled or re-locked since`,
-        );
-      }
-      return { appended: await store.logs.append(c.id, b.chunks) };
+      const o = await report(deps, {
+        kind: 'logs',
+        id: req.params.id,
+        node,
+        token: b.lock_token,
+        chunks: b.chunks,
+      });
+      return { appended: 'appended' in o ? o.appended : 0 };
     },
   );
 

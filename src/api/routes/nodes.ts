@@ -3,8 +3,9 @@
 // is assigned (a notification) or `wait` passes.
 import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
-import { NodeCreateBody, NodeParams, PingBody, RegisterBody } from '../schemas.js';
+import { NodeCreateBody, NodeParams, PingBody, RegisterBody, ReportsBody } from '../schemas.js';
 import type { Api, ApiDeps } from '../server.js';
+import { reportResult, sendReports, toReport } from './reports.js';
 
 export function nodeRoutes(app: Api, deps: ApiDeps): void {
   const { store } = deps;
@@ -105,6 +106,30 @@ export function nodeRoutes(app: Api, deps: ApiDeps): void {
       } finally {
         waiter.close();
       }
+    },
+  );
+
+  app.post(
+    '/v1/nodes/:id/reports',
+    {
+      schema: {
+        params: NodeParams,
+        body: ReportsBody,
+        tags: ['agent'],
+        summary: 'Report starts, log chunks, exits and cancels of containers on this node, in one call',
+      },
+      config: { scopes: ['node'] },
+      bodyLimit: 16 * 1024 * 1024,
+    },
+    async (req) => {
+      const id = req.params.id;
+      if (who(req).nodeId !== id)
+        throw new HttpError(403, 'forbidden', 'a node token may only report for its own node');
+      const out = await sendReports(
+        deps,
+        req.body.reports.map((r) => toReport(r, id)),
+      );
+      return { results: out.map(reportResult) };
     },
   );
 }

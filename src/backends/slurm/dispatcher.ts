@@ -5,6 +5,8 @@
 import { systemClock, type Clock } from '../../model/clock.js';
 import { LeaseLostError } from '../../dispatch/dispatcher.js';
 import { PgQueue } from '../../dispatch/pg-queue.js';
+import type { ItemOutcome } from '../../dispatch/ports.js';
+import type { FailureClass } from '../../model/types.js';
 import { ConflictError } from '../../store/errors.js';
 import type { Store } from '../../store/store.js';
 import type { SlurmConfig } from './config.js';
@@ -138,15 +140,29 @@ export class SlurmDispatcher {
       case 'renice':
         return slurm.renice(a.jobs, a.nice);
       case 'bind':
-        await this.queue.assign(a.container, this.id, jobInstance(a.job), a.node);
+        await this.assign(a.container, jobInstance(a.job), a.node);
         return this.queue.bindNode(a.node, jobInstance(a.job));
       case 'unlock':
-        return this.queue.unlock(a.container, this.id, a.reason);
+        return this.unlock(a.container, a.reason);
       case 'cancel':
-        return this.queue.cancel(a.container, this.id, a.class, a.reason);
+        return this.cancel(a.container, a.class, a.reason);
       case 'retire':
         return this.queue.failNode(a.node, a.reason);
     }
+  }
+
+  // One container through the batched queue port (src/dispatch/ports.ts), its refusal thrown as a
+  // ConflictError: a later pass sees the world anew.
+  private assign(id: string, instance: string, node: string | null): Promise<void> {
+    return refused(this.queue.assign([{ id, instance, node }], this.id));
+  }
+
+  private unlock(id: string, reason: string): Promise<void> {
+    return refused(this.queue.unlock([{ id, reason }], this.id));
+  }
+
+  private cancel(id: string, failureClass: FailureClass, reason: string): Promise<void> {
+    return refused(this.queue.cancel([{ id, failureClass, reason }], this.id));
   }
 
   /** Locks the containers to submit (others may have taken some), then submits them a few at a time. */
@@ -175,9 +191,9 @@ export class SlurmDispatcher {
     await Promise.all(Array.from({ length: Math.min(this.o.cfg.submitConcurrency, todo.length) }, worker));
     // Locked but not submitted (a failure halted the rest): given back at once, nothing was submitted.
     for (const s of todo.slice(next))
-      await this.queue
-        .unlock(s.container.id, this.id, 'not submitted: sbatch is backing off')
-        .catch((err: Error) => this.emit({ kind: 'error', op: 'unlock', message: err.message }));
+      await this.unlock(s.container.id, 'not submitted: sbatch is backing off').catch((err: Error) =>
+        this.emit({ kind: 'error', op: 'unlock', message: err.message }),
+      );
   }
 
   /** One container: node record, assignment, sbatch, binding. False when submissions should pause. */
@@ -188,13 +204,13 @@ export class SlurmDispatcher {
     try {
       if (!args.ok) {
         // The plan checks this before locking; a config reload between the two would land here.
-        await this.queue.cancel(c.id, this.id, 'perm', args.reason);
+        await this.cancel(c.id, 'perm', args.reason);
         return true;
       }
       const node = await this.queue.createNode('slurm', cfg.cluster, cfg.tag);
       nodeId = node.nodeId;
       // Assigned before sbatch: a restart that finds the job by name knows its node.
-      await this.queue.assign(c.id, this.id, SUBMITTING_INSTANCE, nodeId);
+      await this.assign(c.id, SUBMITTING_INSTANCE, nodeId);
       const script = batchScript({
         containerId: c.id,
         nodeId,
@@ -216,7 +232,7 @@ export class SlurmDispatcher {
       }
       if (r.ok) {
         this.memory = clearBackoff(this.memory);
-        await this.queue.assign(c.id, this.id, jobInstance(r.jobId), nodeId);
+        await this.assign(c.id, jobInstance(r.jobId), nodeId);
         await this.queue.bindNode(nodeId, jobInstance(r.jobId));
         this.emit({ kind: 'submitted', container: c.id, job: r.jobId, nice });
         return true;
@@ -227,17 +243,12 @@ export class SlurmDispatcher {
         const asked = args.args.filter((x) =>
           /^--(cpus-per-task|mem|tmp|gres|time|partition|account|constraint)=/.test(x),
         );
-        await this.queue.cancel(
-          c.id,
-          this.id,
-          'perm',
-          `SLURM refused the job: ${failure.message} (${asked.join(' ')})`,
-        );
+        await this.cancel(c.id, 'perm', `SLURM refused the job: ${failure.message} (${asked.join(' ')})`);
         await this.queue.failNode(nodeId, 'its job was refused');
         return true;
       }
       this.memory = nextBackoff(this.memory, this.clock.now().getTime(), failure.message);
-      await this.queue.unlock(c.id, this.id, `sbatch failed: ${failure.message}`);
+      await this.unlock(c.id, `sbatch failed: ${failure.message}`);
       await this.queue.failNode(nodeId, 'its job was refused');
       return false;
     } catch (err) {
@@ -271,4 +282,10 @@ export class SlurmDispatcher {
     await this.running?.catch(() => {});
     await this.queue.release(this.id, this.clock.now());
   }
+}
+
+/** A one-item batch's refusal, thrown. */
+async function refused(out: Promise<ItemOutcome[]>): Promise<void> {
+  const [o] = await out;
+  if (o !== undefined && !o.ok) throw new ConflictError(o.reason);
 }

@@ -1,0 +1,191 @@
+// `npm run bench -- peer [--json] [--jobs N] [--workers N]`: Berth's container lifecycle through the store
+// beside graphile-worker's job lifecycle (add, fetch, complete), on one embedded PostgreSQL in one run, and
+// the ratio. Both in the batched shape each recommends: graphile-worker's jobs are added in bulk
+// (`addJobs`, 1,000 per call) and run by its worker pool (`concurrency` workers, a local queue of 500,
+// batched completions: https://worker.graphile.org/docs/performance#batching); Berth's
+// containers are submitted in bulk (1,000 per call), locked and assigned a pass at a time (one statement
+// each, as the dispatcher does), and started and completed by `--workers` agents whose reports go through
+// the store's group commit (as the API sends them). Each side: N items, from the first add to the last
+// completion, on its own database of the same server.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Logger, makeWorkerUtils, run as runWorker, runMigrations } from 'graphile-worker';
+import { normalizeRequest } from '../src/model/request.js';
+import { createPool, withDatabase } from '../src/store/db.js';
+import { startEmbedded } from '../src/store/embedded.js';
+import { migrate } from '../src/store/migrate.js';
+import { Store } from '../src/store/store.js';
+
+interface Args {
+  json: boolean;
+  jobs: number;
+  workers: number;
+}
+
+function parse(args: string[]): Args {
+  const out: Args = { json: false, jobs: 20_000, workers: 32 };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--json') out.json = true;
+    else if (a === '--jobs') out.jobs = Number(args[++i]);
+    else if (a === '--workers') out.workers = Number(args[++i]);
+    else throw new Error(`unknown option ${a} (expected --json, --jobs N, --workers N)`);
+  }
+  if (!Number.isInteger(out.jobs) || out.jobs < 1000) throw new Error('--jobs takes a whole number ≥ 1000');
+  if (!Number.isInteger(out.workers) || out.workers < 1)
+    throw new Error('--workers takes a whole number ≥ 1');
+  return out;
+}
+
+const BATCH = 1000;
+/** Jobs the worker pool fetches (and locks) at once: its docs' advice for many fast jobs. */
+const GRAPHILE_LOCAL_QUEUE = 500;
+
+/**
+ * graphile-worker: add `n` no-op jobs in bulk (addJobs, 1,000 per call), run them with `concurrency`
+ * workers and its batching on (a local queue the pool fetches into, batched completions); jobs/s.
+ */
+async function graphile(url: string, n: number, concurrency: number): Promise<number> {
+  await runMigrations({ connectionString: url, logger: quiet });
+  const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+  const t0 = performance.now();
+  let done = 0;
+  let allDone!: () => void;
+  const finished = new Promise<void>((r) => (allDone = r));
+  const runner = await runWorker({
+    connectionString: url,
+    concurrency,
+    noHandleSignals: true,
+    pollInterval: 100,
+    logger: quiet,
+    preset: { worker: { localQueue: { size: GRAPHILE_LOCAL_QUEUE }, completeJobBatchDelay: 0 } },
+    taskList: {
+      noop: async () => {
+        if (++done === n) allDone();
+      },
+    },
+  });
+  for (let added = 0; added < n; added += BATCH)
+    await utils.addJobs(
+      Array.from({ length: Math.min(BATCH, n - added) }, () => ({ identifier: 'noop', payload: {} })),
+    );
+  await finished;
+  const rate = n / ((performance.now() - t0) / 1000);
+  await runner.stop();
+  await utils.release();
+  return rate;
+}
+
+/** Berth: submit `n` containers in bulk, lock and assign them a pass at a time, start and complete them
+ * from `agents` concurrent agents through the group commit; lifecycles/s. */
+async function berth(url: string, n: number, agents: number): Promise<{ rate: number; perCommit: number }> {
+  const pool = createPool(url, 20);
+  await migrate(pool);
+  const store = new Store(pool);
+  const { node, bootstrapSecret } = await store.nodes.create({
+    cluster: 'b',
+    dispatcherTag: 'b',
+    instanceId: 'i-peer',
+    instanceType: 't',
+  });
+  await store.nodes.register(node.id, bootstrapSecret, {});
+  const spec = normalizeRequest({ command: ['true'], vcpus: 1, ram: '1GiB' });
+  const [c0, i0] = [store.reports.stats.calls, store.reports.stats.items];
+  const t0 = performance.now();
+  // The agents take what the dispatcher assigned, as a node's agent takes its start orders.
+  const assigned: { id: string; token: string }[] = [];
+  let waiting: (() => void)[] = [];
+  const wakeAll = () => {
+    const w = waiting;
+    waiting = [];
+    for (const f of w) f();
+  };
+  let dispatched = false;
+  const agent = async () => {
+    for (;;) {
+      const c = assigned.pop();
+      if (c === undefined) {
+        if (dispatched) return;
+        await new Promise<void>((r) => waiting.push(r));
+        continue;
+      }
+      const base = { id: c.id, node: node.id, token: c.token };
+      const end = { state: 'Complete' as const, exitCode: 0, oomKilled: false, usage: null };
+      const [s] = await store.reports.send([{ ...base, kind: 'start' }]);
+      const [e] = await store.reports.send([{ ...base, kind: 'end', end }]);
+      if (!s!.ok || !e!.ok) throw new Error(`lifecycle of ${c.id} refused`);
+    }
+  };
+  const dispatcher = async () => {
+    for (let submitted = 0; submitted < n;) {
+      const reqs = await store.requests.create(
+        'peer',
+        Array.from({ length: Math.min(BATCH, n - submitted) }, () => spec),
+      );
+      submitted += reqs.length;
+      const locks = await store.containers.lock(
+        reqs.map((r) => r.container_id!),
+        'peer/d',
+      );
+      const placed = await store.transitions.assign(
+        locks.map((l) => ({ id: l.id, instance: 'i-peer', node: node.id })),
+        'peer/d',
+      );
+      if (locks.length !== reqs.length || placed.some((o) => !o.ok))
+        throw new Error('a lock or an assignment was refused');
+      assigned.push(...locks);
+      wakeAll();
+    }
+    dispatched = true;
+    wakeAll();
+  };
+  await Promise.all([dispatcher(), ...Array.from({ length: agents }, agent)]);
+  const rate = n / ((performance.now() - t0) / 1000);
+  const perCommit = (store.reports.stats.items - i0) / Math.max(1, store.reports.stats.calls - c0);
+  await pool.end();
+  return { rate, perCommit };
+}
+
+/** graphile-worker's logger, silent. */
+const quiet = new Logger(() => () => {});
+
+export async function run(argv: string[]): Promise<number> {
+  const args = parse(argv);
+  const say = (s: string) => !args.json && console.error(s);
+  const home = mkdtempSync(join(tmpdir(), 'berth-peer-'));
+  say('starting the embedded PostgreSQL…');
+  const pg = await startEmbedded({ dataDir: join(home, 'pgdata') });
+  try {
+    const admin = createPool(pg.url, 1);
+    await admin.query('CREATE DATABASE peer_berth');
+    await admin.query('CREATE DATABASE peer_graphile');
+    await admin.end();
+    say(`graphile-worker: ${args.jobs} jobs, concurrency ${args.workers}…`);
+    const g = await graphile(withDatabase(pg.url, 'peer_graphile'), args.jobs, args.workers);
+    say(`  ${g.toFixed(0)} jobs/s`);
+    say(`Berth: ${args.jobs} containers, ${args.workers} agents…`);
+    const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers);
+    say(`  ${b.rate.toFixed(0)} lifecycles/s (${b.perCommit.toFixed(1)} reports per commit)`);
+    const result = {
+      items: args.jobs,
+      workers: args.workers,
+      graphile_worker_jobs_per_s: Math.round(g),
+      berth_lifecycles_per_s: Math.round(b.rate),
+      berth_reports_per_commit: +b.perCommit.toFixed(1),
+      ratio: +(b.rate / g).toFixed(3),
+      targets: { berth_lifecycles_per_s: 2000, ratio: 0.25 },
+    };
+    if (args.json) console.log(JSON.stringify(result, null, 2));
+    else {
+      console.log(`graphile-worker jobs/s:   ${result.graphile_worker_jobs_per_s}`);
+      console.log(`Berth lifecycles/s:       ${result.berth_lifecycles_per_s} (target ≥ 2,000)`);
+      console.log(`ratio Berth / graphile:   ${result.ratio} (target ≥ 0.25)`);
+    }
+    return 0;
+  } finally {
+    await pg.stop();
+    rmSync(home, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,53 @@
+// A dispatcher places Locked containers it holds on instances (and their nodes, once registered): one
+// statement for the batch, with its events; the nodes are woken so their long-poll pings answer at once.
+import { statesFrom } from '../../model/transitions.js';
+import type { StoreContext } from '../context.js';
+import type { Queryable } from '../db.js';
+import { outcomes, type Outcome } from './outcome.js';
+
+export interface AssignItem {
+  id: string;
+  instance: string;
+  node: string | null;
+}
+
+// The guard of refusal('assign'): Locked (statesFrom('assign')) and held by this dispatcher.
+const ASSIGN_SQL = `
+  WITH a AS (
+    UPDATE containers c SET instance_id = i.instance, node_id = i.node, updated_at = $2
+    FROM unnest($3::text[], $4::text[], $5::text[]) AS i(id, instance, node)
+    WHERE c.id = i.id AND c.state = ANY($6::text[]) AND c.locked_by = $1
+    RETURNING c.id, i.instance, i.node),
+  e AS (
+    INSERT INTO container_events (container_id, at, kind, message)
+    SELECT id, $2, 'assign', 'assigned to instance ' || instance || coalesce(' (node ' || node || ')', '') FROM a)
+  SELECT id FROM a`;
+
+export async function assignContainers(
+  ctx: StoreContext,
+  q: Queryable,
+  items: AssignItem[],
+  dispatcherId: string,
+): Promise<Outcome[]> {
+  if (items.length === 0) return [];
+  const now = ctx.clock.now();
+  const r = await q.query<{ id: string }>(ASSIGN_SQL, [
+    dispatcherId,
+    now,
+    items.map((it) => it.id),
+    items.map((it) => it.instance),
+    items.map((it) => it.node),
+    statesFrom('assign'),
+  ]);
+  const done = new Set(r.rows.map((row) => row.id));
+  for (const node of new Set(items.filter((it) => done.has(it.id) && it.node).map((it) => it.node!)))
+    ctx.wake.send('berth_node', node);
+  const actor = { kind: 'dispatcher' as const, id: dispatcherId };
+  return outcomes(
+    q,
+    'assign',
+    items.map((it) => ({ id: it.id, actor })),
+    new Map([...done].map((id) => [id, 'Locked' as const])),
+    now.getTime(),
+  );
+}

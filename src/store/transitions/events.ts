@@ -1,0 +1,33 @@
+// A container's event log rows, collected while a batch is decided and written by the batch's own
+// statement, all at the application's clock ($1 of that statement).
+
+export class EventRows {
+  private readonly ids: string[] = [];
+  private readonly kinds: string[] = [];
+  private readonly messages: string[] = [];
+  private readonly data: (string | null)[] = [];
+
+  /** The INSERT of the rows, its arrays from parameter $first on (and the time in $1). */
+  static INSERT_SQL(first: number): string {
+    const p = (i: number) => `$${first + i}`;
+    return `INSERT INTO container_events (container_id, at, kind, message, data)
+      SELECT e.id, $1, e.kind, e.message, e.data
+      FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::jsonb[]) AS e(id, kind, message, data)`;
+  }
+
+  get size(): number {
+    return this.ids.length;
+  }
+
+  add(containerId: string, kind: string, message: string, data?: unknown): void {
+    this.ids.push(containerId);
+    this.kinds.push(kind);
+    this.messages.push(message);
+    this.data.push(data === undefined ? null : JSON.stringify(data));
+  }
+
+  /** The four array parameters INSERT_SQL reads. */
+  params(): [string[], string[], string[], (string | null)[]] {
+    return [this.ids, this.kinds, this.messages, this.data];
+  }
+}

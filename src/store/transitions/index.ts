@@ -1,0 +1,132 @@
+// The one owner of every container transition (DESIGN §3.2): lock, unlock/requeue, assign, start,
+// complete, cancel, and the retry an end may queue. Each is one statement or one transaction for a whole
+// batch, records its events at the application's clock, and answers per item. The API, the dispatcher's
+// queue port (src/dispatch/pg-queue.ts), node failures (src/store/nodes.ts) and request cancels go
+// through here; the rules themselves are pure (src/model/transitions.ts, src/model/retry.ts) and shared
+// with the simulator's queue.
+//
+// | transition            | file        | shape                                                          |
+// |-----------------------|-------------|----------------------------------------------------------------|
+// | Queued → Locked       | lock.ts     | one statement (update + events)                                |
+// | (Locked) assign       | assign.ts   | one statement                                                  |
+// | Locked → Running      | start.ts    | one statement                                                  |
+// | → Complete/Cancelled  | end.ts      | one transaction: end + lock requests; finalise/retry + events  |
+// | Locked → Queued       | requeue.ts  | one transaction: lock rows, decide, requeue; over-limit → end  |
+import type { Actor } from '../../model/transitions.js';
+import type { StoreContext } from '../context.js';
+import { withRetriedTx, type Tx } from '../db.js';
+import { lockKey, lockToken, tokenGeneration } from '../secrets.js';
+import { assignContainers, type AssignItem } from './assign.js';
+import { endContainers, type EndItem, type EndOutcome, type Ending } from './end.js';
+import { lockIds, lockNext, type LockedRow } from './lock.js';
+import type { Outcome } from './outcome.js';
+import { requeueContainers, type RequeueItem } from './requeue.js';
+import { startContainers } from './start.js';
+
+export type { AssignItem, EndItem, EndOutcome, Ending, Outcome, RequeueItem };
+
+/** A lock granted to a dispatcher: the per-lock token goes to the agent that will run the container. */
+export interface GrantedLock {
+  id: string;
+  token: string;
+}
+
+/** An agent's report about a container assigned to its node, with the per-lock token it was given. */
+export interface AgentItem {
+  id: string;
+  node: string;
+  token: string;
+}
+
+const DEADLOCK = '40P01';
+
+/** Runs one statement, again if PostgreSQL chose it as a deadlock victim (batches touch many rows). */
+async function retried<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= 5 || (err as { code?: string }).code !== DEADLOCK) throw err;
+    }
+  }
+}
+
+export class Transitions {
+  private key: Buffer | null = null;
+
+  constructor(private readonly ctx: StoreContext) {}
+
+  /** The server-wide key of per-lock tokens. */
+  async lockKey(): Promise<Buffer> {
+    this.key ??= await lockKey(this.ctx.pool);
+    return this.key;
+  }
+
+  /** The per-lock token for a container at a lock generation. */
+  async token(id: string, generation: number): Promise<string> {
+    return lockToken(await this.lockKey(), id, generation);
+  }
+
+  /** Queued → Locked for each of ids that may be locked now (priority > 0, run_after passed). */
+  async lock(ids: string[], dispatcherId: string): Promise<GrantedLock[]> {
+    const rows = await retried(() => lockIds(this.ctx, this.ctx.pool, ids, dispatcherId));
+    return this.granted(rows);
+  }
+
+  /** Locks up to `limit` lockable containers in queue order, skipping rows other lockers hold. */
+  async lockNext(dispatcherId: string, limit: number): Promise<GrantedLock[]> {
+    return this.granted(await retried(() => lockNext(this.ctx, this.ctx.pool, dispatcherId, limit)));
+  }
+
+  /** The lock holder places Locked containers on instances (their nodes then start them). */
+  assign(items: AssignItem[], dispatcherId: string): Promise<Outcome[]> {
+    return retried(() => assignContainers(this.ctx, this.ctx.pool, items, dispatcherId));
+  }
+
+  /** Locked → Queued by the lock holder; past max_dispatch_attempts, Cancelled (perm) instead. */
+  unlock(items: { id: string; reason: string }[], dispatcherId: string): Promise<Outcome[]> {
+    return this.requeue(
+      items.map((it) => ({
+        id: it.id,
+        actor: { kind: 'dispatcher', id: dispatcherId },
+        why: it.reason,
+        event: `Queued: unlocked by ${dispatcherId}: ${it.reason}`,
+      })),
+    );
+  }
+
+  /** Locked → Queued (see requeue.ts), in `tx` or a transaction of its own. */
+  requeue(items: RequeueItem[], tx?: Tx): Promise<Outcome[]> {
+    return this.inTx(tx, (t) => requeueContainers(this.ctx, t, items));
+  }
+
+  /** Locked → Running, reported by agents with their per-lock tokens. */
+  async start(items: AgentItem[]): Promise<Outcome[]> {
+    const key = await this.lockKey();
+    const withGen = items.map((it) => ({ ...it, generation: tokenGeneration(key, it.id, it.token) }));
+    return retried(() => startContainers(this.ctx, this.ctx.pool, withGen));
+  }
+
+  /** → Complete or Cancelled (see end.ts), in `tx` or a transaction of its own. */
+  end(items: EndItem[], tx?: Tx): Promise<EndOutcome[]> {
+    return this.inTx(tx, (t) => endContainers(this.ctx, t, items));
+  }
+
+  /** The actor of an agent's report: its node, and the generation its token is genuine for. */
+  async agent(it: AgentItem): Promise<Extract<Actor, { kind: 'agent' }>> {
+    return {
+      kind: 'agent',
+      node: it.node,
+      generation: tokenGeneration(await this.lockKey(), it.id, it.token),
+    };
+  }
+
+  private async granted(rows: LockedRow[]): Promise<GrantedLock[]> {
+    const key = await this.lockKey();
+    return rows.map((r) => ({ id: r.id, token: lockToken(key, r.id, r.lock_generation) }));
+  }
+
+  private inTx<T>(tx: Tx | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return tx ? fn(tx) : withRetriedTx(this.ctx.pool, fn);
+  }
+}

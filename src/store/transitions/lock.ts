@@ -1,0 +1,58 @@
+// Queued → Locked: a dispatcher takes containers, by id or the next N in queue order. One statement
+// each (the update, its events and the granted rows), so a pass's locks cost one round trip. Concurrent
+// lockers of the same ids each get a disjoint subset: the row lock serialises them and the guard is
+// re-evaluated after the wait.
+import { statesFrom } from '../../model/transitions.js';
+import type { StoreContext } from '../context.js';
+import type { Queryable } from '../db.js';
+
+/** A row the lock statement granted: the per-lock token is made from its new generation. */
+export interface LockedRow {
+  id: string;
+  lock_generation: number;
+}
+
+// The lock guard of src/model/transitions.ts refusal('lock'): from a state the table allows, priority > 0,
+// run_after passed. $1 dispatcher, $2 now, $3 the states.
+const LOCKABLE = `state = ANY($3::text[]) AND priority > 0 AND (run_after IS NULL OR run_after <= $2)`;
+const SET = `state = 'Locked', locked_by = $1, lock_generation = lock_generation + 1,
+  lock_count = lock_count + 1, updated_at = $2`;
+const EVENTS = `INSERT INTO container_events (container_id, at, kind, message)
+  SELECT id, $2, 'state', 'Locked by dispatcher ' || $1 FROM l`;
+
+/** Locks each of ids that may be locked now; returns the rows granted. */
+export async function lockIds(
+  ctx: StoreContext,
+  q: Queryable,
+  ids: string[],
+  dispatcherId: string,
+): Promise<LockedRow[]> {
+  if (ids.length === 0) return [];
+  const r = await q.query<LockedRow>(
+    `WITH l AS (UPDATE containers SET ${SET} WHERE id = ANY($4) AND ${LOCKABLE} RETURNING id, lock_generation),
+       e AS (${EVENTS})
+     SELECT * FROM l`,
+    [dispatcherId, ctx.clock.now(), statesFrom('lock'), ids],
+  );
+  return r.rows;
+}
+
+/** Locks up to `limit` lockable containers in queue order, skipping rows other lockers hold. */
+export async function lockNext(
+  ctx: StoreContext,
+  q: Queryable,
+  dispatcherId: string,
+  limit: number,
+): Promise<LockedRow[]> {
+  const r = await q.query<LockedRow>(
+    // SKIP LOCKED: concurrent lockers take different rows instead of queueing behind each other.
+    `WITH picked AS (
+       SELECT id FROM containers WHERE ${LOCKABLE}
+       ORDER BY priority DESC, queued_at, id LIMIT $4 FOR UPDATE SKIP LOCKED),
+     l AS (UPDATE containers c SET ${SET} FROM picked WHERE c.id = picked.id RETURNING c.id, c.lock_generation),
+     e AS (${EVENTS})
+     SELECT * FROM l`,
+    [dispatcherId, ctx.clock.now(), statesFrom('lock'), limit],
+  );
+  return r.rows;
+}

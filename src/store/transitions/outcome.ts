@@ -1,0 +1,135 @@
+// What a batched transition answers for each item, and how a refused item explains itself: the rows are
+// read back and the pure rules (src/model/transitions.ts) say why, so the SQL guards of the fast path and
+// the messages the caller sees cannot drift apart without the contract suite noticing.
+import {
+  refusal,
+  type Actor,
+  type ContainerFacts,
+  type Refusal,
+  type TransitionKind,
+} from '../../model/transitions.js';
+import type { ContainerState } from '../../model/types.js';
+import type { Queryable } from '../db.js';
+import { refusalError } from '../errors.js';
+
+/** One item's result: done (with the state it reached), or refused with the reason and its kind. */
+export type Outcome = { id: string; ok: true; state: ContainerState } | ({ id: string; ok: false } & Refusal);
+
+/** A refused item. */
+export type Refused = Extract<Outcome, { ok: false }>;
+
+/** The single item's outcome, or its refusal thrown. */
+export function one<O extends Outcome>(outcomes: O[]): Extract<O, { ok: true }> {
+  const o = outcomes[0]!;
+  if (!o.ok) throw refusalError(o);
+  return o as Extract<O, { ok: true }>;
+}
+
+const FACTS = `id, state, locked_by, node_id, instance_id, lock_generation, lock_count, owner, priority, run_after`;
+
+interface FactsRow {
+  id: string;
+  state: ContainerState;
+  locked_by: string | null;
+  node_id: string | null;
+  instance_id: string | null;
+  lock_generation: number;
+  lock_count: number;
+  owner: string;
+  priority: number;
+  run_after: Date | null;
+}
+
+/** The containers' facts by id; `forUpdate` row-locks them (in id order, as every batch does). */
+export async function readFacts(
+  q: Queryable,
+  ids: string[],
+  forUpdate = false,
+): Promise<Map<string, ContainerFacts>> {
+  const r = await q.query<FactsRow>(
+    `SELECT ${FACTS} FROM containers WHERE id = ANY($1) ORDER BY id${forUpdate ? ' FOR UPDATE' : ''}`,
+    [ids],
+  );
+  return new Map(
+    r.rows.map((row) => [
+      row.id,
+      {
+        id: row.id,
+        state: row.state,
+        lockedBy: row.locked_by,
+        nodeId: row.node_id,
+        instanceId: row.instance_id,
+        generation: row.lock_generation,
+        lockCount: row.lock_count,
+        owner: row.owner,
+        priority: row.priority,
+        runAfter: row.run_after?.getTime() ?? null,
+      },
+    ]),
+  );
+}
+
+/**
+ * Outcomes for a batch whose statement carried out `done` (id → the state reached): the others are read
+ * back and explained by the rules. One the rules would allow changed under the statement (a concurrent
+ * transition): refused as such, to be tried again.
+ */
+export async function outcomes<I extends { id: string; actor: Actor }>(
+  q: Queryable,
+  kind: TransitionKind | ((item: I) => TransitionKind),
+  items: I[],
+  done: Map<string, ContainerState>,
+  nowMs: number,
+): Promise<Outcome[]> {
+  const refused = firstOfEach(items.filter((it) => !done.has(it.id)));
+  const facts =
+    refused.length > 0
+      ? await readFacts(
+          q,
+          refused.map((it) => it.id),
+        )
+      : null;
+  const byId = new Map<string, Outcome>();
+  for (const [id, state] of done) byId.set(id, { id, ok: true, state });
+  for (const it of refused) {
+    const k = typeof kind === 'function' ? kind(it) : kind;
+    const r = refusal(k, it.id, facts!.get(it.id), it.actor, nowMs);
+    byId.set(
+      it.id,
+      r
+        ? { id: it.id, ok: false, ...r }
+        : {
+            id: it.id,
+            ok: false,
+            code: 'conflict',
+            reason: `container ${it.id} changed meanwhile; try again`,
+          },
+    );
+  }
+  return inItemOrder(items, byId);
+}
+
+/** The outcome of each item, in item order: a repeated id's second item is refused. */
+export function inItemOrder<O extends Outcome>(
+  items: { id: string }[],
+  byId: Map<string, O>,
+): (O | Outcome)[] {
+  const seen = new Set<string>();
+  return items.map((it) => {
+    if (seen.has(it.id))
+      return {
+        id: it.id,
+        ok: false,
+        code: 'conflict',
+        reason: `container ${it.id} appears twice in the batch`,
+      };
+    seen.add(it.id);
+    return byId.get(it.id)!;
+  });
+}
+
+/** The first of each id (a batch names a container once; repeats are refused by inItemOrder()). */
+export function firstOfEach<I extends { id: string }>(items: I[]): I[] {
+  const seen = new Set<string>();
+  return items.filter((it) => !seen.has(it.id) && seen.add(it.id));
+}

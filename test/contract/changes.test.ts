@@ -1,0 +1,138 @@
+// changes() (SEAMS §2), against both queues: a view kept by applying the changes is always what
+// containers() lists, whatever happens between two reads.
+import { describe, expect, it } from 'vitest';
+import type { ChangeCursor, DispatchQueue } from '../../src/dispatch/ports.js';
+import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
+import { seededRng } from '../../src/model/clock.js';
+import { pgSubjects, SUBJECTS, T0, type Subject } from './subjects.js';
+
+const D = 'c/t';
+
+/** A dispatcher's container view, kept up to date with changes(). */
+class View {
+  readonly byId = new Map<string, SnapshotContainer>();
+  cursor: ChangeCursor | null = null;
+  nextRunAfter: Date | null = null;
+  constructor(
+    private readonly queue: DispatchQueue,
+    private readonly dispatcher = D,
+  ) {}
+  /**
+   * Applies the changes since the last read; returns what they changed in the view. (A change may be
+   * reported twice, e.g. while a transaction anywhere on the server is older than it: a repeat changes
+   * nothing.)
+   */
+  async read(now: Date) {
+    const ch = await this.queue.changes(this.dispatcher, now, this.cursor);
+    const upserts = ch.upserts.filter((c) => JSON.stringify(this.byId.get(c.id)) !== JSON.stringify(c));
+    const removed = ch.removed.filter((id) => this.byId.has(id));
+    for (const id of ch.removed) this.byId.delete(id);
+    for (const c of ch.upserts) this.byId.set(c.id, c);
+    this.cursor = ch.cursor;
+    this.nextRunAfter = ch.nextRunAfter;
+    return { upserts, removed, nextRunAfter: ch.nextRunAfter };
+  }
+  list() {
+    return [...this.byId.values()].sort((a, b) => a.id.localeCompare(b.id));
+  }
+}
+
+const sorted = (cs: SnapshotContainer[]) => [...cs].sort((a, b) => a.id.localeCompare(b.id));
+
+describe.each(SUBJECTS)('changes() on the %s queue', (_name, make) => {
+  it('from nothing: what containers() lists; then only what changed', async () => {
+    const s = await make();
+    const [a, b] = [await s.submit(), await s.submit()];
+    const ca = await s.current(a);
+    const cb = await s.current(b);
+    const v = new View(s.queue);
+    const first = await v.read(s.clock.now());
+    expect(sorted(first.upserts)).toEqual(sorted(await s.queue.containers(D, s.clock.now())));
+    expect(first.removed).toEqual([]);
+    expect(first.nextRunAfter).toBeNull();
+
+    expect(await v.read(s.clock.now())).toMatchObject({ upserts: [], removed: [] });
+
+    expect(await s.queue.lock([ca], D)).toEqual([ca]);
+    expect(await s.queue.lock([cb], 'c/other')).toEqual([cb]);
+    const ch = await v.read(s.clock.now());
+    expect(ch.upserts.map((c) => [c.id, c.state, c.lockCount])).toEqual([[ca, 'Locked', 1]]);
+    expect(ch.removed).toEqual([cb]);
+
+    const node = await s.node('i-1');
+    await s.queue.assign([{ id: ca, instance: 'i-1', node }], D);
+    expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.instance])).toEqual([[ca, 'i-1']]);
+    await s.start(ca, node);
+    await s.complete(ca, node, 0);
+    expect(await v.read(s.clock.now())).toMatchObject({ upserts: [], removed: [ca] });
+    expect(v.list()).toEqual([]);
+  });
+
+  it('a run_after that passes between two reads brings the container in; nextRunAfter says when', async () => {
+    const s = await make();
+    const later = await s.submit({ runAfterMs: 60_000 });
+    const id = await s.current(later);
+    const v = new View(s.queue);
+    expect((await v.read(s.clock.now())).upserts).toEqual([]);
+    expect(v.nextRunAfter).toEqual(new Date(T0 + 60_000));
+    s.clock.advance(30_000);
+    expect((await v.read(s.clock.now())).upserts).toEqual([]);
+    s.clock.advance(30_000);
+    expect((await v.read(s.clock.now())).upserts.map((c) => c.id)).toEqual([id]);
+    expect(v.nextRunAfter).toBeNull();
+    s.clock.advance(30_000);
+    expect((await v.read(s.clock.now())).upserts).toEqual([]);
+  });
+
+  it('random operations: the view kept by changes() is containers() after every read', async () => {
+    const s = await make({ maxDispatchAttempts: 3 });
+    const rng = seededRng(11);
+    const pick = <T>(xs: T[]) => xs[Math.floor(rng() * xs.length)]!;
+    const views = [new View(s.queue, D), new View(s.queue, 'c/other')];
+    const nodes = [await s.node('i-1'), await s.node('i-2')];
+    const requests: string[] = [];
+    for (let step = 0; step < 120; step++) {
+      const ids = await Promise.all(requests.map((r) => s.current(r)));
+      const op = requests.length < 3 ? 0 : Math.floor(rng() * 8);
+      const d = pick([D, 'c/other']);
+      const id = ids.length > 0 ? pick(ids) : '';
+      const node = pick(nodes);
+      if (op === 0) requests.push(await s.submit({ runAfterMs: rng() < 0.3 ? rng() * 200_000 : undefined }));
+      else if (op === 1) await s.queue.lock([id], d);
+      else if (op === 2) await s.queue.unlock([{ id, reason: 'test' }], d);
+      else if (op === 3) await s.queue.assign([{ id, instance: node, node }], d);
+      else if (op === 4) await s.start(id, node);
+      else if (op === 5) await s.complete(id, node, rng() < 0.5 ? 0 : 1);
+      else if (op === 6)
+        await s.queue.cancel([{ id, failureClass: pick(['temp', 'perm', 'user'] as const), reason: 'x' }], d);
+      else s.clock.advance(rng() * 30_000);
+      const v = pick(views);
+      await v.read(s.clock.now());
+      const dispatcher = v === views[0] ? D : 'c/other';
+      expect(v.list()).toEqual(sorted(await s.queue.containers(dispatcher, s.clock.now())));
+    }
+  });
+});
+
+describe('changes() on PostgreSQL: a change committed after a read is in the next read', () => {
+  it('even when its transaction began before the read (a sequence number would have skipped it)', async () => {
+    const s: Subject = await pgSubjects()();
+    const r = await s.submit();
+    const id = await s.current(r);
+    const v = new View(s.queue);
+    await v.read(s.clock.now());
+    // A transaction that changes the container and is still open while the dispatcher reads.
+    const tx = await s.db!.connect();
+    try {
+      await tx.query('BEGIN');
+      await tx.query(`UPDATE containers SET priority = 7 WHERE id = $1`, [id]);
+      // Another change commits after it started, with a later transaction id.
+      const other = await s.current(await s.submit());
+      expect((await v.read(s.clock.now())).upserts.map((c) => c.id)).toEqual([other]);
+      await tx.query('COMMIT');
+    } finally {
+      tx.release();
+    }
+    expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.priority])).toEqual([[id, 7]]);
+  });
+});

@@ -1,0 +1,240 @@
+// The two implementations of the dispatcher's queue port (src/dispatch/ports.ts), behind one test-facing
+// shape, so one set of contract cases runs against both: PostgreSQL (PgQueue over the store) and the
+// simulator's in-memory queue (SimQueue). What the port does not cover (submitting, the agent's
+// reports, reading a container back) is here too, as each side does it.
+import { PgQueue } from '../../src/dispatch/pg-queue.js';
+import type { DispatchQueue, ItemOutcome } from '../../src/dispatch/ports.js';
+import { ManualClock, seededRng } from '../../src/model/clock.js';
+import { normalizeRequest } from '../../src/model/request.js';
+import type { ContainerState, FailureClass } from '../../src/model/types.js';
+import { SimQueue } from '../../src/sim/queue.js';
+import { Store } from '../../src/store/store.js';
+import type { Db } from '../../src/store/db.js';
+import { testDb, type TestDb } from '../helpers/db.js';
+
+export const T0 = Date.parse('2026-01-01T00:00:00Z');
+
+/** What a request asks for, in the terms both queues share. */
+export interface RequestArgs {
+  priority?: number;
+  containerCountMax?: number;
+  maxTempRetries?: number;
+  retryOnFailure?: boolean;
+  /** "Do not start before" (ms after T0). */
+  runAfterMs?: number;
+}
+
+/** A container as both queues can tell it. */
+export interface ContainerView {
+  state: ContainerState;
+  attempt: number;
+  lockCount: number;
+  lockedBy: string | null;
+  instance: string | null;
+  failureClass: FailureClass | null;
+  /** Why it was cancelled (null otherwise). */
+  reason: string | null;
+  queuedAt: number;
+  runAfter: number | null;
+}
+
+export interface RequestView {
+  final: boolean;
+  outcome: 'success' | 'failed' | 'cancelled' | null;
+  attempts: number;
+  tempFailures: number;
+}
+
+/** One queue implementation under test. */
+export interface Subject {
+  queue: DispatchQueue;
+  clock: ManualClock;
+  /** Submits a request; returns its handle (not a container id: attempts get their own ids). */
+  submit(args?: RequestArgs): Promise<string>;
+  /** The request's current container (its latest attempt). */
+  current(request: string): Promise<string>;
+  container(id: string): Promise<ContainerView>;
+  request(request: string): Promise<RequestView>;
+  /** A node for an instance, its agent registered. */
+  node(instance: string, cluster?: string, tag?: string): Promise<string>;
+  /** The agent of `node` reports a start / an exit, holding the container's current per-lock token. */
+  start(id: string, node: string, opts?: { staleToken?: boolean }): Promise<ItemOutcome>;
+  complete(id: string, node: string, exitCode: number): Promise<ItemOutcome>;
+  /** The database (PostgreSQL only), for cases that reach under the store. */
+  db?: Db;
+}
+
+export type SubjectFactory = (opts?: { maxDispatchAttempts?: number }) => Promise<Subject>;
+
+/** Runs `fn` and answers as a batched transition does: refused (with the error's message) or ok. */
+async function asOutcome(id: string, fn: () => Promise<unknown> | unknown): Promise<ItemOutcome> {
+  try {
+    await fn();
+    return { id, ok: true };
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'conflict' || code === 'not_found' || code === 'forbidden')
+      return { id, ok: false, reason: (err as Error).message };
+    throw err;
+  }
+}
+
+/** PostgreSQL: a Store with a manual clock, on one database per test file, emptied for each subject. */
+export function pgSubjects(): SubjectFactory {
+  let db: TestDb | null = null;
+  return async (opts = {}) => {
+    db ??= await testDb();
+    await db.pool.query(
+      `TRUNCATE container_requests, containers, container_events, log_chunks, nodes, tokens, dispatchers, settings CASCADE`,
+    );
+    const clock = new ManualClock(new Date(T0));
+    const store = new Store(db.pool, { clock, rng: seededRng(7) });
+    if (opts.maxDispatchAttempts !== undefined)
+      await store.settings.setMaxDispatchAttempts(opts.maxDispatchAttempts);
+    const queue = new PgQueue(store, db.url);
+    const tokens = new Map<string, string>(); // container id → the token its agent started it with
+    return {
+      queue,
+      clock,
+      db: db.pool,
+      async submit(a = {}) {
+        const [r] = await store.requests.create('alice', [
+          normalizeRequest({
+            command: ['true'],
+            priority: a.priority ?? 500,
+            container_count_max: a.containerCountMax ?? 3,
+            max_temp_retries: a.maxTempRetries ?? 10,
+            retry_on_failure: a.retryOnFailure ?? true,
+            ...(a.runAfterMs !== undefined ? { run_after: new Date(T0 + a.runAfterMs).toISOString() } : {}),
+          }),
+        ]);
+        return r!.id;
+      },
+      async current(request) {
+        return (await store.requests.get(request)).container_id!;
+      },
+      async container(id) {
+        const c = await store.containers.get(id);
+        return {
+          state: c.state,
+          attempt: c.attempt,
+          lockCount: c.lock_count,
+          lockedBy: c.locked_by,
+          instance: c.instance_id,
+          failureClass: c.failure_class,
+          reason: c.state === 'Cancelled' ? c.runtime_status : null,
+          queuedAt: c.queued_at.getTime(),
+          runAfter: c.run_after?.getTime() ?? null,
+        };
+      },
+      async request(request) {
+        const r = await store.requests.get(request);
+        return {
+          final: r.state === 'Final',
+          outcome: r.outcome,
+          attempts: r.attempts,
+          tempFailures: r.temp_failures,
+        };
+      },
+      async node(instance, cluster = 'c', tag = 't') {
+        const { nodeId, bootstrapSecret } = await queue.createNode('small', cluster, tag);
+        await queue.bindNode(nodeId, instance);
+        await store.nodes.register(nodeId, bootstrapSecret, {});
+        return nodeId;
+      },
+      async start(id, node, o = {}) {
+        // The token its node would be handed; a made-up one for a container that is not locked.
+        let t = await store.containers.tokenFor(id).catch(() => '0.none');
+        tokens.set(id, t);
+        if (o.staleToken) t = `${Number(t.split('.')[0]) - 1}.${t.split('.')[1]}`;
+        return asOutcome(id, () => store.containers.start(id, node, t));
+      },
+      async complete(id, node, exitCode) {
+        const t = tokens.get(id) ?? '0.none';
+        return asOutcome(id, () =>
+          store.containers.complete(id, node, t, { exitCode, oomKilled: false, usage: null }),
+        );
+      },
+    };
+  };
+}
+
+/** The simulator's queue, on the same manual clock and the same seed. */
+export function simSubjects(): SubjectFactory {
+  return async (opts = {}) => {
+    const clock = new ManualClock(new Date(T0));
+    const queue = new SimQueue({
+      now: () => clock.now().getTime(),
+      rng: seededRng(7),
+      maxDispatchAttempts: opts.maxDispatchAttempts ?? 10,
+    });
+    let n = 0;
+    const gens = new Map<string, number>();
+    const first = new Map<string, string>(); // request handle → its first container
+    return {
+      queue,
+      clock,
+      async submit(a = {}) {
+        const id = `r${++n}`;
+        queue.submit({
+          id,
+          vcpus: 1,
+          ram: 1024 ** 3,
+          scratch: 0,
+          gpus: 0,
+          preemptible: false,
+          priority: a.priority ?? 500,
+          durationMs: 1000,
+          exitCode: 0,
+          containerCountMax: a.containerCountMax ?? 3,
+          maxTempRetries: a.maxTempRetries ?? 10,
+          retryOnFailure: a.retryOnFailure ?? true,
+          ...(a.runAfterMs !== undefined ? { runAfter: T0 + a.runAfterMs } : {}),
+        });
+        first.set(id, id);
+        return id;
+      },
+      async current(request) {
+        return queue.get(first.get(request)!).request.current;
+      },
+      async container(id) {
+        const c = queue.get(id);
+        return {
+          state: c.state,
+          attempt: c.attempt,
+          lockCount: c.lockCount,
+          lockedBy: c.lockedBy,
+          instance: c.state === 'Queued' ? null : c.instance,
+          failureClass: c.failureClass,
+          reason: c.state === 'Cancelled' ? c.reason : null,
+          queuedAt: c.queuedAt,
+          runAfter: c.runAfter,
+        };
+      },
+      async request(request) {
+        const r = queue.get(first.get(request)!).request;
+        return { final: r.final, outcome: r.outcome, attempts: r.attempts, tempFailures: r.tempFailures };
+      },
+      async node(instance, cluster = 'c', tag = 't') {
+        const { nodeId, bootstrapSecret } = await queue.createNode('small', cluster, tag);
+        await queue.bindNode(nodeId, instance);
+        queue.registerNode(nodeId, bootstrapSecret, 10_000);
+        return nodeId;
+      },
+      async start(id, node, o = {}) {
+        const gen = queue.get(id).generation;
+        gens.set(id, gen);
+        return asOutcome(id, () => queue.start(id, node, o.staleToken ? gen - 1 : gen));
+      },
+      async complete(id, node, exitCode) {
+        return asOutcome(id, () => queue.complete(id, node, gens.get(id) ?? -1, exitCode));
+      },
+    };
+  };
+}
+
+/** Both implementations, for describe.each. */
+export const SUBJECTS: [string, SubjectFactory][] = [
+  ['PostgreSQL', pgSubjects()],
+  ['simulator', simSubjects()],
+];
