@@ -130,8 +130,6 @@ describe('slurm backend under failures', () => {
         ['2', '1GiB'],
       ] as const;
       const submitted: string[] = [];
-      /** Requests of the 5 s containers. */
-      const longRunning = new Set<string>();
       let next = 0;
       const submitter = async () => {
         while (next < MANY) {
@@ -151,12 +149,10 @@ describe('slurm backend under failures', () => {
             '--',
             '/bin/sh',
             '-c',
-            // Every tenth runs 5 s, so that there is running work to kill.
-            `echo start ${i}; sleep ${i % 10 === 0 ? '5' : `0.${i % 5}`}; echo end ${i}`,
+            `echo start ${i}; sleep 0.${i % 5}; echo end ${i}`,
           ]);
           if (r.code !== 0) throw new Error(`berth submit: ${r.stderr}`);
           submitted[i] = (JSON.parse(r.stdout) as { id: string }).id;
-          if (i % 10 === 0) longRunning.add(submitted[i]!);
         }
       };
       const submitting = Promise.all(Array.from({ length: 4 }, submitter));
@@ -170,19 +166,36 @@ describe('slurm backend under failures', () => {
         600_000,
         'a first part to finish',
       );
-      // A container that runs for a while (a 5 s one that started moments ago).
+      // A container that runs for a while, submitted now at the top priority: its node is killed as soon
+      // as it runs (no timing window to catch among the short ones, whatever the machine's speed).
+      const s = await w.cli([
+        'submit',
+        '--json',
+        '--name',
+        'struck',
+        '--cpus',
+        '0.5',
+        '--ram',
+        '64MiB',
+        '--priority',
+        '1000',
+        '--',
+        '/bin/sh',
+        '-c',
+        'echo start struck; sleep 20; echo end struck',
+      ]);
+      if (s.code !== 0) throw new Error(`berth submit: ${s.stderr}`);
+      const struckId = (JSON.parse(s.stdout) as { id: string }).id;
       const struck = await until(
         async () => {
           const page = await w.api<{ items: ContainerView[] }>(
             'GET',
-            '/v1/containers?state=Running&limit=100',
+            '/v1/containers?state=Running&limit=1000',
           );
-          return page.items.find(
-            (c) => longRunning.has(c.request_id) && Date.now() - Date.parse(c.started_at!) < 1500,
-          );
+          return page.items.find((c) => c.request_id === struckId);
         },
         300_000,
-        'a long container to run',
+        'the long container to run',
       );
       const victim = await nodeOf(struck);
       await w.cluster.killNode(victim);
@@ -198,6 +211,11 @@ describe('slurm backend under failures', () => {
 
       await submitting;
       await until(async () => (await finished()) === MANY, 1_200_000, `all ${MANY} requests to finish`);
+      await until(
+        async () => (await w.api<RequestView>('GET', `/v1/requests/${struckId}`)).state === 'Final',
+        300_000,
+        'the struck request to finish',
+      );
       expect(d.output()).not.toMatch(/pass failed/);
 
       // Nothing submitted twice: one SLURM job per container (finished jobs stay listed for this file).
@@ -230,7 +248,8 @@ describe('slurm backend under failures', () => {
         expect(events.items.filter((e) => e.message.startsWith('Running')).length).toBe(1);
       }
       // The container running on the killed node was cancelled (temp) and retried.
-      const struckReq = await w.api<RequestView>('GET', `/v1/requests/${struck.request_id}`);
+      const struckReq = await w.api<RequestView>('GET', `/v1/requests/${struckId}`);
+      expect(struckReq).toMatchObject({ state: 'Final', outcome: 'success' });
       expect(struckReq.temp_failures).toBeGreaterThanOrEqual(1);
       expect((await w.api<ContainerView>('GET', `/v1/containers/${struck.id}`)).failure_class).toBe('temp');
       console.log(
