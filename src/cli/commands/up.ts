@@ -29,6 +29,25 @@ async function processSandboxNote(cfg: Config): Promise<string | null> {
     : null;
 }
 
+/**
+ * The quick start runs on a machine with Node.js alone. Where bubblewrap cannot run, `berth up --demo` runs
+ * the demo's own containers (submitted by berth up itself; no user token exists, and it stops when the demo
+ * is done) as plain processes, and says so. Without --demo, image-less containers stay refused (issue 10).
+ * Returns the config to use and what to say, if anything.
+ */
+export async function demoSandbox(cfg: Config, demo: boolean): Promise<{ cfg: Config; note: string | null }> {
+  if (!demo || cfg.process_sandbox !== 'bwrap') return { cfg, note: null };
+  const { probeSandbox } = await import('../../agent/runtimes/sandbox.js');
+  const tools = await probeSandbox(cfg.bwrap);
+  if (typeof tools !== 'string') return { cfg, note: null };
+  return {
+    cfg: { ...cfg, process_sandbox: 'none' },
+    note:
+      `${tools}: the demo's own containers run as plain processes. Install bubblewrap before anyone ` +
+      'else submits work here (docs/SECURITY.md): without --demo such containers are refused.',
+  };
+}
+
 /** The options `berth up` reads for its agents, passed on as their flags (src/config/options.ts). */
 const AGENT_KEYS = ['process_sandbox', 'bwrap'] as const;
 const agentArgs = (cfg: Config): string[] =>
@@ -41,7 +60,8 @@ export function registerUp(program: Command): void {
     )
     .option('--demo', 'submit a small demo workload, show its progress, and stop when it is done')
     .action(async (opts: { demo?: boolean }, cmd: Command) => {
-      const cfg = configFor(cmd);
+      const demoSafe = await demoSandbox(configFor(cmd), !!opts.demo);
+      const cfg = demoSafe.cfg;
       const emulatedCloud = cfg.cloud === 'ec2-emulated';
       if (emulatedCloud && cfg.dispatch_config)
         throw new UsageError(
@@ -55,6 +75,7 @@ export function registerUp(program: Command): void {
       // Read first, so that a bad file stops nothing (the emulated cloud's is made once it runs).
       const localDcfg = emulatedCloud ? null : loadDispatchConfig(cfg.dispatch_config, demoTimers);
       const say = (line: string) => console.error(`berth up: ${line}`);
+      if (demoSafe.note) say(demoSafe.note);
       // Listening from the start: a Ctrl-C while starting up stops what has started (a second one, at once).
       const shutdown = new Shutdown();
       let emulated: EmulatedCloud | null = null;
