@@ -39,7 +39,7 @@ const execFileAsync = promisify(execFile);
 const exec = (
   podman: string,
   args: string[],
-  opts: { timeout?: number; maxBuffer?: number } = {},
+  opts: { timeout?: number; maxBuffer?: number; cwd?: string } = {},
 ): Promise<{ stdout: string; stderr: string }> =>
   execFileAsync(podman, ['--cgroup-manager', 'cgroupfs', ...args], { encoding: 'utf8', ...opts });
 
@@ -106,7 +106,9 @@ export class PodmanRuntime implements Runtime {
     for (const [k, v] of Object.entries(spec.env)) args.push('--env', `${k}=${v}`);
     args.push(image, ...spec.command);
     try {
-      await exec(this.podman, args, { timeout: 120_000 });
+      // In the container's own directory: conmon, which podman leaves running beside the container, writes
+      // an `oom` marker into its working directory when the container is OOM-killed (it was the agent's).
+      await exec(this.podman, args, { timeout: 120_000, cwd: spec.workDir });
     } catch (err) {
       await this.engine.remove(name);
       await cgroup.remove().catch(() => {});
