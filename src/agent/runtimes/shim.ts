@@ -94,9 +94,21 @@ export async function spawnShim(opts: {
     child.once('error', reject);
   });
   child.unref();
+  // The shim joins its cgroups itself before it starts the command (the command is never outside its
+  // limits); the agent places it there too, so that when start() returns the shim is in its group
+  // (a loaded host may not have run the shim's first line yet). Joining twice is harmless.
+  for (const f of opts.cgroupProcs) await joinCgroup(f, pid);
   const ref = await processRef(pid);
   // The shim may already have exited (e.g. `true`); its start time then does not matter.
   return { child, ref: ref ?? { pid, startTicks: -1 } };
+}
+
+/**
+ * Writes `pid` into a cgroup.procs file, best effort: the shim's own join is the one that counts, and a
+ * failure there ends the container with exit code 125 and a message in its stderr (an exited shim: ESRCH).
+ */
+async function joinCgroup(procsFile: string, pid: number): Promise<void> {
+  await writeFile(procsFile, String(pid)).catch(() => undefined);
 }
 
 export async function writeRunState(workDir: string, state: RunState): Promise<void> {
