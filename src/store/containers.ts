@@ -171,7 +171,7 @@ export class Containers {
     by: Canceller,
     failureClass: FailureClass,
     reason: string,
-    opts: { retryable?: boolean; interrupted?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean; reclaimed?: boolean } = {},
   ): Promise<{ retryId: string | null }> {
     const generation =
       by.kind === 'node' ? (await this.t.agent({ id, node: by.nodeId, token: by.token })).generation : null;
@@ -181,6 +181,7 @@ export class Containers {
       reason,
       retryable: opts.retryable ?? true,
       interrupted: opts.interrupted ?? false,
+      reclaimed: opts.reclaimed ?? false,
     };
     return { retryId: one(await this.t.end([{ id, actor: actorOf(by, generation), end }])).retryId ?? null };
   }
