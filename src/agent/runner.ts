@@ -114,6 +114,35 @@ export class ContainerRunner {
     this.kill(reason);
   }
 
+  /** Whether the container runs in borrowed capacity (the pressure watcher may reclaim it). */
+  get opportunistic(): boolean {
+    return this.ctx.journal.containers.get(this.id)?.opportunistic === true;
+  }
+
+  /** Whether it is running under supervision (a reclaim can freeze it). */
+  get supervised(): boolean {
+    return this.supervisor !== null;
+  }
+
+  /**
+   * Guaranteed containers claim the capacity this opportunistic one borrowed: freeze it at once (resolves
+   * once frozen), then stop it and report it as a reclaimed temp cancel (retried, spending no retry).
+   */
+  async reclaim(why: string): Promise<void> {
+    const entry = this.ctx.journal.containers.get(this.id);
+    const sup = this.supervisor;
+    if (!entry || !sup || entry.reclaimed) return;
+    entry.reclaimed = why;
+    const frozen = sup.handle.freeze();
+    void this.ctx.journal.save().catch(() => {});
+    await frozen;
+    void this.shipper?.system(`reclaimed: frozen (${why}); stopping it to be retried`).catch(() => {});
+    // A frozen container keeps its memory: end it now (the signal is sent before the thaw, so it never
+    // runs again). Its end is reported by supervise() as a reclaimed temp cancel.
+    entry.killReason ??= `reclaimed: ${why}`;
+    void sup.handle.signal('SIGKILL').catch(() => {});
+  }
+
   /** SIGKILL at once (the node was declared failed: its containers already run elsewhere). */
   async killNow(timeoutMs = 10_000): Promise<void> {
     this.killRequested ??= 'node failed';
@@ -158,6 +187,7 @@ export class ContainerRunner {
       startedAt: Date.now(),
       maxRunTimeMs: order.max_run_time_ms,
       scratch: order.scratch,
+      ...(order.opportunistic ? { opportunistic: true } : {}),
       startReported: false,
       killReason: null,
       exit: null,
@@ -197,6 +227,7 @@ export class ContainerRunner {
       scratch: order.scratch,
       gpus: order.gpus,
       workDir: runDir,
+      ...(order.opportunistic ? { opportunistic: true } : {}),
     };
     let handle: RunHandle;
     try {
@@ -301,6 +332,10 @@ export class ContainerRunner {
       await this.cancel(entry, 'temp', entry.interrupted, { interrupted: true });
       return;
     }
+    if (entry.reclaimed) {
+      await this.cancel(entry, 'temp', `reclaimed: ${entry.reclaimed}`, { reclaimed: true });
+      return;
+    }
     if (entry.cancelClass && entry.killReason) {
       await this.cancel(entry, entry.cancelClass, entry.killReason);
       return;
@@ -361,7 +396,7 @@ export class ContainerRunner {
     entry: JournalEntry,
     cls: 'temp' | 'perm',
     reason: string,
-    opts: { retryable?: boolean; interrupted?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean; reclaimed?: boolean } = {},
   ): Promise<void> {
     const { ctx } = this;
     const shipper = this.shipper ?? this.makeShipper(entry);

@@ -44,6 +44,8 @@ export interface StartOrder {
   scratch: number;
   gpus: number;
   max_run_time_ms: number | null;
+  /** It may be frozen and handed back when guaranteed containers claim their capacity (src/agent/pressure.ts). */
+  opportunistic?: boolean;
 }
 
 export interface NodeWork {

@@ -57,7 +57,7 @@ describe('retries (DESIGN §3.3)', () => {
         cid,
         { kind: 'node', nodeId: a.nodeId, token: a.token },
         'temp',
-        'memory pressure: a guaranteed container claimed its capacity back',
+        'reclaimed: memory pressure',
         { reclaimed: true },
       );
       expect(retryId).toBeTruthy();
@@ -77,7 +77,7 @@ describe('retries (DESIGN §3.3)', () => {
     expect(ev.rows).toEqual([
       {
         kind: 'reclaim',
-        message: 'reclaimed by its agent: memory pressure: a guaranteed container claimed its capacity back',
+        message: 'reclaimed: memory pressure',
       },
     ]);
     // A plain temp failure still counts.

@@ -241,7 +241,7 @@ async function next(
       ...(retryable ? {} : { retryable: false }),
     });
     if (end.state === 'Cancelled' && end.reclaimed)
-      events.add(row.id, 'reclaim', `reclaimed by its agent: ${end.reason}`, { reclaimed: true });
+      events.add(row.id, 'reclaim', end.reason, { reclaimed: true });
     const warning = end.state === 'Complete' ? oomWarning(end.exitCode, end.oomKilled) : null;
     if (warning) events.add(row.id, 'warning', warning, { oom_killed: true });
     // An old attempt, or a request already final (cancelled between attempts): nothing more to decide.
