@@ -47,6 +47,7 @@ import { ImdsClient } from './imds.js';
 import { Journal } from './journal.js';
 import { DEFAULT_LOG_LIMIT } from './log-limit.js';
 import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
+import { CheckpointStore } from './checkpoint.js';
 import { watchPressure, type AgentPressureOptions } from './pressure.js';
 import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
 
@@ -95,6 +96,11 @@ export interface AgentOptions {
   noticePollMs?: number;
   /** The pressure watcher of opportunistic containers (src/agent/pressure.ts); unset: the declared defaults. */
   pressure?: Partial<Omit<AgentPressureOptions, 'cgroupParent'>>;
+  /** Where containers' checkpoints are kept between attempts (checkpoint.ts); unset/null: none. */
+  checkpointStore?: string | null;
+  checkpointLimitBytes?: number;
+  /** How long a reclaimed container may take to checkpoint and exit after SIGUSR1 (default 5 s). */
+  checkpointWaitMs?: number;
 }
 
 /**
@@ -191,6 +197,13 @@ export class Agent {
       },
       stop: this.stopper.signal,
       log: this.log,
+      checkpoints: opts.checkpointStore
+        ? new CheckpointStore(
+            opts.checkpointStore,
+            opts.checkpointLimitBytes ?? PROCESS_OPTIONS.defaultOf('checkpoint_limit'),
+          )
+        : null,
+      checkpointWaitMs: opts.checkpointWaitMs ?? PROCESS_OPTIONS.defaultOf('checkpoint_wait'),
     };
     for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
     const watching = this.imds ? this.watchNotices(this.imds) : null;

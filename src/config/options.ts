@@ -343,6 +343,37 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['agent'],
   }),
   opt({
+    key: 'checkpoint_store',
+    kind: nullable(path),
+    default: null,
+    env: 'BERTH_CHECKPOINT_STORE',
+    flag: '--checkpoint-store',
+    help:
+      "A directory shared by the agents of one host where containers' own checkpoints ($BERTH_CHECKPOINT_DIR) " +
+      'are kept for the next attempt of their request (docs/RUNTIMES.md). Unset: no checkpoint directory.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'checkpoint_limit',
+    kind: size,
+    default: '64MiB',
+    env: 'BERTH_CHECKPOINT_LIMIT',
+    flag: '--checkpoint-limit',
+    help: 'The largest checkpoint kept per request; a larger one is dropped, said in the container log.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'checkpoint_wait',
+    kind: duration({ max: '10m' }),
+    default: '5s',
+    env: 'BERTH_CHECKPOINT_WAIT',
+    flag: '--checkpoint-wait',
+    help:
+      'How long a reclaimed container may take, after SIGUSR1, to write its checkpoint and exit before it ' +
+      'is killed (0: killed at once, no checkpoint asked for).',
+    usedBy: ['agent'],
+  }),
+  opt({
     key: 'instance_ram',
     kind: nullable(size),
     default: null,
