@@ -90,7 +90,10 @@ export class PressureWatcher {
 
   /** One sample and, under pressure, one reclaim of every opportunistic container; the event, if any. */
   async tick(): Promise<ReclaimEvent | null> {
-    const victims = this.opts.opportunistic().filter((r) => !this.reclaimed.has(r.id));
+    const all = this.opts.opportunistic();
+    // Forget the reclaimed ones that are gone (their runners reported and were dropped).
+    for (const id of this.reclaimed) if (!all.some((r) => r.id === id)) this.reclaimed.delete(id);
+    const victims = all.filter((r) => !this.reclaimed.has(r.id));
     if (victims.length === 0) return null;
     const s = await this.opts.sample();
     const signalAt = this.now();

@@ -74,7 +74,7 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
       await until(async () => (await h.text(opp, 'stdout')).includes('holding'), 30_000, 'opp holding');
       // The guaranteed container reserved 256 MiB and grows to ~230 (with node's own ~40): into the borrowed part.
       const g = await h.submitAndAssign(node, {
-        command: ['node', '-e', allocator(192, 40, 200)],
+        command: ['node', '-e', allocator(192, 80, 200)],
         ram: '256MiB',
       });
       const done = await h.waitState(g, ['Complete'], 60_000);
