@@ -47,6 +47,8 @@ import { ImdsClient } from './imds.js';
 import { Journal } from './journal.js';
 import { DEFAULT_LOG_LIMIT } from './log-limit.js';
 import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
+import { CheckpointStore } from './checkpoint.js';
+import { watchPressure, type AgentPressureOptions } from './pressure.js';
 import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
 
 export type RuntimeSetting = 'auto' | RuntimeName;
@@ -92,6 +94,13 @@ export interface AgentOptions {
   imdsUrl?: string | null;
   /** How often the metadata service is polled for notices (default 5 s; EC2 gives two minutes). */
   noticePollMs?: number;
+  /** The pressure watcher of opportunistic containers (src/agent/pressure.ts); unset: the declared defaults. */
+  pressure?: Partial<Omit<AgentPressureOptions, 'cgroupParent'>>;
+  /** Where containers' checkpoints are kept between attempts (checkpoint.ts); unset/null: none. */
+  checkpointStore?: string | null;
+  checkpointLimitBytes?: number;
+  /** How long a reclaimed container may take to checkpoint and exit after SIGUSR1 (default 5 s). */
+  checkpointWaitMs?: number;
 }
 
 /**
@@ -188,14 +197,35 @@ export class Agent {
       },
       stop: this.stopper.signal,
       log: this.log,
+      checkpoints: opts.checkpointStore
+        ? new CheckpointStore(
+            opts.checkpointStore,
+            opts.checkpointLimitBytes ?? PROCESS_OPTIONS.defaultOf('checkpoint_limit'),
+          )
+        : null,
+      checkpointWaitMs: opts.checkpointWaitMs ?? PROCESS_OPTIONS.defaultOf('checkpoint_wait'),
     };
     for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
     const watching = this.imds ? this.watchNotices(this.imds) : null;
+    const pressure = watchPressure(
+      {
+        intervalMs: PROCESS_OPTIONS.defaultOf('pressure_interval'),
+        headroomBytes: PROCESS_OPTIONS.defaultOf('pressure_headroom'),
+        psiPercent: PROCESS_OPTIONS.defaultOf('pressure_psi'),
+        instanceRam: PROCESS_OPTIONS.defaultOf('instance_ram'),
+        ...opts.pressure,
+        cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
+      },
+      () => this.runners.values(),
+      this.log,
+      this.stopper.signal,
+    ).catch((err: unknown) => this.log.warn(errorFields(err), 'the pressure watcher failed'));
     try {
       await this.loop(ctx);
     } finally {
       this.stopper.abort();
       await watching;
+      await pressure;
       // One-shot: the work dir is this job's alone (the runner removed the container's own dir).
       if (opts.once) await rm(opts.workDir, { recursive: true, force: true }).catch(() => {});
     }

@@ -160,7 +160,7 @@ export class AgentClient {
     lockToken: string,
     cls: 'temp' | 'perm',
     reason: string,
-    opts: { retryable?: boolean; interrupted?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean; reclaimed?: boolean } = {},
   ): Promise<void> {
     if (this.reports)
       return this.report({
@@ -171,6 +171,7 @@ export class AgentClient {
         reason: reason.slice(0, 4096),
         ...(opts.retryable === false ? { retryable: false } : {}),
         ...(opts.interrupted ? { interrupted: true } : {}),
+        ...(opts.reclaimed ? { reclaimed: true } : {}),
       });
     await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, {
       lock_token: lockToken,
@@ -178,6 +179,7 @@ export class AgentClient {
       reason: reason.slice(0, 4096),
       ...(opts.retryable === false ? { retryable: false } : {}),
       ...(opts.interrupted ? { interrupted: true } : {}),
+      ...(opts.reclaimed ? { reclaimed: true } : {}),
     });
   }
 

@@ -73,6 +73,12 @@ export interface JournalEntry {
    * agent): the end is reported as a cancel of this class (retried), not as the container's exit.
    */
   cancelClass?: 'temp';
+  /** Its request (the start order's request_id): where its checkpoint is kept (checkpoint.ts). */
+  requestId?: string;
+  /** It runs in borrowed capacity (the start order said so): the pressure watcher may reclaim it. */
+  opportunistic?: boolean;
+  /** Set when the pressure watcher reclaimed it: its end is reported as a reclaimed temp cancel. */
+  reclaimed?: string | null;
   exit: ExitInfo | null;
   log: LogCursor;
 }

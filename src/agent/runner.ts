@@ -19,6 +19,7 @@ import {
 } from './client.js';
 import { newLogCursor, type Journal, type JournalEntry } from './journal.js';
 import { LogShipper, type ShipperOptions } from './log-shipper.js';
+import { CHECKPOINT_SIGNAL, CHECKPOINT_SUBDIR, type CheckpointStore } from './checkpoint.js';
 
 /** How the agent chooses runtimes: by image for new containers, by name for re-attach. */
 export interface RuntimeChoice {
@@ -40,6 +41,10 @@ export interface RunnerContext {
   stop: AbortSignal;
   /** The agent's logger; each runner logs through a child carrying its container id. */
   log: Logger;
+  /** Where containers' checkpoints are kept for their next attempts (checkpoint.ts); null: none. */
+  checkpoints?: CheckpointStore | null;
+  /** How long a reclaimed container may take to write its checkpoint and exit after SIGUSR1. */
+  checkpointWaitMs?: number;
 }
 
 export class ContainerRunner {
@@ -47,6 +52,8 @@ export class ContainerRunner {
   private shipper: LogShipper | null = null;
   /** A kill requested before the container was started or supervised. */
   private killRequested: string | null = null;
+  /** Its checkpoint directory was filled from an earlier attempt's (said in its log once supervised). */
+  private restoredCheckpoint = false;
   /** The latest usage sample while it runs. */
   lastUsage: Usage | null = null;
   /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
@@ -114,6 +121,72 @@ export class ContainerRunner {
     this.kill(reason);
   }
 
+  /** Whether the container runs in borrowed capacity (the pressure watcher may reclaim it). */
+  get opportunistic(): boolean {
+    return this.ctx.journal.containers.get(this.id)?.opportunistic === true;
+  }
+
+  /** Whether it is running under supervision (a reclaim can freeze it). */
+  get supervised(): boolean {
+    return this.supervisor !== null;
+  }
+
+  /**
+   * Guaranteed containers claim the capacity this opportunistic one borrowed: freeze it at once (resolves
+   * once frozen), then stop it and report it as a reclaimed temp cancel (retried, spending no retry).
+   */
+  async reclaim(why: string): Promise<void> {
+    const entry = this.ctx.journal.containers.get(this.id);
+    const sup = this.supervisor;
+    if (!entry || !sup || entry.reclaimed) return;
+    entry.reclaimed = why;
+    const frozen = sup.handle.freeze();
+    void this.ctx.journal.save().catch(() => {});
+    await frozen;
+    void this.shipper?.system(`reclaimed: frozen (${why}); stopping it to be retried`).catch(() => {});
+    entry.killReason ??= `reclaimed: ${why}`;
+    void this.endReclaimed(entry, sup);
+  }
+
+  /**
+   * A frozen container keeps its memory: end it now. With a checkpoint store, it is first asked to write its
+   * checkpoint (SIGUSR1, which thaws it) and given checkpointWaitMs to exit; SIGKILL is sent before any
+   * thaw otherwise, so it never runs again. supervise() reports the end as a reclaimed temp cancel.
+   */
+  private async endReclaimed(entry: JournalEntry, sup: Supervisor): Promise<void> {
+    const waitMs = this.ctx.checkpointWaitMs ?? 0;
+    if (this.ctx.checkpoints && entry.requestId && waitMs > 0) {
+      await sup.handle.signal(CHECKPOINT_SIGNAL).catch(() => {});
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([sup.wait().catch(() => {}), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
+      clearTimeout(timer);
+    }
+    await sup.handle.signal('SIGKILL').catch(() => {});
+  }
+
+  /** The container's checkpoint directory ($BERTH_CHECKPOINT_DIR), for the process runtime only. */
+  private checkpointDir(entry: JournalEntry): string | null {
+    if (!this.ctx.checkpoints || !entry.requestId || entry.runtime !== 'process') return null;
+    return join(entry.runDir, 'scratch', CHECKPOINT_SUBDIR);
+  }
+
+  /** After the container ended: keep its checkpoint for the next attempt, or drop it after a success. */
+  private async keepCheckpoint(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
+    const dir = this.checkpointDir(entry);
+    const store = this.ctx.checkpoints;
+    if (!dir || !store || !entry.requestId) return;
+    try {
+      const succeeded = info.exitCode === 0 && !entry.reclaimed && !entry.interrupted && !entry.cancelClass;
+      if (succeeded) await store.forget(entry.requestId);
+      else {
+        const line = await store.keep(entry.requestId, dir);
+        if (line) await shipper.system(line);
+      }
+    } catch (err) {
+      this.log.warn(errorFields(err), 'keeping its checkpoint failed');
+    }
+  }
+
   /** SIGKILL at once (the node was declared failed: its containers already run elsewhere). */
   async killNow(timeoutMs = 10_000): Promise<void> {
     this.killRequested ??= 'node failed';
@@ -158,6 +231,8 @@ export class ContainerRunner {
       startedAt: Date.now(),
       maxRunTimeMs: order.max_run_time_ms,
       scratch: order.scratch,
+      ...(order.opportunistic ? { opportunistic: true } : {}),
+      ...(order.request_id ? { requestId: order.request_id } : {}),
       startReported: false,
       killReason: null,
       exit: null,
@@ -186,17 +261,25 @@ export class ContainerRunner {
       await this.cancel(entry, 'temp', `killed before it started: ${this.killRequested}`);
       return;
     }
+    const checkpointDir = this.checkpointDir(entry);
+    if (checkpointDir && (await ctx.checkpoints!.restore(entry.requestId!, checkpointDir)))
+      this.restoredCheckpoint = true;
     const spec: RunSpec = {
       id: order.id,
       image: order.image,
       command: order.command,
-      env: { ...(order.env ?? {}), ...(order.secret_env ?? {}) },
+      env: {
+        ...(order.env ?? {}),
+        ...(order.secret_env ?? {}),
+        ...(checkpointDir ? { BERTH_CHECKPOINT_DIR: checkpointDir } : {}),
+      },
       ...(order.cwd ? { cwd: order.cwd } : {}),
       vcpus: order.vcpus,
       ram: order.ram,
       scratch: order.scratch,
       gpus: order.gpus,
       workDir: runDir,
+      ...(order.opportunistic ? { opportunistic: true } : {}),
     };
     let handle: RunHandle;
     try {
@@ -272,6 +355,7 @@ export class ContainerRunner {
     const { ctx } = this;
     const shipper = this.makeShipper(entry);
     if (handle.warning) await shipper.system(`warning: ${handle.warning}`);
+    if (this.restoredCheckpoint) await shipper.system('checkpoint restored from an earlier attempt');
     const sup = new Supervisor(handle, {
       maxRunTimeMs: entry.maxRunTimeMs,
       scratchBytes: entry.scratch,
@@ -297,8 +381,13 @@ export class ContainerRunner {
       return;
     }
     if (info === 'stopped') return; // the next agent re-attaches
+    await this.keepCheckpoint(entry, info, shipper);
     if (entry.interrupted) {
       await this.cancel(entry, 'temp', entry.interrupted, { interrupted: true });
+      return;
+    }
+    if (entry.reclaimed) {
+      await this.cancel(entry, 'temp', `reclaimed: ${entry.reclaimed}`, { reclaimed: true });
       return;
     }
     if (entry.cancelClass && entry.killReason) {
@@ -361,7 +450,7 @@ export class ContainerRunner {
     entry: JournalEntry,
     cls: 'temp' | 'perm',
     reason: string,
-    opts: { retryable?: boolean; interrupted?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean; reclaimed?: boolean } = {},
   ): Promise<void> {
     const { ctx } = this;
     const shipper = this.shipper ?? this.makeShipper(entry);

@@ -196,6 +196,8 @@ export const CancelBody = Type.Object(
     retryable: Type.Optional(Type.Boolean()),
     /** The cloud reclaimed the instance (a spot interruption, said by its agent): the retry counts it. */
     interrupted: Type.Optional(Type.Boolean()),
+    /** Its agent reclaimed an opportunistic container: retried at once, counting no failure. */
+    reclaimed: Type.Optional(Type.Boolean()),
     dispatcher_id: Type.Optional(DispatcherId),
     lock_token: Type.Optional(LockToken),
   },
@@ -310,13 +312,15 @@ export const ReportSchema = Type.Union(
         retryable: Type.Optional(Type.Boolean()),
         /** The cloud reclaimed the instance (a spot interruption): the retry counts it. */
         interrupted: Type.Optional(Type.Boolean()),
+        /** Its agent reclaimed an opportunistic container: retried at once, counting no failure. */
+        reclaimed: Type.Optional(Type.Boolean()),
       },
       { additionalProperties: false },
     ),
   ],
   {
     description:
-      'a report with kind, id and lock_token: "start"; "logs" with chunks; "exit" with exit_code (and oom_killed, usage, reason); "cancel" with class (temp or perm) and reason (and retryable, interrupted)',
+      'a report with kind, id and lock_token: "start"; "logs" with chunks; "exit" with exit_code (and oom_killed, usage, reason); "cancel" with class (temp or perm) and reason (and retryable, interrupted, reclaimed)',
   },
 );
 export type ReportBody = Static<typeof ReportSchema>;

@@ -311,6 +311,79 @@ export const PROCESS_OPTIONS = section([
       "the instance's disk counts against the container's scratch.",
     usedBy: ['agent'],
   }),
+  opt({
+    key: 'pressure_interval',
+    kind: duration({ min: '10ms', max: '10s' }),
+    default: '50ms',
+    env: 'BERTH_PRESSURE_INTERVAL',
+    flag: '--pressure-interval',
+    help:
+      "How often the agent samples the instance's memory (and PSI) while opportunistic containers run, to " +
+      'freeze and hand them back when guaranteed containers claim their capacity (docs/RUNTIMES.md).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'pressure_headroom',
+    kind: size,
+    default: '64MiB',
+    env: 'BERTH_PRESSURE_HEADROOM',
+    flag: '--pressure-headroom',
+    help: 'Free memory under which the instance is under pressure: the agent then reclaims every opportunistic container.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'pressure_psi',
+    kind: nullable(int(1, 100)),
+    default: null,
+    env: 'BERTH_PRESSURE_PSI',
+    flag: '--pressure-psi',
+    help:
+      'A PSI "some avg10" percentage (memory or CPU; the containers\' group on cgroup v2, the host on v1) ' +
+      'at which the instance is under pressure too. Unset: PSI is not a signal.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'checkpoint_store',
+    kind: nullable(path),
+    default: null,
+    env: 'BERTH_CHECKPOINT_STORE',
+    flag: '--checkpoint-store',
+    help:
+      "A directory shared by the agents of one host where containers' own checkpoints ($BERTH_CHECKPOINT_DIR) " +
+      'are kept for the next attempt of their request (docs/RUNTIMES.md). Unset: no checkpoint directory.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'checkpoint_limit',
+    kind: size,
+    default: '64MiB',
+    env: 'BERTH_CHECKPOINT_LIMIT',
+    flag: '--checkpoint-limit',
+    help: 'The largest checkpoint kept per request; a larger one is dropped, said in the container log.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'checkpoint_wait',
+    kind: duration({ max: '10m' }),
+    default: '5s',
+    env: 'BERTH_CHECKPOINT_WAIT',
+    flag: '--checkpoint-wait',
+    help:
+      'How long a reclaimed container may take, after SIGUSR1, to write its checkpoint and exit before it ' +
+      'is killed (0: killed at once, no checkpoint asked for).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'instance_ram',
+    kind: nullable(size),
+    default: null,
+    env: 'BERTH_INSTANCE_RAM',
+    flag: '--instance-ram',
+    help:
+      'The memory the containers may use together, for the pressure watcher. Unset: the limit of the ' +
+      "containers' parent group (`cgroup_parent`), else the host's memory.",
+    usedBy: ['agent'],
+  }),
 ]);
 
 type ProcessOption = (typeof PROCESS_OPTIONS.options)[number];

@@ -20,6 +20,12 @@ export interface ContainerEnd {
    * like a cloud error's `retryable`.
    */
   retryable: boolean;
+  /**
+   * The agent reclaimed an opportunistic container (the capacity it borrowed was claimed back by a
+   * guaranteed one: src/agent/pressure.ts): a temp failure that spends neither attempts nor temp retries,
+   * retried at once.
+   */
+  reclaimed?: boolean;
 }
 
 /** The request's retry budget and policy. */
@@ -83,6 +89,15 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
       reason: `${end.reason ?? 'unknown'} (not retryable)`,
       attempts: req.attempts + 1,
       tempFailures: req.tempFailures,
+    };
+  }
+  if (end.state === 'Cancelled' && end.failureClass === 'temp' && end.reclaimed) {
+    return {
+      kind: 'retry',
+      delayMs: 0,
+      attempts: req.attempts,
+      tempFailures: req.tempFailures,
+      reason: `reclaimed: ${end.reason ?? 'its borrowed capacity was claimed back'}`,
     };
   }
   if (end.state === 'Cancelled' && end.failureClass === 'temp') {

@@ -32,6 +32,8 @@ export interface ExitReport {
 /** A container for an agent to start: its spec and the per-lock token for its reports. */
 export interface StartOrder {
   id: string;
+  /** Its request: what the attempts of one request share (the application's checkpoint). */
+  request_id?: string;
   lock_token: string;
   image: string | null;
   command: string[];
@@ -44,6 +46,8 @@ export interface StartOrder {
   scratch: number;
   gpus: number;
   max_run_time_ms: number | null;
+  /** It may be frozen and handed back when guaranteed containers claim their capacity (src/agent/pressure.ts). */
+  opportunistic?: boolean;
 }
 
 export interface NodeWork {
@@ -171,7 +175,7 @@ export class Containers {
     by: Canceller,
     failureClass: FailureClass,
     reason: string,
-    opts: { retryable?: boolean; interrupted?: boolean } = {},
+    opts: { retryable?: boolean; interrupted?: boolean; reclaimed?: boolean } = {},
   ): Promise<{ retryId: string | null }> {
     const generation =
       by.kind === 'node' ? (await this.t.agent({ id, node: by.nodeId, token: by.token })).generation : null;
@@ -181,6 +185,7 @@ export class Containers {
       reason,
       retryable: opts.retryable ?? true,
       interrupted: opts.interrupted ?? false,
+      reclaimed: opts.reclaimed ?? false,
     };
     return { retryId: one(await this.t.end([{ id, actor: actorOf(by, generation), end }])).retryId ?? null };
   }
@@ -222,7 +227,7 @@ export class Containers {
   async workFor(nodeId: string, running: string[]): Promise<NodeWork> {
     const key = await this.t.lockKey();
     const start = await this.ctx.pool.query(
-      `SELECT c.id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
+      `SELECT c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
          r.cwd, r.max_run_time_ms
        FROM containers c JOIN container_requests r ON r.id = c.request_id
        WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
@@ -236,6 +241,7 @@ export class Containers {
     return {
       start: start.rows.map((r) => ({
         id: r.id,
+        request_id: r.request_id,
         lock_token: lockToken(key, r.id, r.lock_generation),
         image: r.image,
         command: r.command,

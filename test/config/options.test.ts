@@ -66,6 +66,13 @@ describe('loadConfig', () => {
       cgroup_parent: 'berth',
       container_network: 'none',
       log_limit: 64 * 1024 ** 2,
+      pressure_interval: 50,
+      pressure_headroom: 64 * 1024 ** 2,
+      pressure_psi: null,
+      checkpoint_store: null,
+      checkpoint_limit: 64 * 1024 ** 2,
+      checkpoint_wait: 5_000,
+      instance_ram: null,
     });
     expect(Object.keys(c).sort()).toEqual(PROCESS_OPTIONS.options.map((o) => o.key).sort());
   });

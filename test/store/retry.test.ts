@@ -45,6 +45,52 @@ describe('retries (DESIGN §3.3)', () => {
     expect(seen).toEqual([1, 1, 2]);
   });
 
+  it('a reclaimed opportunistic container is retried at once and spends no retry: its events say so', async () => {
+    const { store } = await testStore();
+    const req = await submit(store, 'alice', { max_temp_retries: 1 });
+    let cid = req.container_id!;
+    const first = cid;
+    // More reclaims than max_temp_retries allows temp failures: none of them counts.
+    for (let i = 0; i < 3; i++) {
+      const a = await run(store, cid);
+      const { retryId } = await store.containers.cancel(
+        cid,
+        { kind: 'node', nodeId: a.nodeId, token: a.token },
+        'temp',
+        'reclaimed: memory pressure',
+        { reclaimed: true },
+      );
+      expect(retryId).toBeTruthy();
+      const retry = await store.containers.get(retryId!);
+      expect(retry).toMatchObject({ state: 'Queued', run_after: null });
+      cid = retryId!;
+    }
+    expect(await store.requests.get(req.id)).toMatchObject({
+      state: 'Committed',
+      attempts: 0,
+      temp_failures: 0,
+    });
+    const ev = await store.ctx.pool.query(
+      `SELECT kind, message FROM container_events WHERE container_id = $1 AND kind = 'reclaim'`,
+      [first],
+    );
+    expect(ev.rows).toEqual([
+      {
+        kind: 'reclaim',
+        message: 'reclaimed: memory pressure',
+      },
+    ]);
+    // A plain temp failure still counts.
+    const a = await run(store, cid);
+    await store.containers.cancel(
+      cid,
+      { kind: 'node', nodeId: a.nodeId, token: a.token },
+      'temp',
+      'node lost',
+    );
+    expect(await store.requests.get(req.id)).toMatchObject({ temp_failures: 1 });
+  });
+
   it('exit 0 makes the request Final/success', async () => {
     const { store } = await testStore();
     const req = await submit(store);

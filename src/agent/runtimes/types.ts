@@ -34,6 +34,8 @@ export interface RunSpec {
   gpus: number;
   /** A directory the agent created for this container; the runtime keeps its files there. */
   workDir: string;
+  /** It runs in borrowed capacity: the agent may freeze it and hand it back (src/agent/pressure.ts). */
+  opportunistic?: boolean;
 }
 
 /** How a container ended. */

@@ -121,7 +121,11 @@ export function containerRoutes(app: Api, deps: ApiDeps): void {
       const p = who(req);
       const body = req.body;
       const cid = req.params.id;
-      const retryable = { retryable: body.retryable ?? true, interrupted: body.interrupted ?? false };
+      const retryable = {
+        retryable: body.retryable ?? true,
+        interrupted: body.interrupted ?? false,
+        reclaimed: body.reclaimed ?? false,
+      };
       if (p.scope === 'user' || p.scope === 'admin') {
         if (p.scope === 'user' && body.class !== undefined && body.class !== 'user') {
           throw new HttpError(403, 'forbidden', 'class: a user may only cancel with class "user"');

@@ -37,6 +37,7 @@ export function toReport(r: ReportBody, node: string): Report {
           reason: r.reason,
           retryable: r.retryable ?? true,
           interrupted: r.interrupted ?? false,
+          reclaimed: r.reclaimed ?? false,
         },
       };
   }

@@ -37,6 +37,15 @@ export function registerAgent(program: Command): void {
         logLimitBytes: cfg.log_limit,
         imdsUrl: cfg.imds_url,
         noticePollMs: cfg.notice_poll,
+        pressure: {
+          intervalMs: cfg.pressure_interval,
+          headroomBytes: cfg.pressure_headroom,
+          psiPercent: cfg.pressure_psi,
+          instanceRam: cfg.instance_ram,
+        },
+        checkpointStore: cfg.checkpoint_store,
+        checkpointLimitBytes: cfg.checkpoint_limit,
+        checkpointWaitMs: cfg.checkpoint_wait,
       });
       const onSignal = (sig: NodeJS.Signals) => {
         if (cfg.once) {

@@ -27,6 +27,8 @@ export type Ending =
       retryable?: boolean;
       /** The cloud reclaimed its instance (a spot interruption): its retry counts one more. */
       interrupted?: boolean;
+      /** The agent reclaimed an opportunistic container: retried at once, counting no failure (retry.ts). */
+      reclaimed?: boolean;
     };
 
 /** One container to end: who asks (their guard) and how it ends. */
@@ -238,6 +240,8 @@ async function next(
       state: end.state,
       ...(retryable ? {} : { retryable: false }),
     });
+    if (end.state === 'Cancelled' && end.reclaimed)
+      events.add(row.id, 'reclaim', end.reason, { reclaimed: true });
     const warning = end.state === 'Complete' ? oomWarning(end.exitCode, end.oomKilled) : null;
     if (warning) events.add(row.id, 'warning', warning, { oom_killed: true });
     // An old attempt, or a request already final (cancelled between attempts): nothing more to decide.
@@ -250,6 +254,7 @@ async function next(
         reason: end.reason ?? null,
         oomKilled: end.state === 'Complete' && end.oomKilled,
         retryable,
+        reclaimed: end.state === 'Cancelled' && end.reclaimed === true,
       },
       {
         priority: row.priority,

@@ -1,0 +1,155 @@
+// The agent's way out (issue 16 item 2) on a real cgroup: the containers' parent group is an instance
+// with a memory limit; an opportunistic container holds memory its guaranteed neighbour has reserved but
+// not used yet; the guaranteed one grows to its request. The pressure watcher freezes the opportunistic
+// one, hands it back (reclaimed: retried at once, spending no retry), and the guaranteed one finishes
+// without an OOM kill. The retry then runs and finishes, once.
+import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import { cgroupAt, cgroupsUnusable, probeCgroups, type Cgroup } from '../../src/agent/runtimes/cgroup.js';
+import type { Agent } from '../../src/agent/agent.js';
+import { itIf } from '../helpers/needs.js';
+import { Harness, until } from './harness.js';
+
+const MiB = 1024 * 1024;
+const cgroupsMissing = await cgroupsUnusable();
+let h: Harness;
+let instance: Cgroup | null = null;
+const parent = `berth-pressure-${randomBytes(4).toString('hex')}`;
+
+beforeAll(async () => {
+  h = await Harness.create();
+});
+afterAll(async () => {
+  await h?.cleanup();
+  await instance?.remove().catch(() => {});
+});
+
+/**
+ * Marks the start orders of `ids` opportunistic, as the store does for a request submitted with
+ * `--opportunistic` (the field is added to the store's start order by issue 16 item 1, in its own branch).
+ */
+function markOpportunistic(agent: Agent, ids: Set<string>): void {
+  const ping = agent.client.ping.bind(agent.client);
+  agent.client.ping = async (...args) => {
+    const ans = await ping(...args);
+    for (const o of ans.start) if (ids.has(o.id)) o.opportunistic = true;
+    return ans;
+  };
+}
+
+/** The instance: 384 MiB for all containers together (the agents' cgroup parent). */
+async function instanceGroup(): Promise<void> {
+  if (instance) return;
+  instance = cgroupAt(await probeCgroups(), parent);
+  await instance.create({ vcpus: 2, ram: 384 * MiB });
+}
+
+/** Allocates `mib` MiB (touched) in 4 MiB steps, `stepMs` apart, says so, then holds it `holdMs`. */
+const allocator = (mib: number, stepMs: number, holdMs: number) =>
+  `const held = []; let n = 0;
+   const step = () => {
+     if (n >= ${mib}) { console.log('holding ' + n); setTimeout(() => { console.log('done ' + held.length); }, ${holdMs}); return; }
+     held.push(Buffer.alloc(4 * 1048576, 1)); n += 4; setTimeout(step, ${stepMs});
+   };
+   step();`;
+
+describe('pressure watcher (real cgroup, process runtime)', () => {
+  itIf(cgroupsMissing)(
+    'a guaranteed container grows into borrowed memory: the opportunistic one is frozen and requeued, the guaranteed one is never OOM-killed',
+    async () => {
+      await instanceGroup();
+      const node = await h.node();
+      const { agent, lines } = h.startAgent(node, {
+        cgroupParent: parent,
+        pressure: { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null },
+      });
+      const opp = await h.submit({
+        command: ['node', '-e', allocator(120, 5, 600_000)],
+        ram: '256MiB',
+        max_temp_retries: 0,
+      });
+      markOpportunistic(agent, new Set([opp]));
+      await h.assign(opp, node);
+      await until(async () => (await h.text(opp, 'stdout')).includes('holding'), 30_000, 'opp holding');
+      // The guaranteed container reserved 256 MiB and grows to ~230 (with node's own ~40): into the borrowed part.
+      const g = await h.submitAndAssign(node, {
+        command: ['node', '-e', allocator(192, 80, 200)],
+        ram: '256MiB',
+      });
+      const done = await h.waitState(g, ['Complete'], 60_000);
+      expect(done).toMatchObject({ exit_code: 0, oom_killed: false });
+      expect(await h.text(g, 'stdout')).toContain('done 48');
+      const ended = await h.waitState(opp, ['Cancelled'], 10_000);
+      expect(ended.failure_class).toBe('temp');
+
+      const events = (await h.store.containerList.events(opp)).map((e) => `${e.kind}: ${e.message}`);
+      expect(events).toContainEqual(expect.stringMatching(/^reclaim: reclaimed: memory pressure: /));
+      expect(lines.some((l) => /memory pressure: .* reclaimed/.test(l))).toBe(true);
+      expect(await h.text(opp, 'system')).toMatch(/reclaimed: frozen \(memory pressure/);
+      // Requeued at once, spending no retry (max_temp_retries 0 would have ended it otherwise).
+      const req = await h.store.requests.get(ended.request_id);
+      expect(req).toMatchObject({ state: 'Committed', temp_failures: 0, attempts: 0 });
+      const retry = req.container_id!;
+      expect(retry).not.toBe(opp);
+      expect(await h.store.containers.get(retry)).toMatchObject({ state: 'Queued', run_after: null });
+    },
+    120_000,
+  );
+
+  itIf(cgroupsMissing)(
+    'a reclaimed container that writes its checkpoint on SIGUSR1 continues from it in its next attempt',
+    async () => {
+      await instanceGroup();
+      const node = await h.node();
+      const store = await h.tempDir('berth-checkpoints-');
+      const { agent } = h.startAgent(node, {
+        cgroupParent: parent,
+        pressure: { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null },
+        checkpointStore: store,
+        checkpointWaitMs: 10_000,
+      });
+      // A counter holding 120 MiB: on SIGUSR1 it writes its count and exits; restored, it counts 50 more.
+      const counter = `const fs = require('fs'); const f = process.env.BERTH_CHECKPOINT_DIR + '/count';
+        let n = fs.existsSync(f) ? Number(fs.readFileSync(f, 'utf8')) : 0; const first = n;
+        const held = []; for (let i = 0; i < 30; i++) held.push(Buffer.alloc(4 * 1048576, 1));
+        console.log('start ' + n);
+        process.on('SIGUSR1', () => { fs.writeFileSync(f, String(n)); console.log('checkpoint ' + n); process.exit(0); });
+        setInterval(() => { n++; if (first > 0 && n >= first + 50) { console.log('finished ' + n); process.exit(0); } }, 5);`;
+      const opp = await h.submit({ command: ['node', '-e', counter], ram: '256MiB', max_temp_retries: 0 });
+      const marked = new Set([opp]);
+      markOpportunistic(agent, marked);
+      await h.assign(opp, node);
+      await until(async () => (await h.text(opp, 'stdout')).includes('start 0'), 30_000, 'the counter');
+      // Counted for a while before the guaranteed container claims its memory.
+      await until(async () => (await h.store.containers.get(opp)).state === 'Running', 10_000, 'running');
+      const g = await h.submitAndAssign(node, {
+        command: ['node', '-e', allocator(192, 80, 200)],
+        ram: '256MiB',
+      });
+      expect(await h.waitState(g, ['Complete'], 60_000)).toMatchObject({ exit_code: 0, oom_killed: false });
+      const ended = await h.waitState(opp, ['Cancelled'], 20_000);
+      const saved = /checkpoint (\d+)/.exec(await h.text(opp, 'stdout'));
+      expect(saved, 'the first attempt wrote its checkpoint').not.toBeNull();
+      const count = Number(saved![1]);
+      expect(count).toBeGreaterThan(0);
+      expect(await h.text(opp, 'system')).toMatch(/checkpoint kept: 1 file\(s\)/);
+
+      const retry = (await h.store.requests.get(ended.request_id)).container_id!;
+      marked.add(retry);
+      await h.assign(retry, node);
+      expect(await h.waitState(retry, ['Complete'], 60_000)).toMatchObject({ exit_code: 0 });
+      const out = await h.text(retry, 'stdout');
+      expect(out).toContain(`start ${count}\n`);
+      expect(out).toContain(`finished ${count + 50}\n`);
+      expect(await h.text(retry, 'system')).toContain('checkpoint restored from an earlier attempt');
+      expect(await h.store.requests.get(ended.request_id)).toMatchObject({
+        state: 'Final',
+        outcome: 'success',
+      });
+      // A success removes the kept checkpoint.
+      await until(async () => (await readdir(store)).length === 0, 10_000, 'the checkpoint removed');
+    },
+    120_000,
+  );
+});

@@ -1,0 +1,38 @@
+// CRIU detection (src/agent/runtimes/criu.ts) against stand-in `criu` executables, and the real one.
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { criuUnusable } from '../../src/agent/runtimes/criu.js';
+
+let dir = '';
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+async function script(name: string, body: string): Promise<string> {
+  dir ||= await mkdtemp(join(tmpdir(), 'berth-criu-'));
+  const f = join(dir, name);
+  await writeFile(f, `#!/bin/sh\n${body}\n`);
+  await chmod(f, 0o755);
+  return f;
+}
+
+describe('criuUnusable', () => {
+  it('is null when `criu check` passes, and names the first error line when it fails', async () => {
+    expect(await criuUnusable(await script('ok', 'echo "Looks good."; exit 0'))).toBeNull();
+    const bad = await script(
+      'bad',
+      'echo "Error (criu/kerndat.c:1615): kerndat_vdso_fill_symtable failed" >&2; echo second >&2; exit 1',
+    );
+    expect(await criuUnusable(bad)).toBe(
+      'criu check failed: Error (criu/kerndat.c:1615): kerndat_vdso_fill_symtable failed',
+    );
+    expect(await criuUnusable(join(tmpdir(), 'no-such-criu-here'))).toMatch(/not found$/);
+  });
+
+  it('answers for the real criu of this host (a reason or null, never a throw)', async () => {
+    const r = await criuUnusable();
+    expect(r === null || /^criu (check failed|not found)/.test(r)).toBe(true);
+  });
+});
