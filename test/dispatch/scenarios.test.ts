@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type { Action, Snapshot } from '../../src/dispatch/scheduler/types.js';
-import { ago, ctr, GiB, inst, NOW, snap, type } from './builders.js';
+import { ago, applyPlan, ctr, GiB, inst, NOW, snap, type } from './builders.js';
 
 interface Row {
   name: string;
@@ -183,6 +183,19 @@ const rows: Row[] = [
       containers: [ctr('r', { state: 'Running', instance: 'i-1' }), ctr('c1')],
     }),
     actions: [lock('c1'), start('c1', 'i-1')],
+  },
+  {
+    // a and b were locked for i-1, a c2 created for both (batch packing); it is ready now and empty. The
+    // expected share of an empty instance is its whole price (0.1/h > 1.5 × 0.05/h), but that price was
+    // accepted when i-1 was created for them: they start there instead of getting another instance.
+    name: 'share rule (expected): containers locked for a new instance start on it once it is ready',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'expected' },
+      instances: [inst('i-1', 'c2', 'idle', { stateSince: ago(1) })],
+      containers: [ctr('a', { state: 'Locked' }), ctr('b', { state: 'Locked' })],
+    }),
+    actions: [start('a', 'i-1'), start('b', 'i-1')],
   },
   {
     // A running t4 (4 vcpus, 16 GiB, 0.8/h) with 3 vcpus free. c1 (2 vcpus, 1 GiB) would take half of it:
@@ -843,6 +856,20 @@ describe('scheduler rules', () => {
     const p = plan(row.snapshot);
     expect(p.actions).toEqual(row.actions);
     for (const [id, text] of Object.entries(row.status ?? {})) expect(p.status.get(id)).toContain(text);
+  });
+
+  it('share rule (expected): a batch created for two containers is used when it boots, not replaced', () => {
+    // The bug of issue 14: the locked containers refused their own new instance once it was ready (an
+    // empty instance's expected share is its whole price) and got another batch instance, again and again.
+    let s = snap({ types: FAMILY, config: { shareRule: 'expected' }, containers: [ctr('a'), ctr('b')] });
+    const created = { n: 0 };
+    for (let pass = 0; pass < 12 && !s.containers.every((c) => c.state === 'Running'); pass++)
+      s = applyPlan(s, plan(s), { stepMs: 10_000, bootMs: 30_000 }, created);
+    expect(s.containers.map((c) => [c.id, c.state, c.instance])).toEqual([
+      ['a', 'Running', 'n-1'],
+      ['b', 'Running', 'n-1'],
+    ]);
+    expect(created.n).toBe(1);
   });
 
   it('every waiting container gets a status with its queue position', () => {

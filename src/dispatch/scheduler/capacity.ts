@@ -78,13 +78,18 @@ export class Capacity {
     return cur;
   }
 
-  /** Whether the slot can take the shape, for a container of this priority, as it is (no growth). */
-  hasRoom(slot: Slot, shape: Shape, priority: number): boolean {
+  /**
+   * Whether the slot can take the shape, for a container of this priority, as it is (no growth). `locked`:
+   * the container is already Locked, so the instance it waits for was accepted when it was locked (the
+   * expected share rule does not judge it again). Locked containers come first in queue order, so a
+   * cursor moved past a slot by a Queued container's expected share never skips it for a Locked one.
+   */
+  hasRoom(slot: Slot, shape: Shape, priority: number, locked: boolean): boolean {
     return (
       priority >= slot.reservedBelow &&
       (this.maxPerInstance === 0 || slot.count < this.maxPerInstance) &&
       shape.usableByIndex[slot.typeIndex] === 1 &&
-      (this.shareRule !== 'expected' || !slot.ready || expectedShareOk(slot, shape)) &&
+      (this.shareRule !== 'expected' || locked || !slot.ready || expectedShareOk(slot, shape)) &&
       fits(shape.need, slot.free)
     );
   }
@@ -93,8 +98,15 @@ export class Capacity {
    * Where the shape can go on the slot, or null. A planned slot may grow when `grow` allows it;
    * `alikeBehind` counts the containers of the shape still waiting behind this one (bins.ts).
    */
-  roomOn(slot: Slot, shape: Shape, priority: number, grow: boolean, alikeBehind = 0): Room | null {
-    if (this.hasRoom(slot, shape, priority)) return { slot, growTo: -1 };
+  roomOn(
+    slot: Slot,
+    shape: Shape,
+    priority: number,
+    locked: boolean,
+    grow: boolean,
+    alikeBehind = 0,
+  ): Room | null {
+    if (this.hasRoom(slot, shape, priority, locked)) return { slot, growTo: -1 };
     if (!grow || slot.bin === null || this.packing === 'off') return null;
     if (this.maxPerInstance !== 0 && slot.count >= this.maxPerInstance) return null;
     const alike = this.packing === 'boots' ? alikeBehind : 0;
@@ -103,10 +115,10 @@ export class Capacity {
   }
 
   /** The most preferred place with room for the shape, or null. */
-  find(shape: Shape, priority: number, grow: boolean, alikeBehind = 0): Room | null {
+  find(shape: Shape, priority: number, locked: boolean, grow: boolean, alikeBehind = 0): Room | null {
     const cur = this.cursor(shape);
     while (cur.pos < cur.list.length) {
-      const room = this.roomOn(cur.list[cur.pos]!, shape, priority, grow, alikeBehind);
+      const room = this.roomOn(cur.list[cur.pos]!, shape, priority, locked, grow, alikeBehind);
       if (room !== null) return room;
       cur.pos++;
     }
@@ -126,10 +138,12 @@ export class Capacity {
 }
 
 /**
- * The share rule as the scheduler applies it (share_rule: expected): on a ready instance a container is
- * charged its share of the price, plus the rest of the price weighted by the chance that it is the last
+ * The share rule as the scheduler applies it (share_rule: expected): on a ready instance a Queued container
+ * is charged its share of the price, plus the rest of the price weighted by the chance that it is the last
  * one left there, 1/(k + 1) with k containers already on it. It may go there when that is within
- * max_price_factor of its cheapest type's price. Charging the bare share let one-core jobs keep 96-core
+ * max_price_factor of its cheapest type's price. A Locked container is not judged again: it waits for an
+ * instance that was accepted for it (usually created for its batch), and refusing that instance once
+ * ready, because it is still empty, left containers locked for hours while more instances were created. Charging the bare share let one-core jobs keep 96-core
  * instances alive for hours after the job they shared them with had ended: +26% cost on the KTH trace,
  * +29% on lublin (docs/performance/sim.md).
  */

@@ -121,7 +121,7 @@ class Placer {
     const head = pass.head;
     const behindHead = head !== null && c.priority <= head.container.priority;
     // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
-    const room = pass.capacity.find(shape, c.priority, !behindHead, alikeBehind);
+    const room = pass.capacity.find(shape, c.priority, c.state === 'Locked', !behindHead, alikeBehind);
     if (room !== null) return this.place(c, shape, room);
     // No room anywhere: an instance must be created (or the container waits).
     const choice = this.choose(shape);
@@ -217,11 +217,12 @@ class Placer {
       if (!this.roomWithout(slot, list, shape, c.priority, grow)) continue;
       // Lowest priority first, latest placed first among equals.
       const order = [...list].reverse().sort((a, b) => a.c.priority - b.c.priority);
-      let room = pass.capacity.roomOn(slot, shape, c.priority, grow);
+      const locked = c.state === 'Locked';
+      let room = pass.capacity.roomOn(slot, shape, c.priority, locked, grow);
       for (const p of order) {
         if (room !== null) break;
         this.evict(p, slot, c, limit);
-        room = pass.capacity.roomOn(slot, shape, c.priority, grow);
+        room = pass.capacity.roomOn(slot, shape, c.priority, locked, grow);
       }
       this.evictVersion++;
       pass.capacity.resetCursors();
