@@ -117,6 +117,9 @@ export class PgMirror implements InstanceMirror {
         max_instances_per_type: c.maxInstancesPerType,
         min_instances: c.minInstances,
         ram_overhead: c.ramOverhead,
+        on_demand_after_interruptions: c.onDemandAfterInterruptions,
+        max_price_factor: c.maxPriceFactor,
+        share_rule: c.shareRule,
       },
       cloud: {
         quota_max_instances: view.cloud.quotaMaxInstances,
