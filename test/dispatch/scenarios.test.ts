@@ -192,10 +192,23 @@ const rows: Row[] = [
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'expected' },
-      instances: [inst('i-1', 'c2', 'idle', { stateSince: ago(1) })],
+      instances: [inst('i-1', 'c2', 'idle', { stateSince: ago(1), createdFor: ['a', 'b'] })],
       containers: [ctr('a', { state: 'Locked' }), ctr('b', { state: 'Locked' })],
     }),
     actions: [start('a', 'i-1'), start('b', 'i-1')],
+  },
+  {
+    // A booting c2 created for someone else (gone since) is judged as it will be once ready: alone there,
+    // a gets the whole 0.1/h, above 1.5 × 0.05/h. It gets its own c1 rather than waiting for one it would
+    // refuse.
+    name: 'share rule (expected): a container does not wait for a booting instance it would refuse once ready',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'expected' },
+      instances: [inst('i-1', 'c2', 'booting', { stateSince: ago(1), createdFor: ['gone'] })],
+      containers: [ctr('a')],
+    }),
+    actions: [lock('a'), create('c1', 'a')],
   },
   {
     // A running t4 (4 vcpus, 16 GiB, 0.8/h) with 3 vcpus free. c1 (2 vcpus, 1 GiB) would take half of it:
