@@ -739,15 +739,15 @@ const rows: Row[] = [
     snapshot: snap({
       instances: [inst('i-1', 't1', 'idle', { stateSince: ago(2) })],
     }),
-    actions: [shutdown('i-1', 'idle for 2s; no recent arrival is likely to use it within idle_timeout=30s')],
+    actions: [shutdown('i-1', 'idle for 2s; no recent arrival is likely to use it within idle_timeout=10s')],
   },
   {
-    // 2 one-vcpu arrivals in the 1-minute arrival_window: 1 expected within idle_timeout (30s): the most
+    // 6 one-vcpu arrivals in the 1-minute arrival_window: 1 expected within idle_timeout (10s): the most
     // recently idle t1 stays warm, the other goes. Arrivals that need 2 vcpus cannot use a t1.
     name: 'idle instances are kept warm for as many arrivals as are expected within idle_timeout',
     snapshot: snap({
       arrivals: [
-        { vcpus: 1, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 2 },
+        { vcpus: 1, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 6 },
         { vcpus: 2, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 50 },
       ],
       instances: [
@@ -758,7 +758,7 @@ const rows: Row[] = [
     actions: [
       shutdown(
         'i-1',
-        'idle for 1m1s; recent arrivals are likely to use 1 idle instance of its type within idle_timeout=30s, kept',
+        'idle for 1m1s; recent arrivals are likely to use 1 idle instance of its type within idle_timeout=10s, kept',
       ),
     ],
   },
@@ -781,7 +781,7 @@ const rows: Row[] = [
         inst('old', 't1', 'idle', { stateSince: ago(5), createdAt: ago(61) }),
       ],
     }),
-    actions: [shutdown('old', 'idle for 5s; no recent arrival is likely to use it within idle_timeout=30s')],
+    actions: [shutdown('old', 'idle for 5s; no recent arrival is likely to use it within idle_timeout=10s')],
   },
   {
     name: 'billing window: idle long enough but early in the period: kept',
@@ -797,7 +797,7 @@ const rows: Row[] = [
       config: { billingPeriodMs: 3_600_000, shutdownWindowMs: 300_000 },
       instances: [inst('i-1', 't1', 'idle', { stateSince: ago(600), createdAt: ago(3600 + 3400) })],
     }),
-    actions: [shutdown('i-1', 'idle for 10m; no recent arrival is likely to use it within idle_timeout=30s')],
+    actions: [shutdown('i-1', 'idle for 10m; no recent arrival is likely to use it within idle_timeout=10s')],
   },
   {
     name: 'booting past boot_timeout: shut down, and its waiting container placed elsewhere',
@@ -844,7 +844,7 @@ const rows: Row[] = [
       ],
     }),
     actions: [
-      shutdown('i-2', 'idle for 3m20s; no recent arrival is likely to use it within idle_timeout=30s'),
+      shutdown('i-2', 'idle for 3m20s; no recent arrival is likely to use it within idle_timeout=10s'),
     ],
   },
 ];
