@@ -36,6 +36,24 @@ describe('dispatcher', () => {
     expect(h.events.filter((e) => e.kind === 'error')).toEqual([]);
   });
 
+  it('share_rule expected: the containers a batch instance was created for start on it once it is ready', async () => {
+    // Four 1-vcpu containers get one big instance (batch_packing boots). Once ready and still empty, its
+    // expected share is its whole price (0.4/h > 1.5 × 0.1/h): the dispatcher must tell the scheduler
+    // whom it was created for, or they refuse it and get more instances.
+    const h = await harness({ config: { shareRule: 'expected', batchPacking: 'boots' } });
+    const d = h.make();
+    const spec = { vcpus: 1, ram: '512MiB' };
+    const ids = await h.submit(spec, spec, spec, spec);
+    await d.tick();
+    expect(h.events.filter((e) => e.kind === 'instance-created')).toMatchObject([{ type: 'big' }]);
+    await h.advance(30_000); // boots; the agent registers
+    await d.tick();
+    await h.pingAll();
+    expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Running', 'Running', 'Running']);
+    expect(h.cloud.live).toBe(1);
+    expect(h.events.filter((e) => e.kind === 'instance-created')).toHaveLength(1);
+  });
+
   it('a restarted dispatcher adopts its instances from the cloud list and creates nothing twice', async () => {
     // Two instances, one per container: the share rule (the 1-vcpu container's share of the big type is
     // its small type's price) and batch packing would otherwise put both on one.
