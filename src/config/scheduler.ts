@@ -55,7 +55,7 @@ export const SCHEDULER_OPTIONS = section(
       key: 'idle_timeout',
       field: 'idleTimeoutMs',
       kind: duration(),
-      default: '30s',
+      default: '10s',
       help: "Of the idle instances of one type, as many are kept as arrivals that could use them are expected within this long at the recent arrival rate (the snapshot's `arrivals`); the others are shut down at once.",
     }),
     opt({

@@ -221,6 +221,7 @@ export class Dispatcher {
           containers: i.containers,
           stateSince: i.stateSince,
           createdAt: i.createdAt,
+          ...(i.createdFor && { createdFor: i.createdFor }),
         })),
       containers,
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
@@ -541,6 +542,7 @@ export class Dispatcher {
       destroyFailed: false,
       preemptible: type.preemptible,
       interruptionNotice: null,
+      createdFor: forContainers,
     });
     this.emit({
       kind: 'instance-created',

@@ -2,6 +2,7 @@
 // instances`), the dashboard and cost accounting, and the operator's requests (hold/drain/run/kill) read
 // back from the same rows. Rows outlive their instances: an instance that left the view keeps its row with
 // gone_at and the time its billing ended (ended_at), so what it cost can be computed later (docs/COST.md).
+import { billingRuleOf, PER_SECOND, type BillingRule } from '../model/billing.js';
 import type { IdleBehavior, InstanceType } from '../model/types.js';
 import type { Db } from '../store/db.js';
 import type { DispatcherView, InstanceMirror } from './dispatcher.js';
@@ -15,6 +16,8 @@ export class PgMirror implements InstanceMirror {
   private published = false;
   private lastSeen = -Infinity;
   private types = new Map<string, InstanceType>();
+  /** How the cloud bills the instances (the cost query's rule), from the scheduler's keys. */
+  private billing: BillingRule = PER_SECOND;
   private lastView = '';
 
   constructor(
@@ -26,6 +29,7 @@ export class PgMirror implements InstanceMirror {
   async publish(instances: PoolInstance[], now: Date, view?: DispatcherView): Promise<void> {
     if (view) {
       this.types = new Map(view.instanceTypes.map((t) => [t.name, t]));
+      this.billing = billingRuleOf(view.config);
       await this.publishView(view, now);
     }
     const rows = instances.filter((i) => i.state !== 'gone');
@@ -60,9 +64,10 @@ export class PgMirror implements InstanceMirror {
     // keep their first value; a row that was history and is live again (listed after all) starts over.
     await this.pool.query(
       `INSERT INTO instances (id, cluster, dispatcher_tag, type, provider_type, price, state, idle_behavior, node_id, containers,
-         created_at, state_since, updated_at, seen_at, preemptible, vcpus, ram, scratch, gpus, ready_at, ended_at)
+         created_at, state_since, updated_at, seen_at, preemptible, vcpus, ram, scratch, gpus, ready_at, ended_at,
+         billing_minimum_ms, billing_increment_ms)
        SELECT u.id, $1, $2, u.type, u.ptype, u.price, u.state, u.idle, u.node, u.n, u.created, u.since, $3, $3,
-         u.preemptible, u.vcpus, u.ram, u.scratch, u.gpus, u.ready, u.ended
+         u.preemptible, u.vcpus, u.ram, u.scratch, u.gpus, u.ready, u.ended, $21, $22
        FROM unnest($4::text[], $5::text[], $6::text[], $7::float8[], $8::text[], $9::text[], $10::text[], $11::int4[],
          $12::timestamptz[], $13::timestamptz[], $14::bool[], $15::float8[], $16::int8[], $17::int8[], $18::int4[],
          $19::timestamptz[], $20::timestamptz[])
@@ -94,6 +99,8 @@ export class PgMirror implements InstanceMirror {
         changed.map((i) => res(i)?.gpus ?? null),
         changed.map((i) => (i.state === 'idle' || i.state === 'running' ? i.stateSince : null)),
         changed.map((i) => destroyedAt(i)),
+        this.billing.minimumMs,
+        this.billing.incrementMs,
       ],
     );
   }
@@ -117,6 +124,9 @@ export class PgMirror implements InstanceMirror {
         max_instances_per_type: c.maxInstancesPerType,
         min_instances: c.minInstances,
         ram_overhead: c.ramOverhead,
+        on_demand_after_interruptions: c.onDemandAfterInterruptions,
+        max_price_factor: c.maxPriceFactor,
+        share_rule: c.shareRule,
       },
       cloud: {
         quota_max_instances: view.cloud.quotaMaxInstances,

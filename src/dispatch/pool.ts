@@ -32,6 +32,8 @@ export interface PoolInstance {
   destroyFailed: boolean;
   preemptible: boolean;
   interruptionNotice: Date | null;
+  /** The containers its create action was for (the scheduler's share rule: SnapshotInstance.createdFor). */
+  createdFor?: string[];
 }
 
 export function setState(inst: PoolInstance, state: InstanceState, now: Date): boolean {

@@ -157,6 +157,9 @@ function parseInstance(value: unknown, path: string): SnapshotInstance {
     stateSince,
     createdAt: f.get('created_at', parseTime, () => stateSince),
   };
+  const createdFor = f.raw('created_for');
+  if (createdFor !== undefined && createdFor !== null)
+    inst.createdFor = stringList(createdFor, f.at('created_for'));
   f.done();
   return inst;
 }

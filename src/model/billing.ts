@@ -22,3 +22,22 @@ export function billedMs(lifeMs: number, rule: BillingRule): number {
   const rounded = Math.ceil(Math.max(0, lifeMs) / rule.incrementMs) * rule.incrementMs;
   return Math.max(rule.minimumMs, rounded);
 }
+
+/** The rule a dispatcher's scheduler keys state (`min_billing_period`, `billing_period`; 0: per second). */
+export function billingRuleOf(c: { minBillingPeriodMs: number; billingPeriodMs: number }): BillingRule {
+  return {
+    minimumMs: c.minBillingPeriodMs,
+    incrementMs: c.billingPeriodMs > 0 ? c.billingPeriodMs : PER_SECOND.incrementMs,
+  };
+}
+
+/**
+ * billedMs in SQL, for the cost query (src/store/cost.ts): the instant billing ends for an instance created
+ * at `created` that lived until `end` (timestamptz expressions), under the rule in the `minimumMs` and
+ * `incrementMs` expressions (milliseconds). test/model/billing.test.ts checks it against billedMs.
+ */
+export function billedEndSql(created: string, end: string, minimumMs: string, incrementMs: string): string {
+  const lifeMs = `GREATEST(0, EXTRACT(EPOCH FROM ${end} - ${created}) * 1000)`;
+  const billed = `GREATEST(${minimumMs}, CEIL(${lifeMs} / ${incrementMs}) * ${incrementMs})`;
+  return `(${created} + make_interval(secs => (${billed})::float8 / 1000))`;
+}

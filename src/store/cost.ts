@@ -1,5 +1,6 @@
-// What everything costs (docs/COST.md). An instance costs its price for the time it was billed (created
-// until its destroy was accepted, or until now while it lives). That cost is divided among the containers
+// What everything costs (docs/COST.md). An instance costs its price for the time it was billed: its life
+// (created until its destroy was accepted, or until now while it lives) under its provider's billing rule
+// (src/model/billing.ts, the rule its dispatcher wrote: EC2 bills at least 60 s, then per second). That cost is divided among the containers
 // that ran on it, each in proportion to its weight: its share of the instance (the largest fraction of the
 // instance's CPUs, memory, scratch or GPUs it asked for, at most 1) times how long it ran there. So each
 // container pays its share of the price for its run time ("direct"), plus the same proportion of the boot,
@@ -9,6 +10,7 @@
 //
 // The whole computation is one SQL query: attribution needs every container of an instance, and summing
 // in the database scales to millions of containers where fetching them would not.
+import { billedEndSql } from '../model/billing.js';
 import type { StoreContext } from './context.js';
 import type { Queryable } from './db.js';
 
@@ -78,12 +80,24 @@ export interface ContainerCost {
   overhead: number;
 }
 
+/**
+ * When each instance's billing ends under its provider's rule (src/model/billing.ts: a minimum, then whole
+ * increments), from its life: created until its destroy was accepted, or until the window's end ($2) while
+ * it lives.
+ */
+const BILLED_END = billedEndSql(
+  'created_at',
+  'LEAST(COALESCE(ended_at, $2::timestamptz), $2::timestamptz)',
+  'billing_minimum_ms',
+  'billing_increment_ms',
+);
+
 /** The billed interval of each instance of the window, clipped to it: $1 = from, $2 = to. */
 const INSTANCES = (where: string) => `inst AS (
     SELECT id, type, price, vcpus, ram, scratch, gpus,
-      GREATEST(created_at, $1::timestamptz) AS s, LEAST(COALESCE(ended_at, $2::timestamptz), $2::timestamptz) AS e
+      GREATEST(created_at, $1::timestamptz) AS s, LEAST(${BILLED_END}, $2::timestamptz) AS e
     FROM instances
-    WHERE created_at < $2::timestamptz AND COALESCE(ended_at, $2::timestamptz) > $1::timestamptz ${where}),
+    WHERE created_at < $2::timestamptz AND ${BILLED_END} > $1::timestamptz ${where}),
   ic AS (SELECT id, type, price * EXTRACT(EPOCH FROM e - s) / 3600 AS cost, EXTRACT(EPOCH FROM e - s) AS secs FROM inst)`;
 
 /**

@@ -55,6 +55,10 @@ export interface DispatcherView {
       max_instances_per_type: Record<string, number>;
       min_instances: number;
       ram_overhead?: number;
+      /** The scheduler keys that decide a container's type (absent in views of older dispatchers). */
+      on_demand_after_interruptions?: number | null;
+      max_price_factor?: number;
+      share_rule?: 'price' | 'share' | 'expected';
     };
     cloud: {
       quota_max_instances: number | null;
@@ -81,7 +85,7 @@ export type WaitingContainer = Pick<
   | 'instance_types'
   | 'instance_id'
   | 'scheduling_status'
-> & { name: string; state: 'Queued' | 'Locked' };
+> & { name: string; state: 'Queued' | 'Locked'; spot_interruptions: number };
 
 export interface LiveInstance {
   id: string;
@@ -116,7 +120,7 @@ const DISPATCHER_LIVE_MS = 120_000;
 export const SIGNIN_LINK_MS = 10 * 60_000;
 
 const WAITING_COLUMNS = `c.id, c.request_id, r.name, c.owner, c.state, c.priority, c.queued_at, c.run_after, c.vcpus,
-  c.ram, c.scratch, c.gpus, c.preemptible, c.instance_types, c.instance_id, c.scheduling_status`;
+  c.ram, c.scratch, c.gpus, c.preemptible, c.instance_types, c.instance_id, c.scheduling_status, c.spot_interruptions`;
 
 /** The position after the last row of a queue page: the scheduler's order is priority, queue time, id. */
 export interface QueueCursor {

@@ -1,6 +1,7 @@
 // The cost query on hand-computed cases: an instance's cost divided among its containers by share × run
 // time, windows clipping every interval, grouping, and a user's summary without the instances' side.
 import { describe, expect, it } from 'vitest';
+import { EC2_BILLING, PER_SECOND, type BillingRule } from '../../src/model/billing.js';
 import type { Store } from '../../src/store/store.js';
 import { submit, testStore } from '../helpers/store.js';
 
@@ -12,12 +13,20 @@ const at = (s: number) => new Date(T0 + s * 1000);
 async function instance(
   store: Store,
   id: string,
-  o: { created: number; ended: number | null; price?: number; type?: string; vcpus?: number | null },
+  o: {
+    created: number;
+    ended: number | null;
+    price?: number;
+    type?: string;
+    vcpus?: number | null;
+    /** The provider's billing rule (default: per second, no minimum). */
+    billing?: BillingRule;
+  },
 ) {
   await store.ctx.pool.query(
     `INSERT INTO instances (id, cluster, dispatcher_tag, type, provider_type, price, state, idle_behavior, created_at,
-       state_since, updated_at, vcpus, ram, scratch, gpus, ended_at, gone_at)
-     VALUES ($1, 'c', 't', $2, $2, $3, $4, 'run', $5, $5, $5, $6, $7, $8, 0, $9, $9)`,
+       state_since, updated_at, vcpus, ram, scratch, gpus, ended_at, gone_at, billing_minimum_ms, billing_increment_ms)
+     VALUES ($1, 'c', 't', $2, $2, $3, $4, 'run', $5, $5, $5, $6, $7, $8, 0, $9, $9, $10, $11)`,
     [
       id,
       o.type ?? 'small',
@@ -28,6 +37,8 @@ async function instance(
       2 * GiB,
       10 * GiB,
       o.ended === null ? null : at(o.ended),
+      (o.billing ?? PER_SECOND).minimumMs,
+      (o.billing ?? PER_SECOND).incrementMs,
     ],
   );
 }
@@ -146,6 +157,39 @@ describe('cost attribution', () => {
     expect(mine.instances).toBeNull();
     expect(mine.groups.map((g) => g.key)).toEqual(['bob']);
     close(mine.total, 0.05);
+  });
+
+  it('bills each instance under its provider’s rule: the minimum, then whole increments', async () => {
+    const { store, clock } = await testStore();
+    const hourly = { minimumMs: 0, incrementMs: 3_600_000 };
+    // EC2: 20 s of life are billed 60 s; 90.4 s are billed 91 s. Hourly: 3700 s are billed two hours.
+    await instance(store, 'i-short', { created: 0, ended: 20, price: 0.36, billing: EC2_BILLING });
+    await instance(store, 'i-frac', { created: 0, ended: 90.4, price: 0.36, billing: EC2_BILLING });
+    await instance(store, 'i-hour', { created: 0, ended: 3700, price: 1, type: 'hourly', billing: hourly });
+    const r = await ran(store, 'i-short', 5, 15);
+    clock.set(at(10_000));
+    const all = await store.costs.summary({ from: null }, 'type', null);
+    close(all.instances!.cost, (0.36 * 60) / 3600 + (0.36 * 91) / 3600 + 2);
+    expect(all.instances!.by_type).toEqual([
+      { type: 'hourly', cost: 2, hours: 2, instances: 1 },
+      {
+        type: 'small',
+        cost: expect.closeTo((0.36 * 151) / 3600, 9),
+        hours: expect.closeTo(151 / 3600, 9),
+        instances: 2,
+      },
+    ]);
+    // The container that ran on i-short carries the whole minute: its 10 s, the boot, the idle and the padding.
+    const [c] = await store.costs.ofRequest(r.id);
+    close(c!.cost, (0.36 * 60) / 3600);
+    close(c!.direct, (0.36 * 0.5 * 10) / 3600);
+    // A window after the instance ended but inside its billed time still sees the padding.
+    const padding = await store.costs.summary({ from: at(3700), to: at(10_000) }, 'type', null);
+    close(padding.instances!.cost, 3500 / 3600);
+    // While it lives, an instance costs until now, clipped like any window.
+    await instance(store, 'i-live', { created: 9990, ended: null, price: 0.36, billing: EC2_BILLING });
+    const live = await store.costs.summary({ from: at(9990) }, 'type', null);
+    close(live.instances!.by_type.find((t) => t.type === 'small')!.cost, (0.36 * 10) / 3600);
   });
 
   it('an instance with unknown resources counts every container in full (share 1)', async () => {

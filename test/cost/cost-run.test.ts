@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CloudInstance, Driver } from '../../src/cloud/driver.js';
 import { PgMirror } from '../../src/dispatch/pg-mirror.js';
+import { billedMs, billingRuleOf } from '../../src/model/billing.js';
 import { seededRng } from '../../src/model/clock.js';
 import { normalizeRequest } from '../../src/model/request.js';
 import { agreedLabelsOf } from '../../src/store/labels.js';
@@ -13,7 +14,9 @@ const STEP = 20_000;
 
 describe('cost of a dispatcher run', () => {
   it('containers + unattributed = instances = the cloud bill (to the cent), with labels as instance tags', async () => {
-    const h = await harness({ bootMs: 40_000 });
+    // The cloud bills whole minutes (billing_period): the instance records carry the rule, the query applies it.
+    const billing = billingRuleOf({ minBillingPeriodMs: 0, billingPeriodMs: 60_000 });
+    const h = await harness({ bootMs: 40_000, config: { billingPeriodMs: billing.incrementMs } });
     const price = new Map(TYPES.map((t) => [t.name, t.price]));
     // The bill, from the cloud's side: each instance from its create to its termination.
     const created = new Map<string, { at: number; price: number; tags: Record<string, string> }>();
@@ -103,10 +106,12 @@ describe('cost of a dispatcher run', () => {
     // The identity, to the cent.
     expect(Math.abs(s.total + s.instances!.unattributed - s.instances!.cost)).toBeLessThan(0.005);
     // Instances cost what the cloud billed: exactly for those Berth destroyed; the one killed under it
-    // ends when Berth saw it gone (at most a sync interval and a step after its termination).
+    // ends when Berth saw it gone (at most a sync interval and a step after its termination, and so up to
+    // one more increment).
     let bill = 0;
-    for (const [id, c] of created) bill += (c.price * (ended.get(id)! - c.at)) / 3600_000;
-    const slack = (Math.max(...TYPES.map((t) => t.price)) * (10_000 + 2 * STEP)) / 3600_000;
+    for (const [id, c] of created) bill += (c.price * billedMs(ended.get(id)! - c.at, billing)) / 3600_000;
+    const slack =
+      (Math.max(...TYPES.map((t) => t.price)) * (10_000 + 2 * STEP + billing.incrementMs)) / 3600_000;
     expect(s.instances!.cost).toBeGreaterThanOrEqual(bill - 1e-9);
     expect(s.instances!.cost - bill).toBeLessThan(slack);
     // Every group is real work: both owners, and by label both teams plus the first batch.

@@ -170,6 +170,7 @@ export function applyPlan(s: Snapshot, p: Plan, opts: WorldOptions, created: { n
           containers: [],
           stateSince: s.now,
           createdAt: s.now,
+          createdFor: a.for,
         });
         break;
       case 'shutdown': {

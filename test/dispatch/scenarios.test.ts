@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type { Action, Snapshot } from '../../src/dispatch/scheduler/types.js';
-import { ago, ctr, GiB, inst, NOW, snap, type } from './builders.js';
+import { ago, applyPlan, ctr, GiB, inst, NOW, snap, type } from './builders.js';
 
 interface Row {
   name: string;
@@ -185,6 +185,32 @@ const rows: Row[] = [
     actions: [lock('c1'), start('c1', 'i-1')],
   },
   {
+    // a and b were locked for i-1, a c2 created for both (batch packing); it is ready now and empty. The
+    // expected share of an empty instance is its whole price (0.1/h > 1.5 × 0.05/h), but that price was
+    // accepted when i-1 was created for them: they start there instead of getting another instance.
+    name: 'share rule (expected): containers locked for a new instance start on it once it is ready',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'expected' },
+      instances: [inst('i-1', 'c2', 'idle', { stateSince: ago(1), createdFor: ['a', 'b'] })],
+      containers: [ctr('a', { state: 'Locked' }), ctr('b', { state: 'Locked' })],
+    }),
+    actions: [start('a', 'i-1'), start('b', 'i-1')],
+  },
+  {
+    // A booting c2 created for someone else (gone since) is judged as it will be once ready: alone there,
+    // a gets the whole 0.1/h, above 1.5 × 0.05/h. It gets its own c1 rather than waiting for one it would
+    // refuse.
+    name: 'share rule (expected): a container does not wait for a booting instance it would refuse once ready',
+    snapshot: snap({
+      types: FAMILY,
+      config: { shareRule: 'expected' },
+      instances: [inst('i-1', 'c2', 'booting', { stateSince: ago(1), createdFor: ['gone'] })],
+      containers: [ctr('a')],
+    }),
+    actions: [lock('a'), create('c1', 'a')],
+  },
+  {
     // A running t4 (4 vcpus, 16 GiB, 0.8/h) with 3 vcpus free. c1 (2 vcpus, 1 GiB) would take half of it:
     // share 0.8 × 2/4 = 0.4/h against its cheapest type t2 at 0.2/h × 2 = 0.4/h: used. c2 (1 vcpu): 0.8 ×
     // 1/4 = 0.2/h against t1 at 0.1/h × 2 = 0.2/h: used.
@@ -303,12 +329,8 @@ const rows: Row[] = [
   },
   // Spot (preemptible) containers.
   {
-    name: 'spot: a preemptible container runs on the cheaper spot type',
-    snapshot: snap({ types: SPOT, containers: [ctr('c1', { preemptible: true, spotInterruptions: 1 })] }),
-    actions: [lock('c1'), create('t2-spot', 'c1')],
-  },
-  {
-    name: 'spot: after on_demand_after_interruptions a preemptible container runs on demand',
+    // c1 was interrupted twice: on demand, even beside free room on a spot instance; c2 once: still spot.
+    name: 'spot: after on_demand_after_interruptions a preemptible container runs on demand; fewer, on spot',
     snapshot: snap({
       types: SPOT,
       config: { onDemandAfterInterruptions: 2 },
@@ -316,9 +338,10 @@ const rows: Row[] = [
       containers: [
         ctr('c0', { state: 'Running', instance: 'i-1', preemptible: true }),
         ctr('c1', { preemptible: true, spotInterruptions: 2 }),
+        ctr('c2', { preemptible: true, spotInterruptions: 1 }),
       ],
     }),
-    actions: [lock('c1'), create('t2', 'c1')],
+    actions: [lock('c1'), lock('c2'), start('c2', 'i-1'), create('t2', 'c1')],
   },
   {
     name: 'spot: a container only spot types can hold stays on spot whatever its interruptions',
@@ -417,18 +440,6 @@ const rows: Row[] = [
     snapshot: snap({
       types: [type('spot', 2, 4, 0.05, { preemptible: true }), type('od', 2, 4, 0.2)],
       containers: [ctr('c1'), ctr('c2', { preemptible: true })],
-    }),
-    actions: [lock('c1'), lock('c2'), create('od', 'c1'), create('spot', 'c2')],
-  },
-  {
-    name: 'a preemptible container interrupted on_demand_after_interruptions times runs on demand; fewer, on spot',
-    snapshot: snap({
-      types: [type('spot', 2, 4, 0.05, { preemptible: true }), type('od', 2, 4, 0.2)],
-      config: { onDemandAfterInterruptions: 2 },
-      containers: [
-        ctr('c1', { preemptible: true, spotInterruptions: 2 }),
-        ctr('c2', { preemptible: true, spotInterruptions: 1 }),
-      ],
     }),
     actions: [lock('c1'), lock('c2'), create('od', 'c1'), create('spot', 'c2')],
   },
@@ -728,15 +739,15 @@ const rows: Row[] = [
     snapshot: snap({
       instances: [inst('i-1', 't1', 'idle', { stateSince: ago(2) })],
     }),
-    actions: [shutdown('i-1', 'idle for 2s; no recent arrival is likely to use it within idle_timeout=30s')],
+    actions: [shutdown('i-1', 'idle for 2s; no recent arrival is likely to use it within idle_timeout=10s')],
   },
   {
-    // 2 one-vcpu arrivals in the 1-minute arrival_window: 1 expected within idle_timeout (30s): the most
+    // 6 one-vcpu arrivals in the 1-minute arrival_window: 1 expected within idle_timeout (10s): the most
     // recently idle t1 stays warm, the other goes. Arrivals that need 2 vcpus cannot use a t1.
     name: 'idle instances are kept warm for as many arrivals as are expected within idle_timeout',
     snapshot: snap({
       arrivals: [
-        { vcpus: 1, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 2 },
+        { vcpus: 1, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 6 },
         { vcpus: 2, ram: GiB, scratch: 0, gpus: 0, preemptible: false, instanceTypes: null, count: 50 },
       ],
       instances: [
@@ -747,7 +758,7 @@ const rows: Row[] = [
     actions: [
       shutdown(
         'i-1',
-        'idle for 1m1s; recent arrivals are likely to use 1 idle instance of its type within idle_timeout=30s, kept',
+        'idle for 1m1s; recent arrivals are likely to use 1 idle instance of its type within idle_timeout=10s, kept',
       ),
     ],
   },
@@ -770,7 +781,7 @@ const rows: Row[] = [
         inst('old', 't1', 'idle', { stateSince: ago(5), createdAt: ago(61) }),
       ],
     }),
-    actions: [shutdown('old', 'idle for 5s; no recent arrival is likely to use it within idle_timeout=30s')],
+    actions: [shutdown('old', 'idle for 5s; no recent arrival is likely to use it within idle_timeout=10s')],
   },
   {
     name: 'billing window: idle long enough but early in the period: kept',
@@ -786,7 +797,7 @@ const rows: Row[] = [
       config: { billingPeriodMs: 3_600_000, shutdownWindowMs: 300_000 },
       instances: [inst('i-1', 't1', 'idle', { stateSince: ago(600), createdAt: ago(3600 + 3400) })],
     }),
-    actions: [shutdown('i-1', 'idle for 10m; no recent arrival is likely to use it within idle_timeout=30s')],
+    actions: [shutdown('i-1', 'idle for 10m; no recent arrival is likely to use it within idle_timeout=10s')],
   },
   {
     name: 'booting past boot_timeout: shut down, and its waiting container placed elsewhere',
@@ -833,7 +844,7 @@ const rows: Row[] = [
       ],
     }),
     actions: [
-      shutdown('i-2', 'idle for 3m20s; no recent arrival is likely to use it within idle_timeout=30s'),
+      shutdown('i-2', 'idle for 3m20s; no recent arrival is likely to use it within idle_timeout=10s'),
     ],
   },
 ];
@@ -843,6 +854,20 @@ describe('scheduler rules', () => {
     const p = plan(row.snapshot);
     expect(p.actions).toEqual(row.actions);
     for (const [id, text] of Object.entries(row.status ?? {})) expect(p.status.get(id)).toContain(text);
+  });
+
+  it('share rule (expected): a batch created for two containers is used when it boots, not replaced', () => {
+    // The bug of issue 14: the locked containers refused their own new instance once it was ready (an
+    // empty instance's expected share is its whole price) and got another batch instance, again and again.
+    let s = snap({ types: FAMILY, config: { shareRule: 'expected' }, containers: [ctr('a'), ctr('b')] });
+    const created = { n: 0 };
+    for (let pass = 0; pass < 12 && !s.containers.every((c) => c.state === 'Running'); pass++)
+      s = applyPlan(s, plan(s), { stepMs: 10_000, bootMs: 30_000 }, created);
+    expect(s.containers.map((c) => [c.id, c.state, c.instance])).toEqual([
+      ['a', 'Running', 'n-1'],
+      ['b', 'Running', 'n-1'],
+    ]);
+    expect(created.n).toBe(1);
   });
 
   it('every waiting container gets a status with its queue position', () => {

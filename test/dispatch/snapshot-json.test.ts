@@ -173,6 +173,7 @@ describe('parseSnapshot', () => {
       on_demand_after_interruptions: 2,
     });
     raw.instances[0].created_at = '2025-12-31T22:00:00Z';
+    raw.instances[0].created_for = ['c-1'];
     raw.instance_types[0].provider_type = 'm5.large';
     raw.containers[0].instance_types = ['t1'];
     raw.containers[0].spot_interruptions = 3;
@@ -189,6 +190,7 @@ describe('parseSnapshot', () => {
       onDemandAfterInterruptions: 2,
     });
     expect(s.instances[0]!.createdAt.toISOString()).toBe('2025-12-31T22:00:00.000Z');
+    expect(s.instances[0]!.createdFor).toEqual(['c-1']);
     expect(s.instanceTypes[0]!.providerType).toBe('m5.large');
     expect(s.containers[0]!.instanceTypes).toEqual(['t1']);
   });
@@ -327,6 +329,11 @@ describe('parseSnapshot', () => {
       'instances[0].state',
       (s) => (s.instances[0].state = 'sleeping'),
       'instances[0].state: expected one of booting, unknown, idle, running, shutdown, gone, got "sleeping"',
+    ],
+    [
+      'instances[0].created_for',
+      (s) => (s.instances[0].created_for = ['c-1', 7]),
+      'instances[0].created_for[1]: expected a non-empty string, got 7',
     ],
     [
       'instances[0].idle_behavior',

@@ -5,7 +5,8 @@ import { harness } from './harness.js';
 
 describe('dispatcher', () => {
   it('creates the cheapest instance, places the containers once the agent registers, and shuts it down when idle', async () => {
-    const h = await harness();
+    // idle_timeout 30 s: the 2 arrivals of the last minute make one more likely within it (kept warm).
+    const h = await harness({ config: { idleTimeoutMs: 30_000 } });
     const d = h.make();
     const ids = await h.submit({ vcpus: 0.5, ram: '512MiB' }, { vcpus: 0.5, ram: '512MiB' });
     await d.tick();
@@ -23,7 +24,7 @@ describe('dispatcher', () => {
 
     await h.finishAll(0);
     await d.tick();
-    expect(h.cloud.live).toBe(1); // idle, but not for idle_timeout yet
+    expect(h.cloud.live).toBe(1); // idle, but kept warm for a likely arrival
     await h.advance(61_000);
     await h.pingAll();
     await d.tick();
@@ -33,6 +34,24 @@ describe('dispatcher', () => {
     await d.tick();
     expect(d.instances.size).toBe(0);
     expect(h.events.filter((e) => e.kind === 'error')).toEqual([]);
+  });
+
+  it('share_rule expected: the containers a batch instance was created for start on it once it is ready', async () => {
+    // Four 1-vcpu containers get one big instance (batch_packing boots). Once ready and still empty, its
+    // expected share is its whole price (0.4/h > 1.5 × 0.1/h): the dispatcher must tell the scheduler
+    // whom it was created for, or they refuse it and get more instances.
+    const h = await harness({ config: { shareRule: 'expected', batchPacking: 'boots' } });
+    const d = h.make();
+    const spec = { vcpus: 1, ram: '512MiB' };
+    const ids = await h.submit(spec, spec, spec, spec);
+    await d.tick();
+    expect(h.events.filter((e) => e.kind === 'instance-created')).toMatchObject([{ type: 'big' }]);
+    await h.advance(30_000); // boots; the agent registers
+    await d.tick();
+    await h.pingAll();
+    expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Running', 'Running', 'Running']);
+    expect(h.cloud.live).toBe(1);
+    expect(h.events.filter((e) => e.kind === 'instance-created')).toHaveLength(1);
   });
 
   it('a restarted dispatcher adopts its instances from the cloud list and creates nothing twice', async () => {

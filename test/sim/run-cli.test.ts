@@ -167,7 +167,7 @@ describe('parseSimConfig', () => {
   it('has defaults for everything', () => {
     const c = parseSimConfig({});
     expect(c.catalog.length).toBe(80);
-    expect(c.scheduler.idleTimeoutMs).toBe(30_000);
+    expect(c.scheduler.idleTimeoutMs).toBe(10_000);
     expect(c.cloud.bootTime).toEqual({ kind: 'lognormal', medianMs: 60_000, sigma: 0.25 });
     expect(c.dispatcher).toEqual({
       nodeLostAfterMs: 60_000,

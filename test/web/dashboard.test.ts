@@ -4,6 +4,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { LightMyRequestResponse } from 'fastify';
+import { SCHEDULER_OPTIONS } from '../../src/config/scheduler.js';
+import { PgMirror } from '../../src/dispatch/pg-mirror.js';
 import { normalizeRequest } from '../../src/model/request.js';
 import { testApi } from '../helpers/api.js';
 
@@ -255,6 +257,61 @@ describe('dashboard', async () => {
     expect((await get(admin, '/dashboard/queue?after=garbage')).statusCode).toBe(400);
     // The overview shows the cloud error in force.
     expect((await get(admin, '/dashboard')).body).toContain('No capacity for: big');
+  });
+
+  it('the queue names the type under the live dispatcher’s own scheduler configuration', async () => {
+    await store.ctx.pool.query(`UPDATE containers SET state = 'Cancelled' WHERE state = 'Queued'`);
+    await store.ctx.pool.query(`DELETE FROM dispatchers`);
+    const again = await submit('alice', { name: 'again', preemptible: true });
+    const once = await submit('alice', { name: 'once', preemptible: true });
+    await submit('alice', { name: 'big', vcpus: 4 });
+    await store.ctx.pool.query(`UPDATE containers SET spot_interruptions = 2 WHERE id = $1`, [
+      again.container_id,
+    ]);
+    await store.ctx.pool.query(`UPDATE containers SET spot_interruptions = 1 WHERE id = $1`, [
+      once.container_id,
+    ]);
+    await store.ctx.pool.query(
+      `INSERT INTO dispatchers (id, cluster, tag, started_at, heartbeat_at) VALUES ('c1/t2', 'c1', 't2', $1, $1)`,
+      [clock.now()],
+    );
+    // Published the way a running dispatcher publishes it, with settings that differ from the defaults:
+    // after 2 interruptions on demand; no more than 0.5/h (the 4-vcpu type costs 0.8/h: never created).
+    const type = (name: string, vcpus: number, price: number, preemptible: boolean) => ({
+      name,
+      providerType: name,
+      vcpus,
+      ram: 8 * GiB,
+      scratch: 0,
+      gpus: 0,
+      price,
+      preemptible,
+    });
+    const config = {
+      ...SCHEDULER_OPTIONS.defaults(),
+      onDemandAfterInterruptions: 2,
+      maxSpendPerHour: 0.5,
+    };
+    await new PgMirror(store.ctx.pool, 'c1', 't2').publish([], clock.now(), {
+      instanceTypes: [type('od', 2, 0.2, false), type('spot', 2, 0.07, true), type('od4', 4, 0.8, false)],
+      config,
+      cloud: { quotaMaxInstances: null, unavailableTypes: [], rateLimitedUntil: null },
+    });
+    const body = (await get(await session(tokens.admin), '/dashboard/queue')).body;
+    const waitsFor = new Map(
+      body
+        .split('<tr id="')
+        .slice(1)
+        .map((row) => [
+          />([a-z]+)<\/a>/.exec(row)![1]!,
+          [...row.matchAll(/<td[^>]*>([\s\S]*?)<\/td>/g)][4]![1]!.trim(),
+        ]),
+    );
+    expect(Object.fromEntries(waitsFor)).toEqual({
+      again: 'od',
+      once: 'spot',
+      big: '<span class="bad">none fits</span>',
+    });
   });
 
   it('a sign-in link works once, within 10 minutes, as the token that asked for it', async () => {

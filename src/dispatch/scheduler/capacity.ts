@@ -78,13 +78,17 @@ export class Capacity {
     return cur;
   }
 
-  /** Whether the slot can take the shape, for a container of this priority, as it is (no growth). */
-  hasRoom(slot: Slot, shape: Shape, priority: number): boolean {
+  /**
+   * Whether the slot can take the shape, for a container of this priority, as it is (no growth).
+   * `accepted`: the slot's instance was created for this container, so the expected share rule does not
+   * judge it again (placement.ts; never through a cursor, which must not depend on the container).
+   */
+  hasRoom(slot: Slot, shape: Shape, priority: number, accepted: boolean): boolean {
     return (
       priority >= slot.reservedBelow &&
       (this.maxPerInstance === 0 || slot.count < this.maxPerInstance) &&
       shape.usableByIndex[slot.typeIndex] === 1 &&
-      (this.shareRule !== 'expected' || !slot.ready || expectedShareOk(slot, shape)) &&
+      (this.shareRule !== 'expected' || accepted || slot.bin !== null || expectedShareOk(slot, shape)) &&
       fits(shape.need, slot.free)
     );
   }
@@ -93,8 +97,15 @@ export class Capacity {
    * Where the shape can go on the slot, or null. A planned slot may grow when `grow` allows it;
    * `alikeBehind` counts the containers of the shape still waiting behind this one (bins.ts).
    */
-  roomOn(slot: Slot, shape: Shape, priority: number, grow: boolean, alikeBehind = 0): Room | null {
-    if (this.hasRoom(slot, shape, priority)) return { slot, growTo: -1 };
+  roomOn(
+    slot: Slot,
+    shape: Shape,
+    priority: number,
+    accepted: boolean,
+    grow: boolean,
+    alikeBehind = 0,
+  ): Room | null {
+    if (this.hasRoom(slot, shape, priority, accepted)) return { slot, growTo: -1 };
     if (!grow || slot.bin === null || this.packing === 'off') return null;
     if (this.maxPerInstance !== 0 && slot.count >= this.maxPerInstance) return null;
     const alike = this.packing === 'boots' ? alikeBehind : 0;
@@ -106,7 +117,7 @@ export class Capacity {
   find(shape: Shape, priority: number, grow: boolean, alikeBehind = 0): Room | null {
     const cur = this.cursor(shape);
     while (cur.pos < cur.list.length) {
-      const room = this.roomOn(cur.list[cur.pos]!, shape, priority, grow, alikeBehind);
+      const room = this.roomOn(cur.list[cur.pos]!, shape, priority, false, grow, alikeBehind);
       if (room !== null) return room;
       cur.pos++;
     }
@@ -126,12 +137,16 @@ export class Capacity {
 }
 
 /**
- * The share rule as the scheduler applies it (share_rule: expected): on a ready instance a container is
- * charged its share of the price, plus the rest of the price weighted by the chance that it is the last
- * one left there, 1/(k + 1) with k containers already on it. It may go there when that is within
- * max_price_factor of its cheapest type's price. Charging the bare share let one-core jobs keep 96-core
- * instances alive for hours after the job they shared them with had ended: +26% cost on the KTH trace,
- * +29% on lublin (docs/performance/sim.md).
+ * The share rule as the scheduler applies it (share_rule: expected): on an existing instance a container
+ * is charged its share of the price, plus the rest of the price weighted by the chance that it is the last
+ * one left there, 1/(k + 1) with k containers on it when the pass began. It may go there when that is
+ * within max_price_factor of its cheapest type's price. The containers an instance was created for are
+ * not judged again when it is ready (its price was accepted for them when it was planned: bins.ts);
+ * judging them by an empty instance's whole price left them locked for hours while more instances were
+ * created for them. Booting instances are judged like ready ones, so that no container waits for an
+ * instance it would refuse once ready. Charging the bare share let one-core jobs keep 96-core instances
+ * alive for hours after the job they shared them with had ended: +26% cost on the KTH trace, +29% on
+ * lublin (docs/performance/sim.md).
  */
 function expectedShareOk(slot: Slot, shape: Shape): boolean {
   const share = shape.shareByIndex[slot.typeIndex]!;

@@ -86,8 +86,14 @@ class Placer {
   private readonly evictFailed = new Map<string, { priority: number; version: number }>();
   private readonly unavailable: (name: string) => boolean;
 
+  /** share_rule expected: the Locked containers each existing instance was created for, by container id. */
+  private readonly createdFor = new Map<string, Slot>();
+
   constructor(private readonly pass: Pass) {
     this.unavailable = (name) => pass.limits.isUnavailable(name);
+    if (pass.config.shareRule === 'expected')
+      for (const slot of pass.capacity.slots)
+        for (const id of pass.pool.instanceOf.get(slot.id)?.createdFor ?? []) this.createdFor.set(id, slot);
   }
 
   /** What creating an instance for a shape runs into: computed once per shape and limits version. */
@@ -121,7 +127,10 @@ class Placer {
     const head = pass.head;
     const behindHead = head !== null && c.priority <= head.container.priority;
     // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
-    const room = pass.capacity.find(shape, c.priority, !behindHead, alikeBehind);
+    const own = c.state === 'Locked' ? this.createdFor.get(c.id) : undefined;
+    const room =
+      (own !== undefined ? pass.capacity.roomOn(own, shape, c.priority, true, false) : null) ??
+      pass.capacity.find(shape, c.priority, !behindHead, alikeBehind);
     if (room !== null) return this.place(c, shape, room);
     // No room anywhere: an instance must be created (or the container waits).
     const choice = this.choose(shape);
@@ -217,11 +226,11 @@ class Placer {
       if (!this.roomWithout(slot, list, shape, c.priority, grow)) continue;
       // Lowest priority first, latest placed first among equals.
       const order = [...list].reverse().sort((a, b) => a.c.priority - b.c.priority);
-      let room = pass.capacity.roomOn(slot, shape, c.priority, grow);
+      let room = pass.capacity.roomOn(slot, shape, c.priority, false, grow);
       for (const p of order) {
         if (room !== null) break;
         this.evict(p, slot, c, limit);
-        room = pass.capacity.roomOn(slot, shape, c.priority, grow);
+        room = pass.capacity.roomOn(slot, shape, c.priority, false, grow);
       }
       this.evictVersion++;
       pass.capacity.resetCursors();

@@ -18,6 +18,8 @@ export interface SnapshotInstance {
   stateSince: Date;
   /** When the instance was created (for billing windows); defaults to stateSince. */
   createdAt: Date;
+  /** The containers its create action was for (share_rule expected lets them take it once ready). */
+  createdFor?: string[];
 }
 
 /** What a container needs and which types it may use: its shape. */

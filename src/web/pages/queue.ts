@@ -1,7 +1,7 @@
 // Waiting work: the containers being placed, then the queue in the scheduler's order, a page at a time,
 // each with why it waits (the scheduler's status text), the instance type it waits for, and its age.
 import { SCHEDULER_OPTIONS } from '../../config/scheduler.js';
-import { buildShape, compareTypes } from '../../dispatch/scheduler/fitting.js';
+import { buildShape, compareTypes, type ShapeConfig } from '../../dispatch/scheduler/fitting.js';
 import type { SnapshotContainer } from '../../dispatch/scheduler/types.js';
 import type { InstanceType } from '../../model/types.js';
 import { decodeQueueCursor, type DispatcherView, type WaitingContainer } from '../../store/dashboard.js';
@@ -10,22 +10,39 @@ import { ownerOf, ViewError, type View, type ViewContext } from '../view.js';
 
 export const QUEUE_PAGE = 50;
 
-const SHAPE_DEFAULTS = SCHEDULER_OPTIONS.defaults();
-
-/** The instance types the live dispatchers offer (cheapest first), with the RAM they reserve. */
-function offered(ds: DispatcherView[]): { types: InstanceType[]; ramOverhead: number } {
-  const byName = new Map<string, InstanceType>();
-  let ramOverhead = 0;
-  for (const d of ds) {
-    ramOverhead = Math.max(ramOverhead, d.view?.limits.ram_overhead ?? 0);
-    for (const t of d.view?.instance_types ?? []) byName.set(t.name, { ...t, providerType: t.name });
-  }
-  return { types: [...byName.values()].sort(compareTypes), ramOverhead };
+/** A live dispatcher's instance types (cheapest first) and the scheduler keys that pick a container's type. */
+interface Offer {
+  types: InstanceType[];
+  config: ShapeConfig;
 }
 
-/** The type the scheduler would create for the container (DESIGN §6.2 rule 2), or why none. */
-function waitsFor(c: WaitingContainer, o: { types: InstanceType[]; ramOverhead: number }): Html {
-  if (o.types.length === 0) return html`<span class="dim">–</span>`;
+/** What each live dispatcher offers, as it published it (keys a dispatcher older than them leaves out: their defaults). */
+function offered(ds: DispatcherView[]): Offer[] {
+  const defaults = SCHEDULER_OPTIONS.defaults();
+  return ds.flatMap((d) => {
+    if (d.view === null || d.view.instance_types.length === 0) return [];
+    const l = d.view.limits;
+    const types = d.view.instance_types.map((t) => ({ ...t, providerType: t.name })).sort(compareTypes);
+    const config: ShapeConfig = {
+      ramOverhead: l.ram_overhead ?? defaults.ramOverhead,
+      maxPriceFactor: l.max_price_factor ?? defaults.maxPriceFactor,
+      maxSpendPerHour: l.max_spend_per_hour,
+      onDemandAfterInterruptions:
+        l.on_demand_after_interruptions === undefined
+          ? defaults.onDemandAfterInterruptions
+          : l.on_demand_after_interruptions,
+      shareRule: l.share_rule ?? defaults.shareRule,
+    };
+    return [{ types, config }];
+  });
+}
+
+/**
+ * The type the scheduler would create for the container (DESIGN §6.2 rule 2): the cheapest any live
+ * dispatcher would create under its own configuration, or why none can.
+ */
+function waitsFor(c: WaitingContainer, offers: Offer[]): Html {
+  if (offers.length === 0) return html`<span class="dim">–</span>`;
   const snap: SnapshotContainer = {
     id: c.id,
     state: c.state,
@@ -40,22 +57,19 @@ function waitsFor(c: WaitingContainer, o: { types: InstanceType[]; ramOverhead: 
     instance: c.instance_id,
     lockCount: 0,
     owner: c.owner,
+    spotInterruptions: c.spot_interruptions,
   };
   // Rule 2's type: the cheapest that fits (the share rule and price factor need the live instances).
-  const shape = buildShape(snap, o.types, {
-    ...SHAPE_DEFAULTS,
-    ramOverhead: o.ramOverhead,
-    maxPriceFactor: 1,
-  });
-  return shape.fitting[0] ? html`${shape.fitting[0].name}` : html`<span class="bad">none fits</span>`;
+  let best: InstanceType | null = null;
+  for (const o of offers) {
+    const shape = buildShape(snap, o.types, o.config);
+    const t = shape.unsatisfiable === null ? shape.fitting[0] : undefined;
+    if (t !== undefined && (best === null || compareTypes(t, best) < 0)) best = t;
+  }
+  return best !== null ? html`${best.name}` : html`<span class="bad">none fits</span>`;
 }
 
-function rows(
-  items: WaitingContainer[],
-  v: ViewContext,
-  o: ReturnType<typeof offered>,
-  admin: boolean,
-): Html {
+function rows(items: WaitingContainer[], v: ViewContext, o: Offer[], admin: boolean): Html {
   return html`${items.map(
     (c) =>
       html`<tr id="${c.id}">
