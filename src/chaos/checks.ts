@@ -30,7 +30,8 @@ export interface CheckInput {
   leaseRefusals: number;
 }
 
-const STALL_LIMIT_MS = 10_000;
+/** The longest time with runnable work and no progress that the run accepts. */
+export const STALL_LIMIT_MS = 10_000;
 
 function list(xs: string[], max = 5): string {
   return xs.length <= max ? xs.join('; ') : `${xs.slice(0, max).join('; ')}; … (${xs.length} in all)`;

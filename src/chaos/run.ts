@@ -16,7 +16,7 @@ import { startEmbedded, type EmbeddedServer } from '../store/embedded.js';
 import { migrate } from '../store/migrate.js';
 import { Store } from '../store/store.js';
 import { Agents } from './agents.js';
-import { check, type Check } from './checks.js';
+import { STALL_LIMIT_MS, check, type Check } from './checks.js';
 import { DispatcherProcess, type KillPoint } from './dispatcher-process.js';
 import { cloudOptions, CONFIG, fitsAvailableType, QUOTA, workload, type Job } from './world.js';
 
@@ -52,7 +52,6 @@ const ARMED_FOR_MS = 1_200_000;
  */
 const SAFETY_TICK_MS = 5_000;
 const COALESCE_MS = 1_000;
-const STALL_LIMIT_MS = 10_000;
 
 export interface ChaosResult {
   options: { containers: number; seed: number };
