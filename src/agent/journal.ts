@@ -47,6 +47,19 @@ export type OutputStreamName = Exclude<LogStreamName, 'system'>;
 export type EntryPhase = 'starting' | 'running' | 'exited';
 
 /** One container in the journal. */
+/**
+ * Why a host goes away under its containers: `spot`, a cloud's spot interruption notice (the API counts it
+ * as an interruption of the request); `job-end`, SLURM ending a one-shot agent's job (scancel, time limit,
+ * node shutdown).
+ */
+export type HandBackCause = 'spot' | 'job-end';
+
+/** A container handed back because its host goes away: reported as a temp cancel with this reason. */
+export interface HandBack {
+  cause: HandBackCause;
+  reason: string;
+}
+
 export interface JournalEntry {
   id: string;
   lockToken: string;
@@ -64,15 +77,10 @@ export interface JournalEntry {
   /** Why Berth is stopping it, once decided (kill list, max_run_time): survives a restart. */
   killReason: string | null;
   /**
-   * Set when the instance is going away (a spot interruption notice): the container is stopped and reported
-   * as a temp failure, so it is retried elsewhere, not as an exit. Survives a restart.
+   * Set when the container is stopped because its host goes away: the end is reported as a temp cancel with
+   * this reason (it is retried elsewhere), not as the container's exit. Survives a restart.
    */
-  interrupted?: string | null;
-  /**
-   * Set when the container is stopped because its host goes away (a SLURM job ending under a one-shot
-   * agent): the end is reported as a cancel of this class (retried), not as the container's exit.
-   */
-  cancelClass?: 'temp';
+  handBack?: HandBack | null;
   exit: ExitInfo | null;
   log: LogCursor;
 }
@@ -117,7 +125,7 @@ export class Journal {
           `journal ${path} is not valid JSON (${(err as Error).message}); move it away to start afresh`,
         );
       }
-      for (const [id, e] of Object.entries(data.containers ?? {})) map.set(id, e);
+      for (const [id, e] of Object.entries(data.containers ?? {})) map.set(id, upgradeEntry(e));
     }
     return new Journal(path, map, o.fsync ?? true);
   }
@@ -156,6 +164,12 @@ export class Journal {
     }
     await rename(tmp, this.path);
   }
+}
+
+/** An entry written by an earlier agent: its spot notice (`interrupted`) is now a hand-back. */
+function upgradeEntry(e: JournalEntry & { interrupted?: string | null }): JournalEntry {
+  const { interrupted, ...rest } = e;
+  return interrupted && !rest.handBack ? { ...rest, handBack: { cause: 'spot', reason: interrupted } } : rest;
 }
 
 /** A fresh log cursor. */

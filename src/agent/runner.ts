@@ -17,7 +17,7 @@ import {
   type CompleteBody,
   type StartOrder,
 } from './client.js';
-import { newLogCursor, type Journal, type JournalEntry } from './journal.js';
+import { newLogCursor, type HandBackCause, type Journal, type JournalEntry } from './journal.js';
 import { LogShipper, type ShipperOptions } from './log-shipper.js';
 
 /** How the agent chooses runtimes: by image for new containers, by name for re-attach. */
@@ -81,15 +81,11 @@ export class ContainerRunner {
     return self;
   }
 
-  /**
-   * The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. With `cancelAs`, its end
-   * is reported as a cancel of that class (its host goes away: it is retried) instead of its exit.
-   */
-  kill(reason = 'cancelled', cancelAs?: 'temp'): void {
+  /** The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. */
+  kill(reason = 'cancelled'): void {
     const entry = this.ctx.journal.containers.get(this.id);
     if (entry && !entry.killReason) {
       entry.killReason = reason;
-      if (cancelAs) entry.cancelClass = cancelAs;
       void this.ctx.journal
         .save()
         .catch((err: unknown) => this.log.warn(errorFields(err), 'saving the kill in the journal failed'));
@@ -102,14 +98,16 @@ export class ContainerRunner {
   }
 
   /**
-   * The instance is going away (a spot interruption notice): stop the container (SIGTERM, then SIGKILL
-   * after the grace) and report it as a temp failure with `reason`, so that it is retried elsewhere.
+   * Its host is going away (a spot interruption notice, a SLURM job ending): stop the container (SIGTERM,
+   * then SIGKILL after the grace) and report it as a temp cancel with `reason`, so that it is retried
+   * elsewhere, instead of its exit.
    */
-  interrupt(reason: string): void {
+  handBack(cause: HandBackCause, reason: string): void {
     const entry = this.ctx.journal.containers.get(this.id);
-    if (entry && !entry.interrupted) {
-      entry.interrupted = reason;
-      void this.ctx.journal.save().catch(() => {});
+    if (entry && !entry.handBack) {
+      entry.handBack = { cause, reason };
+      // kill() saves only a first kill reason; a container already being killed must keep this too.
+      if (entry.killReason) void this.ctx.journal.save().catch(() => {});
     }
     this.kill(reason);
   }
@@ -297,12 +295,9 @@ export class ContainerRunner {
       return;
     }
     if (info === 'stopped') return; // the next agent re-attaches
-    if (entry.interrupted) {
-      await this.cancel(entry, 'temp', entry.interrupted, { interrupted: true });
-      return;
-    }
-    if (entry.cancelClass && entry.killReason) {
-      await this.cancel(entry, entry.cancelClass, entry.killReason);
+    if (entry.handBack) {
+      const { cause, reason } = entry.handBack;
+      await this.cancel(entry, 'temp', reason, { interrupted: cause === 'spot' });
       return;
     }
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };
