@@ -6,6 +6,7 @@ const BENCHES = [
   'latency',
   'runtime',
   'vs-slurm',
+  'slurm-agent',
   'log-shipping',
   'dashboard',
   'ec2',

@@ -1,7 +1,11 @@
 #!/usr/bin/env node
 // The berth executable: the compiled CLI (npm install runs the build through `prepare`).
 import { setTimeout } from 'node:timers';
-import { main } from '../dist/src/cli/main.js';
+
+// `berth agent` loads only the agent's command: a SLURM job starts one per container (docs/SLURM.md).
+const { main } = await import(
+  process.argv[2] === 'agent' ? '../dist/src/cli/agent-main.js' : '../dist/src/cli/main.js'
+);
 
 // A command that has finished must not linger (a stopped `berth up` that never exits is a hung terminal):
 // anything it left open is a bug, named here, and the process ends anyway. Writes to a terminal, a file or

@@ -13,7 +13,8 @@ import { defaultBerthBin } from '../../src/cloud/local/driver.js';
 import { loadConfig } from '../../src/config/options.js';
 import { startServer } from '../../src/server/server.js';
 import { submitAndMeasure } from './berth.js';
-import type { SideResult } from './common.js';
+import { pct, type SideResult } from './common.js';
+import type { Db } from '../../src/store/db.js';
 import { startSlurm } from './slurm.js';
 
 export interface BerthSlurmOptions {
@@ -64,22 +65,77 @@ export async function runBerthOnSlurmJobs(
       agent_ping_wait: '30s',
     });
     const s = server;
+    // squeue's share of a pass (it lists every job SLURM still keeps, finished ones included).
+    const slurm = new SlurmCommands(cfg, cluster.env);
+    const squeue = slurm.squeue.bind(slurm);
+    const listed = { n: 0, ms: 0 };
+    slurm.squeue = async () => {
+      const t = performance.now();
+      try {
+        return await squeue();
+      } finally {
+        listed.n++;
+        listed.ms += performance.now() - t;
+      }
+    };
     dispatcher = await startSlurmDispatcher({
       cfg,
       store: s.store,
       dbUrl: s.db.url,
       apiUrl: s.url,
       notifier: s.notifier,
-      slurm: new SlurmCommands(cfg, cluster.env),
+      slurm,
       logger: createLogger({ name: 'berth on slurm', level: 'warn' }),
     });
+    // The dispatcher's passes (how often the notifications wake it, and what they cost this machine).
+    const d = dispatcher.dispatcher;
+    const tick = d.tick.bind(d);
+    const passes = { n: 0, ms: 0 };
+    d.tick = async () => {
+      const t = performance.now();
+      try {
+        await tick();
+      } finally {
+        passes.n++;
+        passes.ms += performance.now() - t;
+      }
+    };
+    const cpu0 = process.cpuUsage();
     const r = await submitAndMeasure(s, {
       ...o,
       submit: 'single',
       say: (line) => o.say(`berth on slurm: ${line}`),
     });
+    const cpu = process.cpuUsage(cpu0);
+    o.say(
+      `berth on slurm: ${passes.n} dispatcher passes (${(passes.ms / Math.max(1, passes.n)).toFixed(0)} ms each on average, ` +
+        `squeue ${(listed.ms / Math.max(1, listed.n)).toFixed(0)} ms of it); ` +
+        `this process (API server, dispatcher) used ${((cpu.user + cpu.system) / 1e6).toFixed(1)} CPU-s`,
+    );
+    for (const line of await stages(s.store.ctx.pool)) o.say(`berth on slurm: ${line}`);
     return { ...r, schedulerConfig: cluster.schedulerConfig };
   } finally {
     await stop();
   }
+}
+
+/**
+ * Where a job's time went, from the database: queued → its node record created (the dispatcher locked it and
+ * is about to sbatch), → the agent registered (SLURM queued and started the job, the agent started up), →
+ * started (first ping, start report), → finished (run, log, complete report). p50 / p99 in ms.
+ */
+async function stages(pool: Db): Promise<string[]> {
+  const r = await pool.query(
+    `SELECT extract(epoch FROM n.created_at - c.queued_at) * 1000 AS dispatch,
+            extract(epoch FROM n.registered_at - n.created_at) * 1000 AS slurm_and_agent_start,
+            extract(epoch FROM c.started_at - n.registered_at) * 1000 AS to_start,
+            extract(epoch FROM c.finished_at - c.started_at) * 1000 AS run_and_report
+       FROM containers c JOIN nodes n ON n.instance_id = c.instance_id
+      WHERE c.state = 'Complete' AND n.registered_at IS NOT NULL`,
+  );
+  const cols = ['dispatch', 'slurm_and_agent_start', 'to_start', 'run_and_report'] as const;
+  return cols.map((k) => {
+    const v = r.rows.map((row: Record<string, string>) => Number(row[k])).sort((a, b) => a - b);
+    return `${k}: p50 ${pct(v, 50).toFixed(0)} ms, p99 ${pct(v, 99).toFixed(0)} ms (${v.length} jobs)`;
+  });
 }

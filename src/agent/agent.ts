@@ -289,7 +289,7 @@ export class Agent {
       { notice },
       `${notice}: draining, stopping ${this.runners.size} container(s) to be retried elsewhere`,
     );
-    for (const r of this.runners.values()) r.interrupt(notice);
+    for (const r of this.runners.values()) r.handBack('spot', notice);
     this.wakeup.abort();
   }
 
@@ -303,7 +303,7 @@ export class Agent {
       return;
     }
     this.log.info({ container: this.onceRunner.id }, `${reason}: stopping the container`);
-    this.onceRunner.kill(reason, 'temp');
+    this.onceRunner.handBack('job-end', reason);
   }
 
   private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {

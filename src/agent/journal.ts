@@ -47,6 +47,20 @@ export type OutputStreamName = Exclude<LogStreamName, 'system'>;
 export type EntryPhase = 'starting' | 'running' | 'exited';
 
 /** One container in the journal. */
+/**
+ * Why a container is handed back instead of ending: `spot`, a cloud's spot interruption notice (the API counts
+ * it as an interruption of the request); `job-end`, SLURM ending a one-shot agent's job (scancel, time limit,
+ * node shutdown); `reclaim`, the pressure watcher taking back the capacity an opportunistic container
+ * borrowed (retried at once, spending no retry).
+ */
+export type HandBackCause = 'spot' | 'job-end' | 'reclaim';
+
+/** A container handed back (its host goes away, or its borrowed capacity): a temp cancel with this reason. */
+export interface HandBack {
+  cause: HandBackCause;
+  reason: string;
+}
+
 export interface JournalEntry {
   id: string;
   lockToken: string;
@@ -64,21 +78,14 @@ export interface JournalEntry {
   /** Why Berth is stopping it, once decided (kill list, max_run_time): survives a restart. */
   killReason: string | null;
   /**
-   * Set when the instance is going away (a spot interruption notice): the container is stopped and reported
-   * as a temp failure, so it is retried elsewhere, not as an exit. Survives a restart.
+   * Set when the container is stopped because its host goes away: the end is reported as a temp cancel with
+   * this reason (it is retried elsewhere), not as the container's exit. Survives a restart.
    */
-  interrupted?: string | null;
-  /**
-   * Set when the container is stopped because its host goes away (a SLURM job ending under a one-shot
-   * agent): the end is reported as a cancel of this class (retried), not as the container's exit.
-   */
-  cancelClass?: 'temp';
+  handBack?: HandBack | null;
   /** Its request (the start order's request_id): where its checkpoint is kept (checkpoint.ts). */
   requestId?: string;
   /** It runs in borrowed capacity (the start order said so): the pressure watcher may reclaim it. */
   opportunistic?: boolean;
-  /** Set when the pressure watcher reclaimed it: its end is reported as a reclaimed temp cancel. */
-  reclaimed?: string | null;
   exit: ExitInfo | null;
   log: LogCursor;
 }
@@ -123,7 +130,7 @@ export class Journal {
           `journal ${path} is not valid JSON (${(err as Error).message}); move it away to start afresh`,
         );
       }
-      for (const [id, e] of Object.entries(data.containers ?? {})) map.set(id, e);
+      for (const [id, e] of Object.entries(data.containers ?? {})) map.set(id, upgradeEntry(e));
     }
     return new Journal(path, map, o.fsync ?? true);
   }
@@ -162,6 +169,12 @@ export class Journal {
     }
     await rename(tmp, this.path);
   }
+}
+
+/** An entry written by an earlier agent: its spot notice (`interrupted`) is now a hand-back. */
+function upgradeEntry(e: JournalEntry & { interrupted?: string | null }): JournalEntry {
+  const { interrupted, ...rest } = e;
+  return interrupted && !rest.handBack ? { ...rest, handBack: { cause: 'spot', reason: interrupted } } : rest;
 }
 
 /** A fresh log cursor. */

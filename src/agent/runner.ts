@@ -17,7 +17,7 @@ import {
   type CompleteBody,
   type StartOrder,
 } from './client.js';
-import { newLogCursor, type Journal, type JournalEntry } from './journal.js';
+import { newLogCursor, type HandBackCause, type Journal, type JournalEntry } from './journal.js';
 import { LogShipper, type ShipperOptions } from './log-shipper.js';
 import { CHECKPOINT_SIGNAL, CHECKPOINT_SUBDIR, type CheckpointStore } from './checkpoint.js';
 
@@ -88,15 +88,11 @@ export class ContainerRunner {
     return self;
   }
 
-  /**
-   * The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. With `cancelAs`, its end
-   * is reported as a cancel of that class (its host goes away: it is retried) instead of its exit.
-   */
-  kill(reason = 'cancelled', cancelAs?: 'temp'): void {
+  /** The container is on the ping's kill list: SIGTERM now, SIGKILL after the grace. */
+  kill(reason = 'cancelled'): void {
     const entry = this.ctx.journal.containers.get(this.id);
     if (entry && !entry.killReason) {
       entry.killReason = reason;
-      if (cancelAs) entry.cancelClass = cancelAs;
       void this.ctx.journal
         .save()
         .catch((err: unknown) => this.log.warn(errorFields(err), 'saving the kill in the journal failed'));
@@ -109,14 +105,16 @@ export class ContainerRunner {
   }
 
   /**
-   * The instance is going away (a spot interruption notice): stop the container (SIGTERM, then SIGKILL
-   * after the grace) and report it as a temp failure with `reason`, so that it is retried elsewhere.
+   * Its host is going away (a spot interruption notice, a SLURM job ending): stop the container (SIGTERM,
+   * then SIGKILL after the grace) and report it as a temp cancel with `reason`, so that it is retried
+   * elsewhere, instead of its exit.
    */
-  interrupt(reason: string): void {
+  handBack(cause: HandBackCause, reason: string): void {
     const entry = this.ctx.journal.containers.get(this.id);
-    if (entry && !entry.interrupted) {
-      entry.interrupted = reason;
-      void this.ctx.journal.save().catch(() => {});
+    if (entry && !entry.handBack) {
+      entry.handBack = { cause, reason };
+      // kill() saves only a first kill reason; a container already being killed must keep this too.
+      if (entry.killReason) void this.ctx.journal.save().catch(() => {});
     }
     this.kill(reason);
   }
@@ -138,13 +136,13 @@ export class ContainerRunner {
   async reclaim(why: string): Promise<void> {
     const entry = this.ctx.journal.containers.get(this.id);
     const sup = this.supervisor;
-    if (!entry || !sup || entry.reclaimed) return;
-    entry.reclaimed = why;
+    if (!entry || !sup || entry.handBack) return;
+    entry.handBack = { cause: 'reclaim', reason: `reclaimed: ${why}` };
     const frozen = sup.handle.freeze();
     void this.ctx.journal.save().catch(() => {});
     await frozen;
     void this.shipper?.system(`reclaimed: frozen (${why}); stopping it to be retried`).catch(() => {});
-    entry.killReason ??= `reclaimed: ${why}`;
+    entry.killReason ??= entry.handBack.reason;
     void this.endReclaimed(entry, sup);
   }
 
@@ -176,7 +174,7 @@ export class ContainerRunner {
     const store = this.ctx.checkpoints;
     if (!dir || !store || !entry.requestId) return;
     try {
-      const succeeded = info.exitCode === 0 && !entry.reclaimed && !entry.interrupted && !entry.cancelClass;
+      const succeeded = info.exitCode === 0 && !entry.handBack;
       if (succeeded) await store.forget(entry.requestId);
       else {
         const line = await store.keep(entry.requestId, dir);
@@ -382,16 +380,12 @@ export class ContainerRunner {
     }
     if (info === 'stopped') return; // the next agent re-attaches
     await this.keepCheckpoint(entry, info, shipper);
-    if (entry.interrupted) {
-      await this.cancel(entry, 'temp', entry.interrupted, { interrupted: true });
-      return;
-    }
-    if (entry.reclaimed) {
-      await this.cancel(entry, 'temp', `reclaimed: ${entry.reclaimed}`, { reclaimed: true });
-      return;
-    }
-    if (entry.cancelClass && entry.killReason) {
-      await this.cancel(entry, entry.cancelClass, entry.killReason);
+    if (entry.handBack) {
+      const { cause, reason } = entry.handBack;
+      await this.cancel(entry, 'temp', reason, {
+        interrupted: cause === 'spot',
+        reclaimed: cause === 'reclaim',
+      });
       return;
     }
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };

@@ -1,7 +1,7 @@
 // The agent's journal: a save() resolves only once its change is on disk, however concurrent saves
 // interleave. (A save that returned early once let the API record a container as Running that the
 // journal did not hold; an agent SIGKILLed at that moment forgot the container for good.)
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -89,5 +89,23 @@ describe('agent journal', () => {
     await expect(Journal.load(path)).rejects.toThrow(
       /journal .*journal\.json is not valid JSON.*move it away/,
     );
+  });
+
+  it("an earlier agent's spot notice (its `interrupted` field) loads as a hand-back, so the restart still reports it as one", async () => {
+    const { path } = await fresh();
+    const old = {
+      ...entry('c-old'),
+      killReason: 'spot interruption: soon',
+      interrupted: 'spot interruption: soon',
+    };
+    writeFileSync(
+      path,
+      JSON.stringify({ version: 1, containers: { 'c-old': old, 'c-plain': entry('c-plain') } }),
+    );
+    const journal = await Journal.load(path);
+    const got = journal.containers.get('c-old')!;
+    expect(got.handBack).toEqual({ cause: 'spot', reason: 'spot interruption: soon' });
+    expect('interrupted' in got).toBe(false);
+    expect(journal.containers.get('c-plain')!.handBack).toBeUndefined();
   });
 });

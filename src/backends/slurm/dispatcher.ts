@@ -5,12 +5,10 @@
 import { systemClock, type Clock } from '../../model/clock.js';
 import { LeaseLostError } from '../../dispatch/dispatcher.js';
 import { PgQueue } from '../../dispatch/pg-queue.js';
-import type { ItemOutcome } from '../../dispatch/ports.js';
-import type { FailureClass } from '../../model/types.js';
-import { ConflictError } from '../../store/errors.js';
+import type { CancelItem, ItemOutcome, UnlockItem } from '../../dispatch/ports.js';
 import type { Store } from '../../store/store.js';
 import type { SlurmConfig } from './config.js';
-import { SlurmCommandError, type SlurmCommands } from './commands.js';
+import type { SlurmCommands } from './commands.js';
 import {
   clearBackoff,
   EMPTY_MEMORY,
@@ -111,62 +109,83 @@ export class SlurmDispatcher {
     await this.saveStatuses(plan);
   }
 
+  /**
+   * The plan's actions, one call per kind (the queue port and SLURM's commands take batches), in an order that
+   * keeps each container's own sequence: its transition (unlock, cancel) before its node is retired (failing
+   * a node gives back what it still holds), and submissions last.
+   */
   private async act(plan: SlurmPlan): Promise<void> {
-    const submits: Extract<SlurmAction, { op: 'submit' }>[] = [];
-    for (const a of plan.actions) {
-      if (a.op === 'submit') {
-        submits.push(a);
-        continue;
-      }
-      try {
-        await this.apply(a);
-        this.emit({ kind: 'action', action: a });
-      } catch (err) {
-        // Failed actions are tried again by a later pass, which sees the world anew.
-        const stale = err instanceof ConflictError;
-        this.emit({ kind: stale ? 'stale' : 'error', op: a.op, message: (err as Error).message });
-      }
-    }
+    const { slurm } = this.o;
+    const of = <K extends SlurmAction['op']>(op: K) =>
+      plan.actions.filter((a): a is Extract<SlurmAction, { op: K }> => a.op === op);
+    await this.step(of('bind'), async (binds) => {
+      const out = await this.queue.assign(
+        binds.map((b) => ({ id: b.container, instance: jobInstance(b.job), node: b.node })),
+        this.id,
+      );
+      const refused = refusals(out);
+      for (const b of binds)
+        if (!refused.has(b.container)) await this.queue.bindNode(b.node, jobInstance(b.job));
+      return (b) => refused.get(b.container);
+    });
+    await this.step(of('unlock'), async (items) => {
+      const refused = refusals(
+        await this.queue.unlock(
+          items.map((a) => ({ id: a.container, reason: a.reason })),
+          this.id,
+        ),
+      );
+      return (a) => refused.get(a.container);
+    });
+    await this.step(of('cancel'), async (items) => {
+      const refused = refusals(
+        await this.queue.cancel(
+          items.map((a) => ({ id: a.container, failureClass: a.class, reason: a.reason })),
+          this.id,
+        ),
+      );
+      return (a) => refused.get(a.container);
+    });
+    await this.step(of('scancel'), (items) => slurm.scancel([...new Set(items.map((a) => a.job))]));
+    await this.step(of('release'), (items) => slurm.release(items.map((a) => a.job)));
+    for (const a of of('renice')) await this.step([a], () => slurm.renice(a.jobs, a.nice));
+    for (const a of of('retire')) await this.step([a], () => this.queue.failNode(a.node, a.reason));
+    const submits = of('submit');
     if (submits.length > 0) await this.submitAll(submits);
   }
 
-  private async apply(a: Exclude<SlurmAction, { op: 'submit' }>): Promise<void> {
-    const { slurm } = this.o;
-    switch (a.op) {
-      case 'scancel':
-        return slurm.scancel([a.job]);
-      case 'release':
-        return slurm.release([a.job]);
-      case 'renice':
-        return slurm.renice(a.jobs, a.nice);
-      case 'bind':
-        await this.assign(a.container, jobInstance(a.job), a.node);
-        return this.queue.bindNode(a.node, jobInstance(a.job));
-      case 'unlock':
-        return this.unlock(a.container, a.reason);
-      case 'cancel':
-        return this.cancel(a.container, a.class, a.reason);
-      case 'retire':
-        return this.queue.failNode(a.node, a.reason);
+  /**
+   * One batched call for some actions, then an event for each: done, stale (the store refused its item: the
+   * container moved on since the pass read it), or failed with the call (a later pass, which sees the world
+   * anew, tries again).
+   */
+  private async step<A extends SlurmAction>(
+    actions: A[],
+    call: (actions: A[]) => Promise<((a: A) => string | undefined) | void>,
+  ): Promise<void> {
+    if (actions.length === 0) return;
+    let refusal: ((a: A) => string | undefined) | void;
+    try {
+      refusal = await call(actions);
+    } catch (err) {
+      for (const a of actions) this.emit({ kind: 'error', op: a.op, message: (err as Error).message });
+      return;
+    }
+    for (const a of actions) {
+      const why = refusal?.(a);
+      this.emit(
+        why === undefined ? { kind: 'action', action: a } : { kind: 'stale', op: a.op, message: why },
+      );
     }
   }
 
-  // One container through the batched queue port (src/dispatch/ports.ts), its refusal thrown as a
-  // ConflictError: a later pass sees the world anew.
-  private assign(id: string, instance: string, node: string | null): Promise<void> {
-    return refused(this.queue.assign([{ id, instance, node }], this.id));
-  }
-
-  private unlock(id: string, reason: string): Promise<void> {
-    return refused(this.queue.unlock([{ id, reason }], this.id));
-  }
-
-  private cancel(id: string, failureClass: FailureClass, reason: string): Promise<void> {
-    return refused(this.queue.cancel([{ id, failureClass, reason }], this.id));
-  }
-
-  /** Locks the containers to submit (others may have taken some), then submits them a few at a time. */
+  /**
+   * Submits a pass's containers: locks them (others may have taken some), records a node for each and assigns
+   * them all before any sbatch (a restart that finds a job by name knows its node), runs sbatch for several at
+   * once, then records the jobs, the refusals and the give-backs in one call each.
+   */
   private async submitAll(submits: Extract<SlurmAction, { op: 'submit' }>[]): Promise<void> {
+    const { cfg, slurm } = this.o;
     let granted: Set<string>;
     try {
       granted = new Set(
@@ -179,85 +198,130 @@ export class SlurmDispatcher {
       this.emit({ kind: 'error', op: 'lock', message: (err as Error).message });
       return;
     }
-    const todo = submits.filter((s) => granted.has(s.container.id));
+    const perm: (CancelItem & { node?: string })[] = [];
+    const todo: { c: QueuedContainer; nice: number; args: string[]; node: string; secret: string }[] = [];
+    try {
+      for (const s of submits) {
+        if (!granted.has(s.container.id)) continue;
+        const args = sbatchArgs(s.container, cfg, { nice: s.nice, marker: this.marker });
+        // The plan checks this before locking; a config reload between the two would land here.
+        if (!args.ok) perm.push({ id: s.container.id, failureClass: 'perm', reason: args.reason });
+        else {
+          const node = await this.queue.createNode('slurm', cfg.cluster, cfg.tag);
+          todo.push({
+            ...s,
+            c: s.container,
+            args: args.args,
+            node: node.nodeId,
+            secret: node.bootstrapSecret,
+          });
+        }
+      }
+      const refused = refusals(
+        await this.queue.assign(
+          todo.map((t) => ({ id: t.c.id, instance: SUBMITTING_INSTANCE, node: t.node })),
+          this.id,
+        ),
+      );
+      for (const [id, why] of refused) this.emit({ kind: 'stale', op: 'assign', message: `${id}: ${why}` });
+      // A refused one's node is never bound: the next pass retires it.
+      todo.splice(0, todo.length, ...todo.filter((t) => !refused.has(t.c.id)));
+    } catch (err) {
+      // The database failed mid-way: the next pass finds the containers Locked (with or without a node) and
+      // sorts them out like after a restart.
+      this.emit({ kind: 'error', op: 'submit', message: (err as Error).message });
+      return;
+    }
+
+    const bound: { c: QueuedContainer; node: string; job: string; nice: number }[] = [];
+    const givenBack: (UnlockItem & { node: string })[] = [];
     let next = 0;
     let halted = false;
     const worker = async () => {
       while (next < todo.length && !halted) {
-        const s = todo[next++]!;
-        if (!(await this.submitOne(s.container, s.nice))) halted = true;
+        const t = todo[next++]!;
+        const script = batchScript({
+          containerId: t.c.id,
+          nodeId: t.node,
+          secret: t.secret,
+          apiUrl: cfg.apiUrl ?? this.o.apiUrl,
+          cfg,
+          marker: this.marker,
+        });
+        let r;
+        try {
+          r = await slurm.sbatch(t.args, script);
+        } catch (err) {
+          // Unknown outcome: left Locked and assigned; a later pass adopts the job by name or unlocks after
+          // submit_grace.
+          const message = (err as Error).message;
+          this.memory = nextBackoff(this.memory, this.clock.now().getTime(), message);
+          this.emit({ kind: 'error', op: 'sbatch', message: `${t.c.id}: ${message}` });
+          halted = true;
+          continue;
+        }
+        if (r.ok) {
+          this.memory = clearBackoff(this.memory);
+          bound.push({ c: t.c, node: t.node, job: r.jobId, nice: t.nice });
+          continue;
+        }
+        const { failure } = r;
+        this.emit({ kind: 'refused', container: t.c.id, failure: failure.kind, message: failure.message });
+        if (failure.kind === 'perm') {
+          const asked = t.args.filter((x) =>
+            /^--(cpus-per-task|mem|tmp|gres|time|partition|account|constraint)=/.test(x),
+          );
+          perm.push({
+            id: t.c.id,
+            failureClass: 'perm',
+            reason: `SLURM refused the job: ${failure.message} (${asked.join(' ')})`,
+            node: t.node,
+          });
+          continue;
+        }
+        this.memory = nextBackoff(this.memory, this.clock.now().getTime(), failure.message);
+        givenBack.push({ id: t.c.id, reason: `sbatch failed: ${failure.message}`, node: t.node });
+        halted = true;
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.o.cfg.submitConcurrency, todo.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(cfg.submitConcurrency, todo.length) }, worker));
     // Locked but not submitted (a failure halted the rest): given back at once, nothing was submitted.
-    for (const s of todo.slice(next))
-      await this.unlock(s.container.id, 'not submitted: sbatch is backing off').catch((err: Error) =>
-        this.emit({ kind: 'error', op: 'unlock', message: err.message }),
-      );
+    for (const t of todo.slice(next))
+      givenBack.push({ id: t.c.id, reason: 'not submitted: sbatch is backing off', node: t.node });
+
+    // The outcomes, one call each.
+    try {
+      if (bound.length > 0) {
+        const refused = refusals(
+          await this.queue.assign(
+            bound.map((b) => ({ id: b.c.id, instance: jobInstance(b.job), node: b.node })),
+            this.id,
+          ),
+        );
+        for (const b of bound) {
+          // Bound even if its container moved on meanwhile (a cancel): the plan then scancels the orphan job
+          // and retires the node once the job ended.
+          await this.queue.bindNode(b.node, jobInstance(b.job));
+          const why = refused.get(b.c.id);
+          this.emit(
+            why === undefined
+              ? { kind: 'submitted', container: b.c.id, job: b.job, nice: b.nice }
+              : { kind: 'stale', op: 'assign', message: `${b.c.id}: ${why}` },
+          );
+        }
+      }
+      if (perm.length > 0) this.staleItems('cancel', await this.queue.cancel(perm.map(withoutNode), this.id));
+      if (givenBack.length > 0)
+        this.staleItems('unlock', await this.queue.unlock(givenBack.map(withoutNode), this.id));
+      for (const it of [...perm, ...givenBack])
+        if (it.node) await this.queue.failNode(it.node, 'its job was not submitted');
+    } catch (err) {
+      this.emit({ kind: 'error', op: 'submit', message: (err as Error).message });
+    }
   }
 
-  /** One container: node record, assignment, sbatch, binding. False when submissions should pause. */
-  private async submitOne(c: QueuedContainer, nice: number): Promise<boolean> {
-    const { cfg, slurm } = this.o;
-    const args = sbatchArgs(c, cfg, { nice, marker: this.marker });
-    let nodeId: string | null = null;
-    try {
-      if (!args.ok) {
-        // The plan checks this before locking; a config reload between the two would land here.
-        await this.cancel(c.id, 'perm', args.reason);
-        return true;
-      }
-      const node = await this.queue.createNode('slurm', cfg.cluster, cfg.tag);
-      nodeId = node.nodeId;
-      // Assigned before sbatch: a restart that finds the job by name knows its node.
-      await this.assign(c.id, SUBMITTING_INSTANCE, nodeId);
-      const script = batchScript({
-        containerId: c.id,
-        nodeId,
-        secret: node.bootstrapSecret,
-        apiUrl: cfg.apiUrl ?? this.o.apiUrl,
-        cfg,
-        marker: this.marker,
-      });
-      let r;
-      try {
-        r = await slurm.sbatch(args.args, script);
-      } catch (err) {
-        // Unknown outcome: left Locked and assigned; a later pass adopts the job by name or unlocks after
-        // submit_grace.
-        const message = (err as Error).message;
-        this.memory = nextBackoff(this.memory, this.clock.now().getTime(), message);
-        this.emit({ kind: 'error', op: 'sbatch', message: `${c.id}: ${message}` });
-        return false;
-      }
-      if (r.ok) {
-        this.memory = clearBackoff(this.memory);
-        await this.assign(c.id, jobInstance(r.jobId), nodeId);
-        await this.queue.bindNode(nodeId, jobInstance(r.jobId));
-        this.emit({ kind: 'submitted', container: c.id, job: r.jobId, nice });
-        return true;
-      }
-      const { failure } = r;
-      this.emit({ kind: 'refused', container: c.id, failure: failure.kind, message: failure.message });
-      if (failure.kind === 'perm') {
-        const asked = args.args.filter((x) =>
-          /^--(cpus-per-task|mem|tmp|gres|time|partition|account|constraint)=/.test(x),
-        );
-        await this.cancel(c.id, 'perm', `SLURM refused the job: ${failure.message} (${asked.join(' ')})`);
-        await this.queue.failNode(nodeId, 'its job was refused');
-        return true;
-      }
-      this.memory = nextBackoff(this.memory, this.clock.now().getTime(), failure.message);
-      await this.unlock(c.id, `sbatch failed: ${failure.message}`);
-      await this.queue.failNode(nodeId, 'its job was refused');
-      return false;
-    } catch (err) {
-      // The database failed mid-way: the next pass finds the container Locked (with or without a node) and
-      // sorts it out like after a restart.
-      this.emit({ kind: 'error', op: 'submit', message: `${c.id}: ${(err as Error).message}` });
-      if (err instanceof SlurmCommandError) return false;
-      return true;
-    }
+  private staleItems(op: string, out: ItemOutcome[]): void {
+    for (const o of out) if (!o.ok) this.emit({ kind: 'stale', op, message: `${o.id}: ${o.reason}` });
   }
 
   /** Writes the status texts that changed (bounded per pass). */
@@ -284,8 +348,12 @@ export class SlurmDispatcher {
   }
 }
 
-/** A one-item batch's refusal, thrown. */
-async function refused(out: Promise<ItemOutcome[]>): Promise<void> {
-  const [o] = await out;
-  if (o !== undefined && !o.ok) throw new ConflictError(o.reason);
+/** The items a batch refused, by container id, with why. */
+function refusals(out: ItemOutcome[]): Map<string, string> {
+  return new Map(out.flatMap((o) => (o.ok ? [] : [[o.id, o.reason] as const])));
+}
+
+/** A queue item without the node it carries here. */
+function withoutNode<T extends { node?: string }>({ node: _node, ...item }: T): Omit<T, 'node'> {
+  return item;
 }

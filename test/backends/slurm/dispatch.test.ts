@@ -121,6 +121,43 @@ describe('slurm backend', () => {
   );
 
   test(
+    'a container past its memory is OOM-killed and reported as on a cloud instance: exit, logs, usage, show',
+    { timeout: 120_000 },
+    async () => {
+      // dd's 200 MiB buffer passes the container's 64 MiB; the job asks SLURM for 64 MiB + ram_overhead, so
+      // the runtime's limit, not SLURM, stops it.
+      const { request, container } = await submit(w, {
+        name: 'oom',
+        command: ['/bin/sh', '-c', 'echo before-oom; exec dd if=/dev/zero of=/dev/null bs=200M count=1'],
+        ram: '64MiB',
+        retry_on_failure: false,
+      });
+      const c = await w.container(container, (x) => x.state === 'Complete', 90_000, 'complete');
+      expect(c).toMatchObject({ exit_code: 137, oom_killed: true });
+      expect(c.instance_id).toMatch(/^slurm-job-\d+$/);
+      expect(c.usage!.peak_ram).toBeGreaterThan(32 * 1024 ** 2);
+      expect(c.usage!.peak_ram).toBeLessThanOrEqual(64 * 1024 ** 2);
+      const logs = await w.api<{ items: { stream: string; data: string }[] }>(
+        'GET',
+        `/v1/containers/${container}/logs`,
+      );
+      const text = (stream: string) =>
+        logs.items
+          .filter((l) => l.stream === stream)
+          .map((l) => l.data)
+          .join('');
+      expect(text('stdout')).toBe('before-oom\n');
+      expect(text('system')).toMatch(/out of memory|OOM/);
+      const show = await w.cli(['show', request]);
+      expect(show.stdout).toMatch(/exit code 137 \(OOM-killed: the container reached its memory limit\)/);
+      expect(show.stdout).toMatch(/usage: peak memory [\d.]+MiB of 64MiB requested/);
+      // The job itself ended normally: the agent reported the OOM and exited.
+      const job = (await w.jobs()).find((j) => j.id === jobOf(c));
+      expect(job?.state).toBe('COMPLETED');
+    },
+  );
+
+  test(
     'a container too big for every node is cancelled (perm) with SLURM’s reason',
     { timeout: 60_000 },
     async () => {

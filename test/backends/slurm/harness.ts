@@ -92,6 +92,7 @@ export interface ContainerView {
   started_at: string | null;
   finished_at: string | null;
   exit_code: number | null;
+  oom_killed: boolean | null;
   failure_class: string | null;
   runtime_status: string | null;
   scheduling_status: string | null;

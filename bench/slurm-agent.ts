@@ -1,0 +1,140 @@
+// `npm run bench -- slurm-agent [--runs N] [--entry agent|full] [--trace]`: where a SLURM job's time goes inside the
+// one-shot agent. Without SLURM: a real API server (embedded PostgreSQL) and, N times in a row, a container
+// locked and assigned to a fresh node record as the slurm dispatcher does it, then the agent run as a job's
+// batch script runs it (`node … agent --once ID`, the secret on stdin), timed from the spawn through its log
+// lines (JSON, ms) to its exit. Prints the p50/p90 of each phase. Numbers depend on the machine's load.
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../src/config/options.js';
+import { PgQueue } from '../src/dispatch/pg-queue.js';
+import { defaultBerthBin } from '../src/cloud/local/driver.js';
+import { startServer } from '../src/server/server.js';
+import { pct } from './vs-slurm/common.js';
+
+const DISPATCHER = 'bench/slurm-agent';
+
+/** The phases, each from the spawn to a log line of the agent (its message) or to the process exit. */
+const MARKS: [string, RegExp][] = [
+  ['options read (first log line)', /^configuration$/],
+  ['runtime chosen', /^runtime /],
+  ['registered', /^registered$/],
+  ['start order received', /^starting$/],
+  ['exit reported', /^exited /],
+];
+
+export async function run(argv: string[]): Promise<number> {
+  const runs = Number(valueOf(argv, '--runs') ?? 20);
+  const entry = valueOf(argv, '--entry') ?? 'agent';
+  if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs: expected a positive integer');
+  if (entry !== 'agent' && entry !== 'full') throw new Error('--entry: expected agent or full');
+  // `full`: the whole CLI loaded, as bin/berth.js did for every command before it picked the agent's alone.
+  const bin =
+    entry === 'agent'
+      ? [defaultBerthBin(), 'agent']
+      : [
+          '--input-type=module',
+          '-e',
+          `const { main } = await import(${JSON.stringify(new URL('../src/cli/main.js', import.meta.url).href)}); ` +
+            `process.exitCode = await main(['node', 'berth', ...process.argv.slice(1)]);`,
+          'agent',
+        ];
+  const home = mkdtempSync(join(tmpdir(), 'berth-slurm-agent-'));
+  chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
+  const server = await startServer(loadConfig({ home, listen: '127.0.0.1:0', log_level: 'silent' }, {}));
+  const queue = new PgQueue(server.store, server.db.url);
+  const times = new Map<string, number[]>();
+  try {
+    for (let i = 0; i < runs; i++) {
+      const r = await fetch(`${server.url}/v1/requests`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${server.createdAdminToken!}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ command: ['true'], vcpus: 1, ram: '64MiB' }),
+      });
+      if (!r.ok) throw new Error(`POST /v1/requests: HTTP ${r.status} ${await r.text()}`);
+      const { container_id: id } = (await r.json()) as { container_id: string };
+      await queue.lock([id], DISPATCHER);
+      const node = await queue.createNode('slurm', 'bench', 'agent');
+      await queue.assign([{ id, instance: `slurm-job-${i}`, node: node.nodeId }], DISPATCHER);
+      await queue.bindNode(node.nodeId, `slurm-job-${i}`);
+      const marks = await timeAgent(bin, {
+        id,
+        apiUrl: server.url,
+        nodeId: node.nodeId,
+        secret: node.bootstrapSecret,
+        workDir: join(home, 'work', id),
+        trace: argv.includes('--trace'),
+      });
+      for (const [k, v] of marks) (times.get(k) ?? times.set(k, []).get(k)!).push(v);
+    }
+  } finally {
+    await server.stop();
+    rmSync(home, { recursive: true, force: true });
+  }
+  console.log(`one-shot agent (${entry} entry), ${runs} runs, ms from spawn: p50 / p90`);
+  for (const [k] of [...MARKS, ['process exited']]) {
+    const v = (times.get(k) ?? []).sort((a, b) => a - b);
+    console.log(
+      `  ${k.padEnd(32)} ${v.length ? `${pct(v, 50).toFixed(0)} / ${pct(v, 90).toFixed(0)}` : '—'}`,
+    );
+  }
+  return 0;
+}
+
+function valueOf(argv: string[], flag: string): string | undefined {
+  const i = argv.indexOf(flag);
+  return i >= 0 ? argv[i + 1] : undefined;
+}
+
+/** Runs one one-shot agent; the ms from the spawn to each mark. */
+function timeAgent(
+  bin: string[],
+  o: { id: string; apiUrl: string; nodeId: string; secret: string; workDir: string; trace: boolean },
+): Promise<Map<string, number>> {
+  const t0 = Date.now();
+  const child = spawn(
+    process.execPath,
+    [
+      ...bin,
+      '--once',
+      o.id,
+      '--api-url',
+      o.apiUrl,
+      '--node-id',
+      o.nodeId,
+      '--work-dir',
+      o.workDir,
+      '--runtime',
+      'process',
+      '--bootstrap-secret-file',
+      '-',
+      '--log-level',
+      'debug',
+    ],
+    { stdio: ['pipe', 'ignore', 'pipe'] },
+  );
+  child.stdin.end(`${o.secret}\n`);
+  let err = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      const exited = Date.now() - t0;
+      if (code !== 0) return reject(new Error(`the agent exited ${code}: ${err.slice(-2000)}`));
+      const out = new Map<string, number>([['process exited', exited]]);
+      for (const line of err.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        const rec = JSON.parse(line) as { msg?: string; time?: string };
+        if (o.trace && rec.time)
+          console.log(`  ${String(Date.parse(rec.time) - t0).padStart(5)} ms  ${rec.msg}`);
+        const mark = MARKS.find(([, re]) => re.test(rec.msg ?? ''));
+        if (mark && rec.time && !out.has(mark[0])) out.set(mark[0], Date.parse(rec.time) - t0);
+      }
+      resolve(out);
+    });
+  });
+}
