@@ -11,6 +11,8 @@ export interface PassLoop {
   done: Promise<void>;
   /** Ends the loop after the pass in flight. */
   stop(): Promise<void>;
+  /** Asks for a pass now (a create or destroy in flight finished): the wait in progress ends. */
+  poke(): void;
 }
 
 export function runPassLoop(o: {
@@ -51,6 +53,7 @@ export function runPassLoop(o: {
   })();
   return {
     done,
+    poke: () => wake?.(),
     async stop() {
       stopped = true;
       wake?.();

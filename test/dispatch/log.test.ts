@@ -46,15 +46,15 @@ describe('dispatcher log', () => {
     });
     try {
       // The loop's own first pass is in flight (at the start time): let it end before time moves.
-      await running.dispatcher.tick();
+      await running.dispatcher.tick().then(() => running.dispatcher.settled());
       // The first pass created the instance; its agent never registers, so boot_timeout shuts it down.
       const [created] = log.entries().filter((e) => e.msg === 'instance created');
       expect(created).toMatchObject({ dispatcher: 'logs/default', instance_type: 'small', level: 30 });
       clock.runUntil(clock.nowMs() + 61_000);
-      await running.dispatcher.tick(); // shutdown: the destroy fails
+      await running.dispatcher.tick().then(() => running.dispatcher.settled()); // shutdown: the destroy fails
       for (let i = 0; i < 3; i++) {
         clock.runUntil(clock.nowMs() + 5_000);
-        await running.dispatcher.tick(); // shutdown_retry passed: destroyed again, fails again
+        await running.dispatcher.tick().then(() => running.dispatcher.settled()); // shutdown_retry passed: destroyed again, fails again
       }
     } finally {
       await running.stop();
