@@ -9,6 +9,7 @@ const BENCHES = [
   'log-shipping',
   'dashboard',
   'ec2',
+  'dispatch-creates',
 ] as const;
 
 async function main(): Promise<number> {

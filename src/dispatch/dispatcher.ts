@@ -399,8 +399,16 @@ export class Dispatcher {
     // A node whose instance the cloud no longer lists can never report again: it died while no dispatcher
     // watched, or the node's failure could not be written when the instance was shut down (database down).
     if (!this.synced) return;
+    // A create in flight may have bound its node already: its instance is applied between passes.
+    const creating = new Set([...this.creating.values()].map((p) => p.nodeId));
     for (const node of nodes) {
-      if (node.state === 'failed' || !node.instanceId || this.instances.has(node.instanceId)) continue;
+      if (
+        node.state === 'failed' ||
+        !node.instanceId ||
+        this.instances.has(node.instanceId) ||
+        creating.has(node.id)
+      )
+        continue;
       await this.failNode(node.id, node.instanceId, 'its instance is gone', now);
     }
   }

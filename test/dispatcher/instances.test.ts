@@ -227,6 +227,46 @@ describe('creates and destroys in flight', () => {
     expect(h.cloud.live).toBe(5);
   });
 
+  it('a create that ends during a pass: its node, bound before the instance is applied, is not failed', async () => {
+    const h = await harness();
+    let bound: Promise<unknown> | null = null;
+    let arm = false;
+    // The real queue; once armed, the pass's read of the nodes lets the held create end (and bind its
+    // node) first: the pass sees a bound node whose instance it does not know yet.
+    const queue = new Proxy(h.queue, {
+      get(target, key, receiver) {
+        const v = Reflect.get(target, key, receiver) as unknown;
+        if (typeof v !== 'function') return v;
+        return async (...args: unknown[]) => {
+          const call = () => (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          if (key === 'bindNode') return (bound = call());
+          if (key === 'nodes' && arm) {
+            arm = false;
+            h.cloud.controls.release('create');
+            await until(() => bound !== null, 10_000, 'the node to be bound');
+            await bound;
+          }
+          return call();
+        };
+      },
+    });
+    const d = h.make({ queue });
+    h.cloud.controls.hold('create');
+    const [id] = await h.submit(four);
+    await d.tick();
+    await until(() => h.cloud.controls.parked('create') === 1, 10_000, 'the create to reach the cloud');
+    arm = true;
+    await h.advance(1_000);
+    await h.pass(d);
+    await h.pass(d);
+    expect(h.events.filter((e) => e.kind === 'node-lost')).toEqual([]);
+    await h.advance(30_000);
+    await h.pass(d);
+    await h.pingAll();
+    expect(await h.state(id!)).toBe('Running');
+    expect(h.cloud.controls.count('create')).toBe(1);
+  });
+
   it('a stop waits for the creates in flight, then releases the lease', async () => {
     const h = await harness();
     const order: string[] = [];
