@@ -24,11 +24,11 @@ import { runPassLoop, type PassLoop } from '../src/dispatch/loop.js';
 import { PgQueue } from '../src/dispatch/pg-queue.js';
 import { systemClock } from '../src/model/clock.js';
 import { normalizeRequest } from '../src/model/request.js';
-import { parseDuration } from '../src/model/units.js';
 import { createPool, withDatabase } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
+import { BENCH_TYPE, flag, latenciesOf } from './ec2.js';
 
 interface Row {
   latencyMs: number;
@@ -39,29 +39,11 @@ interface Row {
   passes: number;
 }
 
-function flag(args: string[], name: string, dflt: string): string {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1]! : dflt;
-}
-
-const TYPE = {
-  name: 'small',
-  providerType: 't3.small',
-  vcpus: 2,
-  ram: 2 * 1024 ** 3,
-  scratch: 20 * 1024 ** 3,
-  gpus: 0,
-  price: 0.0208,
-  preemptible: false,
-};
-
 export async function run(args: string[]): Promise<number> {
   const json = args.includes('--json');
   const containers = Number(flag(args, '--containers', '100'));
   const levels = flag(args, '--concurrency', '1,10,50').split(',').map(Number);
-  const latencies = flag(args, '--latency', '50ms,1s')
-    .split(',')
-    .map((s) => parseDuration(s));
+  const latencies = latenciesOf(args);
   if (!Number.isInteger(containers) || containers < 1 || levels.some((c) => !Number.isInteger(c) || c < 1)) {
     console.error('--containers and --concurrency: expected whole numbers >= 1');
     return 2;
@@ -118,7 +100,7 @@ export async function run(args: string[]): Promise<number> {
           queue: new PgQueue(store, url),
           driver: withRateLimit(driver, { clock: systemClock, maxConcurrentCreates: level }),
           clock: systemClock,
-          instanceTypes: [TYPE],
+          instanceTypes: [BENCH_TYPE],
           config: { ...SCHEDULER_OPTIONS.defaults(), maxContainersPerInstance: 1, maxInstances: null },
           ...DISPATCHER_TIMERS.parse({}),
           bootData: bootDataFor('http://127.0.0.1:9'),
