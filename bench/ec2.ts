@@ -21,18 +21,35 @@ interface Row {
   medianCreateMs: number;
 }
 
-function flag(args: string[], name: string, dflt: string): string {
+export function flag(args: string[], name: string, dflt: string): string {
   const i = args.indexOf(name);
   return i >= 0 && args[i + 1] !== undefined ? args[i + 1]! : dflt;
+}
+
+/** The instance type every create of the EC2 benches asks for. */
+export const BENCH_TYPE = {
+  name: 'small',
+  providerType: 't3.small',
+  vcpus: 2,
+  ram: 2 * 1024 ** 3,
+  scratch: 20 * 1024 ** 3,
+  gpus: 0,
+  price: 0.0208,
+  preemptible: false,
+};
+
+/** The latencies of `--latency` (default 50 ms and 1 s). */
+export function latenciesOf(args: string[]): number[] {
+  return flag(args, '--latency', '50ms,1s')
+    .split(',')
+    .map((s) => parseDuration(s));
 }
 
 export async function run(args: string[]): Promise<number> {
   const json = args.includes('--json');
   const creates = Number(flag(args, '--creates', '100'));
   const levels = flag(args, '--concurrency', '1,10,50').split(',').map(Number);
-  const latencies = flag(args, '--latency', '50ms,1s')
-    .split(',')
-    .map((s) => parseDuration(s));
+  const latencies = latenciesOf(args);
   if (!Number.isInteger(creates) || creates < 1 || levels.some((c) => !Number.isInteger(c) || c < 1)) {
     console.error('--creates and --concurrency: expected whole numbers >= 1');
     return 2;
@@ -45,16 +62,7 @@ export async function run(args: string[]): Promise<number> {
       config: parseEc2Config({ endpoint: emu.endpoint, subnets: subnets.slice(0, 3), ami }),
       credentials: EMULATOR_CREDENTIALS,
     });
-    const type = {
-      name: 'small',
-      providerType: 't3.small',
-      vcpus: 2,
-      ram: 2 * 1024 ** 3,
-      scratch: 20 * 1024 ** 3,
-      gpus: 0,
-      price: 0.0208,
-      preemptible: false,
-    };
+    const type = BENCH_TYPE;
     let seq = 0;
     for (const latencyMs of latencies) {
       emu.setFaults({ latency: `${latencyMs}ms` });

@@ -11,6 +11,7 @@ const BENCHES = [
   'dashboard',
   'ec2',
   'pressure',
+  'dispatch-creates',
 ] as const;
 
 async function main(): Promise<number> {

@@ -193,10 +193,14 @@ async function run(
     lastTick = clock.nowMs();
     nextSafety = lastTick + SAFETY_TICK_MS;
     dirty = false;
-    const tick = p.dispatcher.tick().then(
-      () => null,
-      (err: Error) => err,
-    );
+    // The pass and the creates and destroys it started (an armed kill may fire in one of them).
+    const tick = p.dispatcher
+      .tick()
+      .finally(() => p.dispatcher.settled())
+      .then(
+        () => null,
+        (err: Error) => err,
+      );
     const outcome = await Promise.race([tick, p.killed.then(() => 'killed' as const)]);
     if (outcome === 'killed') {
       faults.push(`${vt()} dispatcher ${p.appName} killed ${await p.killed}`);

@@ -60,7 +60,14 @@ export const DISPATCHER_TIMERS = section([
     field: 'shutdownRetryMs',
     kind: duration(),
     default: '30s',
-    help: 'A failed destroy is retried after this long.',
+    help: 'A destroy not yet confirmed (it failed, or the cloud still lists the instance) is retried after this long, until the instance is gone.',
+  }),
+  opt({
+    key: 'stop_grace',
+    field: 'stopGraceMs',
+    kind: duration(),
+    default: '30s',
+    help: 'At a stop, creates and destroys in flight are awaited this long before the lease is released.',
   }),
   opt({
     key: 'capacity_ttl',

@@ -4,12 +4,27 @@
 import type { Driver, Tags } from '../cloud/driver.js';
 import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
-import type { FailureClass, IdleBehavior, InstanceType } from '../model/types.js';
+import {
+  isEndingInstanceState,
+  type FailureClass,
+  type IdleBehavior,
+  type InstanceState,
+  type InstanceType,
+} from '../model/types.js';
 import { CloudMemory } from './cloud-memory.js';
 import { ContainerView } from './container-view.js';
 import type { DispatcherTimers } from './config.js';
 import { NodeWatch } from './node-watch.js';
-import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
+import {
+  adopt,
+  IllegalInstanceTransition,
+  instanceTags,
+  setState,
+  stateFromNode,
+  STRICT_STATES,
+  TAG,
+  type PoolInstance,
+} from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
@@ -83,7 +98,25 @@ export interface DispatcherOptions extends DispatcherTimers {
    * allocation); unset: none.
    */
   labelsFor?: (containers: string[]) => Promise<Tags>;
+  /** max_concurrent_creates: creates in flight at once; the rest wait for a later pass. Unset: no bound. */
+  maxConcurrentCreates?: number | null;
+  /** A create or destroy in flight finished: a pass now would apply its outcome (the loop's wake-up). */
+  onOperationDone?: () => void;
 }
+
+/** A create in flight: a booting instance with a provisional id to the scheduler, so limits count it. */
+interface PendingCreate {
+  id: string;
+  type: InstanceType;
+  startedAt: Date;
+  /** The node recorded for it, once createNode returned. */
+  nodeId: string | null;
+  /** The containers it is created for (the scheduler's share rule `expected` lets them start on it). */
+  forContainers: string[];
+}
+
+/** What a finished background operation changes, applied between passes. */
+type Outcome = (at: Date) => void;
 
 /** What a pass knew about its limits: the instance types, the scheduler's caps, the cloud's errors. */
 export interface DispatcherView {
@@ -135,6 +168,20 @@ export class Dispatcher {
   private lastStatusWrite = -Infinity;
   private stopped = false;
   private running: Promise<void> | null = null;
+  /**
+   * Creates and destroys run in the background (DESIGN §6.1): a pass starts them and goes on; their
+   * outcomes wait in `outcomes` and are applied between passes, so a pass never sees the pool change.
+   */
+  private readonly ops = new Set<Promise<void>>();
+  private readonly outcomes: Outcome[] = [];
+  private readonly creating = new Map<string, PendingCreate>();
+  /** Instances with a destroy in flight. */
+  private readonly destroying = new Set<string>();
+  private pendingSeq = 0;
+  /** When a destroy was accepted that no list has confirmed yet: the next pass syncs (null: none). */
+  private confirmGoneAfter: number | null = null;
+  /** Instances the last sync found gone, for the mirror's next publish. */
+  private goneUnpublished: PoolInstance[] = [];
   /** The containers across passes, and their recent arrivals (container-view.ts). */
   private readonly view: ContainerView;
   private readonly planner: IncrementalPlanner;
@@ -146,11 +193,17 @@ export class Dispatcher {
    * recent arrival leaves the arrival window (ms; Infinity when neither). The simulator wakes then.
    */
   nextDecisionAt(): number {
-    const plan = this.lastPlan?.validUntil ?? Infinity;
+    let at = this.lastPlan?.validUntil ?? Infinity;
+    let idle = false;
+    for (const i of this.instances.values()) {
+      idle ||= i.state === 'idle';
+      // One shutting down counts against the limits until a sync sees it gone; its destroy is retried.
+      if (i.state === 'shutdown' || i.state === 'destroy_pending')
+        at = Math.min(at, (i.destroyAttemptAt ?? Infinity) + this.o.shutdownRetryMs);
+    }
+    if (this.confirmGoneAfter !== null) at = Math.min(at, this.confirmGoneAfter + 1);
     // Arrivals only decide which idle instances stay warm.
-    for (const i of this.instances.values())
-      if (i.state === 'idle') return Math.min(plan, this.view.arrivalsChangeAt());
-    return plan;
+    return idle ? Math.min(at, this.view.arrivalsChangeAt()) : at;
   }
 
   /** How many passes planned in full and how many reused the last plan (scheduler/incremental.ts). */
@@ -198,31 +251,41 @@ export class Dispatcher {
     if (!(await o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs))) {
       throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
     }
-    if (!this.synced || now.getTime() - this.lastSync >= o.syncIntervalMs) await this.sync(now);
+    this.applyOutcomes(now);
+    // A destroy accepted since the last list is confirmed at once: the instance counts until then.
+    if (
+      !this.synced ||
+      now.getTime() - this.lastSync >= o.syncIntervalMs ||
+      (this.confirmGoneAfter !== null && now.getTime() > this.confirmGoneAfter)
+    )
+      await this.sync(now);
     if (o.mirror) await this.applyOperatorRequests(now);
     if (o.apiHealth && this.watch.probeDue(now.getTime()))
       this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
     const nodes = await o.queue.nodes(o.cluster, o.tag, now);
     const containers = this.view.replace(await o.queue.containers(o.id, now), now);
     await this.observe(nodes, containers, now);
-    await this.retryDestroys(now);
+    this.retryDestroys(now);
 
     const snapshot: Snapshot = {
       now,
       config: { ...o.config, maxDispatchAttempts: await o.queue.maxDispatchAttempts() },
       instanceTypes: o.instanceTypes,
-      instances: [...this.instances.values()]
-        .filter((i) => i.state !== 'gone')
-        .map((i) => ({
-          id: i.id,
-          type: i.type,
-          state: i.state,
-          idleBehavior: i.idleBehavior,
-          containers: i.containers,
-          stateSince: i.stateSince,
-          createdAt: i.createdAt,
-          ...(i.createdFor && { createdFor: i.createdFor }),
-        })),
+      instances: [
+        ...[...this.instances.values()]
+          .filter((i) => i.state !== 'gone')
+          .map((i) => ({
+            id: i.id,
+            type: i.type,
+            state: i.state,
+            idleBehavior: i.idleBehavior,
+            containers: i.containers,
+            stateSince: i.stateSince,
+            createdAt: i.createdAt,
+            ...(i.createdFor && { createdFor: i.createdFor }),
+          })),
+        ...this.provisional(),
+      ],
       containers,
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
@@ -232,7 +295,7 @@ export class Dispatcher {
     await this.act(plan, now);
     await this.saveStatuses(plan, now);
     if (o.mirror)
-      await o.mirror.publish([...this.instances.values()], now, {
+      await o.mirror.publish([...this.instances.values(), ...this.goneUnpublished.splice(0)], now, {
         instanceTypes: o.instanceTypes,
         config: snapshot.config,
         cloud: snapshot.cloud,
@@ -268,28 +331,24 @@ export class Dispatcher {
           });
         }
         known.interruptionNotice = ci.interruptionNotice;
-        // Destroyed, but the cloud still lists it as live after shutdown_retry: destroy again.
-        if (
-          known.state === 'shutdown' &&
-          known.destroyAttemptAt !== null &&
-          now.getTime() - known.destroyAttemptAt >= o.shutdownRetryMs
-        ) {
-          await this.destroy(known, now);
-        }
       }
     }
     for (const inst of [...this.instances.values()]) {
       // Only what existed before the list was taken can be missing from it.
       if (seen.has(inst.id) || inst.createdAt.getTime() > now.getTime()) continue;
       // One we shut down ourselves is simply gone; any other vanished under us (preempted, killed outside).
-      if (inst.nodeId && inst.state !== 'shutdown')
+      if (inst.nodeId && !isEndingInstanceState(inst.state))
         await this.failNode(inst.nodeId, inst.id, 'its instance disappeared from the cloud', now);
+      this.move(inst, 'gone', now);
       this.instances.delete(inst.id);
+      // The mirror writes when its billing ended (its destroy) before the row becomes history.
+      if (o.mirror) this.goneUnpublished.push(inst);
       this.cloud.instanceGone();
       this.emit({ kind: 'instance-gone', at: now, instance: inst.id });
     }
     this.synced = true;
     this.lastSync = now.getTime();
+    this.confirmGoneAfter = null;
   }
 
   /** Updates instance states from nodes and assignments; fails lost nodes. */
@@ -301,10 +360,10 @@ export class Dispatcher {
     const nodeById = new Map(nodes.map((n) => [n.id, n]));
     for (const inst of this.instances.values()) {
       inst.containers = byInstance.get(inst.id) ?? [];
-      if (inst.state === 'shutdown' || inst.state === 'gone') continue;
+      if (isEndingInstanceState(inst.state)) continue;
       const node = inst.nodeId ? nodeById.get(inst.nodeId) : undefined;
       if (node?.state === 'failed') {
-        await this.shutdown(inst, 'its node failed', now);
+        this.shutdown(inst, 'its node failed', now);
         continue;
       }
       if (
@@ -320,7 +379,7 @@ export class Dispatcher {
           `no ping for ${silent}s (node_lost_after ${Math.round(this.o.nodeLostAfterMs / 1000)}s)`,
           now,
         );
-        await this.shutdown(inst, 'its node was lost', now);
+        this.shutdown(inst, 'its node was lost', now);
         continue;
       }
       if ((node?.state === 'draining' || node?.state === 'drained') && inst.idleBehavior === 'run') {
@@ -331,7 +390,7 @@ export class Dispatcher {
       }
       const was = inst.state;
       if (
-        setState(inst, stateFromNode(inst, node), now) &&
+        this.move(inst, stateFromNode(inst, node), now) &&
         (was === 'booting' || was === 'unknown') &&
         inst.state !== 'booting'
       ) {
@@ -343,8 +402,16 @@ export class Dispatcher {
     // A node whose instance the cloud no longer lists can never report again: it died while no dispatcher
     // watched, or the node's failure could not be written when the instance was shut down (database down).
     if (!this.synced) return;
+    // A create in flight may have bound its node already: its instance is applied between passes.
+    const creating = new Set([...this.creating.values()].map((p) => p.nodeId));
     for (const node of nodes) {
-      if (node.state === 'failed' || !node.instanceId || this.instances.has(node.instanceId)) continue;
+      if (
+        node.state === 'failed' ||
+        !node.instanceId ||
+        this.instances.has(node.instanceId) ||
+        creating.has(node.id)
+      )
+        continue;
       await this.failNode(node.id, node.instanceId, 'its instance is gone', now);
     }
   }
@@ -423,17 +490,86 @@ export class Dispatcher {
         }),
     );
 
+    // Creates and destroys start here and run in the background; the pass does not wait for them.
     for (const a of plan.actions) {
       try {
-        if (a.op === 'create') await this.create(a.type, a.for, now);
+        if (a.op === 'create') this.startCreate(a.type, a.for, now);
         else if (a.op === 'shutdown') {
+          // A provisional id (a create in flight) is not shut down: its boot timeout applies once created.
           const inst = this.instances.get(a.instance);
-          if (inst) await this.shutdown(inst, a.reason, now);
+          if (inst) this.shutdown(inst, a.reason, now);
         }
       } catch (err) {
+        if (err instanceof IllegalInstanceTransition && STRICT_STATES) throw err;
         this.failed(a.op, err, now, actionSubject(a, this.instances));
       }
     }
+  }
+
+  /**
+   * Moves an instance through the state machine (setState in pool.ts). An illegal transition is a bug:
+   * it throws under STRICT_STATES (tests), and is reported as an `error` event otherwise.
+   */
+  private move(inst: PoolInstance, state: InstanceState, now: Date): boolean {
+    try {
+      return setState(inst, state, now);
+    } catch (err) {
+      if (!(err instanceof IllegalInstanceTransition) || STRICT_STATES) throw err;
+      this.failed('transition', err, now, { instance: inst.id, type: inst.type });
+      return false;
+    }
+  }
+
+  /** The creates in flight, as booting instances with provisional ids (one whose instance a sync already adopted is left out). */
+  private provisional(): Snapshot['instances'] {
+    const bound = new Set<string>();
+    for (const i of this.instances.values()) if (i.nodeId) bound.add(i.nodeId);
+    return [...this.creating.values()]
+      .filter((p) => p.nodeId === null || !bound.has(p.nodeId))
+      .map((p) => ({
+        id: p.id,
+        type: p.type.name,
+        state: 'booting' as const,
+        idleBehavior: 'run' as const,
+        containers: [],
+        stateSince: p.startedAt,
+        createdAt: p.startedAt,
+        createdFor: p.forContainers,
+      }));
+  }
+
+  /** Runs a create or destroy in the background; its outcome is applied between passes. */
+  private background(work: () => Promise<Outcome>, op: string, subject: ErrorSubject): void {
+    const done: Promise<void> = Promise.resolve()
+      .then(work)
+      .catch(
+        (err: unknown): Outcome =>
+          (at) =>
+            this.failed(op, err, at, subject),
+      )
+      .then((outcome) => {
+        this.outcomes.push(outcome);
+        this.ops.delete(done);
+        // Between passes it applies now (events keep their time); during one, the next pass applies it.
+        if (this.running === null) this.applyOutcomes(this.o.clock.now());
+        this.o.onOperationDone?.();
+      });
+    this.ops.add(done);
+  }
+
+  private applyOutcomes(now: Date): void {
+    for (const outcome of this.outcomes.splice(0)) outcome(now);
+  }
+
+  /** Creates and destroys in flight. */
+  get operationsInFlight(): { creates: number; destroys: number } {
+    return { creates: this.creating.size, destroys: this.destroying.size };
+  }
+
+  /** Resolves once no create or destroy is in flight and every outcome was applied (tests, the simulator). */
+  async settled(): Promise<void> {
+    while (this.ops.size > 0) await Promise.all([...this.ops]);
+    if (this.running === null) this.applyOutcomes(this.o.clock.now());
   }
 
   /** Starts: placed in one batch on the instances whose agent is there to take the work. */
@@ -454,7 +590,7 @@ export class Dispatcher {
       (item) => {
         const inst = this.instances.get(item.instance)!;
         inst.containers.push(item.id);
-        setState(inst, 'running', now);
+        this.move(inst, 'running', now);
         this.emit({ kind: 'container-placed', at: now, container: item.id, instance: inst.id });
       },
       (item) => ({ instance: item.instance, type: this.instances.get(item.instance)?.type }),
@@ -488,113 +624,185 @@ export class Dispatcher {
     });
   }
 
-  private async create(typeName: string, forContainers: string[], now: Date): Promise<void> {
-    const o = this.o;
+  /** Starts a create of `typeName` for `forContainers` unless max_concurrent_creates are in flight. */
+  private startCreate(typeName: string, forContainers: string[], now: Date): void {
     const type = this.types.get(typeName);
     if (!type) throw new Error(`plan asked for unknown type ${typeName}`);
-    // Labels are a courtesy for the cloud's cost reports: an instance is created without them if they
-    // cannot be read now.
-    const labels = o.labelsFor
-      ? await o.labelsFor(forContainers).catch((err: unknown) => {
-          this.failed('labels', err, now, { type: type.name });
-          return {};
-        })
-      : {};
-    const { nodeId, bootstrapSecret } = await o.queue.createNode(type.name, o.cluster, o.tag);
-    let ci;
-    try {
-      ci = await o.driver.create(
-        type,
-        { ...labels, ...instanceTags(o.cluster, o.tag, type, nodeId, 'run') },
-        o.bootData({ nodeId, bootstrapSecret, instanceType: type }),
-      );
-    } catch (err) {
-      const live = [...this.instances.values()].filter(
-        (i) => i.state !== 'shutdown' && i.state !== 'gone',
-      ).length;
-      const what = this.cloud.learn(err, type, o.instanceTypes, live, now.getTime());
-      this.emit({
-        kind: 'create-failed',
-        at: now,
-        type: type.name,
-        message: what,
-        errorClass: err instanceof Error ? err.constructor.name : typeof err,
-      });
-      // The node record never gets an instance; the next passes ignore a failed node without one.
-      await o.queue
-        .failNode(nodeId, `instance create failed: ${(err as Error).message}`)
-        .catch((e: unknown) => this.failed('failNode', e, now, { node: nodeId, type: type.name }));
-      return;
-    }
-    await o.queue.bindNode(nodeId, ci.id);
-    this.instances.set(ci.id, {
-      id: ci.id,
-      type: type.name,
-      providerType: type.providerType,
-      price: type.price,
-      createdAt: ci.createdAt,
-      state: 'booting',
-      stateSince: now,
-      idleBehavior: 'run',
-      nodeId,
-      containers: [],
-      destroyAttemptAt: null,
-      destroyFailed: false,
-      preemptible: type.preemptible,
-      interruptionNotice: null,
-      createdFor: forContainers,
-    });
-    this.emit({
-      kind: 'instance-created',
-      at: now,
-      instance: ci.id,
-      type: type.name,
-      price: type.price,
-      for: forContainers,
-    });
+    // Over the bound, the create waits: the next pass (woken when one finishes) plans it again.
+    if (this.creating.size >= (this.o.maxConcurrentCreates ?? Infinity)) return;
+    const pending: PendingCreate = {
+      id: `pending-${++this.pendingSeq}`,
+      type,
+      startedAt: now,
+      nodeId: null,
+      forContainers,
+    };
+    this.creating.set(pending.id, pending);
+    this.background(() => this.create(pending, forContainers, now), 'create', { type: type.name });
   }
 
-  private async shutdown(inst: PoolInstance, reason: string, now: Date): Promise<void> {
-    if (inst.state !== 'shutdown') {
-      setState(inst, 'shutdown', now);
-      this.emit({ kind: 'instance-shutdown', at: now, instance: inst.id, reason });
-      // Its agent must not report any more; whatever it still held is retried elsewhere. Destroyed even
-      // when that cannot be written now (the node is then failed once its instance is gone: observe()).
-      if (inst.nodeId)
-        await this.o.queue
-          .failNode(inst.nodeId, `instance shut down: ${reason}`)
-          .catch((err: unknown) =>
-            this.failed('failNode', err, now, { node: inst.nodeId!, instance: inst.id, type: inst.type }),
+  /** The create itself (in the background): node record, cloud create, binding. */
+  private async create(p: PendingCreate, forContainers: string[], now: Date): Promise<Outcome> {
+    const o = this.o;
+    const type = p.type;
+    // The provisional instance counts until the outcome is applied, so no pass sees neither.
+    const landed = () => this.creating.delete(p.id);
+    try {
+      // Labels are a courtesy for the cloud's cost reports: an instance is created without them if they
+      // cannot be read now.
+      const labels = o.labelsFor
+        ? await o.labelsFor(forContainers).catch((err: unknown) => {
+            this.failed('labels', err, now, { type: type.name });
+            return {};
+          })
+        : {};
+      const { nodeId, bootstrapSecret } = await o.queue.createNode(type.name, o.cluster, o.tag);
+      p.nodeId = nodeId;
+      let ci;
+      try {
+        ci = await o.driver.create(
+          type,
+          { ...labels, ...instanceTags(o.cluster, o.tag, type, nodeId, 'run') },
+          o.bootData({ nodeId, bootstrapSecret, instanceType: type }),
+        );
+      } catch (err) {
+        // The node record never gets an instance; the next passes ignore a failed node without one. (A
+        // create whose response was lost may still have made the instance: a sync adopts it by its tags,
+        // and its failed node has it shut down.)
+        const nodeErr = await Promise.resolve()
+          .then(() => o.queue.failNode(nodeId, `instance create failed: ${(err as Error).message}`))
+          .then(
+            () => null,
+            (e: unknown) => e,
           );
-    }
-    await this.destroy(inst, now);
-  }
-
-  private async destroy(inst: PoolInstance, now: Date): Promise<void> {
-    inst.destroyAttemptAt = now.getTime();
-    inst.destroyFailed = false;
-    try {
-      await this.o.driver.destroy(inst.id);
-    } catch (err) {
-      if (!(err instanceof CloudNotFound)) {
-        inst.destroyFailed = true;
-        this.failed('destroy', err, now, { instance: inst.id, type: inst.type });
-        return;
+        return (at) => {
+          landed();
+          if (nodeErr !== null) this.failed('failNode', nodeErr, at, { node: nodeId, type: type.name });
+          const live =
+            [...this.instances.values()].filter((i) => !isEndingInstanceState(i.state)).length +
+            this.creating.size;
+          const what = this.cloud.learn(err, type, o.instanceTypes, live, at.getTime());
+          this.emit({
+            kind: 'create-failed',
+            at,
+            type: type.name,
+            message: what,
+            errorClass: err instanceof Error ? err.constructor.name : typeof err,
+          });
+        };
       }
+      const bindErr = await o.queue.bindNode(nodeId, ci.id).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const created = ci;
+      return (at) => {
+        landed();
+        // Unbound, the node is still found through the instance's tags (nodeId): it is kept either way.
+        if (bindErr !== null)
+          this.failed('bindNode', bindErr, at, { node: nodeId, instance: created.id, type: type.name });
+        // A sync may have adopted it already (listed before the create's response came back).
+        if (!this.instances.has(created.id))
+          this.instances.set(created.id, {
+            id: created.id,
+            type: type.name,
+            providerType: type.providerType,
+            price: type.price,
+            createdAt: created.createdAt,
+            state: 'booting',
+            stateSince: p.startedAt,
+            idleBehavior: 'run',
+            nodeId,
+            containers: [],
+            destroyAttemptAt: null,
+            preemptible: type.preemptible,
+            interruptionNotice: null,
+            createdFor: forContainers,
+          });
+        this.emit({
+          kind: 'instance-created',
+          at,
+          instance: created.id,
+          type: type.name,
+          price: type.price,
+          for: forContainers,
+        });
+      };
+    } catch (err) {
+      return (at) => {
+        landed();
+        this.failed('create', err, at, { type: type.name });
+      };
     }
-    // Gone from the cloud's side; the next sync forgets it when the list no longer shows it.
-    this.emit({ kind: 'instance-destroyed', at: now, instance: inst.id, type: inst.type });
   }
 
-  private async retryDestroys(now: Date): Promise<void> {
+  /**
+   * Chooses an instance for shutdown (DESIGN §6.3): from now on it takes no work and counts against the
+   * limits until the cloud no longer lists it; its node is failed and its destroy started.
+   */
+  private shutdown(inst: PoolInstance, reason: string, now: Date): void {
+    if (isEndingInstanceState(inst.state) || !this.move(inst, 'shutdown', now)) return;
+    this.emit({ kind: 'instance-shutdown', at: now, instance: inst.id, reason });
+    this.startDestroy(inst, now, reason);
+  }
+
+  /**
+   * Starts a destroy (unless one is in flight). With `reason`, its node is failed first: its agent must not
+   * report any more, and whatever it still held is retried elsewhere. The instance is destroyed even when
+   * that cannot be written now (the node is then failed once its instance is gone: observe()).
+   */
+  private startDestroy(inst: PoolInstance, now: Date, reason: string | null): void {
+    if (this.destroying.has(inst.id)) return;
+    this.destroying.add(inst.id);
+    inst.destroyAttemptAt = now.getTime();
+    const subject = { instance: inst.id, type: inst.type };
+    this.background(
+      async () => {
+        const nodeId = inst.nodeId;
+        const nodeErr =
+          reason !== null && nodeId !== null
+            ? await Promise.resolve()
+                .then(() => this.o.queue.failNode(nodeId, `instance shut down: ${reason}`))
+                .then(
+                  () => null,
+                  (e: unknown) => e,
+                )
+            : null;
+        let err: unknown = null;
+        try {
+          await this.o.driver.destroy(inst.id);
+        } catch (e) {
+          if (!(e instanceof CloudNotFound)) err = e;
+        }
+        return (at) => {
+          this.destroying.delete(inst.id);
+          if (nodeErr !== null) this.failed('failNode', nodeErr, at, { node: nodeId!, ...subject });
+          // Not accepted: it stays in shutdown, counted, and retryDestroys tries again after shutdown_retry.
+          if (err !== null) return this.failed('destroy', err, at, subject);
+          if (inst.state === 'shutdown') this.move(inst, 'destroy_pending', at);
+          this.confirmGoneAfter ??= at.getTime();
+          // Gone from the cloud's side; the next sync forgets it when the list no longer shows it.
+          this.emit({ kind: 'instance-destroyed', at, instance: inst.id, type: inst.type });
+        };
+      },
+      'destroy',
+      subject,
+    );
+  }
+
+  /**
+   * Every instance chosen for shutdown and still there is destroyed again after shutdown_retry: its last
+   * destroy failed, or the cloud accepted it but still lists the instance. Nothing the cloud may still bill
+   * is forgotten.
+   */
+  private retryDestroys(now: Date): void {
     for (const inst of this.instances.values()) {
       if (
-        inst.state === 'shutdown' &&
-        inst.destroyFailed &&
+        (inst.state === 'shutdown' || inst.state === 'destroy_pending') &&
         inst.destroyAttemptAt !== null &&
         now.getTime() - inst.destroyAttemptAt >= this.o.shutdownRetryMs
       )
-        await this.destroy(inst, now);
+        this.startDestroy(inst, now, null);
     }
   }
 
@@ -602,7 +810,7 @@ export class Dispatcher {
     for (const r of await this.o.mirror!.requests()) {
       const inst = this.instances.get(r.instance);
       if (!inst) continue;
-      if (r.kill) await this.shutdown(inst, 'killed by an operator', now);
+      if (r.kill) this.shutdown(inst, 'killed by an operator', now);
       else if (r.idleBehavior && r.idleBehavior !== inst.idleBehavior) {
         inst.idleBehavior = r.idleBehavior;
         await this.o.driver
@@ -641,16 +849,17 @@ export class Dispatcher {
    * requeued (Locked) or retried (Running, temp), so a later start resumes the work.
    */
   async shutdownAll(reason: string): Promise<number> {
+    // The pass and the creates in flight end first, so the instances they make are shut down too.
+    await this.running?.catch(() => {});
+    await this.settled();
     const now = this.o.clock.now();
     const live = [...this.instances.values()].filter((i) => i.state !== 'gone');
     // All at once: each destroy waits for its agent's grace, and the stop must end in bounded time.
-    await Promise.all(
-      live.map((inst) =>
-        this.shutdown(inst, reason, now).catch((err: unknown) =>
-          this.failed('shutdown', err, now, { instance: inst.id, type: inst.type }),
-        ),
-      ),
-    );
+    for (const inst of live) {
+      if (isEndingInstanceState(inst.state)) this.startDestroy(inst, now, null);
+      else this.shutdown(inst, reason, now);
+    }
+    await this.settled();
     // Their records end now (when their billing ended), not at the next start.
     await this.o.mirror
       ?.publish([...this.instances.values()], now)
@@ -658,10 +867,21 @@ export class Dispatcher {
     return live.length;
   }
 
-  /** Graceful stop (DESIGN §6.3): finish the pass in flight, start nothing new, release the lease. */
+  /**
+   * Graceful stop (DESIGN §6.3): finish the pass in flight, start nothing new, give the creates and
+   * destroys in flight stop_grace to end, release the lease. One cut short leaves nothing inconsistent: a
+   * create whose response never came is adopted by the next start's sync through its tags (and a retried
+   * EC2 create is idempotent through its ClientToken); an unconfirmed destroy is retried from that state.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     await this.running?.catch(() => {});
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.settled(),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.o.stopGraceMs))),
+    ]);
+    clearTimeout(timer);
     await this.o.queue.release(this.o.id, this.o.clock.now());
   }
 }

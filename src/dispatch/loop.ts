@@ -11,6 +11,8 @@ export interface PassLoop {
   done: Promise<void>;
   /** Ends the loop after the pass in flight. */
   stop(): Promise<void>;
+  /** Asks for a pass now (a create or destroy in flight finished): the wait in progress ends. */
+  poke(): void;
 }
 
 export function runPassLoop(o: {
@@ -27,8 +29,11 @@ export function runPassLoop(o: {
   let stopped = false;
   const waiter = o.notifier?.waiter('berth_dispatch', null) ?? null;
   let wake: (() => void) | null = null;
+  /** A poke came while a pass ran: the next pass starts without waiting. */
+  let poked = false;
   const done = (async () => {
     while (!stopped) {
+      poked = false;
       const t0 = performance.now();
       try {
         await o.tick();
@@ -41,6 +46,7 @@ export function runPassLoop(o: {
       }
       o.onPass?.((performance.now() - t0) / 1000);
       if (stopped) break;
+      if (poked) continue;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         waiter ? waiter.next(o.intervalMs) : new Promise((r) => (timer = setTimeout(r, o.intervalMs))),
@@ -51,6 +57,10 @@ export function runPassLoop(o: {
   })();
   return {
     done,
+    poke: () => {
+      poked = true;
+      wake?.();
+    },
     async stop() {
       stopped = true;
       wake?.();

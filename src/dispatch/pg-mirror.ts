@@ -33,7 +33,10 @@ export class PgMirror implements InstanceMirror {
       await this.publishView(view, now);
     }
     const rows = instances.filter((i) => i.state !== 'gone');
-    const changed = rows.filter((i) => this.last.get(i.id) !== key(i));
+    // A gone one is written once more when its destroy (the end of its billing) was not published yet.
+    const changed = instances.filter(
+      (i) => (i.state !== 'gone' || destroyedAt(i) !== null) && this.last.get(i.id) !== key(i),
+    );
     const ids = rows.map((i) => i.id);
     if (changed.length > 0) await this.upsert(changed, now);
     // Rows no longer in the view become history. Billing ended when the driver accepted the destroy
@@ -161,7 +164,7 @@ export class PgMirror implements InstanceMirror {
 
 /** When the driver accepted the instance's destroy (its billing ended), or null. */
 function destroyedAt(i: PoolInstance): Date | null {
-  return i.state === 'shutdown' && i.destroyAttemptAt !== null && !i.destroyFailed
+  return (i.state === 'destroy_pending' || i.state === 'gone') && i.destroyAttemptAt !== null
     ? new Date(i.destroyAttemptAt)
     : null;
 }

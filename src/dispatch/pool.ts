@@ -1,7 +1,13 @@
 // The dispatcher's instances: what it created or adopted, their lifecycle state (DESIGN §6.3), and the
 // reconciliation with the cloud's list (adopt what we lost track of, forget what disappeared).
 import type { CloudInstance, Tags } from '../cloud/driver.js';
-import type { IdleBehavior, InstanceState, InstanceType } from '../model/types.js';
+import {
+  INSTANCE_TRANSITIONS,
+  isEndingInstanceState,
+  type IdleBehavior,
+  type InstanceState,
+  type InstanceType,
+} from '../model/types.js';
 import type { NodeView } from './ports.js';
 
 /** Tag keys Berth puts on every instance, so a restarted dispatcher can find and understand them. */
@@ -26,18 +32,31 @@ export interface PoolInstance {
   nodeId: string | null;
   /** Containers assigned to it (from the last snapshot). */
   containers: string[];
-  /** When a destroy was last attempted (shutdown state), for retries. */
+  /** When a destroy was last attempted (shutdown, destroy_pending), for retries after shutdown_retry. */
   destroyAttemptAt: number | null;
-  /** The last destroy attempt failed: retry after shutdown_retry. */
-  destroyFailed: boolean;
   preemptible: boolean;
   interruptionNotice: Date | null;
   /** The containers its create action was for (the scheduler's share rule: SnapshotInstance.createdFor). */
   createdFor?: string[];
 }
 
+/**
+ * Whether an illegal transition throws (under a test runner, or BERTH_STRICT_STATES=1) or is logged as an
+ * error and ignored (production: the dispatcher keeps running on a bug rather than stop managing a fleet).
+ */
+export const STRICT_STATES = process.env.VITEST !== undefined || process.env.BERTH_STRICT_STATES === '1';
+
+/** A transition the instance state machine (INSTANCE_TRANSITIONS in src/model/types.ts) forbids: a bug. */
+export class IllegalInstanceTransition extends Error {}
+
+/**
+ * Moves an instance to `state` (DESIGN §6.3), the one place that checks INSTANCE_TRANSITIONS. Returns
+ * whether the state changed; an illegal transition changes nothing and throws IllegalInstanceTransition.
+ */
 export function setState(inst: PoolInstance, state: InstanceState, now: Date): boolean {
   if (inst.state === state) return false;
+  if (!INSTANCE_TRANSITIONS[inst.state].includes(state))
+    throw new IllegalInstanceTransition(`instance ${inst.id}: illegal transition ${inst.state} → ${state}`);
   inst.state = state;
   inst.stateSince = now;
   return true;
@@ -61,7 +80,6 @@ export function adopt(ci: CloudInstance, types: Map<string, InstanceType>, now: 
     nodeId: ci.tags[TAG.node] ?? null,
     containers: [],
     destroyAttemptAt: null,
-    destroyFailed: false,
     preemptible: ci.preemptible,
     interruptionNotice: ci.interruptionNotice,
   };
@@ -89,7 +107,7 @@ export function instanceTags(
  * boot timeout still applies).
  */
 export function stateFromNode(inst: PoolInstance, node: NodeView | undefined): InstanceState {
-  if (inst.state === 'shutdown' || inst.state === 'gone') return inst.state;
+  if (isEndingInstanceState(inst.state)) return inst.state;
   if (!node || node.state === 'registered' || node.lastPingAt === null) return 'booting';
   return inst.containers.length > 0 ? 'running' : 'idle';
 }

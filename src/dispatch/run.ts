@@ -13,7 +13,7 @@ import type { Store } from '../store/store.js';
 import { DISPATCHER_TIMERS, type DispatchConfig } from './config.js';
 import { Dispatcher, type DispatchEvent } from './dispatcher.js';
 import { logDispatchEvents } from './log.js';
-import { runPassLoop } from './loop.js';
+import { runPassLoop, type PassLoop } from './loop.js';
 import { dispatcherMetrics } from './metrics.js';
 import { PgMirror } from './pg-mirror.js';
 import { PgQueue } from './pg-queue.js';
@@ -60,6 +60,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
   const logger = (o.logger ?? silentLogger).child({ dispatcher: id });
   const logEvent = logDispatchEvents(logger);
   let dispatcher: Dispatcher | null = null;
+  let loop: PassLoop | null = null;
   const metrics = dispatcherMetrics(registry, () => dispatcher);
   const driver = withMetrics(
     withRateLimit(o.driver, {
@@ -85,6 +86,8 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     bootData: bootDataFor(o.apiUrl),
     mirror: new PgMirror(o.store.ctx.pool, cfg.cluster, cfg.tag),
     labelsFor: (containers) => agreedLabelsOf(o.store.ctx.pool, containers),
+    maxConcurrentCreates: cfg.maxConcurrentCreates,
+    onOperationDone: () => loop?.poke(),
     onEvent: (e) => {
       metrics.onEvent(e);
       logEvent(e);
@@ -95,7 +98,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
   await dispatcher.tick();
   logger.info({ instance_types: cfg.instanceTypes.length, driver: cfg.driver }, 'dispatcher running');
 
-  const loop = runPassLoop({
+  loop = runPassLoop({
     tick: () => dispatcher.tick(),
     notifier: o.notifier,
     intervalMs: cfg.tickIntervalMs,

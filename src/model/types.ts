@@ -66,22 +66,49 @@ export const NODE_STATES = ['registered', 'idle', 'busy', 'draining', 'drained',
 export type NodeState = (typeof NODE_STATES)[number];
 
 /**
- * Instance lifecycle (DESIGN §6.3).
+ * Instance lifecycle (DESIGN §6.3): the only legal transitions, enforced by setState() in
+ * src/dispatch/pool.ts (an illegal one is a bug: it throws in tests and is logged in production).
  *
- * | from    | to       | when                                                           |
- * |---------|----------|----------------------------------------------------------------|
- * | booting | idle     | its agent registered                                           |
- * | booting | shutdown | boot_timeout passed without registration                       |
- * | unknown | idle/running | after a restart, its node is found alive                   |
- * | unknown | shutdown | probe_timeout passed with no live node                         |
- * | idle    | running  | a container was started on it                                  |
- * | running | idle     | its last container ended                                       |
- * | idle    | shutdown | idle_timeout (inside the billing window), drain, or not needed |
- * | *       | shutdown | its node failed                                                |
- * | shutdown| gone     | the cloud list no longer shows it                              |
+ * | from            | to              | when                                                        |
+ * |-----------------|-----------------|-------------------------------------------------------------|
+ * | booting         | idle, running   | its agent registered (and was given work)                   |
+ * | unknown         | booting         | after a restart, its agent has not registered yet           |
+ * | unknown         | idle, running   | after a restart, its node is found alive                    |
+ * | idle            | running         | a container was started on it                               |
+ * | running         | idle            | its last container ended                                    |
+ * | any live state  | shutdown        | boot timeout, idle timeout, drain, node failed or lost, kill |
+ * | shutdown        | destroy_pending | the cloud accepted its destroy (billing ends)               |
+ * | any state       | gone            | the cloud's list no longer shows it                         |
+ *
+ * Live states are booting, unknown, idle and running. An instance in shutdown or destroy_pending still
+ * counts against max_instances and the spend cap (the cloud may still bill it) until it is gone; the
+ * dispatcher retries its destroy every shutdown_retry until then.
  */
-export const INSTANCE_STATES = ['booting', 'unknown', 'idle', 'running', 'shutdown', 'gone'] as const;
+export const INSTANCE_STATES = [
+  'booting',
+  'unknown',
+  'idle',
+  'running',
+  'shutdown',
+  'destroy_pending',
+  'gone',
+] as const;
 export type InstanceState = (typeof INSTANCE_STATES)[number];
+
+export const INSTANCE_TRANSITIONS: Readonly<Record<InstanceState, readonly InstanceState[]>> = {
+  booting: ['idle', 'running', 'shutdown', 'gone'],
+  unknown: ['booting', 'idle', 'running', 'shutdown', 'gone'],
+  idle: ['running', 'shutdown', 'gone'],
+  running: ['idle', 'shutdown', 'gone'],
+  shutdown: ['destroy_pending', 'gone'],
+  destroy_pending: ['gone'],
+  gone: [],
+};
+
+/** Whether an instance was chosen for shutdown (or is gone): it takes no work and is not shut down again. */
+export function isEndingInstanceState(s: InstanceState): boolean {
+  return s === 'shutdown' || s === 'destroy_pending' || s === 'gone';
+}
 
 /** What an instance does when idle: run (normal), hold (no new work, never shut down), drain. */
 export const IDLE_BEHAVIORS = ['run', 'hold', 'drain'] as const;

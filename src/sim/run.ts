@@ -303,6 +303,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     bootData: simBootData,
     planner: policy.planner,
     onEvent,
+    maxConcurrentCreates: cfg.limits.maxConcurrentCreates,
   });
 
   // --- submissions: open-loop jobs at their arrival, workflow tasks when their parents are done -------
@@ -386,6 +387,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       inPass = true;
       try {
         await dispatcher.tick();
+        // Creates and destroys run in the background; on the virtual clock they end at this instant.
+        await dispatcher.settled();
       } catch (err) {
         // As `berth dispatch`'s loop (src/dispatch/run.ts): a failed pass (e.g. the cloud list of a sync
         // refused by a rate limit) is retried by a later pass, never a crash. A lost lease cannot happen

@@ -60,13 +60,13 @@ describe('dispatcher on the ec2 driver', () => {
     const mine = async () =>
       (await driver.list({ 'berth-cluster': 'c1', 'berth-tag': 't1' })).map((i) => i.providerType);
 
-    await d.tick(); // a: no capacity in any subnet
+    await d.tick().then(() => d.settled()); // a: no capacity in any subnet
     expect(events.filter((e) => e.kind === 'create-failed').map((e) => (e as { type: string }).type)).toEqual(
       ['a'],
     );
     expect(await mine()).toEqual([]);
     clock.advance(1000);
-    await d.tick(); // b: created
+    await d.tick().then(() => d.settled()); // b: created
     expect(await mine()).toEqual(['t3.small']);
     expect(events.find((e) => e.kind === 'instance-created')).toMatchObject({
       type: 'b',
@@ -86,7 +86,7 @@ describe('dispatcher on the ec2 driver', () => {
     ]);
     for (let i = 0; i < 4; i++) {
       clock.advance(1000);
-      await d.tick();
+      await d.tick().then(() => d.settled());
     }
     const types = await mine();
     expect(types.filter((t) => t === 't3.xlarge')).toHaveLength(1); // the lower-priority large one went ahead

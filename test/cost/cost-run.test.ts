@@ -90,7 +90,7 @@ describe('cost of a dispatcher run', () => {
           killed = true;
         }
       }
-      await d.tick();
+      await d.tick().then(() => d.settled());
     }
     expect(killed).toBe(true);
     expect(d.instances.size).toBe(0); // every instance shut down and gone

@@ -50,6 +50,7 @@ describe('parseDispatchConfig', () => {
       dispatcherLostAfterMs: 60_000,
       syncIntervalMs: 10_000,
       shutdownRetryMs: 30_000,
+      stopGraceMs: 30_000,
       capacityTtlMs: 60_000,
       quotaTtlMs: 300_000,
       statusIntervalMs: 2_000,

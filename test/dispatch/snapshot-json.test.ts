@@ -328,7 +328,7 @@ describe('parseSnapshot', () => {
     [
       'instances[0].state',
       (s) => (s.instances[0].state = 'sleeping'),
-      'instances[0].state: expected one of booting, unknown, idle, running, shutdown, gone, got "sleeping"',
+      'instances[0].state: expected one of booting, unknown, idle, running, shutdown, destroy_pending, gone, got "sleeping"',
     ],
     [
       'instances[0].created_for',

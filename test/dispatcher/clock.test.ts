@@ -52,7 +52,7 @@ describe('dispatcher on PostgreSQL at 2026-01-01', () => {
     const { d, id, agent } = await h.oneRunning();
     await h.store.nodes.fail(agent.nodeId, 'disk full');
     await h.advance(1_000); // well inside node_lost_after: only the failed state tells
-    await d.tick();
+    await h.pass(d);
     expect(h.events.filter((e) => e.kind === 'instance-shutdown')).toMatchObject([
       { instance: agent.instanceId, reason: 'its node failed' },
     ]);
@@ -65,7 +65,7 @@ describe('dispatcher on PostgreSQL at 2026-01-01', () => {
     const h = await harness();
     const d = h.make();
     const [id] = (await h.submit({ vcpus: 1, ram: '1GiB' })) as [string];
-    await d.tick(); // locked, instance booting
+    await h.pass(d); // locked, instance booting
     expect(await h.state(id)).toBe('Locked');
     await h.advance(5_000);
     await d.stop();

@@ -9,29 +9,29 @@ describe('dispatcher', () => {
     const h = await harness({ config: { idleTimeoutMs: 30_000 } });
     const d = h.make();
     const ids = await h.submit({ vcpus: 0.5, ram: '512MiB' }, { vcpus: 0.5, ram: '512MiB' });
-    await d.tick();
+    await h.pass(d);
     expect(h.cloud.live).toBe(1);
     const created = h.events.filter((e) => e.kind === 'instance-created');
     expect(created).toMatchObject([{ type: 'small' }]);
     expect(await Promise.all(ids.map(h.state))).toEqual(['Locked', 'Locked']);
 
     await h.advance(30_000); // boots; the agent registers
-    await d.tick();
+    await h.pass(d);
     expect(h.events.some((e) => e.kind === 'instance-ready')).toBe(true);
     expect(h.events.filter((e) => e.kind === 'container-placed')).toHaveLength(2);
     await h.pingAll();
     expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Running']);
 
     await h.finishAll(0);
-    await d.tick();
+    await h.pass(d);
     expect(h.cloud.live).toBe(1); // idle, but kept warm for a likely arrival
     await h.advance(61_000);
     await h.pingAll();
-    await d.tick();
+    await h.pass(d);
     expect(h.events.filter((e) => e.kind === 'instance-shutdown')).toHaveLength(1);
     expect(h.cloud.live).toBe(0);
     await h.advance(120_000);
-    await d.tick();
+    await h.pass(d);
     expect(d.instances.size).toBe(0);
     expect(h.events.filter((e) => e.kind === 'error')).toEqual([]);
   });
@@ -44,10 +44,10 @@ describe('dispatcher', () => {
     const d = h.make();
     const spec = { vcpus: 1, ram: '512MiB' };
     const ids = await h.submit(spec, spec, spec, spec);
-    await d.tick();
+    await h.pass(d);
     expect(h.events.filter((e) => e.kind === 'instance-created')).toMatchObject([{ type: 'big' }]);
     await h.advance(30_000); // boots; the agent registers
-    await d.tick();
+    await h.pass(d);
     await h.pingAll();
     expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Running', 'Running', 'Running']);
     expect(h.cloud.live).toBe(1);
@@ -60,15 +60,15 @@ describe('dispatcher', () => {
     const h = await harness({ config: { batchPacking: 'off', shareRule: 'price' } });
     const d1 = h.make();
     const ids = await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 3, ram: '8GiB' });
-    await d1.tick();
+    await h.pass(d1);
     expect(h.cloud.live).toBe(2);
     await h.advance(30_000);
-    await d1.tick();
+    await h.pass(d1);
     await h.pingAll();
     expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Running']);
     // "kill -9": a new dispatcher object with nothing in memory
     const d2 = h.make();
-    await d2.tick();
+    await h.pass(d2);
     expect(h.cloud.live).toBe(2);
     expect(h.events.filter((e) => e.kind === 'instance-created')).toHaveLength(2);
     expect([...d2.instances.values()].map((i) => i.state).sort()).toEqual(['running', 'running']);
@@ -81,7 +81,7 @@ describe('dispatcher', () => {
     const { d, id, agent: first } = await h.oneRunning();
     h.agents.delete(first.instanceId); // the agent goes silent
     await h.advance(61_000);
-    await d.tick();
+    await h.pass(d);
     expect(h.events.filter((e) => e.kind === 'node-lost')).toHaveLength(1);
     const c = await h.store.containers.get(id);
     expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
@@ -90,9 +90,9 @@ describe('dispatcher', () => {
     expect(h.cloud.get(first.instanceId)!.state).toBe('terminated');
     // the retry runs on a new instance after its backoff
     await h.advance(30_000);
-    await d.tick();
+    await h.pass(d);
     await h.advance(30_000);
-    await d.tick();
+    await h.pass(d);
     await h.pingAll();
     expect(await h.state(req.container_id!)).toBe('Running');
     // the old agent's late report is refused: its per-lock token was revoked when the node failed
@@ -113,7 +113,7 @@ describe('dispatcher', () => {
     const h = await harness();
     const d = h.make();
     const [id] = await h.submit({ vcpus: 1, ram: '64GiB' });
-    await d.tick();
+    await h.pass(d);
     const c = await h.store.containers.get(id!);
     expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
     expect(c.runtime_status).toMatch(/64GiB.*16GiB/);
@@ -127,8 +127,8 @@ describe('dispatcher', () => {
       { vcpus: 3, ram: '8GiB', priority: 900 },
       { vcpus: 1, ram: '1GiB', priority: 100 },
     );
-    await d.tick();
-    await d.tick();
+    await h.pass(d);
+    await h.pass(d);
     expect(h.events.filter((e) => e.kind === 'create-failed').length).toBeGreaterThanOrEqual(1);
     expect(await h.state(smallId!)).toBe('Locked');
     expect(h.cloud.live).toBe(1);
@@ -144,31 +144,31 @@ describe('dispatcher and cloud failures', () => {
     const d = h.make();
     await h.submit({ vcpus: 1, ram: '1GiB' });
     h.cloud.controls.failNext('list', new CloudApiError('list is down'));
-    await d.tick(); // the first pass syncs: the list fails, the pass still creates
+    await h.pass(d); // the first pass syncs: the list fails, the pass still creates
     expect(
       h.events.filter((e) => e.kind === 'error' && e.op === 'list'),
       JSON.stringify(h.events),
     ).toHaveLength(1);
     expect(h.cloud.live).toBe(1);
     await h.advance(30_000);
-    await d.tick();
+    await h.pass(d);
     await h.pingAll();
     await h.finishAll(0);
     h.cloud.controls.failNext('destroy', new CloudApiError('destroy refused'));
-    await d.tick(); // idle, and no arrival is likely to use it: shutdown at once, destroy fails
+    await h.pass(d); // idle, and no arrival is likely to use it: shutdown at once, destroy fails
     expect(h.events.filter((e) => e.kind === 'error' && e.op === 'destroy')).toHaveLength(1);
     expect(h.cloud.live).toBe(1);
     await h.advance(2_000);
-    await d.tick(); // before shutdown_retry (5 s): no new attempt
+    await h.pass(d); // before shutdown_retry (5 s): no new attempt
     expect(h.cloud.controls.count('destroy')).toBe(1);
     await h.advance(4_000);
-    await d.tick(); // retried and succeeds
+    await h.pass(d); // retried and succeeds
     expect(h.cloud.controls.count('destroy')).toBe(2);
     expect(h.cloud.live).toBe(0);
     await h.advance(10_000);
-    await d.tick();
+    await h.pass(d);
     await h.advance(10_000);
-    await d.tick();
+    await h.pass(d);
     expect(h.cloud.controls.count('destroy')).toBe(2);
   });
 });
@@ -178,23 +178,23 @@ describe('spot interruption', () => {
     const h = await harness({ config: { maxContainersPerInstance: 1 } });
     const d = h.make();
     const [first] = await h.submit({ vcpus: 1, ram: '1GiB', preemptible: true });
-    await d.tick();
+    await h.pass(d);
     await h.advance(30_000);
-    await d.tick();
+    await h.pass(d);
     await h.pingAll();
     expect(await h.state(first!)).toBe('Running');
     const [spot] = [...h.agents.values()];
     h.cloud.interrupt(spot!.instanceId, 120_000);
     await h.advance(10_000); // past sync_interval: the dispatcher sees the notice
-    await d.tick();
+    await h.pass(d);
     expect(h.events.filter((e) => e.kind === 'instance-interrupted')).toHaveLength(1);
     expect(d.instances.get(spot!.instanceId)!.idleBehavior).toBe('drain');
     // new work does not go to the draining instance
     const [second] = await h.submit({ vcpus: 1, ram: '1GiB', preemptible: true });
-    await d.tick();
+    await h.pass(d);
     expect(h.events.filter((e) => e.kind === 'instance-created')).toHaveLength(2);
     await h.advance(111_000); // reclaimed
-    await d.tick();
+    await h.pass(d);
     const c = await h.store.containers.get(first!);
     expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
     const req = await h.store.requests.get(c.request_id);
@@ -202,7 +202,7 @@ describe('spot interruption', () => {
     // the retry and the second container run to completion on other instances
     for (let i = 0; i < 6; i++) {
       await h.advance(30_000);
-      await d.tick();
+      await h.pass(d);
       await h.pingAll();
       await h.finishAll(0);
     }
@@ -236,10 +236,10 @@ describe('dispatcher batches', () => {
       { vcpus: 0.25, ram: '256MiB' },
       { vcpus: 0.25, ram: '256MiB' },
     );
-    await d.tick();
+    await h.pass(d);
     await h.advance(30_000);
     refuse = ids[1]!;
-    await d.tick();
+    await h.pass(d);
     expect(calls).toEqual(['lock(3)', 'assign(3)']);
     expect(
       h.events

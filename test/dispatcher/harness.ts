@@ -99,6 +99,11 @@ export async function harness(
     queue,
     make,
     agents,
+    /** One pass, then until the creates and destroys it started have ended and their outcomes applied. */
+    async pass(d: Dispatcher): Promise<void> {
+      await d.tick();
+      await d.settled();
+    },
     /** Submits requests and returns their first containers' ids. */
     async submit(...inputs: RequestInput[]): Promise<string[]> {
       const reqs = await store.requests.create(
@@ -156,9 +161,9 @@ export async function harness(
     async oneRunning(input: RequestInput = { vcpus: 1, ram: '1GiB' }) {
       const d = make();
       const [id] = await h.submit(input);
-      await d.tick();
+      await h.pass(d);
       await h.advance(opts.bootMs ?? 30_000);
-      await d.tick();
+      await h.pass(d);
       await h.pingAll();
       if ((await h.state(id!)) !== 'Running') throw new Error(`container ${id} is not Running`);
       return { d, id: id!, agent: [...agents.values()][0]! };

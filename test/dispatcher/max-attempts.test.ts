@@ -71,12 +71,12 @@ describe('max_dispatch_attempts', () => {
     const [id] = await h.submit({ vcpus: 1, ram: '1GiB' });
     /** The dispatcher locks and places the container; the node registers and then never pings again. */
     const loseNode = async () => {
-      await d.tick(); // locks it, creates an instance
+      await h.pass(d); // locks it, creates an instance
       await h.advance(10_000); // boots, the agent registers
-      await d.tick(); // places it on the node
+      await h.pass(d); // places it on the node
       expect(await h.state(id!)).toBe('Locked');
       await h.advance(61_000); // past node_lost_after without a ping
-      await d.tick(); // the node is failed: its Locked container goes back to the queue
+      await h.pass(d); // the node is failed: its Locked container goes back to the queue
     };
     await loseNode();
     const first = await h.store.containers.get(id!);

@@ -28,9 +28,9 @@ function faultyQueue(inner: DispatchQueue) {
  */
 async function twoRunning(h: Awaited<ReturnType<typeof harness>>, d: ReturnType<typeof h.make>) {
   const ids = await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 1, ram: '1GiB' });
-  await d.tick();
+  await h.pass(d);
   await h.advance(30_000); // boot; the agents register
-  await d.tick();
+  await h.pass(d);
   await h.pingAll();
   for (const id of ids) expect(await h.state(id)).toBe('Running');
   const agents = [...h.agents.values()];
@@ -59,7 +59,7 @@ async function afterOutage(
   for (let s = 10; s <= 70; s += 10) {
     await h.advance(10_000);
     await ping(h, r.a);
-    await d.tick();
+    await h.pass(d);
     expect(lost(h), `${s} s after the outage`).toEqual(s <= 60 ? [] : [r.b.nodeId]);
   }
   // a's container completes, once; b's is retried (temp), as for any lost node.
@@ -89,7 +89,7 @@ describe('outages do not fail live nodes', () => {
       await expect(d.tick()).rejects.toThrow(/database unreachable/);
     }
     down.clear();
-    await d.tick(); // 120 s since the last pings, but none of it watched
+    await h.pass(d); // 120 s since the last pings, but none of it watched
     await afterOutage(h, d, r);
   });
 
@@ -101,12 +101,12 @@ describe('outages do not fail live nodes', () => {
     apiUp = false;
     for (let i = 0; i < 12; i++) {
       await h.advance(10_000); // the database is fine, the passes succeed, the agents cannot ping
-      await d.tick();
+      await h.pass(d);
     }
     expect(lost(h)).toEqual([]);
     apiUp = true;
     await h.advance(2_000);
-    await d.tick();
+    await h.pass(d);
     await afterOutage(h, d, r);
   });
 
@@ -115,7 +115,7 @@ describe('outages do not fail live nodes', () => {
     const d = h.make({ maxPassGapMs: 30_000 });
     const r = await twoRunning(h, d);
     await h.advance(90_000); // the machine slept: no pass, no ping
-    await d.tick();
+    await h.pass(d);
     await afterOutage(h, d, r);
   });
 
@@ -124,7 +124,7 @@ describe('outages do not fail live nodes', () => {
     const r = await twoRunning(h, h.make());
     await h.advance(300_000); // berth up (API and dispatcher) down: nobody could ping
     const d2 = h.make();
-    await d2.tick();
+    await h.pass(d2);
     expect([...d2.instances.values()].map((i) => i.state).sort()).toEqual(['running', 'running']);
     await afterOutage(h, d2, r);
   });
@@ -137,12 +137,12 @@ describe('outages do not fail live nodes', () => {
     for (let i = 0; i < 7; i++) {
       await h.advance(10_000);
       await ping(h, r.a);
-      await d.tick();
+      await h.pass(d);
     }
     expect(lost(h)).toEqual([r.b.nodeId]);
     apiUp = false; // (the probe is consulted: down, nothing more is judged)
     await h.advance(70_000);
-    await d.tick();
+    await h.pass(d);
     expect(lost(h)).toEqual([r.b.nodeId]);
   });
 });
@@ -152,15 +152,15 @@ describe('a node whose instance is gone is failed', () => {
     const h = await harness();
     const [id] = await h.submit({ vcpus: 1, ram: '1GiB' });
     const d1 = h.make();
-    await d1.tick();
+    await h.pass(d1);
     await h.advance(30_000);
-    await d1.tick();
+    await h.pass(d1);
     await h.pingAll();
     expect(await h.state(id!)).toBe('Running');
     const [agent] = [...h.agents.values()];
     h.cloud.kill(agent!.instanceId); // the machine died while berth up was down
     const d2 = h.make();
-    await d2.tick();
+    await h.pass(d2);
     expect(lost(h)).toEqual([agent!.nodeId]);
     expect(await h.store.containers.get(id!)).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
   });
@@ -177,7 +177,7 @@ describe('a node whose instance is gone is failed', () => {
     for (const id of r.ids) expect(await h.state(id)).toBe('Running'); // not recorded yet
     down.clear();
     await h.advance(10_000); // the next sync finds the instances gone
-    await d.tick();
+    await h.pass(d);
     expect(lost(h).sort()).toEqual([r.a.nodeId, r.b.nodeId].sort());
     for (const id of r.ids)
       expect(await h.store.containers.get(id)).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });

@@ -9,8 +9,8 @@ describe('requests that no retry can help', () => {
     const h = await harness();
     const d = h.make();
     const [id] = await h.submit({ gpus: 1, container_count_max: 5 });
-    await d.tick();
-    await d.tick();
+    await h.pass(d);
+    await h.pass(d);
     const c = await h.store.containers.get(id!);
     expect(c).toMatchObject({ state: 'Cancelled', failure_class: 'perm' });
     const r = await h.store.requests.get(c.request_id);
@@ -27,12 +27,12 @@ describe('priority 0 (DESIGN §3.1, §6.2)', () => {
     const h = await harness();
     const d = h.make();
     const [id] = await h.submit({ vcpus: 1, ram: '1GiB', priority: 0 });
-    await d.tick();
+    await h.pass(d);
     const c = await h.store.containers.get(id!);
     expect(c).toMatchObject({ state: 'Queued', priority: 0 });
     expect(h.cloud.live).toBe(0);
     await h.store.requests.setPriority(c.request_id, null, 10);
-    await d.tick();
+    await h.pass(d);
     expect(await h.state(id!)).toBe('Locked');
   });
 
@@ -40,15 +40,15 @@ describe('priority 0 (DESIGN §3.1, §6.2)', () => {
     const h = await harness();
     const d = h.make();
     const [id] = await h.submit({ vcpus: 1, ram: '1GiB' });
-    await d.tick();
+    await h.pass(d);
     await h.advance(60_000);
-    await d.tick();
+    await h.pass(d);
     await h.pingAll();
     expect(await h.state(id!)).toBe('Running');
     const c = await h.store.containers.get(id!);
     const r = await h.store.requests.setPriority(c.request_id, null, 0);
     expect(r).toMatchObject({ state: 'Committed', priority: 0 });
-    await d.tick();
+    await h.pass(d);
     expect(await h.store.containers.get(id!)).toMatchObject({ state: 'Cancelled', failure_class: 'user' });
     expect(await h.store.requests.get(c.request_id)).toMatchObject({
       state: 'Final',

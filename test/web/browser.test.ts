@@ -125,7 +125,6 @@ describe('dashboard in a browser', async () => {
       nodeId: null,
       containers: [],
       destroyAttemptAt: null,
-      destroyFailed: false,
       preemptible: false,
       interruptionNotice: null,
     };

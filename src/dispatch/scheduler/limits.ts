@@ -1,5 +1,5 @@
 // Instance limits (DESIGN §6.2 rule 6). Counts cover live and booting instances, including the ones
-// this pass decides to create; instances in state shutdown/gone no longer count.
+// this pass decides to create, and those shutting down until the cloud confirms them gone.
 import type { InstanceType } from '../../model/types.js';
 import type { Snapshot } from './types.js';
 

@@ -55,10 +55,12 @@ export function viewPool(
   let liveCount = 0;
   const sorted = [...snap.instances].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   for (const inst of sorted) {
-    if (inst.state === 'shutdown' || inst.state === 'gone') continue;
-    liveCount++;
+    if (inst.state === 'gone') continue;
     const type = typesByName.get(inst.type);
+    // Chosen for shutdown but not yet gone: the cloud may still bill it (DESIGN §6.3).
     limits.add(inst.type, type?.price ?? 0);
+    if (inst.state === 'shutdown' || inst.state === 'destroy_pending') continue;
+    liveCount++;
     const mine = assigned.get(inst.id) ?? [];
     // Ids the instance reports that the snapshot does not describe: their usage is unknown, so the
     // instance takes no new work rather than risk over-committing it.

@@ -1,6 +1,6 @@
 // Instances (admins): type, spot or not, state, how long idle, containers, price, last ping, and the
 // operator's hold / drain / run / kill, applied by the owning dispatcher at its next pass.
-import type { IdleBehavior } from '../../model/types.js';
+import { INSTANCE_STATES, isEndingInstanceState, type IdleBehavior } from '../../model/types.js';
 import type { LiveInstance } from '../../store/dashboard.js';
 import { duration, html, money, time, type Html } from '../html.js';
 import type { View, ViewContext } from '../view.js';
@@ -30,7 +30,8 @@ function stateCell(i: LiveInstance, now: Date): Html {
 }
 
 function actions(i: LiveInstance, csrf: string): Html {
-  const gone = i.state === 'shutdown' || i.state === 'gone';
+  const state = INSTANCE_STATES.find((s) => s === i.state);
+  const gone = state !== undefined && isEndingInstanceState(state);
   // One form per instance, a button per action (formaction): one CSRF field per row, not four.
   return html`<form class="actions" method="post" action="/dashboard/instances/${i.id}/run">
     <input type="hidden" name="_csrf" value="${csrf}" />
