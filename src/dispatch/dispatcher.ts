@@ -203,7 +203,7 @@ export class Dispatcher {
     if (o.apiHealth && this.watch.probeDue(now.getTime()))
       this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
     const nodes = await o.queue.nodes(o.cluster, o.tag, now);
-    const containers = this.view.replace(await o.queue.containers(o.id, now), now);
+    const containers = await this.view.read(o.queue, o.id, now, o.fullReloadPasses);
     await this.observe(nodes, containers, now);
     await this.retryDestroys(now);
 
