@@ -11,6 +11,7 @@ import type { DispatcherTimers } from './config.js';
 import { NodeWatch } from './node-watch.js';
 import { adopt, instanceTags, setState, stateFromNode, TAG, type PoolInstance } from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
+import { StatusWriter } from './status-writer.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type {
@@ -121,9 +122,6 @@ function actionSubject(a: Action, instances: Map<string, PoolInstance>): ErrorSu
   }
 }
 
-/** Most status texts written in one pass (the rest follow in later writes). */
-const MAX_STATUS_WRITES = 5_000;
-
 export class Dispatcher {
   readonly instances = new Map<string, PoolInstance>();
   private readonly types: Map<string, InstanceType>;
@@ -131,8 +129,7 @@ export class Dispatcher {
   private readonly watch: NodeWatch;
   private lastSync = -Infinity;
   private synced = false;
-  private lastStatus = new Map<string, string>();
-  private lastStatusWrite = -Infinity;
+  private readonly statusWriter: StatusWriter;
   private stopped = false;
   private running: Promise<void> | null = null;
   /** The containers across passes, and their recent arrivals (container-view.ts). */
@@ -161,6 +158,7 @@ export class Dispatcher {
   constructor(private readonly o: DispatcherOptions) {
     this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
     this.view = new ContainerView(o.config.arrivalWindowMs);
+    this.statusWriter = new StatusWriter(o.queue, o.id, o.statusIntervalMs);
     this.planner = new IncrementalPlanner(o.planner ?? realPlan);
     this.cloud = new CloudMemory({
       capacityTtlMs: o.capacityTtlMs,
@@ -229,7 +227,7 @@ export class Dispatcher {
     const plan = this.planner.plan(snapshot);
     this.lastPlan = plan;
     await this.act(plan, now);
-    await this.saveStatuses(plan, now);
+    await this.statusWriter.save(plan.statuses, now);
     if (o.mirror)
       await o.mirror.publish([...this.instances.values()], now, {
         instanceTypes: o.instanceTypes,
@@ -608,30 +606,6 @@ export class Dispatcher {
           .catch((err: unknown) => this.failed('setTags', err, now, { instance: inst.id, type: inst.type }));
       }
     }
-  }
-
-  /**
-   * Stores the status texts that changed since the last write. Queue positions change for every waiting
-   * container when the head moves, so writes are spaced by statusIntervalMs and capped per write: a large
-   * queue costs one bounded UPDATE every few seconds, not one per container per pass.
-   */
-  private async saveStatuses(plan: Plan, now: Date): Promise<void> {
-    if (now.getTime() - this.lastStatusWrite < this.o.statusIntervalMs) return;
-    const changed = new Map<string, string>();
-    for (const [id, s] of plan.status) {
-      if (this.lastStatus.get(id) !== s) {
-        changed.set(id, s);
-        if (changed.size >= MAX_STATUS_WRITES) break;
-      }
-    }
-    if (changed.size === 0) return;
-    await this.o.queue.setStatuses(changed);
-    for (const [id, s] of changed) this.lastStatus.set(id, s);
-    // Forget containers no longer waiting, so the map does not grow without bound.
-    if (this.lastStatus.size > 2 * plan.status.size + MAX_STATUS_WRITES) {
-      for (const id of [...this.lastStatus.keys()]) if (!plan.status.has(id)) this.lastStatus.delete(id);
-    }
-    this.lastStatusWrite = now.getTime();
   }
 
   /**
