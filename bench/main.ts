@@ -9,6 +9,7 @@ const BENCHES = [
   'log-shipping',
   'dashboard',
   'ec2',
+  'e2e',
 ] as const;
 
 async function main(): Promise<number> {
