@@ -7,7 +7,7 @@ import { ContainerView } from '../../src/dispatch/container-view.js';
 import type { ChangeCursor, DispatchQueue } from '../../src/dispatch/ports.js';
 import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
 import { seededRng } from '../../src/model/clock.js';
-import { SUBJECTS } from './subjects.js';
+import { randomTransition, SUBJECTS } from './subjects.js';
 
 const D = 'c/t';
 const OTHER = 'c/other';
@@ -54,15 +54,9 @@ describe.each(SUBJECTS)('the container view fed by changes() on the %s queue', (
             priority: rng() < 0.1 ? 0 : 1 + Math.floor(rng() * 3),
           }),
         );
-      else if (op === 1) await s.queue.lock([id], d);
-      else if (op === 2) await s.queue.unlock([{ id, reason: 'test' }], d);
-      else if (op === 3) await s.queue.assign([{ id, instance: node, node }], d);
-      else if (op === 4) await s.start(id, node);
-      else if (op === 5) await s.complete(id, node, rng() < 0.5 ? 0 : 1);
-      else if (op === 6)
-        await s.queue.cancel([{ id, failureClass: pick(['temp', 'perm', 'user'] as const), reason: 'x' }], d);
-      else if (op === 7) s.clock.advance(rng() * 60_000);
-      // op 8: nothing happens between two reads.
+      // op 7: the clock moves; op 8: nothing happens between two reads.
+      else if (!(await randomTransition(s, rng, op, id, d, node)) && op === 7)
+        s.clock.advance(rng() * 60_000);
       const dispatcher = pick([D, OTHER]);
       const view = views.get(dispatcher)!;
       const now = s.clock.now();

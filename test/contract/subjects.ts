@@ -238,3 +238,28 @@ export const SUBJECTS: [string, SubjectFactory][] = [
   ['PostgreSQL', pgSubjects()],
   ['simulator', simSubjects()],
 ];
+
+/**
+ * One transition of the seeded random sequences (changes.test.ts, container-view.test.ts) on container
+ * `id` by dispatcher `d`, node `node`: op 1 lock, 2 unlock, 3 assign, 4 start, 5 complete, 6 cancel.
+ * Returns false for any other op (the caller's own steps).
+ */
+export async function randomTransition(
+  s: Subject,
+  rng: () => number,
+  op: number,
+  id: string,
+  d: string,
+  node: string,
+): Promise<boolean> {
+  if (op === 1) await s.queue.lock([id], d);
+  else if (op === 2) await s.queue.unlock([{ id, reason: 'test' }], d);
+  else if (op === 3) await s.queue.assign([{ id, instance: node, node }], d);
+  else if (op === 4) await s.start(id, node);
+  else if (op === 5) await s.complete(id, node, rng() < 0.5 ? 0 : 1);
+  else if (op === 6) {
+    const failureClass = (['temp', 'perm', 'user'] as const)[Math.floor(rng() * 3)]!;
+    await s.queue.cancel([{ id, failureClass, reason: 'x' }], d);
+  } else return false;
+  return true;
+}
