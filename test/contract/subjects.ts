@@ -60,6 +60,8 @@ export interface Subject {
   /** The agent of `node` reports a start / an exit, holding the container's current per-lock token. */
   start(id: string, node: string, opts?: { staleToken?: boolean }): Promise<ItemOutcome>;
   complete(id: string, node: string, exitCode: number): Promise<ItemOutcome>;
+  /** The status text `berth why` shows for a container (the store's, or the simulator's). */
+  status(id: string): Promise<string | null>;
   /** The database (PostgreSQL only), for cases that reach under the store. */
   db?: Db;
 }
@@ -112,6 +114,9 @@ export function pgSubjects(): SubjectFactory {
       },
       async current(request) {
         return (await store.requests.get(request)).container_id!;
+      },
+      async status(id) {
+        return (await store.containers.get(id)).scheduling_status;
       },
       async container(id) {
         const c = await store.containers.get(id);
@@ -196,6 +201,9 @@ export function simSubjects(): SubjectFactory {
       },
       async current(request) {
         return queue.get(first.get(request)!).request.current;
+      },
+      async status(id) {
+        return queue.statusText(id);
       },
       async container(id) {
         const c = queue.get(id);
