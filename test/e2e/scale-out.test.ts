@@ -64,7 +64,7 @@ describe('two API servers and two dispatchers on one PostgreSQL', () => {
             cluster: 'scale',
             tag,
             instance_types: [{ name: 'small', vcpus: 2, ram: '2GiB', price: 0.05 }],
-            scheduler: { idle_timeout: '3s', arrival_window: '3s', max_instances: 3 },
+            scheduler: { idle_timeout: '3s', arrival_window: '3s', max_instances: 4 },
             boot_delay: '200ms',
             sync_interval: '1s',
             tick_interval: '250ms',
