@@ -12,6 +12,7 @@ const BENCHES = [
   'ec2',
   'pressure',
   'dispatch-creates',
+  'e2e',
 ] as const;
 
 async function main(): Promise<number> {

@@ -12,6 +12,8 @@ import { startServer } from '../src/server/server.js';
 import { pollUntil } from './vs-slurm/common.js';
 
 export interface WarmBerth {
+  /** The temp BERTH_HOME (removed by stop()). */
+  home: string;
   server: Awaited<ReturnType<typeof startServer>>;
   dispatcher: Awaited<ReturnType<typeof startDispatcher>>;
   /** Shuts the instances down, stops everything and removes the temp home. */
@@ -69,7 +71,7 @@ export async function startWarmBerth(o: {
     ).catch(() => {
       throw new Error('the warm instance did not come up in 60 s');
     });
-    return { server: s, dispatcher: d, stop };
+    return { home, server: s, dispatcher: d, stop };
   } catch (err) {
     await stop();
     throw err;

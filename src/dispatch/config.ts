@@ -90,6 +90,13 @@ export const DISPATCHER_TIMERS = section([
     default: '2s',
     help: "Waiting containers' status texts are written at most this often.",
   }),
+  opt({
+    key: 'full_reload_passes',
+    field: 'fullReloadPasses',
+    kind: int(1),
+    default: 100,
+    help: "The container view is read whole every this many passes (and on start, and after any error); the passes between read only what changed since the last one (the queue's changes()).",
+  }),
 ]);
 
 /** The dispatcher's timers, compiled. */

@@ -3,10 +3,22 @@
 //
 // A container that did not change keeps its object from pass to pass, and when nothing changed the view
 // hands out the very same array: the incremental planner (scheduler/incremental.ts) then sees "nothing
-// changed" by comparing references, without looking at a million containers. Today the queue returns the
-// full list every pass (`containers()`), which the view compares row by row with what it holds; the
-// store's `changes()` (SEAMS §2, when it lands) will hand over only what changed.
+// changed" by comparing references, without looking at a million containers. The view is read from the
+// queue's changes() (SEAMS §2): whole on the first pass, every `fullReloadPasses` passes and after any
+// error (a cursor the queue no longer answers for, a lost connection); in between, only what changed
+// since the last read, so a pass in which nothing changed reads nothing but an empty answer.
+import type { ChangeCursor, ContainerChanges, DispatchQueue } from './ports.js';
 import type { ArrivalCount, SnapshotContainer } from './scheduler/types.js';
+
+/** How the view was read, for tests and benchmarks. */
+export interface ViewReads {
+  /** Whole reads: the first, the periodic ones and those after an error. */
+  full: number;
+  /** Reads of what changed. */
+  incremental: number;
+  /** Incremental reads that failed and were replaced by a whole read. */
+  failed: number;
+}
 
 interface Arrival {
   at: number;
@@ -23,9 +35,60 @@ export class ContainerView {
   private readonly counts = new Map<string, ArrivalCount>();
   private arrivalList: ArrivalCount[] = [];
   private arrivalsChanged = true;
+  /** Where the last read left the view; null: the next read is whole. */
+  private cursor: ChangeCursor | null = null;
+  /** Incremental reads since the last whole one. */
+  private sinceFull = 0;
+  readonly reads: ViewReads = { full: 0, incremental: 0, failed: 0 };
+
+  /**
+   * The containers of this pass, read from the queue (file comment): unchanged ones keep their objects,
+   * and the array is the same one as last pass when nothing changed.
+   */
+  async read(
+    queue: Pick<DispatchQueue, 'changes'>,
+    dispatcherId: string,
+    now: Date,
+    fullReloadPasses: number,
+  ): Promise<SnapshotContainer[]> {
+    if (this.cursor !== null && this.sinceFull < fullReloadPasses) {
+      try {
+        const ch = await queue.changes(dispatcherId, now, this.cursor);
+        this.sinceFull++;
+        this.reads.incremental++;
+        return this.apply(ch, now);
+      } catch {
+        // Any doubt: read the whole view now (if that fails too, the pass fails and the next one retries).
+        this.reads.failed++;
+      }
+    }
+    this.cursor = null;
+    const ch = await queue.changes(dispatcherId, now, null);
+    this.reads.full++;
+    this.sinceFull = 0;
+    this.cursor = ch.cursor;
+    return this.replace(ch.upserts, now);
+  }
+
+  /** Applies what changed since the last read. */
+  private apply(ch: ContainerChanges, now: Date): SnapshotContainer[] {
+    let changed = false;
+    for (const id of ch.removed) if (this.byId.delete(id)) changed = true;
+    for (const row of ch.upserts) {
+      const known = this.byId.get(row.id);
+      if (known === undefined) this.arrived(row, now.getTime());
+      else if (same(known, row)) continue;
+      // A container already held keeps its place in the list (a Map keeps its keys' first insertion order).
+      this.byId.set(row.id, row);
+      changed = true;
+    }
+    this.cursor = ch.cursor;
+    if (changed) this.list = [...this.byId.values()];
+    return this.list;
+  }
 
   /** The containers of this pass, from the queue's full list: unchanged ones keep their objects. */
-  replace(rows: SnapshotContainer[], now: Date): SnapshotContainer[] {
+  private replace(rows: SnapshotContainer[], now: Date): SnapshotContainer[] {
     let changed = rows.length !== this.list.length;
     const next = new Map<string, SnapshotContainer>();
     const out = new Array<SnapshotContainer>(rows.length);

@@ -26,6 +26,7 @@ import {
   type PoolInstance,
 } from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
+import { StatusWriter } from './status-writer.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type {
@@ -154,9 +155,6 @@ function actionSubject(a: Action, instances: Map<string, PoolInstance>): ErrorSu
   }
 }
 
-/** Most status texts written in one pass (the rest follow in later writes). */
-const MAX_STATUS_WRITES = 5_000;
-
 export class Dispatcher {
   readonly instances = new Map<string, PoolInstance>();
   private readonly types: Map<string, InstanceType>;
@@ -164,8 +162,7 @@ export class Dispatcher {
   private readonly watch: NodeWatch;
   private lastSync = -Infinity;
   private synced = false;
-  private lastStatus = new Map<string, string>();
-  private lastStatusWrite = -Infinity;
+  private readonly statusWriter: StatusWriter;
   private stopped = false;
   private running: Promise<void> | null = null;
   /**
@@ -214,6 +211,7 @@ export class Dispatcher {
   constructor(private readonly o: DispatcherOptions) {
     this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
     this.view = new ContainerView(o.config.arrivalWindowMs);
+    this.statusWriter = new StatusWriter(o.queue, o.id, o.statusIntervalMs);
     this.planner = new IncrementalPlanner(o.planner ?? realPlan);
     this.cloud = new CloudMemory({
       capacityTtlMs: o.capacityTtlMs,
@@ -263,7 +261,7 @@ export class Dispatcher {
     if (o.apiHealth && this.watch.probeDue(now.getTime()))
       this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
     const nodes = await o.queue.nodes(o.cluster, o.tag, now);
-    const containers = this.view.replace(await o.queue.containers(o.id, now), now);
+    const containers = await this.view.read(o.queue, o.id, now, o.fullReloadPasses);
     await this.observe(nodes, containers, now);
     this.retryDestroys(now);
 
@@ -293,7 +291,7 @@ export class Dispatcher {
     const plan = this.planner.plan(snapshot);
     this.lastPlan = plan;
     await this.act(plan, now);
-    await this.saveStatuses(plan, now);
+    await this.statusWriter.save(plan.statuses, now);
     if (o.mirror)
       await o.mirror.publish([...this.instances.values(), ...this.goneUnpublished.splice(0)], now, {
         instanceTypes: o.instanceTypes,
@@ -818,30 +816,6 @@ export class Dispatcher {
           .catch((err: unknown) => this.failed('setTags', err, now, { instance: inst.id, type: inst.type }));
       }
     }
-  }
-
-  /**
-   * Stores the status texts that changed since the last write. Queue positions change for every waiting
-   * container when the head moves, so writes are spaced by statusIntervalMs and capped per write: a large
-   * queue costs one bounded UPDATE every few seconds, not one per container per pass.
-   */
-  private async saveStatuses(plan: Plan, now: Date): Promise<void> {
-    if (now.getTime() - this.lastStatusWrite < this.o.statusIntervalMs) return;
-    const changed = new Map<string, string>();
-    for (const [id, s] of plan.status) {
-      if (this.lastStatus.get(id) !== s) {
-        changed.set(id, s);
-        if (changed.size >= MAX_STATUS_WRITES) break;
-      }
-    }
-    if (changed.size === 0) return;
-    await this.o.queue.setStatuses(changed);
-    for (const [id, s] of changed) this.lastStatus.set(id, s);
-    // Forget containers no longer waiting, so the map does not grow without bound.
-    if (this.lastStatus.size > 2 * plan.status.size + MAX_STATUS_WRITES) {
-      for (const id of [...this.lastStatus.keys()]) if (!plan.status.has(id)) this.lastStatus.delete(id);
-    }
-    this.lastStatusWrite = now.getTime();
   }
 
   /**

@@ -15,6 +15,7 @@ import {
   type ItemOutcome,
   type NodeView,
   type StatusUpdate,
+  type StoredGroup,
   type UnlockItem,
 } from './ports.js';
 import type { SnapshotContainer } from './scheduler/types.js';
@@ -233,8 +234,32 @@ export class PgQueue implements DispatchQueue {
   async setStatuses(statuses: StatusUpdate): Promise<void> {
     if (statuses.size === 0) return;
     await this.pool.query(
-      `UPDATE containers c SET scheduling_status = u.s FROM unnest($1::text[], $2::text[]) AS u(id, s) WHERE c.id = u.id`,
+      `UPDATE containers c SET scheduling_status = u.s, status_group = NULL
+       FROM unnest($1::text[], $2::text[]) AS u(id, s) WHERE c.id = u.id`,
       [[...statuses.keys()], [...statuses.values()]],
+    );
+  }
+
+  /** Drops the gone groups, then upserts the changed ones and points their moved members at them. */
+  async setWaiting(dispatcherId: string, groups: StoredGroup[], slots: number[]): Promise<void> {
+    // Two statements: a deleted group's members lose their pointer (ON DELETE SET NULL) before the
+    // upsert gives them their new one.
+    await this.pool.query(
+      `DELETE FROM status_groups WHERE dispatcher_id = $1 AND NOT (slot = ANY($2::integer[]))`,
+      [dispatcherId, slots],
+    );
+    if (groups.length === 0) return;
+    await this.pool.query(
+      `WITH g AS (SELECT * FROM jsonb_to_recordset($2::jsonb)
+                  AS x(slot integer, reason text, members text[], positions integer[], "higherAhead" integer[])),
+         up AS (INSERT INTO status_groups (dispatcher_id, slot, reason, members, positions, higher_ahead)
+                SELECT $1, slot, reason, members, positions, "higherAhead" FROM g
+                ON CONFLICT (dispatcher_id, slot) DO UPDATE
+                  SET reason = EXCLUDED.reason, members = EXCLUDED.members, positions = EXCLUDED.positions, higher_ahead = EXCLUDED.higher_ahead
+                RETURNING id, members)
+       UPDATE containers c SET status_group = up.id FROM up CROSS JOIN LATERAL unnest(up.members) AS m(id)
+       WHERE c.id = m.id AND c.status_group IS DISTINCT FROM up.id`,
+      [dispatcherId, JSON.stringify(groups)],
     );
   }
 }

@@ -2,6 +2,7 @@
 // the container queue with its nodes (PostgreSQL in production, an in-memory queue in the simulator) and
 // a cloud Driver (src/cloud/driver.ts). The dispatcher loop itself is the same everywhere.
 import type { FailureClass } from '../model/types.js';
+import type { WaitingGroup } from './scheduler/statuses.js';
 import type { SnapshotContainer } from './scheduler/types.js';
 
 /** A node (an agent on an instance) as the dispatcher sees it. */
@@ -57,6 +58,9 @@ export interface ChangeCursor {
   readonly position: string;
   readonly now: Date;
 }
+
+/** A waiting group as stored: in a slot of its dispatcher, reused across passes (migration 060). */
+export type StoredGroup = WaitingGroup & { slot: number };
 
 /** What changed in the containers a dispatcher considers since a cursor (SEAMS §2). */
 export interface ContainerChanges {
@@ -133,6 +137,15 @@ export interface DispatchQueue {
    * two never disagree.
    */
   maxDispatchAttempts(): Promise<number>;
-  /** Stores the scheduler's status text of waiting containers (only changed ones are passed). */
+  /**
+   * Stores the scheduler's status text of containers that do not wait in the queue (only changed ones
+   * are passed); a container given a text here no longer points at a waiting group.
+   */
   setStatuses(statuses: StatusUpdate): Promise<void>;
+  /**
+   * Stores the statuses of waiting containers by reason (SEAMS §3): upserts `groups` (the changed ones,
+   * by slot; their members then point at them) and deletes this dispatcher's groups whose slot is not in
+   * `slots` (every current one). A group of 10k containers is one row.
+   */
+  setWaiting(dispatcherId: string, groups: StoredGroup[], slots: number[]): Promise<void>;
 }

@@ -37,8 +37,10 @@ import type {
   ItemOutcome,
   NodeView,
   StatusUpdate,
+  StoredGroup,
   UnlockItem,
 } from '../dispatch/ports.js';
+import { queuedText, type WaitingGroup } from '../dispatch/scheduler/statuses.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
 import { ConflictError, ForbiddenError, NotFoundError, refusalError } from '../store/errors.js';
 import { SimNodes } from './nodes.js';
@@ -104,8 +106,10 @@ export interface SimContainer {
   /** Why it was cancelled, once it was (the store's failure_class and runtime_status). */
   failureClass: FailureClass | null;
   reason: string | null;
-  /** The scheduler's last status text while it waited. */
+  /** The scheduler's last status text while it did not wait in the queue. */
   status: string | null;
+  /** Its waiting group and its place in it, while the scheduler's last statuses list it (setWaiting). */
+  waiting: { g: { group: WaitingGroup; gone: boolean }; index: number } | null;
   /** Cached snapshot view; null after any change. */
   view: SnapshotContainer | null;
 }
@@ -153,6 +157,8 @@ export class SimQueue implements DispatchQueue {
   private changes0 = 0;
   /** Each dispatcher's last cursor. */
   private readonly cursors = new Map<string, { position: number; now: number }>();
+  /** Each dispatcher's waiting groups by reason (setWaiting). */
+  private readonly waitingGroups = new Map<string, Map<number, { group: WaitingGroup; gone: boolean }>>();
   /** Queued containers with a run_after (retry backoff): they become runnable without a change. */
   private readonly delayed = new Map<string, SimContainer>();
 
@@ -539,8 +545,41 @@ export class SimQueue implements DispatchQueue {
   async setStatuses(statuses: StatusUpdate): Promise<void> {
     for (const [id, s] of statuses) {
       const c = this.byId.get(id);
-      if (c !== undefined) c.status = s;
+      if (c === undefined) continue;
+      c.status = s;
+      c.waiting = null;
     }
+  }
+
+  /** Statuses by group, as the store keeps them (migration 060): each member points at its group. */
+  async setWaiting(dispatcherId: string, groups: StoredGroup[], slots: number[]): Promise<void> {
+    let mine = this.waitingGroups.get(dispatcherId);
+    if (mine === undefined) this.waitingGroups.set(dispatcherId, (mine = new Map()));
+    const keep = new Set(slots);
+    for (const [slot, g] of mine)
+      if (!keep.has(slot)) {
+        g.gone = true;
+        mine.delete(slot);
+      }
+    for (const group of groups) {
+      const old = mine.get(group.slot);
+      if (old !== undefined) old.gone = true;
+      const g = { group, gone: false };
+      mine.set(group.slot, g);
+      group.members.forEach((id, index) => {
+        const c = this.byId.get(id);
+        if (c !== undefined) c.waiting = { g, index };
+      });
+    }
+  }
+
+  /** A container's status text as `berth why` would show it (the store's berth_scheduling_status). */
+  statusText(id: string): string | null {
+    const c = this.get(id);
+    const w = c.waiting;
+    if (w === null || w.g.gone) return c.status;
+    const { group } = w.g;
+    return queuedText(group.positions[w.index]!, group.higherAhead[w.index]!, group.reason);
   }
 
   private toQueued(c: SimContainer): void {
@@ -576,6 +615,7 @@ export class SimQueue implements DispatchQueue {
       failureClass: null,
       reason: null,
       status: null,
+      waiting: null,
       view: null,
     };
     this.byId.set(id, c);

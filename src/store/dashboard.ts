@@ -120,7 +120,8 @@ const DISPATCHER_LIVE_MS = 120_000;
 export const SIGNIN_LINK_MS = 10 * 60_000;
 
 const WAITING_COLUMNS = `c.id, c.request_id, r.name, c.owner, c.state, c.priority, c.queued_at, c.run_after, c.vcpus,
-  c.ram, c.scratch, c.gpus, c.preemptible, c.instance_types, c.instance_id, c.scheduling_status, c.spot_interruptions`;
+  c.ram, c.scratch, c.gpus, c.preemptible, c.instance_types, c.instance_id, c.spot_interruptions,
+  berth_scheduling_status(c.status_group, c.id, c.scheduling_status) AS scheduling_status`;
 
 /** The position after the last row of a queue page: the scheduler's order is priority, queue time, id. */
 export interface QueueCursor {

@@ -82,4 +82,5 @@ export const REQUEST_COLUMNS = `id, owner, name, image, command, env,
 
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
   preemptible, instance_types, queued_at, run_after, locked_by, lock_count, instance_id, node_id, started_at,
-  finished_at, exit_code, oom_killed, failure_class, runtime_status, usage, scheduling_status, created_at, updated_at`;
+  finished_at, exit_code, oom_killed, failure_class, runtime_status, usage,
+  berth_scheduling_status(status_group, id, scheduling_status) AS scheduling_status, created_at, updated_at`;

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChangeCursor, DispatchQueue } from '../../src/dispatch/ports.js';
 import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
 import { seededRng } from '../../src/model/clock.js';
-import { pgSubjects, SUBJECTS, T0, type Subject } from './subjects.js';
+import { pgSubjects, randomTransition, SUBJECTS, T0, type Subject } from './subjects.js';
 
 const D = 'c/t';
 
@@ -98,14 +98,7 @@ describe.each(SUBJECTS)('changes() on the %s queue', (_name, make) => {
       const id = ids.length > 0 ? pick(ids) : '';
       const node = pick(nodes);
       if (op === 0) requests.push(await s.submit({ runAfterMs: rng() < 0.3 ? rng() * 200_000 : undefined }));
-      else if (op === 1) await s.queue.lock([id], d);
-      else if (op === 2) await s.queue.unlock([{ id, reason: 'test' }], d);
-      else if (op === 3) await s.queue.assign([{ id, instance: node, node }], d);
-      else if (op === 4) await s.start(id, node);
-      else if (op === 5) await s.complete(id, node, rng() < 0.5 ? 0 : 1);
-      else if (op === 6)
-        await s.queue.cancel([{ id, failureClass: pick(['temp', 'perm', 'user'] as const), reason: 'x' }], d);
-      else s.clock.advance(rng() * 30_000);
+      else if (!(await randomTransition(s, rng, op, id, d, node))) s.clock.advance(rng() * 30_000);
       const v = pick(views);
       await v.read(s.clock.now());
       const dispatcher = v === views[0] ? D : 'c/other';

@@ -60,6 +60,8 @@ export interface Subject {
   /** The agent of `node` reports a start / an exit, holding the container's current per-lock token. */
   start(id: string, node: string, opts?: { staleToken?: boolean }): Promise<ItemOutcome>;
   complete(id: string, node: string, exitCode: number): Promise<ItemOutcome>;
+  /** The status text `berth why` shows for a container (the store's, or the simulator's). */
+  status(id: string): Promise<string | null>;
   /** The database (PostgreSQL only), for cases that reach under the store. */
   db?: Db;
 }
@@ -112,6 +114,9 @@ export function pgSubjects(): SubjectFactory {
       },
       async current(request) {
         return (await store.requests.get(request)).container_id!;
+      },
+      async status(id) {
+        return (await store.containers.get(id)).scheduling_status;
       },
       async container(id) {
         const c = await store.containers.get(id);
@@ -197,6 +202,9 @@ export function simSubjects(): SubjectFactory {
       async current(request) {
         return queue.get(first.get(request)!).request.current;
       },
+      async status(id) {
+        return queue.statusText(id);
+      },
       async container(id) {
         const c = queue.get(id);
         return {
@@ -238,3 +246,28 @@ export const SUBJECTS: [string, SubjectFactory][] = [
   ['PostgreSQL', pgSubjects()],
   ['simulator', simSubjects()],
 ];
+
+/**
+ * One transition of the seeded random sequences (changes.test.ts, container-view.test.ts) on container
+ * `id` by dispatcher `d`, node `node`: op 1 lock, 2 unlock, 3 assign, 4 start, 5 complete, 6 cancel.
+ * Returns false for any other op (the caller's own steps).
+ */
+export async function randomTransition(
+  s: Subject,
+  rng: () => number,
+  op: number,
+  id: string,
+  d: string,
+  node: string,
+): Promise<boolean> {
+  if (op === 1) await s.queue.lock([id], d);
+  else if (op === 2) await s.queue.unlock([{ id, reason: 'test' }], d);
+  else if (op === 3) await s.queue.assign([{ id, instance: node, node }], d);
+  else if (op === 4) await s.start(id, node);
+  else if (op === 5) await s.complete(id, node, rng() < 0.5 ? 0 : 1);
+  else if (op === 6) {
+    const failureClass = (['temp', 'perm', 'user'] as const)[Math.floor(rng() * 3)]!;
+    await s.queue.cancel([{ id, failureClass, reason: 'x' }], d);
+  } else return false;
+  return true;
+}

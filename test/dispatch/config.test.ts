@@ -54,6 +54,7 @@ describe('parseDispatchConfig', () => {
       capacityTtlMs: 60_000,
       quotaTtlMs: 300_000,
       statusIntervalMs: 2_000,
+      fullReloadPasses: 100,
       tickIntervalMs: 1_000,
       maxCloudOpsPerSecond: 10,
       maxConcurrentCreates: 4,

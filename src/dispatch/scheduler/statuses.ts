@@ -10,6 +10,17 @@ import { AheadCounter } from './ordering.js';
 import { aheadText } from './status.js';
 import type { SnapshotContainer } from './types.js';
 
+/** The containers waiting for one reason, in queue order, as the dispatcher stores them (SEAMS §3). */
+export interface WaitingGroup {
+  reason: string;
+  /** Container ids in queue order. */
+  members: string[];
+  /** members[i]'s queue position (1 = next). */
+  positions: number[];
+  /** How many containers of a higher priority wait ahead of members[i]. */
+  higherAhead: number[];
+}
+
 /** The statuses a pass gave: texts of containers that do not wait in the queue, and the queue by reason. */
 export class Statuses {
   /** Texts of containers placed, unlocked, cancelled or left alone in this pass, by id. */
@@ -37,6 +48,25 @@ export class Statuses {
   wait(c: SnapshotContainer, reason: number): void {
     this.waiting.push(c);
     this.reasonOf.push(reason);
+  }
+
+  /** The waiting containers by reason, in order of first appearance (the texts toMap gives, grouped). */
+  groups(): WaitingGroup[] {
+    const out: WaitingGroup[] = this.reasons.map((reason) => ({
+      reason,
+      members: [],
+      positions: [],
+      higherAhead: [],
+    }));
+    const ahead = new AheadCounter();
+    this.waiting.forEach((c, i) => {
+      const g = out[this.reasonOf[i]!]!;
+      g.members.push(c.id);
+      g.positions.push(i + 1);
+      g.higherAhead.push(ahead.higherThan(c.priority));
+      ahead.add(c.priority);
+    });
+    return out;
   }
 
   /** Every container's full text, by id (the §6.4 `status` object). */

@@ -1,0 +1,83 @@
+// Statuses stored by group (migration 060, src/dispatch/status-writer.ts): what `berth why`, `berth ps`
+// and the API read is the text the plan gave, while the store holds one row per reason, and a pass that
+// moves the head of a long queue rewrites the group, not the waiting containers.
+import { describe, expect, it } from 'vitest';
+import { queuedText } from '../../src/dispatch/scheduler/statuses.js';
+import { harness } from './harness.js';
+
+describe('statuses by group', () => {
+  it('2,000 waiting containers: the texts read are the plan texts; moving the head rewrites O(groups) rows, not the queue', async () => {
+    const h = await harness({ config: { maxInstances: 1 } });
+    const d = h.make();
+    const low = await h.submit(...Array.from({ length: 2_000 }, () => ({ vcpus: 1, ram: '1GiB' })));
+    const high = await h.submit(
+      ...Array.from({ length: 2 }, () => ({ vcpus: 1, ram: '1GiB', priority: 900 })),
+    );
+    const all = [...low, ...high];
+    const read = async () => {
+      const r = await h.db.pool.query<{ id: string; s: string | null; x: string }>(
+        `SELECT id, berth_scheduling_status(status_group, id, scheduling_status) AS s, xmin::text AS x
+         FROM containers WHERE id = ANY($1)`,
+        [all],
+      );
+      return new Map(r.rows.map((row) => [row.id, row]));
+    };
+    const groups = async () =>
+      (await h.db.pool.query<{ n: string }>(`SELECT count(*) AS n FROM status_groups`)).rows[0]!.n;
+
+    await d.tick();
+    const plan1 = d.lastPlan!;
+    let rows = await read();
+    for (const id of all) expect(rows.get(id)!.s).toBe(plan1.status.get(id));
+    expect(Number(await groups())).toBe(plan1.statuses.reasons.length);
+    expect(plan1.statuses.waiting.length).toBeGreaterThan(1_990);
+    expect([...rows.values()].some((r) => /; 1 higher-priority container ahead; /.test(r.s ?? ''))).toBe(
+      true,
+    );
+
+    // The instance boots and runs the container it was made for; when that one ends, the next waiting
+    // one takes its place: every waiting container's position moves by one.
+    await h.advance(30_000);
+    await d.tick();
+    await h.pingAll();
+    expect(await h.finishAll()).toHaveLength(1);
+    await h.advance(5_000);
+    await d.tick();
+    const plan2 = d.lastPlan!;
+    expect(plan2.statuses.waiting.length).toBe(plan1.statuses.waiting.length - 1);
+    const before = rows;
+    rows = await read();
+    for (const [id, text] of plan2.status) expect(rows.get(id)!.s).toBe(text);
+    expect(plan2.status.size).toBe(all.length - 1); // the one that ended is no longer the plan's
+    const rewritten = plan2.statuses.waiting.filter((c) => rows.get(c.id)!.x !== before.get(c.id)!.x);
+    // Only a container that changed groups (here the new head, now waiting for its own reason): O(groups).
+    expect(rewritten.length).toBeLessThanOrEqual(plan2.statuses.reasons.length);
+    expect(Number(await groups())).toBe(plan2.statuses.reasons.length);
+  });
+
+  it("the store's text is queuedText's, for 0, 1 and more higher-priority containers ahead", async () => {
+    const h = await harness();
+    const ids = await h.submit({}, {}, {});
+    await h.queue.setWaiting(
+      'c1/t1',
+      [{ slot: 0, reason: 'why not', members: ids, positions: [1, 2, 3], higherAhead: [0, 1, 5] }],
+      [0],
+    );
+    const r = await h.db.pool.query<{ id: string; s: string }>(
+      `SELECT id, berth_scheduling_status(status_group, id, scheduling_status) AS s FROM containers WHERE id = ANY($1)`,
+      [ids],
+    );
+    const got = new Map(r.rows.map((row) => [row.id, row.s]));
+    expect(ids.map((id) => got.get(id))).toEqual([
+      queuedText(1, 0, 'why not'),
+      queuedText(2, 1, 'why not'),
+      queuedText(3, 5, 'why not'),
+    ]);
+    // A container given its own text no longer reads the group's; a gone reason leaves the rest to own texts.
+    await h.queue.setStatuses(new Map([[ids[0]!, 'starting on instance i-1']]));
+    expect((await h.store.containers.get(ids[0]!)).scheduling_status).toBe('starting on instance i-1');
+    await h.queue.setWaiting('c1/t1', [], []);
+    expect((await h.store.containers.get(ids[1]!)).scheduling_status).toBeNull();
+    expect(Number((await h.db.pool.query(`SELECT count(*) AS n FROM status_groups`)).rows[0].n)).toBe(0);
+  });
+});
