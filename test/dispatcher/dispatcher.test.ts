@@ -132,8 +132,7 @@ describe('dispatcher', () => {
     expect(h.events.filter((e) => e.kind === 'create-failed').length).toBeGreaterThanOrEqual(1);
     expect(await h.state(smallId!)).toBe('Locked');
     expect(h.cloud.live).toBe(1);
-    const status = await h.db.pool.query(`SELECT scheduling_status FROM containers WHERE id = $1`, [bigId]);
-    expect(status.rows[0].scheduling_status).toMatch(/big/);
+    expect(await h.status(bigId!)).toMatch(/big/);
   });
 });
 

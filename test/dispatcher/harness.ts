@@ -157,6 +157,10 @@ export async function harness(
     async state(id: string) {
       return (await store.containers.get(id)).state;
     },
+    /** Its scheduling status as the API shows it (statuses are stored by group: read through the store). */
+    async status(id: string) {
+      return (await store.containers.get(id)).scheduling_status;
+    },
     /** A dispatcher with one container Running on the one instance it created (booted, agent started it). */
     async oneRunning(input: RequestInput = { vcpus: 1, ram: '1GiB' }) {
       const d = make();

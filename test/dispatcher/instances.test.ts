@@ -160,8 +160,7 @@ describe('no path forgets an instance the cloud still bills', () => {
     await h.advance(2_000);
     await h.pass(d);
     expect(created()).toBe(1);
-    const status = await h.db.pool.query(`SELECT scheduling_status FROM containers WHERE id = $1`, [second]);
-    expect(status.rows[0].scheduling_status).toMatch(/max_instances=1/);
+    expect(await h.status(second!)).toMatch(/max_instances=1/);
 
     await h.advance(4_000); // shutdown_retry (5 s) passed: destroyed again, accepted; counted until listed gone
     await h.pass(d);
