@@ -1,6 +1,7 @@
 // The berth command. Each subcommand lives in src/cli/commands/NAME.ts and registers itself here.
 import { Command, CommanderError } from 'commander';
 import { registerPlan } from './commands/plan.js';
+import { registerPause } from './commands/pause.js';
 import { registerAgent } from './commands/agent.js';
 import { ConfigError } from '../config/options.js';
 import { withGlobalFlags } from './flags.js';
@@ -35,6 +36,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerShow,
   registerLogs,
   registerCancel,
+  registerPause,
   registerPriority,
   registerToken,
   registerWhy,

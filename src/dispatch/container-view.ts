@@ -118,6 +118,7 @@ function same(a: SnapshotContainer, b: SnapshotContainer): boolean {
     a.lockCount === b.lockCount &&
     a.owner === b.owner &&
     (a.spotInterruptions ?? 0) === (b.spotInterruptions ?? 0) &&
+    (a.opportunistic ?? false) === (b.opportunistic ?? false) &&
     sameList(a.instanceTypes, b.instanceTypes)
   );
 }

@@ -245,7 +245,7 @@ function itemOutcome(o: Outcome): ItemOutcome {
 }
 
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
-  instance_id, lock_count, owner, spot_interruptions`;
+  instance_id, lock_count, owner, spot_interruptions, opportunistic`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
@@ -273,6 +273,7 @@ interface SnapshotRow {
   lock_count: number;
   owner: string;
   spot_interruptions: number;
+  opportunistic: boolean;
 }
 
 /** A container row as the scheduler sees it. */
@@ -292,5 +293,6 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
     lockCount: row.lock_count,
     owner: row.owner,
     spotInterruptions: row.spot_interruptions,
+    ...(row.opportunistic ? { opportunistic: true } : {}),
   };
 }

@@ -186,6 +186,7 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
     lockCount: f.get('lock_count', int(0), () => 0),
     owner: f.get('owner', anyString, () => ''),
     spotInterruptions: f.get('spot_interruptions', int(0), () => 0),
+    opportunistic: f.get('opportunistic', bool, () => false),
   };
   f.done();
   if (c.state === 'Running' && c.instance === null)

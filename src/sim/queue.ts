@@ -16,7 +16,7 @@
 // Cost: every operation is O(1) on maps (plus the caller's ids); containers() walks only the non-final
 // containers, never the history.
 import type { Rng } from '../model/clock.js';
-import { decideRetry, retryRunAfter, type ContainerEnd } from '../model/retry.js';
+import { decideRetry, grownRam, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
 import {
   REASONS,
@@ -54,6 +54,10 @@ export interface SimRequestSpec {
   scratch: number;
   gpus: number;
   preemptible: boolean;
+  /** May be placed into reserved but unused capacity (issue 16); default false. */
+  opportunistic?: boolean;
+  /** After an OOM kill the retry asks for ram × this (grownRam); default null: the same ram. */
+  ramRetryFactor?: number | null;
   priority: number;
   durationMs: number;
   exitCode: number;
@@ -93,6 +97,8 @@ export interface SimContainer {
   request: SimRequest;
   attempt: number;
   state: ContainerState;
+  /** The ram this attempt asks for: the request's, or more after an OOM kill (grownRam). */
+  ram: number;
   queuedAt: number;
   runAfter: number | null;
   lockedBy: string | null;
@@ -132,6 +138,8 @@ export interface SimQueueOptions {
   rng: Rng;
   /** max_dispatch_attempts (DESIGN §3.3): the simulator's scheduler section's. */
   maxDispatchAttempts: number;
+  /** The most ram an offered instance type holds: caps an OOM-killed retry's growth (grownRam). */
+  largestRam?: number | null;
   observer?: QueueObserver;
 }
 
@@ -190,7 +198,7 @@ export class SimQueue implements DispatchQueue {
       current: spec.id,
     };
     this.outcomeCounts.open++;
-    return this.addContainer(req, spec.id, 1, this.o.now(), spec.runAfter ?? null);
+    return this.addContainer(req, spec.id, 1, this.o.now(), spec.runAfter ?? null, spec.ram);
   }
 
   // --- DispatchQueue -------------------------------------------------------------------------------
@@ -410,9 +418,16 @@ export class SimQueue implements DispatchQueue {
   }
 
   /** Running → Complete with an exit code, reported by the node's agent. */
-  complete(id: string, nodeId: string, gen: number, exitCode: number): void {
+  complete(id: string, nodeId: string, gen: number, exitCode: number, oomKilled = false): void {
     const c = this.check('complete', id, { kind: 'agent', node: nodeId, generation: gen });
-    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null, retryable: true });
+    this.finish(c, {
+      state: 'Complete',
+      exitCode,
+      oomKilled,
+      failureClass: null,
+      reason: null,
+      retryable: true,
+    });
   }
 
   /** A change the scheduler cares about: the cached view is stale and changes() reports it. */
@@ -466,7 +481,7 @@ export class SimQueue implements DispatchQueue {
       priority: s.priority,
       queuedAt: new Date(c.queuedAt),
       vcpus: s.vcpus,
-      ram: s.ram,
+      ram: c.ram,
       scratch: s.scratch,
       gpus: s.gpus,
       preemptible: s.preemptible,
@@ -475,6 +490,7 @@ export class SimQueue implements DispatchQueue {
       lockCount: c.lockCount,
       owner: s.owner ?? '',
       spotInterruptions: c.request.interruptions,
+      ...(s.opportunistic ? { opportunistic: true } : {}),
     };
   }
 
@@ -559,6 +575,7 @@ export class SimQueue implements DispatchQueue {
     attempt: number,
     queuedAt: number,
     runAfter: number | null,
+    ram: number,
   ): SimContainer {
     if (this.byId.has(id)) throw new ConflictError(`container ${id} already exists`);
     const c: SimContainer = {
@@ -566,6 +583,7 @@ export class SimQueue implements DispatchQueue {
       request: req,
       attempt,
       state: 'Queued',
+      ram,
       queuedAt,
       runAfter,
       lockedBy: null,
@@ -625,13 +643,16 @@ export class SimQueue implements DispatchQueue {
       return;
     }
     const now = this.o.now();
-    // The retry keeps the original queue time (as the store does), so it does not lose its place.
+    // The retry keeps the original queue time (as the store does), so it does not lose its place; after an
+    // OOM kill it may ask for more ram (the store's rule: grownRam).
+    const grown = grownRam(end, c.ram, s.ramRetryFactor ?? null, this.o.largestRam ?? null);
     this.addContainer(
       req,
       `${s.id}#${c.attempt + 1}`,
       c.attempt + 1,
       c.queuedAt,
       retryRunAfter(now, d.delayMs, s.runAfter ?? null),
+      grown ?? c.ram,
     );
   }
 }

@@ -43,6 +43,11 @@ export interface SnapshotContainer extends ContainerShape {
   owner: string;
   /** Earlier attempts of its request ended by a spot interruption (absent: 0). */
   spotInterruptions?: number;
+  /**
+   * It may run in capacity other containers reserve but do not use, and be frozen and requeued when they
+   * claim it back (issue 16; opportunistic.ts). Absent: false (a guaranteed container).
+   */
+  opportunistic?: boolean;
 }
 
 /**
