@@ -77,13 +77,16 @@ export class Pauses {
 
   /**
    * Records which of the node's Running containers its agent holds frozen (`paused`, from its ping), and an
-   * event for each one that changed.
+   * event for each one that changed. Only a report that reached what was asked counts: a ping the agent sent
+   * before its freeze or thaw finished (and abandoned) can reach the server after a newer one, and must not
+   * undo it. A report against the wish only earns the order again (pauseOrders), which is idempotent.
    */
   async report(nodeId: string, running: string[], paused: string[]): Promise<void> {
     await this.ctx.pool.query(
       `WITH u AS (
          UPDATE containers SET paused = (id = ANY($3))
-         WHERE node_id = $1 AND id = ANY($2) AND state = 'Running' AND paused <> (id = ANY($3))
+         WHERE node_id = $1 AND id = ANY($2) AND state = 'Running' AND paused <> pause_wanted
+           AND (id = ANY($3)) = pause_wanted
          RETURNING id, paused)
        INSERT INTO container_events (container_id, at, kind, message, data)
        SELECT id, $4, 'pause', CASE WHEN paused THEN 'paused: frozen by its agent' ELSE 'resumed: running again' END,

@@ -86,6 +86,13 @@ describe('pause and resume', () => {
     expect(back.json()).toMatchObject({ pause_wanted: false, paused: true });
     expect(await ping(node, { running: [cid], paused: [cid] })).toMatchObject({ pause: [], resume: [cid] });
     await ping(node, { running: [cid], paused: [] });
+    // A ping the agent sent before its thaw finished, arriving late, does not make it paused again.
+    await ping(node, { running: [cid], paused: [cid] });
+    expect(
+      (await t.call(t.tokens.alice, { method: 'GET', url: `/v1/containers/${cid}` })).json(),
+    ).toMatchObject({
+      paused: false,
+    });
     const events = (
       await t.call(t.tokens.alice, { method: 'GET', url: `/v1/containers/${cid}/events` })
     ).json().items;
