@@ -1,6 +1,7 @@
 // Issue 16 in the API: the opportunistic and ram_retry_factor fields (validation, round trip down to the
 // agent's start order), and berth pause / resume (who may, when, and how the agent learns of it).
 import { beforeAll, describe, expect, it } from 'vitest';
+import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import { testApi } from '../helpers/api.js';
 
 let t: Awaited<ReturnType<typeof testApi>>;
@@ -47,6 +48,17 @@ describe('opportunistic and ram_retry_factor', () => {
 
     const plain = (await submit({ command: ['true'] })).json();
     expect(plain).toMatchObject({ opportunistic: false, ram_retry_factor: null });
+  });
+
+  it("the agent's usage samples reach the scheduler's snapshot as measured use, with opportunistic", async () => {
+    const { cid, node } = await running({ command: ['sleep', '60'], opportunistic: true });
+    const queue = new PgQueue(t.store, t.db.url);
+    const mine = async () => (await queue.containers('d-1', t.clock.now())).find((c) => c.id === cid)!;
+    expect(await mine()).toMatchObject({ opportunistic: true });
+    expect((await mine()).usage).toBeUndefined(); // not measured yet
+    t.clock.advance(600_000);
+    await ping(node, { running: [cid], usage: { [cid]: { cpu_seconds: 300, ram: 1024, peak_ram: 4096 } } });
+    expect((await mine()).usage).toEqual({ ram: 4096, vcpus: 0.5, observedMs: 600_000 });
   });
 
   it('bad values are refused naming the field, and change nothing', async () => {

@@ -78,12 +78,19 @@ export class Capacity {
     return cur;
   }
 
-  /** Whether the slot can take the shape, for a container of this priority, as it is (no growth). */
-  hasRoom(slot: Slot, shape: Shape, priority: number): boolean {
+  /** Whether the slot may take the shape at this priority, room aside: its type, the cap, a head's reservation. */
+  mayTake(slot: Slot, shape: Shape, priority: number): boolean {
     return (
       priority >= slot.reservedBelow &&
       (this.maxPerInstance === 0 || slot.count < this.maxPerInstance) &&
-      shape.usableByIndex[slot.typeIndex] === 1 &&
+      shape.usableByIndex[slot.typeIndex] === 1
+    );
+  }
+
+  /** Whether the slot can take the shape, for a container of this priority, as it is (no growth). */
+  hasRoom(slot: Slot, shape: Shape, priority: number): boolean {
+    return (
+      this.mayTake(slot, shape, priority) &&
       (this.shareRule !== 'expected' || !slot.ready || expectedShareOk(slot, shape)) &&
       fits(shape.need, slot.free)
     );

@@ -123,6 +123,11 @@ class Placer {
     // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
     const room = pass.capacity.find(shape, c.priority, !behindHead, alikeBehind);
     if (room !== null) return this.place(c, shape, room);
+    if (c.opportunistic) {
+      const cap = pass.capacity;
+      const lent = pass.borrowing.find(cap.slots, shape, (s) => cap.mayTake(s, shape, c.priority));
+      if (lent !== null) return this.place(c, shape, { slot: lent, growTo: -1 });
+    }
     // No room anywhere: an instance must be created (or the container waits).
     const choice = this.choose(shape);
     if (choice.type === null) return this.wait(c, choice.waitReason);
