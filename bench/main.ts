@@ -9,6 +9,7 @@ const BENCHES = [
   'log-shipping',
   'dashboard',
   'ec2',
+  'opportunistic',
 ] as const;
 
 async function main(): Promise<number> {

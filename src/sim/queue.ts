@@ -58,6 +58,10 @@ export interface SimRequestSpec {
   opportunistic?: boolean;
   /** After an OOM kill the retry asks for ram × this (grownRam); default null: the same ram. */
   ramRetryFactor?: number | null;
+  /** What it uses while it runs, as its agent would sample it (the trace's usage); absent: not measured. */
+  use?: { vcpus: number; ram: number };
+  /** A guaranteed job that grows to its whole request this long after it started (src/sim/opportunistic.ts). */
+  growAtMs?: number | null;
   priority: number;
   durationMs: number;
   exitCode: number;
@@ -99,6 +103,10 @@ export interface SimContainer {
   state: ContainerState;
   /** The ram this attempt asks for: the request's, or more after an OOM kill (grownRam). */
   ram: number;
+  /** When it started running (virtual ms), null before. */
+  startedAt: number | null;
+  /** It grew to its whole request (src/sim/opportunistic.ts): its use is its request from then on. */
+  grown: boolean;
   queuedAt: number;
   runAfter: number | null;
   lockedBy: string | null;
@@ -412,6 +420,7 @@ export class SimQueue implements DispatchQueue {
   start(id: string, nodeId: string, gen: number): void {
     const c = this.check('start', id, { kind: 'agent', node: nodeId, generation: gen });
     c.state = 'Running';
+    c.startedAt = this.o.now();
     this.touch(c);
     this.nodeTable.get(nodeId)!.running++;
     this.observer.started?.(c);
@@ -491,7 +500,36 @@ export class SimQueue implements DispatchQueue {
       owner: s.owner ?? '',
       spotInterruptions: c.request.interruptions,
       ...(s.opportunistic ? { opportunistic: true } : {}),
+      ...this.measured(c),
     };
+  }
+
+  /**
+   * A running container's usage as its agent samples it: the trace's use (its whole request once it grew),
+   * measured since it started. The view is rebuilt when the agent's sample changes (sampled()).
+   */
+  private measured(c: SimContainer): { usage?: SnapshotContainer['usage'] } {
+    const use = c.request.spec.use;
+    if (c.state !== 'Running' || c.startedAt === null || use === undefined) return {};
+    const now = this.o.now();
+    const u = c.grown ? { vcpus: c.request.spec.vcpus, ram: c.ram } : use;
+    return { usage: { ram: u.ram, vcpus: u.vcpus, observedMs: now - c.startedAt } };
+  }
+
+  /** The agent's usage sample of a running container changed: the scheduler sees it anew. */
+  sampled(id: string): void {
+    const c = this.byId.get(id);
+    if (c !== undefined && c.state === 'Running') this.touch(c);
+  }
+
+  /**
+   * The agent froze an opportunistic container a guaranteed one claimed capacity from, and gives it back:
+   * Cancelled temp (retried after the backoff, not counted against container_count_max), as the real
+   * agent's requeue report.
+   */
+  requeueFrozen(id: string, nodeId: string, gen: number, reason: string): void {
+    const c = this.check('cancel', id, { kind: 'agent', node: nodeId, generation: gen });
+    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass: 'temp', reason, retryable: true });
   }
 
   /** The container's facts for the shared rules (src/model/transitions.ts). */
@@ -584,6 +622,8 @@ export class SimQueue implements DispatchQueue {
       attempt,
       state: 'Queued',
       ram,
+      startedAt: null,
+      grown: false,
       queuedAt,
       runAfter,
       lockedBy: null,

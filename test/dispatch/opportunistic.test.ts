@@ -152,3 +152,20 @@ describe('the snapshot JSON (berth plan)', () => {
     );
   });
 });
+
+describe('the price of lent room', () => {
+  it('a borrower keeps to max_price_factor: room on a much bigger instance outlives its lender', () => {
+    // c1 costs 0.1; t4 (0.8) is far above 1.5 × 0.1. Borrowing there kept t4 instances alive for small
+    // borrowers after their lenders ended: +9% cost on KTH, +13% on lublin (docs/PERFORMANCE.md).
+    const types = [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)];
+    const actions = plan(
+      snap({
+        types,
+        config: { ...CONFIG, shareRule: 'price' },
+        instances: [inst('i-1', 't4', 'running')],
+        containers: [big({}), ctr('o', { opportunistic: true, vcpus: 1, ram: GiB })],
+      }),
+    ).actions;
+    expect(actions).toContainEqual({ op: 'create', type: 'c1', for: ['o'] });
+  });
+});

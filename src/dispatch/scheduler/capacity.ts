@@ -78,7 +78,10 @@ export class Capacity {
     return cur;
   }
 
-  /** Whether the slot may take the shape at this priority, room aside: its type, the cap, a head's reservation. */
+  /**
+   * Whether the slot may take the shape at this priority, room aside: its type (within max_price_factor),
+   * the cap, a head's reservation.
+   */
   mayTake(slot: Slot, shape: Shape, priority: number): boolean {
     return (
       priority >= slot.reservedBelow &&
