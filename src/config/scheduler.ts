@@ -152,7 +152,7 @@ export const SCHEDULER_OPTIONS = section(
       field: 'opportunisticMargin',
       kind: num(0),
       default: 0.25,
-      help: "Opportunistic placement (docs/SCHEDULER.md): a running guaranteed container lends the part of its request above its measured use × (1 + this margin): its peak memory and its average CPUs. 0.25 keeps a quarter more than it ever used.",
+      help: 'Opportunistic placement (docs/SCHEDULER.md): a running guaranteed container lends the part of its request above its measured use × (1 + this margin): its peak memory and its average CPUs. 0.25 keeps a quarter more than it ever used.',
     }),
     opt({
       key: 'opportunistic_min_observation',
