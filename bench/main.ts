@@ -13,6 +13,7 @@ const BENCHES = [
   'pressure',
   'dispatch-creates',
   'e2e',
+  'opportunistic',
 ] as const;
 
 async function main(): Promise<number> {

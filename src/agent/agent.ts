@@ -480,6 +480,7 @@ export class Agent {
           {
             state,
             running: this.running(),
+            paused: [...this.runners.values()].filter((r) => r.frozen).map((r) => r.id),
             // A draining agent with nothing left reports 'drained' and then polls slowly. A one-shot agent's
             // first ping must answer at once: its container is assigned before the job was submitted.
             wait_ms: once && !this.onceRunner ? 0 : (this.opts.pingWaitMs ?? DEFAULT_PING_WAIT_MS),
@@ -532,6 +533,15 @@ export class Agent {
       this.log.info('draining: starting nothing new');
     }
     for (const id of ans.kill) this.runners.get(id)?.kill('cancelled');
+    for (const [ids, want] of [
+      [ans.pause ?? [], true],
+      [ans.resume ?? [], false],
+    ] as const)
+      for (const id of ids)
+        void this.runners
+          .get(id)
+          ?.setFrozen(want)
+          .then(() => this.wakeup.abort()); // report it frozen (or not) at once
     for (const order of ans.start) {
       if (this.runners.has(order.id)) continue;
       if (this.draining) continue; // left Locked: the dispatcher unlocks it

@@ -56,6 +56,9 @@ export interface PingAnswer {
   node: { id: string; state: string };
   start: StartOrder[];
   kill: string[];
+  /** Running containers to freeze and to thaw (berth pause/resume); absent from an older server. */
+  pause?: string[];
+  resume?: string[];
   drain: boolean;
 }
 

@@ -185,6 +185,28 @@ export class ContainerRunner {
     }
   }
 
+  /** Whether the container is frozen by berth pause (the agent reports it with its pings). */
+  frozen = false;
+  private freezing: Promise<void> = Promise.resolve();
+
+  /**
+   * berth pause / resume: freezes (`want` true) or thaws the container with its runtime (RunHandle.freeze,
+   * thaw), one change at a time; resolves once the runtime reports it done. A container that has not
+   * started yet, or has ended, is left alone (the next ping asks again while it is Running).
+   */
+  setFrozen(want: boolean): Promise<void> {
+    this.freezing = this.freezing.then(async () => {
+      const sup = this.supervisor;
+      if (!sup || this.frozen === want) return;
+      await (want ? sup.handle.freeze() : sup.handle.thaw());
+      this.frozen = want;
+      this.log.info(want ? 'paused: frozen' : 'resumed: thawed');
+    });
+    return this.freezing.catch((err: unknown) =>
+      this.log.warn(errorFields(err), want ? 'freezing failed' : 'thawing failed'),
+    );
+  }
+
   /** SIGKILL at once (the node was declared failed: its containers already run elsewhere). */
   async killNow(timeoutMs = 10_000): Promise<void> {
     this.killRequested ??= 'node failed';
@@ -276,8 +298,8 @@ export class ContainerRunner {
       ram: order.ram,
       scratch: order.scratch,
       gpus: order.gpus,
-      workDir: runDir,
       ...(order.opportunistic ? { opportunistic: true } : {}),
+      workDir: runDir,
     };
     let handle: RunHandle;
     try {

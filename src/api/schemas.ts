@@ -83,6 +83,21 @@ export const RequestInput = Type.Object(
     scratch: Type.Optional(Size),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
     preemptible: Type.Optional(Type.Boolean()),
+    opportunistic: Type.Optional(
+      Type.Boolean({
+        description:
+          'may run in capacity other containers reserve but do not use; frozen, then requeued, when they claim it back',
+      }),
+    ),
+    ram_retry_factor: Type.Optional(
+      Nullable(
+        Type.Number({
+          minimum: REQUEST_LIMITS.minRamRetryFactor,
+          maximum: REQUEST_LIMITS.maxRamRetryFactor,
+          description: `after an OOM kill, the retry asks for ram × this (${REQUEST_LIMITS.minRamRetryFactor} to ${REQUEST_LIMITS.maxRamRetryFactor}; null: the same ram)`,
+        }),
+      ),
+    ),
     max_run_time: Type.Optional(Nullable(Duration)),
     run_after: Type.Optional(Nullable(Text({ maxLength: 64, description: 'RFC 3339 time' }))),
     instance_types: Type.Optional(
@@ -391,6 +406,8 @@ export const PingBody = Type.Object(
     notice: Type.Optional(Text({ minLength: 1, maxLength: 1000 })),
     /** The latest usage sample of each running container (stored on the container until its exit). */
     usage: Type.Optional(Dict(Type.String({ pattern: ContainerId.pattern }), UsageSampleSchema, 10000)),
+    /** The running containers the agent holds frozen (berth pause; src/store/pause.ts). */
+    paused: Type.Optional(Type.Array(ContainerId, { maxItems: 10000 })),
   },
   { additionalProperties: false },
 );

@@ -16,6 +16,7 @@ import { checkUrl, clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from 
 import { apiMetrics } from './metrics.js';
 import { collectRoutes, openApiDocument } from './openapi.js';
 import { containerRoutes } from './routes/containers.js';
+import { pauseRoutes } from './routes/pause.js';
 import { costRoutes } from './routes/cost.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { instanceRoutes } from './routes/instances.js';
@@ -183,6 +184,7 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   );
   requestRoutes(app, deps);
   containerRoutes(app, deps);
+  pauseRoutes(app, deps);
   logRoutes(app, deps);
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);

@@ -1,6 +1,7 @@
 // The berth command. Each subcommand lives in src/cli/commands/NAME.ts and registers itself here.
 import type { Command } from 'commander';
 import { registerPlan } from './commands/plan.js';
+import { registerPause } from './commands/pause.js';
 import { registerAgent } from './commands/agent.js';
 import { registerCancel } from './commands/cancel.js';
 import { registerCatalog } from './commands/catalog.js';
@@ -32,6 +33,7 @@ const REGISTRATIONS: ((program: Command) => void)[] = [
   registerShow,
   registerLogs,
   registerCancel,
+  registerPause,
   registerPriority,
   registerToken,
   registerWhy,

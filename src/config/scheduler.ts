@@ -147,6 +147,20 @@ export const SCHEDULER_OPTIONS = section(
       defaultText: 'null (always spot)',
       help: "A preemptible container whose request's attempts were ended by a spot interruption this many times runs on non-preemptible (on-demand) types only.",
     }),
+    opt({
+      key: 'opportunistic_margin',
+      field: 'opportunisticMargin',
+      kind: num(0),
+      default: 0.25,
+      help: 'Opportunistic placement (docs/SCHEDULER.md): a running guaranteed container lends the part of its request above its measured use × (1 + this margin): its peak memory and its average CPUs. 0.25 keeps a quarter more than it ever used.',
+    }),
+    opt({
+      key: 'opportunistic_min_observation',
+      field: 'opportunisticMinObservationMs',
+      kind: duration(),
+      default: '5m',
+      help: 'A running guaranteed container lends nothing to opportunistic containers until its usage has been measured for this long.',
+    }),
     reuse(PROCESS_OPTIONS.option('max_dispatch_attempts'), {
       field: 'maxDispatchAttempts',
       help: 'A Queued container locked this many times is cancelled (perm). `berth dispatch` and `berth up` take it from the database (the server option of the same name), never from their own file.',

@@ -181,6 +181,10 @@ function same(a: SnapshotContainer, b: SnapshotContainer): boolean {
     a.lockCount === b.lockCount &&
     a.owner === b.owner &&
     (a.spotInterruptions ?? 0) === (b.spotInterruptions ?? 0) &&
+    (a.opportunistic ?? false) === (b.opportunistic ?? false) &&
+    a.usage?.ram === b.usage?.ram &&
+    a.usage?.vcpus === b.usage?.vcpus &&
+    a.usage?.observedMs === b.usage?.observedMs &&
     sameList(a.instanceTypes, b.instanceTypes)
   );
 }

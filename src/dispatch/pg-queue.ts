@@ -18,7 +18,7 @@ import {
   type StoredGroup,
   type UnlockItem,
 } from './ports.js';
-import type { SnapshotContainer } from './scheduler/types.js';
+import type { MeasuredUsage, SnapshotContainer } from './scheduler/types.js';
 
 export class PgQueue implements DispatchQueue {
   private leaseClient: pg.Client | null = null;
@@ -270,7 +270,9 @@ function itemOutcome(o: Outcome): ItemOutcome {
 }
 
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
-  instance_id, lock_count, owner, spot_interruptions`;
+  instance_id, lock_count, owner, spot_interruptions, opportunistic,
+  -- a Running container's latest usage sample (recordUsage): what opportunistic placement may borrow
+  CASE WHEN state = 'Running' THEN usage END AS usage`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
@@ -298,6 +300,17 @@ interface SnapshotRow {
   lock_count: number;
   owner: string;
   spot_interruptions: number;
+  opportunistic: boolean;
+  usage: { cpu_seconds?: number; peak_ram?: number; wall_ms?: number } | null;
+}
+
+/** The measured use of a Running container's latest sample: peak memory, average CPUs, for how long. */
+function measured(u: SnapshotRow['usage']): { usage?: MeasuredUsage } {
+  const wall = Number(u?.wall_ms ?? 0);
+  if (u === null || wall <= 0 || u.peak_ram === undefined || u.cpu_seconds === undefined) return {};
+  return {
+    usage: { ram: Number(u.peak_ram), vcpus: Number(u.cpu_seconds) / (wall / 1000), observedMs: wall },
+  };
 }
 
 /** A container row as the scheduler sees it. */
@@ -317,5 +330,7 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
     lockCount: row.lock_count,
     owner: row.owner,
     spotInterruptions: row.spot_interruptions,
+    ...(row.opportunistic ? { opportunistic: true } : {}),
+    ...measured(row.usage),
   };
 }

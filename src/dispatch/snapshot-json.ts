@@ -4,7 +4,7 @@
 import { ConfigError } from '../config/declare.js';
 import * as kinds from '../config/kinds.js';
 import { SCHEDULER_OPTIONS } from '../config/scheduler.js';
-import { parseSize, parseTime, parseVcpus, UnitError } from '../model/units.js';
+import { parseDuration, parseSize, parseTime, parseVcpus, UnitError } from '../model/units.js';
 import {
   IDLE_BEHAVIORS,
   INSTANCE_STATES,
@@ -16,6 +16,7 @@ import type {
   ArrivalCount,
   CloudState,
   ContainerShape,
+  MeasuredUsage,
   Plan,
   SchedulerConfig,
   Snapshot,
@@ -177,6 +178,18 @@ function parseShape(f: Fields): ContainerShape {
   };
 }
 
+/** A running container's measured use: {"ram": "2GiB", "vcpus": 0.5, "observed": "10m"}. */
+function parseUsage(value: unknown, path: string): MeasuredUsage {
+  const f = Fields.of(value, path);
+  const u: MeasuredUsage = {
+    ram: f.get('ram', parseSize),
+    vcpus: f.get('vcpus', num(0)),
+    observedMs: f.get('observed', parseDuration),
+  };
+  f.done();
+  return u;
+}
+
 function parseContainer(value: unknown, path: string): SnapshotContainer {
   const f = Fields.of(value, path);
   const c: SnapshotContainer = {
@@ -189,7 +202,10 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
     lockCount: f.get('lock_count', int(0), () => 0),
     owner: f.get('owner', anyString, () => ''),
     spotInterruptions: f.get('spot_interruptions', int(0), () => 0),
+    opportunistic: f.get('opportunistic', bool, () => false),
   };
+  const usage = f.raw('usage');
+  if (usage !== undefined && usage !== null) c.usage = parseUsage(usage, f.at('usage'));
   f.done();
   if (c.state === 'Running' && c.instance === null)
     throw new SnapshotError(f.at('instance'), 'expected the instance a Running container runs on, got null');

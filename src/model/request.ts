@@ -38,6 +38,10 @@ export interface RequestSpec {
   scratch: number;
   gpus: number;
   preemptible: boolean;
+  /** May be placed into reserved but unused capacity, and frozen/requeued when it is claimed back. */
+  opportunistic: boolean;
+  /** After an OOM kill, the retry asks for ram × this (≥ 1); null: the same ram. */
+  ramRetryFactor: number | null;
   maxRunTimeMs: number | null;
   runAfter: Date | null;
   instanceTypes: string[] | null;
@@ -73,6 +77,9 @@ export const REQUEST_LIMITS = {
   maxBytes: Number.MAX_SAFE_INTEGER,
   /** max_run_time: a year. */
   maxRunTimeMs: 365 * 86_400_000,
+  /** ram_retry_factor: from 1 (no growth) to 8 (a retry may ask for 8× the memory). */
+  minRamRetryFactor: 1,
+  maxRamRetryFactor: 8,
 } as const;
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -174,6 +181,20 @@ export function normalizeRequest(input: RequestInput, opts: NormalizeOptions = {
     return out;
   };
 
+  const ramRetryFactor = (): number | null => {
+    const v = input.ram_retry_factor;
+    if (v === undefined || v === null) return null;
+    const { minRamRetryFactor: lo, maxRamRetryFactor: hi } = REQUEST_LIMITS;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi) {
+      problems.push({
+        field: f('ram_retry_factor'),
+        problem: `expected a number from ${lo} to ${hi} (the retry after an OOM kill asks for ram × it), got ${JSON.stringify(v)}`,
+      });
+      return null;
+    }
+    return v;
+  };
+
   const command = input.command;
   let cmd: string[] = [];
   if (
@@ -237,6 +258,8 @@ export function normalizeRequest(input: RequestInput, opts: NormalizeOptions = {
     scratch: unit('scratch', parseSize, 0),
     gpus: int('gpus', 0, 64, 0),
     preemptible: bool('preemptible', false),
+    opportunistic: bool('opportunistic', false),
+    ramRetryFactor: ramRetryFactor(),
     maxRunTimeMs: unit('max_run_time', parseDuration, null as number | null),
     runAfter: unit('run_after', parseTime, null as Date | null),
     instanceTypes,

@@ -1,6 +1,7 @@
 // What a container request does when one of its containers ends (DESIGN §3.3). Pure: the store calls it
 // inside the transaction that ends the container and acts on the decision.
 import { describeExit } from './exit.js';
+import { REQUEST_LIMITS } from './request.js';
 import type { FailureClass } from './types.js';
 
 export const TEMP_BACKOFF_BASE_MS = 10_000;
@@ -150,3 +151,24 @@ export function retryRunAfter(nowMs: number, delayMs: number, requested: number 
   if (backoffUntil === null) return requested;
   return requested === null ? backoffUntil : Math.max(requested, backoffUntil);
 }
+
+/**
+ * The ram a request's retry asks for after its container was OOM-killed (issue 16, "grow instead of fail"):
+ * ram × `factor`, rounded up to a whole MiB and capped by `largestRam` (the most any offered instance type
+ * holds; null: unknown, so only the request limit caps it). Null when it does not grow: no factor, no
+ * OOM kill, or already at the cap. The store's transitions and the simulator's queue both use it.
+ */
+export function grownRam(
+  end: Pick<ContainerEnd, 'state' | 'exitCode' | 'oomKilled'>,
+  ram: number,
+  factor: number | null,
+  largestRam: number | null,
+): number | null {
+  if (factor === null || factor <= 1) return null;
+  if (end.state !== 'Complete' || !end.oomKilled || end.exitCode === 0) return null;
+  const cap = Math.min(largestRam ?? REQUEST_LIMITS.maxBytes, REQUEST_LIMITS.maxBytes);
+  const next = Math.min(Math.ceil((ram * factor) / MIB) * MIB, cap);
+  return next > ram ? next : null;
+}
+
+const MIB = 1024 ** 2;

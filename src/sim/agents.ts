@@ -30,6 +30,10 @@ export interface SimAgentOptions {
   pingIntervalMs: number;
   /** The agent registered: its instance is ready. */
   onRegistered?(instanceId: string, nodeId: string): void;
+  /** A running container's usage sample first counts (the scheduler's opportunistic_min_observation). */
+  sampleAfterMs?: number;
+  /** A guaranteed container grew to its whole request (src/sim/opportunistic.ts), among `running`. */
+  onGrow?(instanceId: string, nodeId: string, running: SimContainer[]): void;
   /** The agent stopped for good (crash, machine gone, node failed); `running` were running on it. */
   onStopped?(instanceId: string, running: SimContainer[]): void;
   /** The agent has nothing left to run or start (after registering, an exit, a cancel). */
@@ -82,6 +86,7 @@ export class SimAgents {
       }
       a.running.set(c.id, c);
       const spec = c.request.spec;
+      this.usageEvents(a, c, gen);
       a.timers.set(
         c.id,
         this.o.clock.schedule(this.o.clock.nowMs() + spec.durationMs, () => {
@@ -98,6 +103,31 @@ export class SimAgents {
       );
     });
     a.timers.set(c.id, handle);
+  }
+
+  /**
+   * Opportunistic packing (issue 16): the scheduler sees a running container's usage once it has been
+   * measured for sampleAfterMs, and a guaranteed one that grows at spec.growAtMs tells the harness. Both
+   * are clock events of their own that do nothing once the container is gone or moved.
+   */
+  private usageEvents(a: Agent, c: SimContainer, gen: number): void {
+    const spec = c.request.spec;
+    if (spec.use === undefined) return;
+    const now = this.o.clock.nowMs();
+    const current = () => a.alive && a.running.get(c.id) === c && c.generation === gen;
+    const after = this.o.sampleAfterMs ?? 0;
+    if (after < spec.durationMs)
+      this.o.clock.schedule(now + after, () => {
+        if (current()) this.o.queue.sampled(c.id);
+      });
+    const grow = spec.growAtMs;
+    if (grow !== null && grow !== undefined && grow < spec.durationMs)
+      this.o.clock.schedule(now + grow, () => {
+        if (!current()) return;
+        c.grown = true;
+        this.o.queue.sampled(c.id);
+        this.o.onGrow?.(a.instanceId, a.nodeId, [...a.running.values()]);
+      });
   }
 
   /** A container ended in the queue (cancelled, killed): its agent stops it and forgets its timers. */

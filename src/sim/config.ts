@@ -310,6 +310,26 @@ export const SIM_OPTIONS = section(
       help: "The simulated agents' timings.",
     }),
     opt({
+      key: 'opportunistic',
+      kind: section([
+        opt({
+          key: 'fraction',
+          kind: probability,
+          default: 0,
+          help: "Share of the jobs submitted as opportunistic (issue 16), picked by the run's seed.",
+        }),
+        opt({
+          key: 'claim_probability',
+          field: 'claimProbability',
+          kind: probability,
+          default: 0.1,
+          help: "Chance that a guaranteed job grows from its trace's use to its whole request at a random point of its run (the trace records averages only): its agent then freezes and requeues the opportunistic containers on its instance until what all use fits the instance, at once.",
+        }),
+      ]),
+      default: {},
+      help: 'Opportunistic containers in the simulator (docs/PERFORMANCE.md): what share of the jobs, and how often guaranteed ones claim their capacity back.',
+    }),
+    opt({
       key: 'dispatcher',
       kind: section([
         reuse(dispatch('node_lost_after')),

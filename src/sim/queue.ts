@@ -16,7 +16,7 @@
 // Cost: every operation is O(1) on maps (plus the caller's ids); containers() walks only the non-final
 // containers, never the history.
 import type { Rng } from '../model/clock.js';
-import { decideRetry, retryRunAfter, type ContainerEnd } from '../model/retry.js';
+import { decideRetry, grownRam, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
 import {
   REASONS,
@@ -56,6 +56,14 @@ export interface SimRequestSpec {
   scratch: number;
   gpus: number;
   preemptible: boolean;
+  /** May be placed into reserved but unused capacity (issue 16); default false. */
+  opportunistic?: boolean;
+  /** After an OOM kill the retry asks for ram × this (grownRam); default null: the same ram. */
+  ramRetryFactor?: number | null;
+  /** What it uses while it runs, as its agent would sample it (the trace's usage); absent: not measured. */
+  use?: { vcpus: number; ram: number };
+  /** A guaranteed job that grows to its whole request this long after it started (src/sim/opportunistic.ts). */
+  growAtMs?: number | null;
   priority: number;
   durationMs: number;
   exitCode: number;
@@ -95,6 +103,12 @@ export interface SimContainer {
   request: SimRequest;
   attempt: number;
   state: ContainerState;
+  /** The ram this attempt asks for: the request's, or more after an OOM kill (grownRam). */
+  ram: number;
+  /** When it started running (virtual ms), null before. */
+  startedAt: number | null;
+  /** It grew to its whole request (src/sim/opportunistic.ts): its use is its request from then on. */
+  grown: boolean;
   queuedAt: number;
   runAfter: number | null;
   lockedBy: string | null;
@@ -136,6 +150,8 @@ export interface SimQueueOptions {
   rng: Rng;
   /** max_dispatch_attempts (DESIGN §3.3): the simulator's scheduler section's. */
   maxDispatchAttempts: number;
+  /** The most ram an offered instance type holds: caps an OOM-killed retry's growth (grownRam). */
+  largestRam?: number | null;
   observer?: QueueObserver;
 }
 
@@ -196,7 +212,7 @@ export class SimQueue implements DispatchQueue {
       current: spec.id,
     };
     this.outcomeCounts.open++;
-    return this.addContainer(req, spec.id, 1, this.o.now(), spec.runAfter ?? null);
+    return this.addContainer(req, spec.id, 1, this.o.now(), spec.runAfter ?? null, spec.ram);
   }
 
   // --- DispatchQueue -------------------------------------------------------------------------------
@@ -410,15 +426,23 @@ export class SimQueue implements DispatchQueue {
   start(id: string, nodeId: string, gen: number): void {
     const c = this.check('start', id, { kind: 'agent', node: nodeId, generation: gen });
     c.state = 'Running';
+    c.startedAt = this.o.now();
     this.touch(c);
     this.nodeTable.get(nodeId)!.running++;
     this.observer.started?.(c);
   }
 
   /** Running → Complete with an exit code, reported by the node's agent. */
-  complete(id: string, nodeId: string, gen: number, exitCode: number): void {
+  complete(id: string, nodeId: string, gen: number, exitCode: number, oomKilled = false): void {
     const c = this.check('complete', id, { kind: 'agent', node: nodeId, generation: gen });
-    this.finish(c, { state: 'Complete', exitCode, failureClass: null, reason: null, retryable: true });
+    this.finish(c, {
+      state: 'Complete',
+      exitCode,
+      oomKilled,
+      failureClass: null,
+      reason: null,
+      retryable: true,
+    });
   }
 
   /** A change the scheduler cares about: the cached view is stale and changes() reports it. */
@@ -472,7 +496,7 @@ export class SimQueue implements DispatchQueue {
       priority: s.priority,
       queuedAt: new Date(c.queuedAt),
       vcpus: s.vcpus,
-      ram: s.ram,
+      ram: c.ram,
       scratch: s.scratch,
       gpus: s.gpus,
       preemptible: s.preemptible,
@@ -481,7 +505,37 @@ export class SimQueue implements DispatchQueue {
       lockCount: c.lockCount,
       owner: s.owner ?? '',
       spotInterruptions: c.request.interruptions,
+      ...(s.opportunistic ? { opportunistic: true } : {}),
+      ...this.measured(c),
     };
+  }
+
+  /**
+   * A running container's usage as its agent samples it: the trace's use (its whole request once it grew),
+   * measured since it started. The view is rebuilt when the agent's sample changes (sampled()).
+   */
+  private measured(c: SimContainer): { usage?: SnapshotContainer['usage'] } {
+    const use = c.request.spec.use;
+    if (c.state !== 'Running' || c.startedAt === null || use === undefined) return {};
+    const now = this.o.now();
+    const u = c.grown ? { vcpus: c.request.spec.vcpus, ram: c.ram } : use;
+    return { usage: { ram: u.ram, vcpus: u.vcpus, observedMs: now - c.startedAt } };
+  }
+
+  /** The agent's usage sample of a running container changed: the scheduler sees it anew. */
+  sampled(id: string): void {
+    const c = this.byId.get(id);
+    if (c !== undefined && c.state === 'Running') this.touch(c);
+  }
+
+  /**
+   * The agent froze an opportunistic container a guaranteed one claimed capacity from, and gives it back:
+   * Cancelled temp (retried after the backoff, not counted against container_count_max), as the real
+   * agent's requeue report.
+   */
+  requeueFrozen(id: string, nodeId: string, gen: number, reason: string): void {
+    const c = this.check('cancel', id, { kind: 'agent', node: nodeId, generation: gen });
+    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass: 'temp', reason, retryable: true });
   }
 
   /** The container's facts for the shared rules (src/model/transitions.ts). */
@@ -598,6 +652,7 @@ export class SimQueue implements DispatchQueue {
     attempt: number,
     queuedAt: number,
     runAfter: number | null,
+    ram: number,
   ): SimContainer {
     if (this.byId.has(id)) throw new ConflictError(`container ${id} already exists`);
     const c: SimContainer = {
@@ -605,6 +660,9 @@ export class SimQueue implements DispatchQueue {
       request: req,
       attempt,
       state: 'Queued',
+      ram,
+      startedAt: null,
+      grown: false,
       queuedAt,
       runAfter,
       lockedBy: null,
@@ -665,13 +723,16 @@ export class SimQueue implements DispatchQueue {
       return;
     }
     const now = this.o.now();
-    // The retry keeps the original queue time (as the store does), so it does not lose its place.
+    // The retry keeps the original queue time (as the store does), so it does not lose its place; after an
+    // OOM kill it may ask for more ram (the store's rule: grownRam).
+    const grown = grownRam(end, c.ram, s.ramRetryFactor ?? null, this.o.largestRam ?? null);
     this.addContainer(
       req,
       `${s.id}#${c.attempt + 1}`,
       c.attempt + 1,
       c.queuedAt,
       retryRunAfter(now, d.delayMs, s.runAfter ?? null),
+      grown ?? c.ram,
     );
   }
 }

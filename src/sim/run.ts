@@ -18,6 +18,7 @@ import { SimCloud } from '../cloud/sim/sim-cloud.js';
 import { DISPATCHER_TIMERS } from '../dispatch/config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from '../dispatch/dispatcher.js';
 import { namedRng } from '../model/clock.js';
+import { ClaimBack, opportunisticFields, traceUse, type OpportunisticStats } from './opportunistic.js';
 import type { InstanceType } from '../model/types.js';
 import { SimAgents, simBootData } from './agents.js';
 import { VirtualClock } from './clock.js';
@@ -79,6 +80,8 @@ export interface RunStats {
   hitTimeLimit: boolean;
   /** Virtual ms from the start to the end of the run. */
   virtualMs: number;
+  /** Opportunistic containers and guaranteed ones claiming capacity back (src/sim/opportunistic.ts). */
+  opportunistic: OpportunisticStats;
 }
 
 export interface RunResult {
@@ -114,6 +117,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     requests: { success: 0, failed: 0, cancelled: 0, open: 0 },
     hitTimeLimit: false,
     virtualMs: 0,
+    opportunistic: { submitted: 0, grew: 0, claimsBack: 0, requeued: 0, guaranteedShort: 0 },
   };
 
   // --- when to run a pass -------------------------------------------------------------------------
@@ -149,6 +153,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     now: () => clock.nowMs(),
     rng: namedRng(o.seed, 'retry'),
     maxDispatchAttempts: cfg.scheduler.maxDispatchAttempts,
+    largestRam: Math.max(...cfg.catalog.map((t) => t.ram)) - cfg.scheduler.ramOverhead,
     observer: {
       created: (c) => {
         const s = c.request.spec;
@@ -190,12 +195,20 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     },
   });
 
+  const claim = new ClaimBack(queue);
+  const oppRng = namedRng(o.seed, 'opportunistic');
   const agents = new SimAgents({
     clock,
     queue,
     cloud,
     startDelayMs: cfg.agent.startDelayMs,
     pingIntervalMs: cfg.agent.pingIntervalMs,
+    sampleAfterMs: cfg.scheduler.opportunisticMinObservationMs,
+    onGrow: (instanceId, nodeId, running) => {
+      const type = cfg.catalog.find((t) => t.name === instanceRecs.get(instanceId)?.type);
+      if (type !== undefined) claim.grew(type, cfg.scheduler.ramOverhead, nodeId, running);
+      passNow();
+    },
     onRegistered: (instanceId) => {
       const r = instanceRecs.get(instanceId);
       if (r !== undefined) r.ready = clock.nowMs();
@@ -309,6 +322,11 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   // --- submissions: open-loop jobs at their arrival, workflow tasks when their parents are done -------
   const submit = (j: SimJob): void => {
     if (j.name !== undefined || j.usage !== undefined) jobMeta.set(j.id, { name: j.name, usage: j.usage });
+    const opp =
+      cfg.opportunistic.fraction > 0
+        ? opportunisticFields(j.duration, traceUse(j), cfg.opportunistic, oppRng)
+        : {};
+    if (opp.opportunistic) claim.stats.submitted++;
     queue.submit({
       id: j.id,
       vcpus: j.vcpus,
@@ -319,6 +337,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       priority: j.priority,
       durationMs: j.duration,
       exitCode: j.exitCode ?? 0,
+      ...opp,
     });
     passNow();
   };
@@ -433,6 +452,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   stats.requests = queue.outcomes();
   const end = clock.nowMs();
   stats.virtualMs = end - start;
+  stats.opportunistic = claim.stats;
 
   const record: RunRecord = {
     policy: o.policy,

@@ -6,6 +6,7 @@ import type { Actor } from '../model/transitions.js';
 import type { ContainerState, FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
+import { pauseOrders, type PauseRow } from './pause.js';
 import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
 import { appendLogs } from './logs.js';
 import { lockToken, tokenGeneration } from './secrets.js';
@@ -53,6 +54,9 @@ export interface StartOrder {
 export interface NodeWork {
   start: StartOrder[];
   kill: string[];
+  /** Running containers to freeze (berth pause) and to thaw (berth resume); see pause.ts. */
+  pause: string[];
+  resume: string[];
 }
 
 /** How long a Running container may be missing from its agent's pings before it counts as lost. */
@@ -224,20 +228,21 @@ export class Containers {
    * What a node should do: containers assigned to it and not yet started (with their spec and per-lock
    * token), and which of the containers it reports running it must kill (cancelled, or no longer its own).
    */
-  async workFor(nodeId: string, running: string[]): Promise<NodeWork> {
+  async workFor(nodeId: string, running: string[], paused?: string[]): Promise<NodeWork> {
     const key = await this.t.lockKey();
     const start = await this.ctx.pool.query(
       `SELECT c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
-         r.cwd, r.max_run_time_ms
+         r.cwd, r.max_run_time_ms, c.opportunistic
        FROM containers c JOIN container_requests r ON r.id = c.request_id
        WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
       [nodeId, running],
     );
-    const live = await this.ctx.pool.query(
-      `SELECT id FROM containers WHERE id = ANY($1) AND node_id = $2 AND state IN ('Locked', 'Running')`,
+    const live = await this.ctx.pool.query<PauseRow>(
+      `SELECT id, state, pause_wanted, paused FROM containers
+       WHERE id = ANY($1) AND node_id = $2 AND state IN ('Locked', 'Running')`,
       [running, nodeId],
     );
-    const keep = new Set(live.rows.map((r) => r.id as string));
+    const keep = new Set(live.rows.map((r) => r.id));
     return {
       start: start.rows.map((r) => ({
         id: r.id,
@@ -253,8 +258,10 @@ export class Containers {
         scratch: r.scratch,
         gpus: r.gpus,
         max_run_time_ms: r.max_run_time_ms,
+        ...(r.opportunistic ? { opportunistic: true } : {}),
       })),
       kill: running.filter((id) => !keep.has(id)),
+      ...pauseOrders(live.rows, paused),
     };
   }
 

@@ -20,6 +20,10 @@ export interface RequestRecord {
   scratch: number;
   gpus: number;
   preemptible: boolean;
+  /** May use capacity others reserve but do not use (issue 16); frozen or requeued when it is claimed. */
+  opportunistic: boolean;
+  /** After an OOM kill, the retry asks for ram × this; null: the same ram. */
+  ram_retry_factor: number | null;
   max_run_time_ms: number | null;
   run_after: Date | null;
   instance_types: string[] | null;
@@ -33,6 +37,8 @@ export interface RequestRecord {
   container_id: string | null;
   /** The state of the current container (joined in for listings). */
   container_state: ContainerState | null;
+  /** Whether the current container is frozen by berth pause (src/store/pause.ts). */
+  container_paused: boolean | null;
   attempts: number;
   temp_failures: number;
   outcome: 'success' | 'failed' | 'cancelled' | null;
@@ -54,6 +60,10 @@ export interface ContainerRecord {
   scratch: number;
   gpus: number;
   preemptible: boolean;
+  opportunistic: boolean;
+  /** berth pause: what was asked (true: frozen), and whether its agent reported it frozen. */
+  pause_wanted: boolean;
+  paused: boolean;
   instance_types: string[] | null;
   queued_at: Date;
   run_after: Date | null;
@@ -76,11 +86,12 @@ export interface ContainerRecord {
 
 export const REQUEST_COLUMNS = `id, owner, name, image, command, env,
   ARRAY(SELECT jsonb_object_keys(secret_env) ORDER BY 1) AS secret_env_keys, cwd, vcpus, ram, scratch, gpus, preemptible,
-  max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
+  opportunistic, ram_retry_factor, max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
   labels, state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at,
-  (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state`;
+  (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state,
+  (SELECT c.paused FROM containers c WHERE c.id = container_requests.container_id) AS container_paused`;
 
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
-  preemptible, instance_types, queued_at, run_after, locked_by, lock_count, instance_id, node_id, started_at,
-  finished_at, exit_code, oom_killed, failure_class, runtime_status, usage,
+  preemptible, opportunistic, pause_wanted, paused, instance_types, queued_at, run_after, locked_by, lock_count,
+  instance_id, node_id, started_at, finished_at, exit_code, oom_killed, failure_class, runtime_status, usage,
   berth_scheduling_status(status_group, id, scheduling_status) AS scheduling_status, created_at, updated_at`;

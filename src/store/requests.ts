@@ -44,21 +44,23 @@ export class Requests {
       text: `WITH r AS (
          INSERT INTO container_requests (id, owner, name, image, command, env, cwd, vcpus, ram, scratch, gpus,
            preemptible, max_run_time_ms, run_after, instance_types, priority, container_count_max,
-           max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at, secret_env, labels)
+           max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at, secret_env, labels,
+           opportunistic, ram_retry_factor)
          SELECT u.id, $2, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
            u.preemptible, u.max_run_time_ms, u.run_after, u.instance_types::text[], u.priority, u.ccm, u.mtr, u.rof,
-           'Committed', u.cid, $1, $1, u.secret_env::jsonb, u.labels::jsonb
+           'Committed', u.cid, $1, $1, u.secret_env::jsonb, u.labels::jsonb, u.opportunistic, u.rrf
          FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::float8[],
            $10::int8[], $11::int8[], $12::int4[], $13::bool[], $14::int8[], $15::timestamptz[], $16::text[],
-           $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[], $22::text[], $23::text[])
+           $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[], $22::text[], $23::text[], $24::bool[],
+           $25::float8[])
            AS u(id, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible, max_run_time_ms,
-                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env, labels)
+                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env, labels, opportunistic, rrf)
          RETURNING ${REQUEST_COLUMNS}),
        c AS (
          INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
-           preemptible, instance_types, queued_at, run_after, created_at, updated_at)
+           preemptible, instance_types, queued_at, run_after, created_at, updated_at, opportunistic)
          SELECT container_id, id, owner, 1, 'Queued', priority, vcpus, ram, scratch, gpus, preemptible,
-           instance_types, $1, run_after, $1, $1 FROM r
+           instance_types, $1, run_after, $1, $1, opportunistic FROM r
          RETURNING id),
        e AS (
          INSERT INTO container_events (container_id, at, kind, message) SELECT id, $1, 'state', 'Queued: submitted' FROM c)
@@ -88,12 +90,17 @@ export class Requests {
         cids,
         col((s) => JSON.stringify(s.secretEnv)),
         col((s) => JSON.stringify(s.labels)),
+        col((s) => s.opportunistic),
+        col((s) => s.ramRetryFactor),
       ],
     });
     this.ctx.wake.send('berth_dispatch', 'queue');
     // The containers did not exist yet when RETURNING ran: every new request's container is Queued.
     const byId = new Map(
-      r.rows.map((row: RequestRecord) => [row.id, { ...row, container_state: 'Queued' as const }]),
+      r.rows.map((row: RequestRecord) => [
+        row.id,
+        { ...row, container_state: 'Queued' as const, container_paused: false },
+      ]),
     );
     return rids.map((id) => byId.get(id)!);
   }

@@ -9,6 +9,7 @@ import type { Db } from './db.js';
 import { Instances } from './instances.js';
 import { Logs } from './logs.js';
 import { Nodes } from './nodes.js';
+import { Pauses } from './pause.js';
 import { Reports } from './reports.js';
 import { Requests } from './requests.js';
 import { Settings } from './settings.js';
@@ -34,6 +35,8 @@ export class Store {
   readonly costs: Costs;
   readonly dashboard: Dashboard;
   readonly usage: UsageQueries;
+  /** berth pause / resume (pause.ts). */
+  readonly pauses: Pauses;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
@@ -55,5 +58,6 @@ export class Store {
     this.costs = new Costs(this.ctx);
     this.dashboard = new Dashboard(this.ctx);
     this.usage = new UsageQueries(this.ctx);
+    this.pauses = new Pauses(this.ctx);
   }
 }

@@ -57,6 +57,8 @@ function examples(): Record<string, Example> {
       body: { lock_token: '1.x', chunks: [{ seq: 0, stream: 'stdout', data: 'x' }] },
     },
     'POST /v1/containers/{id}/cancel': { who: 'alice', params: c, body: { class: 'user', reason: 'fuzz' } },
+    'POST /v1/containers/{id}/pause': { who: 'alice', params: c },
+    'POST /v1/containers/{id}/resume': { who: 'alice', params: c },
     'POST /v1/containers/lock': { who: 'admin', body: { dispatcher_id: 'c1/t1', ids: [ids.ctr!] } },
     'POST /v1/containers/{id}/unlock': {
       who: 'admin',
@@ -97,7 +99,7 @@ function examples(): Record<string, Example> {
     'POST /v1/nodes/{id}/ping': {
       who: 'node',
       params: n,
-      body: { state: 'idle', running: [], usage: {} },
+      body: { state: 'idle', running: [], usage: {}, paused: [] },
     },
     'POST /v1/nodes/{id}/reports': {
       who: 'node',

@@ -167,6 +167,38 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       expect(await s.request(r)).toEqual({ final: true, outcome: 'failed', attempts: 2, tempFailures: 0 });
     });
 
+    it('an OOM kill with ram_retry_factor retries with ram × factor, capped by the largest type', async () => {
+      const GiB = 1024 ** 3;
+      const s = await make({ largestRam: 3 * GiB });
+      const r = await s.submit({ ram: GiB, ramRetryFactor: 2, containerCountMax: 4 });
+      const first = await running(s, r);
+      await s.complete(first.id, first.node, 137, true);
+      const second = await s.current(r);
+      expect(await s.container(second)).toMatchObject({ state: 'Queued', attempt: 2, ram: 2 * GiB });
+      const c2 = await running(s, r, 'i-2');
+      await s.complete(c2.id, c2.node, 137, true);
+      // 4 GiB would not fit any type: the largest one's 3 GiB.
+      const third = await s.current(r);
+      expect(await s.container(third)).toMatchObject({ attempt: 3, ram: 3 * GiB });
+      const c3 = await running(s, r, 'i-3');
+      await s.complete(c3.id, c3.node, 137, true);
+      // At the cap: retried as it is.
+      expect(await s.container(await s.current(r))).toMatchObject({ attempt: 4, ram: 3 * GiB });
+    });
+
+    it('no growth without ram_retry_factor, nor after a non-OOM failure', async () => {
+      const GiB = 1024 ** 3;
+      const s = await make({ largestRam: 8 * GiB });
+      const plain = await s.submit({ ram: GiB });
+      const a = await running(s, plain);
+      await s.complete(a.id, a.node, 137, true);
+      expect(await s.container(await s.current(plain))).toMatchObject({ attempt: 2, ram: GiB });
+      const factor = await s.submit({ ram: GiB, ramRetryFactor: 2 });
+      const b = await running(s, factor, 'i-2');
+      await s.complete(b.id, b.node, 1, false);
+      expect(await s.container(await s.current(factor))).toMatchObject({ attempt: 2, ram: GiB });
+    });
+
     it('retry_on_failure false: a non-zero exit is final at once', async () => {
       const s = await make();
       const r = await s.submit({ retryOnFailure: false });

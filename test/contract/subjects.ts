@@ -22,6 +22,9 @@ export interface RequestArgs {
   retryOnFailure?: boolean;
   /** "Do not start before" (ms after T0). */
   runAfterMs?: number;
+  /** Bytes (default 1 GiB). */
+  ram?: number;
+  ramRetryFactor?: number;
 }
 
 /** A container as both queues can tell it. */
@@ -36,6 +39,8 @@ export interface ContainerView {
   reason: string | null;
   queuedAt: number;
   runAfter: number | null;
+  /** The ram this attempt asks for (bytes). */
+  ram: number;
 }
 
 export interface RequestView {
@@ -59,14 +64,18 @@ export interface Subject {
   node(instance: string, cluster?: string, tag?: string): Promise<string>;
   /** The agent of `node` reports a start / an exit, holding the container's current per-lock token. */
   start(id: string, node: string, opts?: { staleToken?: boolean }): Promise<ItemOutcome>;
-  complete(id: string, node: string, exitCode: number): Promise<ItemOutcome>;
+  complete(id: string, node: string, exitCode: number, oomKilled?: boolean): Promise<ItemOutcome>;
   /** The status text `berth why` shows for a container (the store's, or the simulator's). */
   status(id: string): Promise<string | null>;
   /** The database (PostgreSQL only), for cases that reach under the store. */
   db?: Db;
 }
 
-export type SubjectFactory = (opts?: { maxDispatchAttempts?: number }) => Promise<Subject>;
+export type SubjectFactory = (opts?: {
+  maxDispatchAttempts?: number;
+  /** The largest ram an offered instance type holds (PostgreSQL: a live dispatcher's published view). */
+  largestRam?: number;
+}) => Promise<Subject>;
 
 /** Runs `fn` and answers as a batched transition does: refused (with the error's message) or ok. */
 async function asOutcome(id: string, fn: () => Promise<unknown> | unknown): Promise<ItemOutcome> {
@@ -93,6 +102,11 @@ export function pgSubjects(): SubjectFactory {
     const store = new Store(db.pool, { clock, rng: seededRng(7) });
     if (opts.maxDispatchAttempts !== undefined)
       await store.settings.setMaxDispatchAttempts(opts.maxDispatchAttempts);
+    if (opts.largestRam !== undefined)
+      await db.pool.query(
+        `INSERT INTO dispatchers (id, cluster, tag, started_at, heartbeat_at, view) VALUES ('other/x', 'other', 'x', $1, $1, $2)`,
+        [new Date(T0), { instance_types: [{ name: 'big', ram: opts.largestRam }], limits: {} }],
+      );
     const queue = new PgQueue(store, db.url);
     const tokens = new Map<string, string>(); // container id → the token its agent started it with
     return {
@@ -107,6 +121,8 @@ export function pgSubjects(): SubjectFactory {
             container_count_max: a.containerCountMax ?? 3,
             max_temp_retries: a.maxTempRetries ?? 10,
             retry_on_failure: a.retryOnFailure ?? true,
+            ...(a.ram !== undefined ? { ram: a.ram } : {}),
+            ...(a.ramRetryFactor !== undefined ? { ram_retry_factor: a.ramRetryFactor } : {}),
             ...(a.runAfterMs !== undefined ? { run_after: new Date(T0 + a.runAfterMs).toISOString() } : {}),
           }),
         ]);
@@ -130,6 +146,7 @@ export function pgSubjects(): SubjectFactory {
           reason: c.state === 'Cancelled' ? c.runtime_status : null,
           queuedAt: c.queued_at.getTime(),
           runAfter: c.run_after?.getTime() ?? null,
+          ram: Number(c.ram),
         };
       },
       async request(request) {
@@ -154,10 +171,10 @@ export function pgSubjects(): SubjectFactory {
         if (o.staleToken) t = `${Number(t.split('.')[0]) - 1}.${t.split('.')[1]}`;
         return asOutcome(id, () => store.containers.start(id, node, t));
       },
-      async complete(id, node, exitCode) {
+      async complete(id, node, exitCode, oomKilled = false) {
         const t = tokens.get(id) ?? '0.none';
         return asOutcome(id, () =>
-          store.containers.complete(id, node, t, { exitCode, oomKilled: false, usage: null }),
+          store.containers.complete(id, node, t, { exitCode, oomKilled, usage: null }),
         );
       },
     };
@@ -172,6 +189,7 @@ export function simSubjects(): SubjectFactory {
       now: () => clock.now().getTime(),
       rng: seededRng(7),
       maxDispatchAttempts: opts.maxDispatchAttempts ?? 10,
+      largestRam: opts.largestRam ?? null,
     });
     let n = 0;
     const gens = new Map<string, number>();
@@ -184,7 +202,8 @@ export function simSubjects(): SubjectFactory {
         queue.submit({
           id,
           vcpus: 1,
-          ram: 1024 ** 3,
+          ram: a.ram ?? 1024 ** 3,
+          ramRetryFactor: a.ramRetryFactor ?? null,
           scratch: 0,
           gpus: 0,
           preemptible: false,
@@ -217,6 +236,7 @@ export function simSubjects(): SubjectFactory {
           reason: c.state === 'Cancelled' ? c.reason : null,
           queuedAt: c.queuedAt,
           runAfter: c.runAfter,
+          ram: c.ram,
         };
       },
       async request(request) {
@@ -234,8 +254,8 @@ export function simSubjects(): SubjectFactory {
         gens.set(id, gen);
         return asOutcome(id, () => queue.start(id, node, o.staleToken ? gen - 1 : gen));
       },
-      async complete(id, node, exitCode) {
-        return asOutcome(id, () => queue.complete(id, node, gens.get(id) ?? -1, exitCode));
+      async complete(id, node, exitCode, oomKilled = false) {
+        return asOutcome(id, () => queue.complete(id, node, gens.get(id) ?? -1, exitCode, oomKilled));
       },
     };
   };

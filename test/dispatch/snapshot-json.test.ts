@@ -86,6 +86,8 @@ describe('parseSnapshot', () => {
       billingPeriodMs: 0,
       shutdownWindowMs: 0,
       onDemandAfterInterruptions: null,
+      opportunisticMargin: 0.25,
+      opportunisticMinObservationMs: 300_000,
       maxDispatchAttempts: 10,
       maxIdleTimeMs: 600_000,
       minBillingPeriodMs: 0,

@@ -32,10 +32,10 @@ export interface RunSpec {
   /** Scratch limit in bytes; 0 = unlimited. Enforced by the supervisor, measured by the runtime. */
   scratch: number;
   gpus: number;
+  /** An opportunistic container (issue 16): it may be frozen when guaranteed ones claim their capacity. */
+  opportunistic?: boolean;
   /** A directory the agent created for this container; the runtime keeps its files there. */
   workDir: string;
-  /** It runs in borrowed capacity: the agent may freeze it and hand it back (src/agent/pressure.ts). */
-  opportunistic?: boolean;
 }
 
 /** How a container ended. */

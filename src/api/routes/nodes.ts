@@ -91,18 +91,21 @@ export function nodeRoutes(app: Api, deps: ApiDeps): void {
       try {
         let node = await store.nodes.ping(id, b.state, b.notice ?? null);
         if (b.usage) await store.containers.recordUsage(id, b.usage);
+        if (b.paused && b.running) await store.pauses.report(id, b.running, b.paused);
         // Only this ping's own list counts (not after the long wait below: by then it may be stale); a
         // ping without a list says nothing about what the node runs.
         if (b.running) await store.containers.cancelUnknownToAgent(id, b.running);
-        let work = await store.containers.workFor(id, b.running ?? []);
-        if (work.start.length === 0 && work.kill.length === 0 && (b.wait_ms ?? 0) > 0) {
+        let work = await store.containers.workFor(id, b.running ?? [], b.paused);
+        const idle = (w: typeof work) =>
+          w.start.length + w.kill.length + w.pause.length + w.resume.length === 0;
+        if (idle(work) && (b.wait_ms ?? 0) > 0) {
           await waiter.next(b.wait_ms!);
           if (deps.closing())
             throw new HttpError(503, 'unavailable', 'the server is stopping; ping again shortly');
           node = await store.nodes.get(id);
-          work = await store.containers.workFor(id, b.running ?? []);
+          work = await store.containers.workFor(id, b.running ?? [], b.paused);
         }
-        return { node, start: work.start, kill: work.kill, drain: node.state === 'draining' };
+        return { node, ...work, drain: node.state === 'draining' };
       } finally {
         waiter.close();
       }

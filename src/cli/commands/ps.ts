@@ -9,6 +9,8 @@ import { age, shortCommand, size, table, when } from '../format.js';
 export function statusWord(r: RequestRecord): string {
   if (r.state === 'Final')
     return r.outcome === 'success' ? 'Done' : r.outcome === 'cancelled' ? 'Cancelled' : 'Failed';
+  // A paused container is Running (src/store/pause.ts); a person wants to see that it does not advance.
+  if (r.container_state === 'Running' && r.container_paused) return 'Paused';
   return r.container_state ?? 'Queued';
 }
 

@@ -8,6 +8,7 @@ import { printable, shortCommand, size, when } from '../format.js';
 import { formatMoney } from '../../model/cost.js';
 import { formatDuration } from '../../model/units.js';
 import type { ContainerCost } from '../../store/cost.js';
+import { pauseWord } from './pause.js';
 import { statusWord } from './ps.js';
 
 interface Event {
@@ -29,7 +30,7 @@ function costLine(k: ContainerCost): string {
 function containerLines(c: ContainerRecord, now: Date, cost?: ContainerCost): string[] {
   const waits = (c.state === 'Queued' || c.state === 'Locked') && c.run_after && new Date(c.run_after) > now;
   return [
-    `  ${c.id}  attempt ${c.attempt}  ${c.state}${c.failure_class ? ` (${c.failure_class})` : ''}`,
+    `  ${c.id}  attempt ${c.attempt}  ${c.state}${c.failure_class ? ` (${c.failure_class})` : ''}${pauseWord(c) ? ` (${pauseWord(c)})` : ''}`,
     ...(waits ? [`    not before: ${when(c.run_after!, now)}`] : []),
     ...(c.exit_code !== null || c.oom_killed ? [`    ${describeExit(c.exit_code, c.oom_killed)}`] : []),
     ...(c.runtime_status ? [`    reason: ${c.runtime_status}`] : []),
@@ -75,7 +76,10 @@ async function showRequest(client: Client, id: string, json: boolean): Promise<v
       `  image: ${req.image ?? '(none: a process)'}`,
       ...(req.cwd ? [`  working directory: ${req.cwd}`] : []),
       ...(env.length + secret.length > 0 ? [`  env: ${[...env, ...secret].join(' ')}`] : []),
-      `  resources: ${req.vcpus} CPUs, ${size(req.ram)} RAM, ${size(req.scratch)} scratch, ${req.gpus} GPUs${req.preemptible ? ', preemptible' : ''}`,
+      `  resources: ${req.vcpus} CPUs, ${size(req.ram)} RAM, ${size(req.scratch)} scratch, ${req.gpus} GPUs${req.preemptible ? ', preemptible' : ''}${req.opportunistic ? ', opportunistic' : ''}`,
+      ...(req.ram_retry_factor !== null && req.ram_retry_factor !== undefined
+        ? [`  after an OOM kill: retried with ram × ${req.ram_retry_factor}`]
+        : []),
       `  attempts: ${req.attempts} of ${req.container_count_max}, infrastructure retries: ${req.temp_failures} of ${req.max_temp_retries}`,
       ...(req.state === 'Final' ? [`  outcome: ${req.outcome}: ${req.final_reason ?? ''}`] : []),
       ...(Object.keys(req.labels ?? {}).length > 0

@@ -30,6 +30,8 @@ interface SubmitOpts {
   image?: string;
   priority?: number;
   preemptible?: boolean;
+  opportunistic?: boolean;
+  ramRetryFactor?: string;
   maxAttempts?: number;
   maxRunTime?: string;
   runAfter?: string;
@@ -82,6 +84,15 @@ export function buildRequestBody(
   if (opts.image !== undefined) body.image = opts.image;
   if (opts.priority !== undefined) body.priority = opts.priority;
   if (opts.preemptible) body.preemptible = true;
+  if (opts.opportunistic) body.opportunistic = true;
+  if (opts.ramRetryFactor !== undefined) {
+    // A number goes to the API as one (which checks its range); anything else is refused here.
+    if (!/^\d+(\.\d+)?$/.test(opts.ramRetryFactor))
+      throw new UsageError(
+        `--ram-retry-factor: expected a number such as 2 or 1.5, got ${JSON.stringify(opts.ramRetryFactor)}`,
+      );
+    body.ram_retry_factor = Number(opts.ramRetryFactor);
+  }
   if (opts.maxAttempts !== undefined) body.container_count_max = opts.maxAttempts;
   if (opts.maxRunTime !== undefined) body.max_run_time = opts.maxRunTime;
   if (opts.runAfter !== undefined) body.run_after = parseWhen(opts.runAfter, now).toISOString();
@@ -162,6 +173,14 @@ export function registerSubmit(program: Command): void {
       intFlag('--priority'),
     )
     .option('--preemptible', 'may run on preemptible (spot) instances')
+    .option(
+      '--opportunistic',
+      'may run in capacity other containers reserve but do not use; frozen, then requeued, when they claim it back',
+    )
+    .option(
+      '--ram-retry-factor <f>',
+      'after an OOM kill, retry with ram × f (1 to 8; capped by the largest instance type), default: same ram',
+    )
     .option(
       '--max-attempts <n>',
       'attempts before giving up on non-zero exits, default 3',

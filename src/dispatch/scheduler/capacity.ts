@@ -79,15 +79,25 @@ export class Capacity {
   }
 
   /**
+   * Whether the slot may take the shape at this priority, room aside: its type (within max_price_factor),
+   * the cap, a head's reservation.
+   */
+  mayTake(slot: Slot, shape: Shape, priority: number): boolean {
+    return (
+      priority >= slot.reservedBelow &&
+      (this.maxPerInstance === 0 || slot.count < this.maxPerInstance) &&
+      shape.usableByIndex[slot.typeIndex] === 1
+    );
+  }
+
+  /**
    * Whether the slot can take the shape, for a container of this priority, as it is (no growth).
    * `accepted`: the slot's instance was created for this container, so the expected share rule does not
    * judge it again (placement.ts; never through a cursor, which must not depend on the container).
    */
   hasRoom(slot: Slot, shape: Shape, priority: number, accepted: boolean): boolean {
     return (
-      priority >= slot.reservedBelow &&
-      (this.maxPerInstance === 0 || slot.count < this.maxPerInstance) &&
-      shape.usableByIndex[slot.typeIndex] === 1 &&
+      this.mayTake(slot, shape, priority) &&
       (this.shareRule !== 'expected' || accepted || slot.bin !== null || expectedShareOk(slot, shape)) &&
       fits(shape.need, slot.free)
     );

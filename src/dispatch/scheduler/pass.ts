@@ -4,6 +4,7 @@ import type { InstanceType } from '../../model/types.js';
 import { Capacity, type Slot } from './capacity.js';
 import { buildShape, compareTypes, ShapeCache, type Shape } from './fitting.js';
 import { Limits, type LimitBlock } from './limits.js';
+import { Borrowing } from './opportunistic.js';
 import { Owners } from './owners.js';
 import { assignments, viewPool, type PoolView } from './pool.js';
 import { Statuses } from './statuses.js';
@@ -45,6 +46,8 @@ export class Pass {
   readonly capacity: Capacity;
   readonly shapes: ShapeCache;
   readonly owners: Owners;
+  /** What running guaranteed containers lend to opportunistic ones (opportunistic.ts). */
+  readonly borrowing: Borrowing;
   /** Containers that wait for a place, in input order (queueOrder sorts them). */
   readonly waiting: SnapshotContainer[] = [];
   readonly evictable: Placement[] = [];
@@ -67,6 +70,7 @@ export class Pass {
     this.pool = viewPool(snap, this.typesByName, this.typeIndex, assigned, this.limits, (at) =>
       this.until(at),
     );
+    this.borrowing = Borrowing.of(assigned, this.config);
     this.capacity = new Capacity(
       this.pool.slots,
       this.config.maxContainersPerInstance,

@@ -132,6 +132,11 @@ class Placer {
       (own !== undefined ? pass.capacity.roomOn(own, shape, c.priority, true, false) : null) ??
       pass.capacity.find(shape, c.priority, !behindHead, alikeBehind);
     if (room !== null) return this.place(c, shape, room);
+    if (c.opportunistic) {
+      const cap = pass.capacity;
+      const lent = pass.borrowing.find(cap.slots, shape, (s) => cap.mayTake(s, shape, c.priority));
+      if (lent !== null) return this.place(c, shape, { slot: lent, growTo: -1 });
+    }
     // No room anywhere: an instance must be created (or the container waits).
     const choice = this.choose(shape);
     if (choice.type === null) return this.wait(c, choice.waitReason);

@@ -45,6 +45,23 @@ export interface SnapshotContainer extends ContainerShape {
   owner: string;
   /** Earlier attempts of its request ended by a spot interruption (absent: 0). */
   spotInterruptions?: number;
+  /**
+   * It may run in capacity other containers reserve but do not use, and be frozen and requeued when they
+   * claim it back (issue 16; opportunistic.ts). Absent: false (a guaranteed container).
+   */
+  opportunistic?: boolean;
+  /** What a Running container was measured using so far (its agent's samples); absent: not measured. */
+  usage?: MeasuredUsage;
+}
+
+/** A running container's measured use: what opportunistic placement may borrow (opportunistic.ts). */
+export interface MeasuredUsage {
+  /** Peak memory since it started, bytes. */
+  ram: number;
+  /** Average CPUs used since it started. */
+  vcpus: number;
+  /** How long it has been measured, ms. */
+  observedMs: number;
 }
 
 /**

@@ -6,7 +6,8 @@
 //     has decided each request: finalise some, queue the retries of the others, write every event.
 import { describeExit, oomWarning } from '../../model/exit.js';
 import { newId } from '../../model/ids.js';
-import { decideRetry, retryRunAfter, type RetryDecision } from '../../model/retry.js';
+import { decideRetry, grownRam, retryRunAfter, type RetryDecision } from '../../model/retry.js';
+import { formatSize } from '../../model/units.js';
 import { statesFrom, type Actor } from '../../model/transitions.js';
 import type { FailureClass } from '../../model/types.js';
 import type { StoreContext } from '../context.js';
@@ -61,6 +62,8 @@ interface EndedRow {
   max_temp_retries: number;
   retry_on_failure: boolean;
   run_after: Date | null;
+  ram: number;
+  ram_retry_factor: number | null;
 }
 
 /** The guard columns of an actor: null means "not checked" (see the WHERE clause below). */
@@ -99,9 +102,9 @@ const END_SQL = `
       AND (i.g_gen IS NULL OR c.lock_generation = i.g_gen)
       AND (i.g_holder IS NULL OR c.locked_by IS NULL OR c.locked_by = i.g_holder)
       AND (i.g_owner IS NULL OR c.owner = i.g_owner)
-    RETURNING c.id, c.request_id, c.attempt, c.queued_at, c.node_id, c.state, c.spot_interruptions)
+    RETURNING c.id, c.request_id, c.attempt, c.queued_at, c.node_id, c.state, c.spot_interruptions, c.ram)
   SELECT e.*, r.state AS request_state, r.container_id, r.priority, r.attempts, r.temp_failures,
-    r.container_count_max, r.max_temp_retries, r.retry_on_failure, r.run_after
+    r.container_count_max, r.max_temp_retries, r.retry_on_failure, r.run_after, r.ram_retry_factor
   FROM ended e JOIN container_requests r ON r.id = e.request_id
   FOR UPDATE OF r`;
 
@@ -115,16 +118,23 @@ const NEXT_SQL = `
     UPDATE container_requests r SET container_id = t.cid, attempts = t.attempts, temp_failures = t.temp,
       updated_at = $1
     FROM unnest($7::text[], $8::text[], $9::int4[], $10::int4[], $11::int4[], $12::timestamptz[],
-      $13::timestamptz[], $14::int4[]) AS t(id, cid, attempts, temp, attempt, queued_at, run_after, spot)
+      $13::timestamptz[], $14::int4[], $15::int8[]) AS t(id, cid, attempts, temp, attempt, queued_at, run_after, spot, ram)
     WHERE r.id = t.id
-    RETURNING r.id, r.owner, r.priority, r.vcpus, r.ram, r.scratch, r.gpus, r.preemptible, r.instance_types,
-      t.cid, t.attempt, t.queued_at, t.run_after, t.spot),
+    RETURNING r.id, r.owner, r.priority, r.vcpus, t.ram, r.scratch, r.gpus, r.preemptible, r.instance_types,
+      r.opportunistic, t.cid, t.attempt, t.queued_at, t.run_after, t.spot),
   n AS (
     INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
-      preemptible, instance_types, queued_at, run_after, created_at, updated_at, spot_interruptions)
+      preemptible, instance_types, queued_at, run_after, created_at, updated_at, spot_interruptions, opportunistic)
     SELECT cid, id, owner, attempt, 'Queued', priority, vcpus, ram, scratch, gpus, preemptible, instance_types,
-      queued_at, run_after, $1, $1, spot FROM t)
-  ${EventRows.INSERT_SQL(15)}`;
+      queued_at, run_after, $1, $1, spot, opportunistic FROM t)
+  ${EventRows.INSERT_SQL(16)}`;
+
+// The most memory a container can be given: the largest instance type a live dispatcher offers, less its
+// ram_overhead (their published views, src/dispatch/pg-mirror.ts). NULL when none has published one.
+const LARGEST_RAM_SQL = `
+  SELECT max((t->>'ram')::float8 - COALESCE((d.view->'limits'->>'ram_overhead')::float8, 0)) AS ram
+  FROM dispatchers d CROSS JOIN LATERAL jsonb_array_elements(d.view->'instance_types') t
+  WHERE d.stopped_at IS NULL AND jsonb_typeof(d.view->'instance_types') = 'array'`;
 
 // The exit an agent reports for a container in its cancel grace (grace.ts): recorded on the Cancelled
 // container (which closes the grace: exit_code is set), its state and its request's course unchanged.
@@ -228,7 +238,15 @@ async function next(
 ): Promise<Map<string, string>> {
   const events = new EventRows();
   const final: { id: string; d: Extract<RetryDecision, { kind: 'final' }> }[] = [];
-  const retry: { row: EndedRow; cid: string; d: Extract<RetryDecision, { kind: 'retry' }> }[] = [];
+  const retry: {
+    row: EndedRow;
+    cid: string;
+    d: Extract<RetryDecision, { kind: 'retry' }>;
+    /** The retry's ram when it grows after an OOM kill (grownRam). */
+    ram: number | null;
+  }[] = [];
+  let largest: Promise<number | null> | null = null;
+  const largestRam = () => (largest ??= largestOffered(tx));
   for (const row of rows) {
     const end = items.get(row.id)!.end;
     const retryable = end.state === 'Complete' || end.retryable !== false;
@@ -267,16 +285,36 @@ async function next(
       ctx.rng,
     );
     if (d.kind === 'final') final.push({ id: row.request_id, d });
-    else retry.push({ row, cid: newId('c', now.getTime()), d });
+    else {
+      // grownRam owns the rule; the largest offered type is read only when the request would grow.
+      const facts = {
+        state: end.state,
+        exitCode: end.state === 'Complete' ? end.exitCode : null,
+        oomKilled: end.state === 'Complete' && end.oomKilled,
+      };
+      const factor = row.ram_retry_factor;
+      const ram =
+        grownRam(facts, Number(row.ram), factor, null) === null
+          ? null
+          : grownRam(facts, Number(row.ram), factor, await largestRam());
+      retry.push({ row, cid: newId('c', now.getTime()), d, ram });
+    }
   }
   const runAfter = retry.map(({ row, d }) => {
     const t = retryRunAfter(now.getTime(), d.delayMs, row.run_after?.getTime() ?? null);
     return t === null ? null : new Date(t);
   });
-  retry.forEach(({ row, cid, d }) => {
+  retry.forEach(({ row, cid, d, ram }) => {
     const delay =
       d.delayMs > 0 ? ` after a backoff until ${new Date(now.getTime() + d.delayMs).toISOString()}` : '';
     events.add(row.id, 'retry', `retried as ${cid}${delay}: ${d.reason}`, { retry: cid });
+    if (ram !== null)
+      events.add(
+        row.id,
+        'grow',
+        `retried with ${formatSize(ram)} ram instead of ${formatSize(Number(row.ram))} (ram_retry_factor ${row.ram_retry_factor}, after an OOM kill)`,
+        { retry: cid, ram, from: Number(row.ram) },
+      );
     events.add(cid, 'state', `Queued: attempt ${row.attempt + 1}, retrying ${row.id} (${d.reason})`, {
       state: 'Queued',
     });
@@ -301,7 +339,15 @@ async function next(
       const end = items.get(row.id)!.end;
       return row.spot_interruptions + (end.state === 'Cancelled' && end.interrupted ? 1 : 0);
     }),
+    retry.map((r) => r.ram ?? r.row.ram),
     ...events.params(),
   ]);
   return new Map(retry.map((r) => [r.row.id, r.cid]));
+}
+
+/** The largest ram any live dispatcher's instance types offer (LARGEST_RAM_SQL), or null. */
+async function largestOffered(tx: Tx): Promise<number | null> {
+  const r = await tx.query<{ ram: number | null }>(LARGEST_RAM_SQL);
+  const ram = r.rows[0]?.ram ?? null;
+  return ram === null ? null : Math.floor(ram);
 }

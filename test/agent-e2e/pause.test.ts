@@ -1,0 +1,87 @@
+// berth pause / resume end to end: a real API server, a real agent with the process runtime, a counter that
+// must not advance while its container is paused and must go on (not restart) after the resume.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Principal } from '../../src/store/tokens.js';
+import { Harness, until } from './harness.js';
+
+let h: Harness;
+let node: Awaited<ReturnType<Harness['node']>>;
+
+beforeAll(async () => {
+  h = await Harness.create();
+  node = await h.node();
+  h.startAgent(node);
+});
+afterAll(async () => h?.cleanup());
+
+const alice: Principal = {
+  tokenId: 0,
+  scope: 'user',
+  owner: 'alice',
+  nodeId: null,
+  dispatcherId: null,
+  maxPriority: null,
+};
+
+describe('pause and resume (agent in-process, process runtime)', () => {
+  it('a paused counter does not advance; after the resume it goes on where it stopped', async () => {
+    const COUNTER = ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done'];
+    const id = await h.submitAndAssign(node, { command: COUNTER });
+    // A second counter, never paused, on the same node: the clock the paused one is watched by.
+    const witness = await h.submitAndAssign(node, { command: COUNTER });
+    // The runtime keeps the container's stdout in its work dir as it comes (no shipping delay).
+    const counted = (cid: string) => async (): Promise<number> => {
+      const out = join(node.workDir, 'containers', cid, 'run', 'stdout');
+      const lines = (await readFile(out, 'utf8').catch(() => '')).split('\n').filter((l) => /^\d+$/.test(l));
+      return lines.length ? Number(lines[lines.length - 1]) : 0;
+    };
+    const last = counted(id);
+    const stdout = join(node.workDir, 'containers', id, 'run', 'stdout');
+    await until(async () => (await last()) >= 3, 30_000, 'the counter to count');
+
+    await h.store.pauses.request(id, true, alice);
+    await until(
+      async () => (await h.store.containers.get(id)).paused,
+      30_000,
+      'the agent to report it frozen',
+    );
+    const frozenAt = await last();
+    // Watch while the witness counts 20 more (a second of its time, however slow the machine): the
+    // paused counter must not count once meanwhile.
+    const w0 = await counted(witness)();
+    await until(async () => (await counted(witness)()) >= w0 + 20, 60_000, 'the witness to count on');
+    expect(await last()).toBe(frozenAt);
+    const c = await h.store.containers.get(id);
+    expect(c).toMatchObject({ state: 'Running', paused: true, pause_wanted: true });
+
+    await h.store.pauses.request(id, false, alice);
+    await until(async () => (await last()) > frozenAt, 30_000, 'the resumed counter to go on');
+    await until(
+      async () => !(await h.store.containers.get(id)).paused,
+      30_000,
+      'the agent to report it running',
+    );
+    // It went on, not over: every number once, in order, from 1.
+    const all = (await readFile(stdout, 'utf8'))
+      .split('\n')
+      .filter((l) => /^\d+$/.test(l))
+      .map(Number);
+    expect(all).toEqual(all.map((_, i) => i + 1));
+
+    for (const cid of [id, witness])
+      await h.store.containers.cancel(cid, { kind: 'user', owner: null }, 'user', 'test done');
+    await h.waitState(id, ['Cancelled']);
+    await h.waitState(witness, ['Cancelled']);
+    const kinds = (await h.store.containerList.events(id))
+      .filter((e) => e.kind === 'pause')
+      .map((e) => e.message);
+    expect(kinds).toEqual([
+      'pause requested by alice',
+      'paused: frozen by its agent',
+      'resume requested by alice',
+      'resumed: running again',
+    ]);
+  });
+});

@@ -1,0 +1,171 @@
+// Opportunistic placement (src/dispatch/scheduler/opportunistic.ts), one pure pass per row: an
+// opportunistic container goes into what running guaranteed containers reserve and measurably do not
+// use (with the margin, after the minimum observation); a guaranteed container never does.
+import { describe, expect, it } from 'vitest';
+import { plan } from '../../src/dispatch/scheduler/plan.js';
+import { lent } from '../../src/dispatch/scheduler/opportunistic.js';
+import { parseSnapshot } from '../../src/dispatch/snapshot-json.js';
+import type { MeasuredUsage, SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
+import { ctr, GiB, inst, snap, type } from './builders.js';
+
+const TYPES = [type('t4', 4, 16, 0.8)];
+const HOUR = 3_600_000;
+/** The default margin and minimum observation (src/config/scheduler.ts), said here so rows read alone. */
+const CONFIG = { opportunisticMargin: 0.25, opportunisticMinObservationMs: 300_000 };
+
+/** A guaranteed container running on i-1 with all of t4 (4 CPUs, 16 GiB) reserved, using `usage`. */
+const big = (usage?: Partial<MeasuredUsage>, extra: Partial<SnapshotContainer> = {}) =>
+  ctr('g', {
+    state: 'Running',
+    instance: 'i-1',
+    vcpus: 4,
+    ram: 16 * GiB,
+    ...(usage ? { usage: { ram: 2 * GiB, vcpus: 1, observedMs: HOUR, ...usage } } : {}),
+    ...extra,
+  });
+
+const actionsFor = (containers: SnapshotContainer[], config = CONFIG) =>
+  plan(snap({ types: TYPES, config, instances: [inst('i-1', 't4', 'running')], containers })).actions;
+
+describe('opportunistic placement', () => {
+  it('an opportunistic container goes into the idle part of a running reservation; no instance is created', () => {
+    // g uses 1 CPU and 2 GiB of 4 and 16: it lends 4 − 1.25 = 2.75 CPUs and 16 − 2.5 = 13.5 GiB.
+    const o = ctr('o', { opportunistic: true, vcpus: 2, ram: 8 * GiB });
+    expect(actionsFor([big({}), o])).toEqual([
+      { op: 'lock', container: 'o' },
+      { op: 'start', container: 'o', instance: 'i-1' },
+    ]);
+  });
+
+  it('a guaranteed container of the same shape gets a new instance instead', () => {
+    const g2 = ctr('g2', { vcpus: 2, ram: 8 * GiB });
+    expect(actionsFor([big({}), g2])).toEqual([
+      { op: 'lock', container: 'g2' },
+      { op: 'create', type: 't4', for: ['g2'] },
+    ]);
+  });
+
+  it('what is lent is lent once: a second borrower that would not fit too waits for a new instance', () => {
+    const o1 = ctr('o1', { opportunistic: true, vcpus: 2, ram: 8 * GiB });
+    const o2 = ctr('o2', { opportunistic: true, vcpus: 2, ram: 8 * GiB });
+    expect(actionsFor([big({}), o1, o2])).toEqual([
+      { op: 'lock', container: 'o1' },
+      { op: 'start', container: 'o1', instance: 'i-1' },
+      { op: 'lock', container: 'o2' },
+      { op: 'create', type: 't4', for: ['o2'] },
+    ]);
+  });
+
+  it('a running borrower counts: what it borrows is not lent again on the next pass', () => {
+    const o1 = ctr('o1', { opportunistic: true, vcpus: 2, ram: 8 * GiB, state: 'Running', instance: 'i-1' });
+    const o2 = ctr('o2', { opportunistic: true, vcpus: 2, ram: 8 * GiB });
+    expect(actionsFor([big({}), o1, o2])).toContainEqual({ op: 'create', type: 't4', for: ['o2'] });
+  });
+
+  it('nothing is lent before the minimum observation, nor by a container never measured', () => {
+    const o = ctr('o', { opportunistic: true, vcpus: 1, ram: GiB });
+    const young = big({ observedMs: CONFIG.opportunisticMinObservationMs - 1 });
+    expect(actionsFor([young, o])).toContainEqual({ op: 'create', type: 't4', for: ['o'] });
+    expect(actionsFor([big(), o])).toContainEqual({ op: 'create', type: 't4', for: ['o'] });
+  });
+
+  it('the margin is kept: use × (1 + margin) is not lent', () => {
+    // g used 12 GiB at its peak: it keeps 15 GiB and lends 1 GiB; 2 GiB does not fit, 1 GiB does.
+    const peak = big({ ram: 12 * GiB });
+    expect(actionsFor([peak, ctr('o', { opportunistic: true, vcpus: 1, ram: 2 * GiB })])).toContainEqual({
+      op: 'create',
+      type: 't4',
+      for: ['o'],
+    });
+    expect(actionsFor([peak, ctr('o', { opportunistic: true, vcpus: 1, ram: GiB })])).toContainEqual({
+      op: 'start',
+      container: 'o',
+      instance: 'i-1',
+    });
+  });
+
+  it('opportunistic containers lend nothing, and scratch and GPUs are never lent', () => {
+    const usage = { ram: 0, vcpus: 0, observedMs: HOUR };
+    expect(lent([big(usage, { opportunistic: true })], CONFIG)).toEqual({
+      mcpu: 0,
+      ram: 0,
+      scratch: 0,
+      gpus: 0,
+    });
+    expect(lent([big(usage, { scratch: 50 * GiB })], CONFIG)).toEqual({
+      mcpu: 4000,
+      ram: 16 * GiB,
+      scratch: 0,
+      gpus: 0,
+    });
+    // g holds 50 of t4's 100 GiB scratch: 60 GiB fits the type, not what is free, and none is lent.
+    const o = ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, scratch: 60 * GiB });
+    expect(actionsFor([big({}, { scratch: 50 * GiB }), o])).toContainEqual({
+      op: 'create',
+      type: 't4',
+      for: ['o'],
+    });
+  });
+});
+
+describe('the snapshot JSON (berth plan)', () => {
+  const json = (usage: unknown) => ({
+    now: '2026-01-01T00:00:00Z',
+    instance_types: [{ name: 't4', vcpus: 4, ram: '16GiB', price: 0.8 }],
+    instances: [{ id: 'i-1', type: 't4', state: 'running', state_since: '2025-12-31T23:00:00Z' }],
+    containers: [
+      {
+        id: 'g',
+        state: 'Running',
+        priority: 1,
+        queued_at: '2025-12-31T22:00:00Z',
+        vcpus: 4,
+        ram: '16GiB',
+        instance: 'i-1',
+        usage,
+      },
+      {
+        id: 'o',
+        state: 'Queued',
+        priority: 1,
+        queued_at: '2025-12-31T23:00:00Z',
+        vcpus: 1,
+        ram: '1GiB',
+        opportunistic: true,
+      },
+    ],
+  });
+
+  it('carries opportunistic and a running container usage, and the plan borrows with them', () => {
+    const s = parseSnapshot(json({ ram: '2GiB', vcpus: 0.5, observed: '1h' }));
+    expect(s.containers[0]!.usage).toEqual({ ram: 2 * GiB, vcpus: 0.5, observedMs: HOUR });
+    expect(s.containers[1]!.opportunistic).toBe(true);
+    expect(plan(s).actions).toContainEqual({ op: 'start', container: 'o', instance: 'i-1' });
+  });
+
+  it('a bad usage names its field', () => {
+    expect(() => parseSnapshot(json({ ram: '2 gigs', vcpus: 0.5, observed: '1h' }))).toThrow(
+      /^containers\[0\]\.usage\.ram: /,
+    );
+    expect(() => parseSnapshot(json({ ram: '2GiB', vcpus: 0.5, observed: '1h', peak: 1 }))).toThrow(
+      'containers[0].usage.peak: unknown field',
+    );
+  });
+});
+
+describe('the price of lent room', () => {
+  it('a borrower keeps to max_price_factor: room on a much bigger instance outlives its lender', () => {
+    // c1 costs 0.1; t4 (0.8) is far above 1.5 × 0.1. Borrowing there kept t4 instances alive for small
+    // borrowers after their lenders ended: +9% cost on KTH, +13% on lublin (docs/PERFORMANCE.md).
+    const types = [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)];
+    const actions = plan(
+      snap({
+        types,
+        config: { ...CONFIG, shareRule: 'price' },
+        instances: [inst('i-1', 't4', 'running')],
+        containers: [big({}), ctr('o', { opportunistic: true, vcpus: 1, ram: GiB })],
+      }),
+    ).actions;
+    expect(actions).toContainEqual({ op: 'create', type: 'c1', for: ['o'] });
+  });
+});
