@@ -86,6 +86,8 @@ export interface JournalEntry {
   requestId?: string;
   /** It runs in borrowed capacity (the start order said so): the pressure watcher may reclaim it. */
   opportunistic?: boolean;
+  /** Frozen by berth pause: survives a restart, so a new agent reports it paused and thaws it on resume. */
+  paused?: boolean;
   exit: ExitInfo | null;
   log: LogCursor;
 }

@@ -185,8 +185,10 @@ export class ContainerRunner {
     }
   }
 
-  /** Whether the container is frozen by berth pause (the agent reports it with its pings). */
-  frozen = false;
+  /** Whether the container is frozen by berth pause (the agent reports it with its pings; in the journal). */
+  get frozen(): boolean {
+    return this.ctx.journal.containers.get(this.id)?.paused === true;
+  }
   private freezing: Promise<void> = Promise.resolve();
 
   /**
@@ -199,7 +201,11 @@ export class ContainerRunner {
       const sup = this.supervisor;
       if (!sup || this.frozen === want) return;
       await (want ? sup.handle.freeze() : sup.handle.thaw());
-      this.frozen = want;
+      const entry = this.ctx.journal.containers.get(this.id);
+      if (entry) {
+        entry.paused = want;
+        await this.ctx.journal.save();
+      }
       this.log.info(want ? 'paused: frozen' : 'resumed: thawed');
     });
     return this.freezing.catch((err: unknown) =>

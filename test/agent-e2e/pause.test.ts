@@ -84,4 +84,39 @@ describe('pause and resume (agent in-process, process runtime)', () => {
       'resumed: running again',
     ]);
   });
+
+  it('an agent restarted while its container is paused still knows it, and the resume thaws it', async () => {
+    const other = await h.node();
+    const first = h.spawnAgent(other);
+    const id = await h.submitAndAssign(other, {
+      command: ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done'],
+    });
+    const out = join(other.workDir, 'containers', id, 'run', 'stdout');
+    const last = async () => {
+      const lines = (await readFile(out, 'utf8').catch(() => '')).split('\n').filter((l) => /^\d+$/.test(l));
+      return lines.length ? Number(lines[lines.length - 1]) : 0;
+    };
+    await until(async () => (await last()) >= 3, 30_000, 'the counter to count');
+    await h.store.pauses.request(id, true, alice);
+    await until(
+      async () => (await h.store.containers.get(id)).paused,
+      30_000,
+      'the agent to report it frozen',
+    );
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // Resumed while no agent runs: the new agent learns it from its pings, and must know the container is
+    // frozen (its journal) to report it so and to thaw it.
+    await h.store.pauses.request(id, false, alice);
+    const frozenAt = await last();
+    h.spawnAgent(other);
+    await until(async () => (await last()) > frozenAt, 30_000, 'the resumed counter to go on');
+    await until(
+      async () => !(await h.store.containers.get(id)).paused,
+      30_000,
+      'the agent to report it running',
+    );
+    await h.store.containers.cancel(id, { kind: 'user', owner: null }, 'user', 'test done');
+    await h.waitState(id, ['Cancelled']);
+  });
 });
