@@ -223,7 +223,13 @@ describe('slurm backend under failures', () => {
       const twice = await submittedTwice(jobs);
       if (twice.length > 0) console.error(`first dispatcher:\n${before}\nsecond dispatcher:\n${d.output()}`);
       expect(twice).toEqual([]);
-      expect(jobs.filter((j) => j.name.startsWith('c-') && isLive(j))).toEqual([]);
+      // A job ends a moment after its container's last report (the one-shot agent exits, slurmstepd ends it).
+      await until(
+        async () => (await w.jobs()).every((j) => !(j.name.startsWith('c-') && isLive(j))),
+        60_000,
+        'every container job to end',
+      ).catch(() => {});
+      expect((await w.jobs()).filter((j) => j.name.startsWith('c-') && isLive(j))).toEqual([]);
 
       let retried = 0;
       let resubmitted = 0;
