@@ -296,8 +296,18 @@ export class ShimHandle implements RunHandle {
     if (this.done || !(await this.started())) return;
     if (this.hooks.cgroup) return this.hooks.cgroup.freeze();
     // Without a cgroup: SIGSTOP, which stops the container's processes as a freeze would, except that a
-    // parent waiting for them can notice, and processes that left the group (or were not yet seen) go on.
-    for (const pid of await this.signalTargets('SIGSTOP')) killQuietly(pid, 'SIGSTOP');
+    // parent waiting for them can notice, and processes that left the group go on. One forked between the
+    // listing and the stop (a sandbox still starting the command) is caught by listing again until a listing
+    // finds nothing new.
+    const stopped = new Set<number>();
+    for (let round = 0; round < 20; round++) {
+      const fresh = (await this.signalTargets('SIGSTOP')).filter((pid) => !stopped.has(pid));
+      if (fresh.length === 0) break;
+      for (const pid of fresh) {
+        killQuietly(pid, 'SIGSTOP');
+        stopped.add(pid);
+      }
+    }
     this.stopped = true;
   }
 
