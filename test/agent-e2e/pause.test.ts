@@ -25,18 +25,24 @@ const alice: Principal = {
   maxPriority: null,
 };
 
+const COUNTER = ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done'];
+
+/**
+ * The last number a counter container printed: the runtime keeps its stdout in the node's work dir as it
+ * comes (no shipping delay).
+ */
+const lastCount = (workDir: string, cid: string) => async (): Promise<number> => {
+  const out = join(workDir, 'containers', cid, 'run', 'stdout');
+  const lines = (await readFile(out, 'utf8').catch(() => '')).split('\n').filter((l) => /^\d+$/.test(l));
+  return lines.length ? Number(lines[lines.length - 1]) : 0;
+};
+
 describe('pause and resume (agent in-process, process runtime)', () => {
   it('a paused counter does not advance; after the resume it goes on where it stopped', async () => {
-    const COUNTER = ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done'];
     const id = await h.submitAndAssign(node, { command: COUNTER });
     // A second counter, never paused, on the same node: the clock the paused one is watched by.
     const witness = await h.submitAndAssign(node, { command: COUNTER });
-    // The runtime keeps the container's stdout in its work dir as it comes (no shipping delay).
-    const counted = (cid: string) => async (): Promise<number> => {
-      const out = join(node.workDir, 'containers', cid, 'run', 'stdout');
-      const lines = (await readFile(out, 'utf8').catch(() => '')).split('\n').filter((l) => /^\d+$/.test(l));
-      return lines.length ? Number(lines[lines.length - 1]) : 0;
-    };
+    const counted = (cid: string) => lastCount(node.workDir, cid);
     const last = counted(id);
     const stdout = join(node.workDir, 'containers', id, 'run', 'stdout');
     await until(async () => (await last()) >= 3, 30_000, 'the counter to count');
@@ -88,14 +94,8 @@ describe('pause and resume (agent in-process, process runtime)', () => {
   it('an agent restarted while its container is paused still knows it, and the resume thaws it', async () => {
     const other = await h.node();
     const first = h.spawnAgent(other);
-    const id = await h.submitAndAssign(other, {
-      command: ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done'],
-    });
-    const out = join(other.workDir, 'containers', id, 'run', 'stdout');
-    const last = async () => {
-      const lines = (await readFile(out, 'utf8').catch(() => '')).split('\n').filter((l) => /^\d+$/.test(l));
-      return lines.length ? Number(lines[lines.length - 1]) : 0;
-    };
+    const id = await h.submitAndAssign(other, { command: COUNTER });
+    const last = lastCount(other.workDir, id);
     await until(async () => (await last()) >= 3, 30_000, 'the counter to count');
     await h.store.pauses.request(id, true, alice);
     await until(
