@@ -54,11 +54,13 @@ describe('berth up across a SIGKILL', () => {
     expect(out).toMatch(/resuming the demo/);
     const rows = out.split('\n').filter((l) => /^r-[0-9a-z]{16}\s+demo-/.test(l));
     expect(rows).toHaveLength(12);
+    // On a mismatch the message carries both runs' output: what happened to the container, and when.
+    const both = `--- first berth up ---\n${first.output()}\n--- second berth up ---\n${out}`;
     for (const row of rows) {
       const [, name, outcome, exit, attempts, retries] = row.split(/\s+/);
       if (name === 'demo-fails-once')
-        expect([outcome, exit, attempts, retries], row).toEqual(['failed', '3', '2', '0']);
-      else expect([outcome, exit, attempts, retries], row).toEqual(['success', '0', '1', '0']);
+        expect([outcome, exit, attempts, retries], `${row}\n${both}`).toEqual(['failed', '3', '2', '0']);
+      else expect([outcome, exit, attempts, retries], `${row}\n${both}`).toEqual(['success', '0', '1', '0']);
     }
     expect(processesMentioning(join(home, 'instances'))).toEqual([]);
   });
