@@ -82,6 +82,16 @@ export async function runDemo(
       ]),
     ),
   );
+  // An infrastructure retry is not part of the demo: say what caused each one.
+  const retried = await pool.query<{ name: string; attempt: number; runtime_status: string | null }>(
+    `SELECT r.name, c.attempt, c.runtime_status FROM containers c JOIN container_requests r ON r.id = c.request_id
+     WHERE c.request_id = ANY($1) AND c.failure_class = 'temp' ORDER BY r.name, c.created_at`,
+    [ids],
+  );
+  for (const r of retried.rows)
+    say(
+      `${r.name} was retried (infrastructure, attempt ${r.attempt}): ${r.runtime_status ?? 'no reason recorded'}`,
+    );
   say(
     'all demo requests are finished (demo-fails-once fails on purpose: it exits 3, twice); waiting for idle instances to shut down',
   );
