@@ -23,6 +23,7 @@ import {
   createRuntime,
   detectRuntime,
   NoImageRuntime,
+  DETECT_ORDER,
   RUNTIME_NAMES,
   type RuntimeName,
   type RuntimeOptions,
@@ -331,7 +332,7 @@ export class Agent {
     let main: Runtime;
     const skipped: string[] = [];
     if (setting === 'auto') {
-      const d = await detectRuntime(RUNTIME_NAMES, runtimeOpts);
+      const d = await detectRuntime(DETECT_ORDER, runtimeOpts);
       main = d.runtime;
       for (const [n, why] of Object.entries(d.skipped)) skipped.push(`${n}: ${why}`);
       this.runtimeNote = skipped.join('; ');
@@ -376,7 +377,8 @@ export class Agent {
     return {
       info,
       choice: {
-        pick: (image) => (image === null || image === '' ? processRt : imageRt),
+        // The vm runtime runs every container in a guest, with or without an image.
+        pick: (image) => (main.name === 'vm' || (image !== null && image !== '') ? imageRt : processRt),
         byName: (name) => {
           if (!all.has(name) && (RUNTIME_NAMES as readonly string[]).includes(name))
             all.set(name, createRuntime(name as RuntimeName, runtimeOpts));
