@@ -109,6 +109,12 @@ printf '\\nberth-vm-exit %s %s %s %s\\n' "$code" "\${oom:-0}" "$peak" "$cpu"
 
 const EXIT_LINE = /^berth-vm-exit (\d+) (\d+) (\d+) (\d+)$/m;
 
+/** Whether the guest in `workDir` reported its command's exit on its console (it then powers off). */
+export async function guestReportedExit(workDir: string): Promise<boolean> {
+  const text = await readFile(join(workDir, 'console'), 'utf8').catch(() => '');
+  return EXIT_LINE.test(text.replace(/\r/g, ''));
+}
+
 /** A word for the guest's shell. */
 function shellWord(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
@@ -277,6 +283,9 @@ export class VmRuntime implements Runtime {
     try {
       if (incoming) await resumeIncoming(await handle.qmp(), this.opts.bootDeadlineMs ?? 300_000);
       await handle.booted(this.opts.bootDeadlineMs ?? 300_000);
+      // The container's run time starts with its command, not with the guest's boot.
+      state.startedAt = Date.now();
+      await writeRunState(workDir, state);
     } catch (err) {
       await handle.signal('SIGKILL');
       await handle.wait();
