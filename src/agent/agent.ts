@@ -30,6 +30,7 @@ import {
 } from './runtimes/detect.js';
 import type { NetworkSetting, SandboxSetting } from './runtimes/sandbox.js';
 import type { Runtime } from './runtimes/types.js';
+import type { VmAccel } from './runtimes/vm-snapshot.js';
 import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
 import {
   AbortedError,
@@ -76,6 +77,10 @@ export interface AgentOptions {
   processSandbox?: SandboxSetting;
   /** The bubblewrap executable (default `bwrap` on PATH). */
   bwrap?: string;
+  /** The vm runtime's guest image directory (default: the `test` guest scripts/guest/build.sh builds). */
+  vmGuest?: string | null;
+  /** The vm runtime's accelerator (default `tcg`). */
+  vmAccel?: VmAccel;
   /** The containers' network on every runtime (default `none`: loopback only). */
   containerNetwork?: NetworkSetting;
   /** The cgroup under which containers' groups are created (default `berth`). */
@@ -317,6 +322,10 @@ export class Agent {
       network,
       logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
       cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
+      vm: {
+        guestDir: opts.vmGuest ?? undefined,
+        accel: opts.vmAccel ?? PROCESS_OPTIONS.defaultOf('vm_accel'),
+      },
       process: {
         sandbox,
         bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),

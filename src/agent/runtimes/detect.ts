@@ -5,7 +5,7 @@ import { DockerRuntime } from './docker.js';
 import { PodmanRuntime } from './podman.js';
 import { ProcessRuntime, type ProcessRuntimeOptions } from './process.js';
 import { RuncRuntime } from './runc.js';
-import { VmRuntime } from './vm.js';
+import { VmRuntime, type VmRuntimeOptions } from './vm.js';
 import type { NetworkSetting } from './sandbox.js';
 import { NoImageRuntimeError } from './errors.js';
 import type { RunHandle, RunSpec, Runtime } from './types.js';
@@ -31,6 +31,8 @@ export interface RuntimeOptions {
   logLimitBytes?: number;
   /** Every runtime: the cgroup under which containers' groups are created (default `berth`). */
   cgroupParent?: string;
+  /** vm: the guest image and the accelerator (its `cgroupParent` is the one above). */
+  vm?: Omit<VmRuntimeOptions, 'cgroupParent'>;
   /** process: the sandbox and what it must hide (its `network` and `cgroupParent` are the ones above). */
   process?: Omit<ProcessRuntimeOptions, 'network' | 'cgroupParent'>;
 }
@@ -60,7 +62,7 @@ export function createRuntime(name: RuntimeName, opts: RuntimeOptions = {}): Run
         cgroupParent: opts.cgroupParent,
       });
     case 'vm':
-      return new VmRuntime({ cgroupParent: opts.cgroupParent });
+      return new VmRuntime({ ...opts.vm, cgroupParent: opts.cgroupParent });
     default:
       throw new Error(`runtime: expected one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(name)}`);
   }

@@ -10,6 +10,10 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
+/** How QEMU runs the guest: software emulation, or KVM where /dev/kvm runs guests. */
+export const VM_ACCELS = ['tcg', 'kvm'] as const;
+export type VmAccel = (typeof VM_ACCELS)[number];
+
 /** The machine: the same on the saving and the restoring side (QEMU requires it). */
 export interface VmMachine {
   kernel: string;
@@ -22,7 +26,7 @@ export interface VmMachine {
   memoryMiB: number;
   cpus: number;
   /** "kvm" where /dev/kvm runs guests, else "tcg". */
-  accel: 'kvm' | 'tcg';
+  accel: VmAccel;
   qemu?: string;
   /**
    * The guest's serial ports ttyS0..ttyS3 as QEMU chardev options (`file,path=...,append=on`), instead of

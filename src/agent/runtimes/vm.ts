@@ -50,7 +50,7 @@ import {
   type Runtime,
   type Usage,
 } from './types.js';
-import { Qmp, qemuArgs, resumeIncoming, saveVm, type VmMachine } from './vm-snapshot.js';
+import { Qmp, qemuArgs, resumeIncoming, saveVm, type VmAccel, type VmMachine } from './vm-snapshot.js';
 
 const exec = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -63,13 +63,11 @@ export const QEMU_OVERHEAD_MIB = 384;
 export const GUEST_SCRATCH = '/tmp/scratch';
 const GUEST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
-/** Where scripts/guest/build.sh leaves the `test` guest (BERTH_VM_GUEST names another). */
-export const DEFAULT_VM_GUEST =
-  process.env.BERTH_VM_GUEST ??
-  join(
-    process.env.BERTH_GUEST_CACHE ?? join(process.env.BERTH_TEST_CACHE ?? '/var/cache/berth-test', 'guest'),
-    'test',
-  );
+/** Where scripts/guest/build.sh leaves the `test` guest (the agent's `vm_guest` names another). */
+export const DEFAULT_VM_GUEST = join(
+  process.env.BERTH_GUEST_CACHE ?? join(process.env.BERTH_TEST_CACHE ?? '/var/cache/berth-test', 'guest'),
+  'test',
+);
 
 /** Files of the work dir besides the shim runtimes' (clearRunFiles). */
 const VM_FILES = ['console', 'qemu.log', 'killed', 'moved', 'data.img', 'qmp.sock', 'ctl.sock', 'qemu.pid'];
@@ -127,7 +125,7 @@ export interface VmRuntimeOptions {
   /** QEMU's system emulator (default qemu-system-x86_64 on PATH). */
   qemu?: string;
   /** `tcg` (default: software emulation, works everywhere) or `kvm` (where /dev/kvm runs guests). */
-  accel?: 'tcg' | 'kvm';
+  accel?: VmAccel;
   /** Where the cgroup hierarchies are mounted, and the parent of the containers' groups. */
   cgroupRoot?: string;
   cgroupParent?: string;
@@ -146,17 +144,17 @@ export class VmRuntime implements Runtime {
   }
 
   private get qemu(): string {
-    return this.opts.qemu ?? process.env.BERTH_QEMU ?? 'qemu-system-x86_64';
+    return this.opts.qemu ?? 'qemu-system-x86_64';
   }
 
-  private get accel(): 'tcg' | 'kvm' {
-    return this.opts.accel ?? (process.env.BERTH_VM_ACCEL === 'kvm' ? 'kvm' : 'tcg');
+  private get accel(): VmAccel {
+    return this.opts.accel ?? 'tcg';
   }
 
   async available(): Promise<string | null> {
     for (const f of ['vmlinuz', 'initrd.img', 'rootfs.img', 'build.json'])
       if (!existsSync(join(this.guestDir, f)))
-        return `no guest image: ${join(this.guestDir, f)} missing (build it with scripts/guest/build.sh test, or set BERTH_VM_GUEST)`;
+        return `no guest image: ${join(this.guestDir, f)} missing (build it with scripts/guest/build.sh test, or set vm_guest)`;
     if (!(await onPath(this.qemu))) return `${this.qemu} not found (apt-get install qemu-system-x86)`;
     if (!(await onPath('mkfs.ext4'))) return 'mkfs.ext4 not found (apt-get install e2fsprogs)';
     if (
