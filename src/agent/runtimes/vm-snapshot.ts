@@ -68,6 +68,8 @@ export class Qmp {
       if (msg.event) return;
       this.replies.shift()?.(msg);
     });
+    // QEMU ending resets the connection: the close below answers what waits.
+    sock.on('error', () => undefined);
     sock.once('close', () => {
       this.closed = true;
       for (const r of this.replies.splice(0))
