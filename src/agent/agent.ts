@@ -325,6 +325,7 @@ export class Agent {
       vm: {
         guestDir: opts.vmGuest ?? undefined,
         accel: opts.vmAccel ?? PROCESS_OPTIONS.defaultOf('vm_accel'),
+        templateDir: join(opts.workDir, 'vm-templates'),
       },
       process: {
         sandbox,

@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect } from 'vitest';
 import { Supervisor } from '../../src/agent/supervisor.js';
+import type { RuntimeOptions } from '../../src/agent/runtimes/detect.js';
 import type { Runtime } from '../../src/agent/runtimes/types.js';
 import { itIf } from '../helpers/needs.js';
 import { RUNTIME_CASES } from './cases.js';
@@ -49,6 +50,8 @@ export interface ConformanceOptions {
    * boots a guest under emulation) gets as long, relative to its start, as the others.
    */
   timeScale?: number;
+  /** What the re-attach case's "agent" process creates its runtime with (createRuntime's options). */
+  runtimeOptions?: RuntimeOptions;
 }
 
 export function runtimeConformance(
@@ -170,7 +173,11 @@ export function runtimeConformance(
       // The "agent": a separate node process that starts both containers and is then killed with SIGKILL.
       const agent = spawn(
         process.execPath,
-        [VITE_NODE, FIXTURE, JSON.stringify({ runtime: runtime.name, specs: [a, b] })],
+        [
+          VITE_NODE,
+          FIXTURE,
+          JSON.stringify({ runtime: runtime.name, specs: [a, b], options: opts.runtimeOptions }),
+        ],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },

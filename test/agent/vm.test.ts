@@ -2,9 +2,11 @@
 // its own QEMU guest booted from the CI's `test` guest image (.ci/setup.d/40-guest.sh builds it), plus the
 // checkpoint/restore case: a counter saved to a file mid-run, its QEMU ended, resumed in another work dir
 // (another instance's), where it counts on from where it stood and exits with its own exit code.
-import { readFile } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, vi } from 'vitest';
 import { guestReportedExit, VmRuntime } from '../../src/agent/runtimes/vm.js';
 import { findGuest } from '../helpers/guest.js';
 import { itIf } from '../helpers/needs.js';
@@ -27,9 +29,11 @@ vi.setConfig({ testTimeout: 600_000, hookTimeout: 120_000 });
 const guest = findGuest('test');
 const missing =
   typeof guest === 'string' ? guest : isRoot ? null : 'not root: the QEMU process joins a cgroup';
-// The re-attach case's "agent" is another process: it finds the guest through the environment.
-if (typeof guest !== 'string') process.env.BERTH_VM_GUEST = guest.dir;
-const runtime = new VmRuntime(typeof guest === 'string' ? {} : { guestDir: guest.dir });
+// The saved guests every start restores (one per machine shape), this file's own: removed at the end.
+const templateDir = mkdtempSync(join(tmpdir(), 'berth-vm-templates-'));
+afterAll(() => rm(templateDir, { recursive: true, force: true }));
+const options = { templateDir, ...(typeof guest === 'string' ? {} : { guestDir: guest.dir }) };
+const runtime = new VmRuntime(options);
 const MiB = 1024 * 1024;
 
 runtimeConformance(
@@ -38,8 +42,8 @@ runtimeConformance(
   missing,
   { ended: (_id, workDir) => guestReportedExit(workDir) },
   // The suite's deadlines count from start() returning, as for the other runtimes, but two of them span a
-  // start (the "agent" starting two containers) or a kill of a booting guest.
-  { timeScale: 10 },
+  // start (the "agent" starting two containers: the first start of a machine shape boots a guest).
+  { timeScale: 10, runtimeOptions: { vm: options } },
 );
 
 describe('vm runtime checkpoint', () => {
@@ -53,7 +57,7 @@ describe('vm runtime checkpoint', () => {
   itIf(missing)(
     'a running counter saved to a file, its QEMU ended, restored in another work dir: it counts on and exits with its code',
     async () => {
-      const N = 60;
+      const N = 40;
       const counter = `i=0; while [ $i -lt ${N} ]; do i=$((i+1)); echo $i; sleep 0.1; done; exit 5`;
       const a = await spec(null, ['/bin/sh', '-c', counter], { ram: 64 * MiB });
       const ha = track(await runtime.start(a));

@@ -17,9 +17,13 @@
 // to every process of the guest group. checkpoint() saves the whole guest to a file (vm-snapshot.ts) and
 // restore() resumes it in another work dir, on this or another instance.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import {
   access,
+  mkdtemp,
+  rename,
   constants as fsConstants,
   copyFile,
   mkdir,
@@ -37,7 +41,7 @@ import { signalOf } from './engine-handle.js';
 import { RuntimeTransientError } from './errors.js';
 import { OncePerKey } from './once.js';
 import { isAlive, processRef } from './procfs.js';
-import { readSavedResult, saveResult } from './result-file.js';
+import { collectOnce, saveResult } from './result-file.js';
 import { clearRunFiles, readRunState, writeRunState, type RunState } from './shim.js';
 import { tailFiles } from './tail.js';
 import {
@@ -50,7 +54,7 @@ import {
   type Runtime,
   type Usage,
 } from './types.js';
-import { Qmp, qemuArgs, resumeIncoming, saveVm, type VmAccel, type VmMachine } from './vm-snapshot.js';
+import { Qmp, qemuArgs, resumeIncoming, saveVm, Vm, type VmAccel, type VmMachine } from './vm-snapshot.js';
 
 const exec = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -72,13 +76,20 @@ export const DEFAULT_VM_GUEST = join(
 /** Files of the work dir besides the shim runtimes' (clearRunFiles). */
 const VM_FILES = ['console', 'qemu.log', 'killed', 'moved', 'data.img', 'qmp.sock', 'ctl.sock', 'qemu.pid'];
 
-// The guest side, run by the guest's init from the data disk. fd 5, 6 hold the output ports open for the
+/** What the guest's `run` prints on its console once it waits for a spec (a template is saved then). */
+const READY_LINE = 'berth-vm: waiting for a spec';
+
+// The guest side, run by the guest's init from the data disk. It waits for its spec (spec.sh as base64
+// lines, then "."), which comes over the control port: a guest waiting there is saved once per machine
+// shape as a template, and every start restores a template instead of booting. fd 5, 6 hold the output ports open for the
 // whole run (their raw mode then stays set) and fd 7 the control port. After the command, `stty` drains the
 // output ports (it sets the mode with TCSADRAIN) before the exit line goes to the console.
 const GUEST_RUN = `#!/bin/sh
-. /mnt/data/spec.sh
 exec 5>/dev/ttyS1 6>/dev/ttyS2 7<>/dev/ttyS3
 for t in 1 2 3; do stty -F /dev/ttyS$t raw -echo -ixon; done
+echo "${READY_LINE}"
+while read -r line <&7 && [ "$line" != . ]; do printf '%s\n' "$line"; done | base64 -d >/tmp/spec.sh
+. /tmp/spec.sh
 g=/sys/fs/cgroup/berth
 echo '+memory +cpu' >/sys/fs/cgroup/cgroup.subtree_control
 mkdir -p $g ${GUEST_SCRATCH}
@@ -129,6 +140,8 @@ export interface VmRuntimeOptions {
   /** Where the cgroup hierarchies are mounted, and the parent of the containers' groups. */
   cgroupRoot?: string;
   cgroupParent?: string;
+  /** Where the saved guests that wait for a spec are kept, one per machine shape (default: in tmpdir). */
+  templateDir?: string;
   /** How long start() waits for the guest to boot and start the command (default 300 s). */
   bootDeadlineMs?: number;
 }
@@ -174,49 +187,75 @@ export class VmRuntime implements Runtime {
     const why = await this.available();
     if (why) throw new RuntimeTransientError(this.name, why);
     await clearVmFiles(spec.workDir);
+    const memoryMiB = Math.ceil(spec.ram / MiB) + GUEST_OVERHEAD_MIB;
+    const cpus = Math.ceil(spec.vcpus);
+    const template = await this.template(memoryMiB, cpus);
+    // The container's own copy of the disk `run` came from: a checkpoint carries it to another instance.
     const data = join(spec.workDir, 'data.img');
-    await this.dataDisk(spec, data);
-    return this.launch(spec.id, spec.workDir, this.machine(spec, data), null);
+    await copyFile(join(template, 'data.img'), data);
+    const machine = { ...this.machine(memoryMiB, cpus), data, serial: ports(spec.workDir) };
+    return this.launch(spec.id, spec.workDir, machine, join(template, 'state'), specScript(spec));
   }
 
-  /** The guest for `spec`, its ports wired to files in its work dir. */
-  private machine(spec: RunSpec, data: string): VmMachine {
+  /**
+   * The directory of the saved guest of this shape that waits for a spec (state, data.img), made once: a
+   * guest booted and saved when its `run` says it waits. Shared by the starts of this process; another
+   * process making the same one at once loses the rename and uses the winner's.
+   */
+  private template(memoryMiB: number, cpus: number): Promise<string> {
+    const build = readFileSync(join(this.guestDir, 'build.json'), 'utf8');
+    const key = createHash('sha256')
+      .update(JSON.stringify([build, GUEST_RUN, memoryMiB, cpus, this.accel, this.qemu]))
+      .digest('hex')
+      .slice(0, 16);
+    const root = this.opts.templateDir ?? join(tmpdir(), 'berth-vm-templates');
+    const dir = join(root, `${memoryMiB}m-${cpus}c-${key}`);
+    return templates.run(dir, async () => {
+      if (existsSync(join(dir, 'state'))) return dir;
+      await mkdir(root, { recursive: true });
+      const tmp = await mkdtemp(join(root, '.build-'));
+      let vm: Vm | null = null;
+      try {
+        const disk = join(tmp, 'disk');
+        await mkdir(disk);
+        await writeFile(join(disk, 'run'), GUEST_RUN, { mode: 0o755 });
+        await exec('mkfs.ext4', ['-q', '-F', '-d', disk, join(tmp, 'data.img'), '8M']);
+        await rm(disk, { recursive: true });
+        const machine = { ...this.machine(memoryMiB, cpus), data: join(tmp, 'data.img'), serial: ports(tmp) };
+        vm = await Vm.start(machine, tmp);
+        const deadline = Date.now() + (this.opts.bootDeadlineMs ?? 300_000);
+        while (!(await readFile(join(tmp, 'console'), 'utf8').catch(() => '')).includes(READY_LINE)) {
+          if (vm.child.exitCode !== null || Date.now() > deadline)
+            throw new Error(`the template guest did not get ready: ${await consoleTail(tmp)}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        await vm.save(join(tmp, 'state'));
+        await vm.kill();
+        vm = null;
+        await rename(tmp, dir).catch(async (err: NodeJS.ErrnoException) => {
+          if (!existsSync(join(dir, 'state'))) throw err;
+        });
+        return dir;
+      } finally {
+        await vm?.kill();
+        await rm(tmp, { recursive: true, force: true });
+      }
+    });
+  }
+
+  /** The guest of this shape (its data disk and ports are set by the caller). */
+  private machine(memoryMiB: number, cpus: number): VmMachine {
     const { init } = JSON.parse(readFileSync(join(this.guestDir, 'build.json'), 'utf8')) as { init: string };
     return {
       kernel: join(this.guestDir, 'vmlinuz'),
       initrd: join(this.guestDir, 'initrd.img'),
       rootfs: join(this.guestDir, 'rootfs.img'),
-      data,
       append: `console=ttyS0 panic=-1 root=/dev/vda init=${init} quiet 8250.nr_uarts=4`,
-      memoryMiB: Math.ceil(spec.ram / MiB) + GUEST_OVERHEAD_MIB,
-      cpus: Math.ceil(spec.vcpus),
+      memoryMiB,
+      cpus,
       accel: this.accel,
       qemu: this.qemu,
-      serial: ports(spec.workDir),
     };
-  }
-
-  /** The read-only disk holding `run` and `spec.sh`. */
-  private async dataDisk(spec: RunSpec, img: string): Promise<void> {
-    const dir = join(spec.workDir, 'disk');
-    await mkdir(dir, { recursive: true });
-    const env = { PATH: GUEST_PATH, HOME: GUEST_SCRATCH, TMPDIR: GUEST_SCRATCH, ...spec.env };
-    const argv = ['env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...spec.command];
-    const specSh = [
-      `ram=${spec.ram}`,
-      `cpu_max='${Math.max(1000, Math.round(spec.vcpus * 100_000))} 100000'`,
-      `cwd=${shellWord(spec.cwd ?? GUEST_SCRATCH)}`,
-      `set -- ${argv.map(shellWord).join(' ')}`,
-      '',
-    ].join('\n');
-    try {
-      await writeFile(join(dir, 'spec.sh'), specSh, { mode: 0o644 });
-      await writeFile(join(dir, 'run'), GUEST_RUN, { mode: 0o755 });
-      const sizeMiB = 8 + Math.ceil(Buffer.byteLength(specSh) / MiB);
-      await exec('mkfs.ext4', ['-q', '-F', '-d', dir, img, `${sizeMiB}M`]);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
   }
 
   /**
@@ -228,6 +267,7 @@ export class VmRuntime implements Runtime {
     workDir: string,
     machine: VmMachine,
     incoming: string | null,
+    spec: string | null,
   ): Promise<VmHandle> {
     const host = await probeCgroups(this.opts.cgroupRoot ?? CGROUP_ROOT);
     let cgroup: Cgroup | null = null;
@@ -280,6 +320,7 @@ export class VmRuntime implements Runtime {
     const handle = new VmHandle(state, workDir, cgroup, child);
     try {
       if (incoming) await resumeIncoming(await handle.qmp(), this.opts.bootDeadlineMs ?? 300_000);
+      if (spec) handle.sendSpec(spec);
       await handle.booted(this.opts.bootDeadlineMs ?? 300_000);
       // The container's run time starts with its command, not with the guest's boot.
       state.startedAt = Date.now();
@@ -308,7 +349,7 @@ export class VmRuntime implements Runtime {
     const data = join(workDir, 'data.img');
     await copyFile(join(dir, 'data.img'), data);
     const machine: VmMachine = { ...saved, data, serial: ports(workDir), qemu: this.qemu };
-    return this.launch(id, workDir, machine, join(dir, 'state'));
+    return this.launch(id, workDir, machine, join(dir, 'state'), null);
   }
 
   async reattach(id: string, workDir: string): Promise<VmHandle | null> {
@@ -330,6 +371,27 @@ export class VmRuntime implements Runtime {
     if (host.unusable === null) await killCgroup(containerCgroup(host, id, this.opts.cgroupParent));
   }
 }
+
+/** spec.sh: the command, environment, working directory and limits as shell words. */
+function specScript(spec: RunSpec): string {
+  const env = { PATH: GUEST_PATH, HOME: GUEST_SCRATCH, TMPDIR: GUEST_SCRATCH, ...spec.env };
+  const argv = ['env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...spec.command];
+  return [
+    `ram=${spec.ram}`,
+    `cpu_max='${Math.max(1000, Math.round(spec.vcpus * 100_000))} 100000'`,
+    `cwd=${shellWord(spec.cwd ?? GUEST_SCRATCH)}`,
+    `set -- ${argv.map(shellWord).join(' ')}`,
+    '',
+  ].join('\n');
+}
+
+async function consoleTail(dir: string): Promise<string> {
+  const text = await readFile(join(dir, 'console'), 'utf8').catch(() => '');
+  return text.replace(/\r/g, '').trim().split('\n').slice(-5).join(' | ');
+}
+
+/** Templates being made in this process, by directory. */
+const templates = new OncePerKey<string>();
 
 /** The guest's serial ports: console, stdout, stderr (files QEMU appends to), control (a socket). */
 function ports(workDir: string): string[] {
@@ -494,6 +556,16 @@ export class VmHandle implements RunHandle {
     return this.link.qmp();
   }
 
+  /** Sends the guest waiting in `run` its spec.sh. */
+  sendSpec(script: string): void {
+    this.link.connectCtl();
+    const b64 =
+      Buffer.from(script)
+        .toString('base64')
+        .match(/.{1,76}/g) ?? [];
+    this.link.send([...b64, '.'].join('\n'));
+  }
+
   /** Resolves once the guest's `run` speaks on the control port (its command then runs). */
   async booted(deadlineMs: number): Promise<void> {
     const until = Date.now() + deadlineMs;
@@ -510,27 +582,19 @@ export class VmHandle implements RunHandle {
     }
   }
 
-  private async consoleTail(): Promise<string> {
-    const text = await readFile(join(this.workDir, 'console'), 'utf8').catch(() => '');
-    return text.replace(/\r/g, '').trim().split('\n').slice(-5).join(' | ');
+  private consoleTail(): Promise<string> {
+    return consoleTail(this.workDir);
   }
 
   wait(): Promise<ExitInfo> {
-    this.waiting ??= collectors
-      .run(this.workDir, () => this.collect())
-      .then((info) => {
-        this.done = true;
-        return info;
-      });
+    this.waiting ??= collectOnce(collectors, this.workDir, () => this.collect()).then((info) => {
+      this.done = true;
+      return info;
+    });
     return this.waiting;
   }
 
   private async collect(): Promise<ExitInfo> {
-    const saved = await readSavedResult(this.workDir);
-    if (saved) {
-      this.done = true;
-      return saved;
-    }
     while (await this.running())
       await Promise.race([this.exited ?? new Promise(() => {}), new Promise((r) => setTimeout(r, 50))]);
     const wallMs = Math.max(0, Date.now() - this.state.startedAt);
