@@ -6,7 +6,8 @@ import { mkdtempSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { createRuntime, DETECT_ORDER } from '../../src/agent/runtimes/detect.js';
 import { guestReportedExit, VmRuntime } from '../../src/agent/runtimes/vm.js';
 import { findGuest } from '../helpers/guest.js';
 import { itIf } from '../helpers/needs.js';
@@ -45,6 +46,29 @@ runtimeConformance(
   // start (the "agent" starting two containers: the first start of a machine shape boots a guest).
   { timeScale: 10, runtimeOptions: { vm: options } },
 );
+
+describe('vm runtime refusals', () => {
+  it('is not usable without its guest image, and says which file is missing', async () => {
+    const rt = createRuntime('vm', { vm: { guestDir: '/nonexistent/guest' } });
+    expect(rt.name).toBe('vm');
+    expect(await rt.available()).toBe(
+      'no guest image: /nonexistent/guest/vmlinuz missing (build it with scripts/guest/build.sh test, or set vm_guest)',
+    );
+    const s = await spec(null, ['true']);
+    await expect(rt.start(s)).rejects.toThrow('vm: no guest image: /nonexistent/guest/vmlinuz missing');
+    await cleanupWorkDirs();
+  });
+
+  it('refuses GPUs naming the field, before anything starts', async () => {
+    const s = await spec(null, ['true'], { gpus: 1 });
+    await expect(runtime.start(s)).rejects.toThrow('gpus: the vm runtime cannot assign GPUs, got 1');
+    await cleanupWorkDirs();
+  });
+
+  it('is never chosen by auto-detection', () => {
+    expect(DETECT_ORDER).not.toContain('vm');
+  });
+});
 
 describe('vm runtime checkpoint', () => {
   afterEach(async () => {
