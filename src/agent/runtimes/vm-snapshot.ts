@@ -14,6 +14,9 @@ import { createInterface } from 'node:readline';
 export const VM_ACCELS = ['tcg', 'kvm'] as const;
 export type VmAccel = (typeof VM_ACCELS)[number];
 
+/** TCG's translated-code cache (QEMU's own memory: vm.ts counts it in the QEMU process's limit). */
+export const TCG_CACHE_MIB = 256;
+
 /** The machine: the same on the saving and the restoring side (QEMU requires it). */
 export interface VmMachine {
   kernel: string;
@@ -40,7 +43,9 @@ export function qemuArgs(m: VmMachine, qmpSocket: string, incomingFile: string |
   const drives = ['-drive', `file=${m.rootfs},format=raw,if=virtio`];
   if (m.data) drives.push('-drive', `file=${m.data},format=raw,if=virtio,readonly=on`);
   return [
-    ...['-accel', m.accel, '-machine', 'q35', '-m', String(m.memoryMiB), '-smp', String(m.cpus)],
+    // TCG's translated-code cache is 1 GiB by default, memory QEMU touches as the guest runs new code.
+    ...['-accel', m.accel === 'tcg' ? `tcg,tb-size=${TCG_CACHE_MIB}` : m.accel],
+    ...['-machine', 'q35', '-m', String(m.memoryMiB), '-smp', String(m.cpus)],
     ...(m.serial ? ['-display', 'none', '-monitor', 'none', '-parallel', 'none'] : ['-nographic']),
     ...(m.serial ?? []).flatMap((c, i) => ['-chardev', `${c},id=ttyS${i}`, '-serial', `chardev:ttyS${i}`]),
     ...['-no-reboot', '-snapshot', '-nic', 'none'],

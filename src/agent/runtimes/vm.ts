@@ -54,15 +54,24 @@ import {
   type Runtime,
   type Usage,
 } from './types.js';
-import { Qmp, qemuArgs, resumeIncoming, saveVm, Vm, type VmAccel, type VmMachine } from './vm-snapshot.js';
+import {
+  Qmp,
+  qemuArgs,
+  resumeIncoming,
+  saveVm,
+  TCG_CACHE_MIB,
+  Vm,
+  type VmAccel,
+  type VmMachine,
+} from './vm-snapshot.js';
 
 const exec = promisify(execFile);
 const MiB = 1024 * 1024;
 
 /** Guest memory beyond the container's `ram`: the guest kernel, its init and the helpers of `run`. */
 export const GUEST_OVERHEAD_MIB = 160;
-/** Host memory beyond the guest's for the QEMU process itself (its code, devices, the TCG code cache). */
-export const QEMU_OVERHEAD_MIB = 384;
+/** Host memory beyond the guest's for the QEMU process itself: its code and devices, and the TCG cache. */
+export const QEMU_OVERHEAD_MIB = 128 + TCG_CACHE_MIB;
 /** The container's writable directory and default cwd in the guest (tmpfs: it travels with a checkpoint). */
 export const GUEST_SCRATCH = '/tmp/scratch';
 const GUEST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
