@@ -16,7 +16,12 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { RUNTIME_NAMES, createRuntime, type RuntimeName } from '../src/agent/runtimes/detect.js';
+import {
+  DETECT_ORDER,
+  RUNTIME_NAMES,
+  createRuntime,
+  type RuntimeName,
+} from '../src/agent/runtimes/detect.js';
 import { ensureRootfs } from '../src/agent/runtimes/image.js';
 import { ociConfig } from '../src/agent/runtimes/oci.js';
 import type { RunHandle, RunSpec, Runtime } from '../src/agent/runtimes/types.js';
@@ -31,6 +36,7 @@ const IMAGES: Record<RuntimeName, string | null> = {
   runc: join(CACHE, 'busybox-rootfs.tar'),
   docker: 'berth-test-busybox:latest',
   podman: 'berth-test-busybox:latest',
+  vm: null, // the guest's own root (docs/RUNTIMES.md); measured only when named in --runtimes
 };
 const HELPERS = /^(runc|containerd-shim.*|conmon)$/;
 
@@ -244,7 +250,7 @@ export async function run(args: string[]): Promise<number> {
   };
   const runs = Number(opt('--runs') ?? 30);
   const hold = Number(opt('--hold') ?? 10);
-  const names = (opt('--runtimes')?.split(',') ?? [...RUNTIME_NAMES]) as RuntimeName[];
+  const names = (opt('--runtimes')?.split(',') ?? [...DETECT_ORDER]) as RuntimeName[];
   for (const n of names)
     if (!(RUNTIME_NAMES as readonly string[]).includes(n)) {
       console.error(`--runtimes: expected a list of ${RUNTIME_NAMES.join(', ')}, got ${n}`);

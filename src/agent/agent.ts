@@ -23,12 +23,14 @@ import {
   createRuntime,
   detectRuntime,
   NoImageRuntime,
+  DETECT_ORDER,
   RUNTIME_NAMES,
   type RuntimeName,
   type RuntimeOptions,
 } from './runtimes/detect.js';
 import type { NetworkSetting, SandboxSetting } from './runtimes/sandbox.js';
 import type { Runtime } from './runtimes/types.js';
+import type { VmAccel } from './runtimes/vm-snapshot.js';
 import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
 import {
   AbortedError,
@@ -75,6 +77,10 @@ export interface AgentOptions {
   processSandbox?: SandboxSetting;
   /** The bubblewrap executable (default `bwrap` on PATH). */
   bwrap?: string;
+  /** The vm runtime's guest image directory (default: the `test` guest scripts/guest/build.sh builds). */
+  vmGuest?: string | null;
+  /** The vm runtime's accelerator (default `tcg`). */
+  vmAccel?: VmAccel;
   /** The containers' network on every runtime (default `none`: loopback only). */
   containerNetwork?: NetworkSetting;
   /** The cgroup under which containers' groups are created (default `berth`). */
@@ -316,6 +322,11 @@ export class Agent {
       network,
       logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
       cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
+      vm: {
+        guestDir: opts.vmGuest ?? undefined,
+        accel: opts.vmAccel ?? PROCESS_OPTIONS.defaultOf('vm_accel'),
+        templateDir: join(opts.workDir, 'vm-templates'),
+      },
       process: {
         sandbox,
         bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
@@ -331,7 +342,7 @@ export class Agent {
     let main: Runtime;
     const skipped: string[] = [];
     if (setting === 'auto') {
-      const d = await detectRuntime(RUNTIME_NAMES, runtimeOpts);
+      const d = await detectRuntime(DETECT_ORDER, runtimeOpts);
       main = d.runtime;
       for (const [n, why] of Object.entries(d.skipped)) skipped.push(`${n}: ${why}`);
       this.runtimeNote = skipped.join('; ');
@@ -376,7 +387,8 @@ export class Agent {
     return {
       info,
       choice: {
-        pick: (image) => (image === null || image === '' ? processRt : imageRt),
+        // The vm runtime runs every container in a guest, with or without an image.
+        pick: (image) => (main.name === 'vm' || (image !== null && image !== '') ? imageRt : processRt),
         byName: (name) => {
           if (!all.has(name) && (RUNTIME_NAMES as readonly string[]).includes(name))
             all.set(name, createRuntime(name as RuntimeName, runtimeOpts));

@@ -22,6 +22,7 @@ import {
   url,
 } from './kinds.js';
 import { NETWORK_SETTINGS, SANDBOX_SETTINGS } from '../agent/runtimes/sandbox.js';
+import { VM_ACCELS } from '../agent/runtimes/vm-snapshot.js';
 
 export { ConfigError } from './declare.js';
 
@@ -206,7 +207,10 @@ export const PROCESS_OPTIONS = section([
     default: 'auto',
     env: 'BERTH_RUNTIME',
     flag: '--runtime',
-    help: 'Container runtime: `auto` (the best that works here), or docker, podman, runc, process (the agent says which it knows).',
+    help:
+      'Container runtime: `auto` (the best that works here), or docker, podman, runc, process (the agent ' +
+      'says which it knows), or vm (each container in its own QEMU guest; never chosen by `auto`: ' +
+      'docs/RUNTIMES.md).',
     usedBy: ['agent'],
   }),
   opt({
@@ -272,6 +276,30 @@ export const PROCESS_OPTIONS = section([
       'The bubblewrap executable of the process sandbox: a name looked up on PATH, or an absolute path ' +
       '(`berth up` passes it on to its agents).',
     usedBy: ['agent', 'up'],
+  }),
+  opt({
+    key: 'vm_guest',
+    kind: nullable(path),
+    default: null,
+    defaultText: 'the `test` guest of scripts/guest/build.sh (/var/cache/berth-test/guest/test)',
+    env: 'BERTH_VM_GUEST',
+    flag: '--vm-guest',
+    help:
+      "The `vm` runtime's guest: a directory with vmlinuz, initrd.img, rootfs.img and build.json, as " +
+      '`scripts/guest/build.sh test` makes it. Without it, `--runtime vm` refuses to start, saying so.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'vm_accel',
+    kind: oneOf(VM_ACCELS, '<accel>'),
+    default: 'tcg',
+    env: 'BERTH_VM_ACCEL',
+    flag: '--vm-accel',
+    help:
+      'How the `vm` runtime runs guests: `tcg` (software emulation: works everywhere, boots in seconds) ' +
+      'or `kvm` (hardware virtualisation, where /dev/kvm runs guests: bare metal or nested-virtualisation ' +
+      'instances).',
+    usedBy: ['agent'],
   }),
   opt({
     key: 'cgroup_parent',

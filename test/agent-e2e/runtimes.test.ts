@@ -69,3 +69,25 @@ for (const { name, image } of cases) {
     );
   });
 }
+
+// The vm runtime, chosen by name: every container, with or without an image, runs in its own guest.
+const vmMissing = (await createRuntime('vm').available()) ?? (process.getuid?.() === 0 ? null : 'not root');
+describe('agent with the vm runtime', () => {
+  itIf(vmMissing)(
+    'runs an image-less container in a guest: output and exit code pass through',
+    async () => {
+      const node = await h.node();
+      const { lines } = h.startAgent(node, { runtime: 'vm' });
+      const id = await h.submitAndAssign(node, {
+        command: ['sh', '-c', 'echo "out $(hostname)"; echo err >&2; exit 5'],
+      });
+      ids.push(id);
+      // The first start of a machine shape boots a guest (seconds; tens of seconds on a loaded host).
+      const c = await h.waitState(id, ['Complete', 'Cancelled'], 300_000);
+      expect(c, lines.join('\n')).toMatchObject({ state: 'Complete', exit_code: 5 });
+      expect(await h.text(id, 'stdout')).toBe('out berth-guest\n');
+      expect(await h.text(id, 'stderr')).toBe('err\n');
+    },
+    400_000,
+  );
+});

@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect } from 'vitest';
 import { Supervisor } from '../../src/agent/supervisor.js';
+import type { RuntimeOptions } from '../../src/agent/runtimes/detect.js';
 import type { Runtime } from '../../src/agent/runtimes/types.js';
 import { itIf } from '../helpers/needs.js';
 import { RUNTIME_CASES } from './cases.js';
@@ -42,13 +43,26 @@ function firstDifference(got: string, want: string): string | null {
   return `${g.length - 1} lines instead of ${w.length - 1}; first difference at line ${at + 1}: got ${JSON.stringify(g[at])}, want ${JSON.stringify(w[at])}`;
 }
 
+/** How a runtime's suite differs from the default. */
+export interface ConformanceOptions {
+  /**
+   * The suite's own deadlines are multiplied by this: a runtime whose start takes seconds (the vm runtime
+   * boots a guest under emulation) gets as long, relative to its start, as the others.
+   */
+  timeScale?: number;
+  /** What the re-attach case's "agent" process creates its runtime with (createRuntime's options). */
+  runtimeOptions?: RuntimeOptions;
+}
+
 export function runtimeConformance(
   runtime: Runtime,
   image: string | null,
   missing: string | null,
   probes: Probes,
+  opts: ConformanceOptions = {},
 ): void {
   const { ended } = probes;
+  const scale = opts.timeScale ?? 1;
   const it = itIf(missing);
   const sh = (script: string): string[] => ['/bin/sh', '-c', script];
 
@@ -86,7 +100,7 @@ export function runtimeConformance(
       let timer: NodeJS.Timeout | undefined;
       const info = await Promise.race([
         h.wait(),
-        new Promise<null>((r) => (timer = setTimeout(() => r(null), 15_000))),
+        new Promise<null>((r) => (timer = setTimeout(() => r(null), 15_000 * scale))),
       ]);
       clearTimeout(timer);
       expect(info?.exitCode, 'ended by the kill within 15 s').toBe(137);
@@ -159,7 +173,11 @@ export function runtimeConformance(
       // The "agent": a separate node process that starts both containers and is then killed with SIGKILL.
       const agent = spawn(
         process.execPath,
-        [VITE_NODE, FIXTURE, JSON.stringify({ runtime: runtime.name, specs: [a, b] })],
+        [
+          VITE_NODE,
+          FIXTURE,
+          JSON.stringify({ runtime: runtime.name, specs: [a, b], options: opts.runtimeOptions }),
+        ],
         {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
@@ -170,7 +188,7 @@ export function runtimeConformance(
       try {
         await waitFor(
           () => said.includes('started') || agent.exitCode !== null,
-          30_000,
+          30_000 * scale,
           'the agent process to start both containers',
         );
         expect(said).toContain('started');
@@ -185,7 +203,7 @@ export function runtimeConformance(
           if (h) track(h);
         }
       }
-      await waitFor(() => ended(a.id, a.workDir), 10_000, 'container a to end while no agent runs');
+      await waitFor(() => ended(a.id, a.workDir), 10_000 * scale, 'container a to end while no agent runs');
       expect(await ended(b.id, b.workDir)).toBe(false);
 
       const ha = await runtime.reattach(a.id, a.workDir);

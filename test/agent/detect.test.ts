@@ -31,7 +31,7 @@ describe('detectRuntime', () => {
 
   it('an unknown runtime name is refused with the choices', () => {
     expect(() => createRuntime('lxc' as never)).toThrow(
-      'runtime: expected one of docker, podman, runc, process, got "lxc"',
+      'runtime: expected one of docker, podman, runc, process, vm, got "lxc"',
     );
   });
 });

@@ -63,6 +63,8 @@ describe('loadConfig', () => {
       notice_poll: 5_000,
       process_sandbox: 'bwrap',
       bwrap: 'bwrap',
+      vm_guest: null,
+      vm_accel: 'tcg',
       cgroup_parent: 'berth',
       container_network: 'none',
       log_limit: 64 * 1024 ** 2,

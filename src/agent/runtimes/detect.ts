@@ -5,13 +5,19 @@ import { DockerRuntime } from './docker.js';
 import { PodmanRuntime } from './podman.js';
 import { ProcessRuntime, type ProcessRuntimeOptions } from './process.js';
 import { RuncRuntime } from './runc.js';
+import { VmRuntime, type VmRuntimeOptions } from './vm.js';
 import type { NetworkSetting } from './sandbox.js';
 import { NoImageRuntimeError } from './errors.js';
 import type { RunHandle, RunSpec, Runtime } from './types.js';
 
-export const RUNTIME_NAMES = ['docker', 'podman', 'runc', 'process'] as const;
+export const RUNTIME_NAMES = ['docker', 'podman', 'runc', 'process', 'vm'] as const;
 /** A runtime's configuration name. */
 export type RuntimeName = (typeof RUNTIME_NAMES)[number];
+/**
+ * What `auto` tries, in order. The vm runtime is only ever chosen by name: a guest per container costs
+ * seconds of boot and its own memory, a price for checkpoints the operator decides to pay.
+ */
+export const DETECT_ORDER: readonly RuntimeName[] = ['docker', 'podman', 'runc', 'process'];
 
 /** Options passed on to the runtime constructors. */
 export interface RuntimeOptions {
@@ -25,6 +31,8 @@ export interface RuntimeOptions {
   logLimitBytes?: number;
   /** Every runtime: the cgroup under which containers' groups are created (default `berth`). */
   cgroupParent?: string;
+  /** vm: the guest image and the accelerator (its `cgroupParent` is the one above). */
+  vm?: Omit<VmRuntimeOptions, 'cgroupParent'>;
   /** process: the sandbox and what it must hide (its `network` and `cgroupParent` are the ones above). */
   process?: Omit<ProcessRuntimeOptions, 'network' | 'cgroupParent'>;
 }
@@ -53,6 +61,8 @@ export function createRuntime(name: RuntimeName, opts: RuntimeOptions = {}): Run
         network: opts.network,
         cgroupParent: opts.cgroupParent,
       });
+    case 'vm':
+      return new VmRuntime({ ...opts.vm, cgroupParent: opts.cgroupParent });
     default:
       throw new Error(`runtime: expected one of ${RUNTIME_NAMES.join(', ')}, got ${JSON.stringify(name)}`);
   }
@@ -66,7 +76,7 @@ export interface Detected {
 
 /** The first usable runtime in preference order (process is always usable). */
 export async function detectRuntime(
-  order: readonly RuntimeName[] = RUNTIME_NAMES,
+  order: readonly RuntimeName[] = DETECT_ORDER,
   opts: RuntimeOptions = {},
 ): Promise<Detected> {
   const skipped: Detected['skipped'] = {};

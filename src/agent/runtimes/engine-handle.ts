@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { requireContainerCgroup, type Cgroup, type CgroupStats } from './cgroup.js';
 import { diskUsage, outputDiskUsage } from './du.js';
 import { OncePerKey } from './once.js';
-import { readSavedResult, saveResult } from './result-file.js';
+import { collectOnce, readSavedResult, saveResult } from './result-file.js';
 import { tailFiles } from './tail.js';
 import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
 
@@ -176,21 +176,14 @@ export class EngineHandle implements RunHandle {
   }
 
   wait(): Promise<ExitInfo> {
-    this.waiting ??= collectors
-      .run(this.workDir, () => this.collect())
-      .then((info) => {
-        this.done = true;
-        return info;
-      });
+    this.waiting ??= collectOnce(collectors, this.workDir, () => this.collect()).then((info) => {
+      this.done = true;
+      return info;
+    });
     return this.waiting;
   }
 
   private async collect(): Promise<ExitInfo> {
-    const saved = await readSavedResult(this.workDir);
-    if (saved) {
-      this.done = true;
-      return saved;
-    }
     await this.engine.wait(this.container);
     await this.copied.catch(() => {});
     const s = await this.engine.inspect(this.container);

@@ -22,7 +22,7 @@ import {
   type ProcessRef,
 } from './procfs.js';
 import { OncePerKey } from './once.js';
-import { readSavedResult, saveResult } from './result-file.js';
+import { collectOnce, saveResult } from './result-file.js';
 import { tailFiles } from './tail.js';
 import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
 
@@ -194,21 +194,14 @@ export class ShimHandle implements RunHandle {
   }
 
   wait(): Promise<ExitInfo> {
-    this.waiting ??= collectors
-      .run(this.workDir, () => this.collect())
-      .then((info) => {
-        this.done = true;
-        return info;
-      });
+    this.waiting ??= collectOnce(collectors, this.workDir, () => this.collect()).then((info) => {
+      this.done = true;
+      return info;
+    });
     return this.waiting;
   }
 
   private async collect(): Promise<ExitInfo> {
-    const saved = await readSavedResult(this.workDir);
-    if (saved) {
-      this.done = true;
-      return saved;
-    }
     // The exit event (when this process started the shim) wakes us at once; the timer polls for a shim
     // started by an earlier agent, and keeps the event loop alive (the shim child is unref'd).
     while (!(await this.shimEnded()))

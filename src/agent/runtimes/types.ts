@@ -102,7 +102,7 @@ export interface RunHandle {
   output(): AsyncIterable<OutputChunk>;
 }
 
-/** A way of running containers: docker, podman, runc, process. */
+/** A way of running containers: docker, podman, runc, process, vm. */
 export interface Runtime {
   readonly name: string;
   /** null when usable here, else why not (shown to operators and in skipped tests). */

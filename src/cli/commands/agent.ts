@@ -32,6 +32,8 @@ export function registerAgent(program: Command): void {
         logger,
         processSandbox: cfg.process_sandbox,
         bwrap: cfg.bwrap,
+        vmGuest: cfg.vm_guest,
+        vmAccel: cfg.vm_accel,
         containerNetwork: cfg.container_network,
         cgroupParent: cfg.cgroup_parent,
         logLimitBytes: cfg.log_limit,

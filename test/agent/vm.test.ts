@@ -1,0 +1,120 @@
+// The vm runtime (src/agent/runtimes/vm.ts) against the whole runtime conformance suite, each container in
+// its own QEMU guest booted from the CI's `test` guest image (.ci/setup.d/40-guest.sh builds it), plus the
+// checkpoint/restore case: a counter saved to a file mid-run, its QEMU ended, resumed in another work dir
+// (another instance's), where it counts on from where it stood and exits with its own exit code.
+import { mkdtempSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { createRuntime, DETECT_ORDER } from '../../src/agent/runtimes/detect.js';
+import { guestReportedExit, VmRuntime } from '../../src/agent/runtimes/vm.js';
+import { findGuest } from '../helpers/guest.js';
+import { itIf } from '../helpers/needs.js';
+import { runtimeConformance } from './conformance.js';
+import {
+  cleanupHandles,
+  cleanupWorkDirs,
+  collect,
+  isRoot,
+  leftovers,
+  makeWorkDir,
+  spec,
+  track,
+  waitFor,
+} from './helpers.js';
+
+// Every start boots a guest under software emulation: seconds, tens of seconds on a loaded host.
+vi.setConfig({ testTimeout: 600_000, hookTimeout: 120_000 });
+
+const guest = findGuest('test');
+const missing =
+  typeof guest === 'string' ? guest : isRoot ? null : 'not root: the QEMU process joins a cgroup';
+// The saved guests every start restores (one per machine shape), this file's own: removed at the end.
+const templateDir = mkdtempSync(join(tmpdir(), 'berth-vm-templates-'));
+afterAll(() => rm(templateDir, { recursive: true, force: true }));
+const options = { templateDir, ...(typeof guest === 'string' ? {} : { guestDir: guest.dir }) };
+const runtime = new VmRuntime(options);
+const MiB = 1024 * 1024;
+
+runtimeConformance(
+  runtime,
+  null,
+  missing,
+  { ended: (_id, workDir) => guestReportedExit(workDir) },
+  // The suite's deadlines count from start() returning, as for the other runtimes, but two of them span a
+  // start (the "agent" starting two containers: the first start of a machine shape boots a guest).
+  { timeScale: 10, runtimeOptions: { vm: options } },
+);
+
+describe('vm runtime refusals', () => {
+  it('is not usable without its guest image, and says which file is missing', async () => {
+    const rt = createRuntime('vm', { vm: { guestDir: '/nonexistent/guest' } });
+    expect(rt.name).toBe('vm');
+    expect(await rt.available()).toBe(
+      'no guest image: /nonexistent/guest/vmlinuz missing (build it with scripts/guest/build.sh test, or set vm_guest)',
+    );
+    const s = await spec(null, ['true']);
+    await expect(rt.start(s)).rejects.toThrow('vm: no guest image: /nonexistent/guest/vmlinuz missing');
+    await cleanupWorkDirs();
+  });
+
+  it('refuses GPUs naming the field, before anything starts', async () => {
+    const s = await spec(null, ['true'], { gpus: 1 });
+    await expect(runtime.start(s)).rejects.toThrow('gpus: the vm runtime cannot assign GPUs, got 1');
+    await cleanupWorkDirs();
+  });
+
+  it('is never chosen by auto-detection', () => {
+    expect(DETECT_ORDER).not.toContain('vm');
+  });
+});
+
+describe('vm runtime checkpoint', () => {
+  afterEach(async () => {
+    await cleanupHandles();
+    const left = await leftovers();
+    await cleanupWorkDirs();
+    expect(left, 'cgroups left behind').toEqual([]);
+  });
+
+  itIf(missing)(
+    'a running counter saved to a file, its QEMU ended, restored in another work dir: it counts on and exits with its code',
+    async () => {
+      const N = 40;
+      const counter = `i=0; while [ $i -lt ${N} ]; do i=$((i+1)); echo $i; sleep 0.1; done; exit 5`;
+      const a = await spec(null, ['/bin/sh', '-c', counter], { ram: 64 * MiB });
+      const ha = track(await runtime.start(a));
+      const printed = async (dir: string): Promise<string> =>
+        readFile(join(dir, 'stdout'), 'utf8').catch(() => '');
+      await waitFor(async () => (await printed(a.workDir)).split('\n').length > 5, 120_000, 'the counter');
+      const ckpt = join(await makeWorkDir(), 'checkpoint');
+      const saved = await ha.checkpoint(ckpt);
+      const endA = await ha.wait();
+      expect(endA.exitCode).toBeNull();
+      expect(endA.reason).toBe(`checkpointed to ${ckpt}`);
+      const before = await printed(a.workDir);
+
+      // "Another instance": a new work dir, the checkpoint moved there as a directory.
+      const b = await makeWorkDir();
+      const t0 = performance.now();
+      const hb = track(await runtime.restore(a.id, b, ckpt));
+      const restoreMs = performance.now() - t0;
+      const [out, info] = await Promise.all([collect(hb), hb.wait()]);
+      expect(info.exitCode).toBe(5);
+      expect(info.oomKilled).toBe(false);
+      // Not restarted, nothing lost or repeated: what was printed before the save and after the restore
+      // together are 1..N once each, and both parts hold numbers.
+      const want = Array.from({ length: N }, (_, k) => `${k + 1}\n`).join('');
+      expect(before + out.stdout).toBe(want);
+      expect(before.length).toBeGreaterThan(0);
+      expect(out.stdout.length).toBeGreaterThan(0);
+      expect(out.stdout.startsWith('1\n')).toBe(false);
+      console.log(
+        `vm checkpoint (tcg, ${64 + 160} MiB guest): save ${saved.ms.toFixed(0)} ms, ` +
+          `${(saved.bytes / MiB).toFixed(1)} MiB; restore until running ${restoreMs.toFixed(0)} ms; ` +
+          `counter stopped after ${before.trim().split('\n').pop()}`,
+      );
+    },
+  );
+});
