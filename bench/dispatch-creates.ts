@@ -37,6 +37,26 @@ interface Row {
   seconds: number;
   createsPerSecond: number;
   passes: number;
+  /** Median time of one driver.create (RunInstances with the API latency, retries included). */
+  medianCreateMs: number;
+  /** Syncs (driver.list: DescribeInstances) and their median time: a pass that syncs starts no create until it is done. */
+  lists: number;
+  medianListMs: number;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? 0 : Math.round(s[s.length >> 1]!);
+}
+
+/** Times each call of `f` into `into`. */
+async function timed<T>(into: number[], f: () => Promise<T>): Promise<T> {
+  const t = performance.now();
+  try {
+    return await f();
+  } finally {
+    into.push(performance.now() - t);
+  }
 }
 
 export async function run(args: string[]): Promise<number> {
@@ -81,12 +101,14 @@ export async function run(args: string[]): Promise<number> {
         let first: number | null = null;
         let last = 0;
         let created = 0;
+        const createMs: number[] = [];
+        const listMs: number[] = [];
         const driver: Driver = {
           create: (t, tags, boot) => {
             first ??= performance.now();
-            return ec2.create(t, tags, boot);
+            return timed(createMs, () => ec2.create(t, tags, boot));
           },
-          list: (f) => ec2.list(f),
+          list: (f) => timed(listMs, () => ec2.list(f)),
           destroy: (id) => ec2.destroy(id),
           setTags: (id, tags) => ec2.setTags(id, tags),
         };
@@ -134,11 +156,14 @@ export async function run(args: string[]): Promise<number> {
           seconds: Math.round(seconds * 100) / 100,
           createsPerSecond: Math.round((created / Math.max(seconds, 1e-3)) * 10) / 10,
           passes,
+          medianCreateMs: median(createMs),
+          lists: listMs.length,
+          medianListMs: median(listMs),
         };
         rows.push(row);
         if (!json)
           console.log(
-            `latency ${latencyMs} ms, max_concurrent_creates ${level}: ${row.createsPerSecond} creates/s (${created} instances in ${row.seconds} s, ${passes} passes)`,
+            `latency ${latencyMs} ms, max_concurrent_creates ${level}: ${row.createsPerSecond} creates/s (${created} instances in ${row.seconds} s, ${passes} passes; create median ${row.medianCreateMs} ms; ${row.lists} syncs, median ${row.medianListMs} ms)`,
           );
         await pool.end();
         // Terminate what was made, so that moto's lists stay the same size for every row.

@@ -36,9 +36,9 @@ export interface Ec2ChaosOptions {
 }
 
 /** Spot interruptions the run delivers, at these shares of requests finished. */
-const INTERRUPT_AT = [0.1, 0.45];
+const INTERRUPT_AT = [0.05, 0.35];
 /** The dispatcher is killed (SIGKILL) once this share of requests has finished. */
-const KILL_AT = 0.3;
+const KILL_AT = 0.25;
 /** How long after its notice an interrupted instance is terminated (AWS: two minutes). */
 const NOTICE_MS = 3_000;
 const POLL_MS = 250;
@@ -49,7 +49,10 @@ export function faultPlan(seed: number, subnets: string[]): unknown {
     seed,
     latency: '20ms',
     rules: [
-      { action: 'RunInstances', error: 'lost-response', times: 2, probability: 0.5 },
+      // The first on-demand create's answer is lost: its retry (same ClientToken) is answered with the
+      // instance it made, and nothing but a lost answer could befall that retry (no spot-only rule applies).
+      { action: 'RunInstances', error: 'lost-response', market: 'on-demand', times: 1 },
+      { action: 'RunInstances', error: 'lost-response', market: 'spot', times: 1, probability: 0.5 },
       { action: 'RunInstances', error: 'InsufficientInstanceCapacity', subnet: subnets[0], times: 4 },
       {
         action: 'RunInstances',
@@ -59,8 +62,8 @@ export function faultPlan(seed: number, subnets: string[]): unknown {
         subnet: subnets[1],
         times: 1,
       },
-      { action: 'RunInstances', error: 'VcpuLimitExceeded', market: 'on-demand', times: 1, probability: 0.3 },
-      { action: 'RunInstances', error: 'RequestLimitExceeded', times: 2, probability: 0.3 },
+      { action: 'RunInstances', error: 'VcpuLimitExceeded', market: 'on-demand', times: 1 },
+      { action: 'RunInstances', error: 'RequestLimitExceeded', market: 'spot', times: 2, probability: 0.3 },
       { action: 'TerminateInstances', error: 'RequestLimitExceeded', times: 1 },
       { action: 'TerminateInstances', error: 'lost-response', times: 1 },
       { action: 'DescribeInstances', error: 'RequestLimitExceeded', times: 2, probability: 0.2 },
@@ -180,14 +183,19 @@ export async function runEc2Chaos(o: Ec2ChaosOptions): Promise<ChaosResult> {
     };
     dispatcher = dispatch();
 
-    // The workload: every third request preemptible (spot, so that interruptions hit running work).
+    // The workload: every other request preemptible, and 2 s longer (spot instances run work when the
+    // interruptions come).
     const rng = seededRng(o.seed);
     const requests = Array.from({ length: o.containers }, (_, i) => ({
       name: `chaos-${i}`,
-      command: ['/bin/sh', '-c', `echo start ${i}; sleep ${1 + Math.floor(rng() * 6) / 2}; echo end ${i}`],
+      command: [
+        '/bin/sh',
+        '-c',
+        `echo start ${i}; sleep ${1 + Math.floor(rng() * 6) / 2 + (i % 2 === 0 ? 2 : 0)}; echo end ${i}`,
+      ],
       vcpus: 1,
       ram: '512MiB',
-      preemptible: i % 3 === 0,
+      preemptible: i % 2 === 0,
     }));
     const r = await fetch(`${apiUrl}/v1/requests/batch`, {
       method: 'POST',
