@@ -355,7 +355,7 @@ export async function runEc2Chaos(o: Ec2ChaosOptions): Promise<ChaosResult> {
 
     figures['instances created'] = all.length;
     figures['RunInstances calls'] = Object.values(calls.RunInstances ?? {}).reduce((s, v) => s + v, 0);
-    figures['containers cancelled by interruptions'] = cancelled.length;
+    figures['containers cancelled'] = cancelled.length;
     figures['containers'] = cs.length;
     figures['dispatcher processes'] = dispatchers.length;
     figures['wall time (s)'] = Math.round((Date.now() - wallStart) / 100) / 10;
