@@ -169,7 +169,13 @@ export class Ec2Proxy {
   /** Whether a RunInstances with this ClientToken made an instance (waits for one in flight). */
   private async madeInstance(token: string): Promise<boolean> {
     const stored = this.tokens.get(token);
-    return stored !== undefined && (await stored.answer.then((a) => a.status === 200, () => false));
+    return (
+      stored !== undefined &&
+      (await stored.answer.then(
+        (a) => a.status === 200,
+        () => false,
+      ))
+    );
   }
 
   /** Forwards a call to moto, after the account limits for RunInstances. */
