@@ -1,4 +1,5 @@
-// `npm run bench -- dispatch-creates [--json] [--containers N] [--concurrency 1,10,50] [--latency 50ms,1s]`
+// `npm run bench -- dispatch-creates [--json] [--containers N] [--concurrency 1,10,50] [--latency 50ms,1s]
+// [--sync-interval 10s]`
 //
 // Creates per second through the whole dispatcher (issue 11 item 3): N containers that each need an
 // instance of their own (max_containers_per_instance 1) are submitted to a PostgreSQL queue; the real
@@ -37,6 +38,26 @@ interface Row {
   seconds: number;
   createsPerSecond: number;
   passes: number;
+  /** Median time of one driver.create (RunInstances with the API latency, retries included). */
+  medianCreateMs: number;
+  /** Syncs (driver.list: DescribeInstances) and their median time: a pass that syncs starts no create until it is done. */
+  lists: number;
+  medianListMs: number;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? 0 : Math.round(s[s.length >> 1]!);
+}
+
+/** Times each call of `f` into `into`. */
+async function timed<T>(into: number[], f: () => Promise<T>): Promise<T> {
+  const t = performance.now();
+  try {
+    return await f();
+  } finally {
+    into.push(performance.now() - t);
+  }
 }
 
 export async function run(args: string[]): Promise<number> {
@@ -44,6 +65,9 @@ export async function run(args: string[]): Promise<number> {
   const containers = Number(flag(args, '--containers', '100'));
   const levels = flag(args, '--concurrency', '1,10,50').split(',').map(Number);
   const latencies = latenciesOf(args);
+  // The dispatcher's sync_interval (default 10 s): a pass that syncs awaits DescribeInstances before it
+  // starts any create, so at a high API latency the syncs are part of what is measured.
+  const timers = DISPATCHER_TIMERS.parse({ sync_interval: flag(args, '--sync-interval', '10s') });
   if (!Number.isInteger(containers) || containers < 1 || levels.some((c) => !Number.isInteger(c) || c < 1)) {
     console.error('--containers and --concurrency: expected whole numbers >= 1');
     return 2;
@@ -51,17 +75,20 @@ export async function run(args: string[]): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-creates-'));
   chmodSync(dir, 0o755); // as root, PostgreSQL runs as postgres and must reach it
   const pg = await startEmbedded({ dataDir: join(dir, 'pgdata') });
-  const emu = await Ec2Emulator.start({ boot: false });
+  let emu: Ec2Emulator | null = null;
   const rows: Row[] = [];
   try {
-    const { subnets, ami } = await emu.defaults();
-    const ec2 = new Ec2Driver({
-      config: parseEc2Config({ endpoint: emu.endpoint, subnets: subnets.slice(0, 3), ami }),
-      credentials: EMULATOR_CREDENTIALS,
-    });
     let db = 0;
     for (const latencyMs of latencies) {
       for (const level of levels) {
+        // An emulator of its own per row: moto's DescribeInstances filters every instance it ever held,
+        // terminated ones included, so a sync gets slower with every row run before on the same moto.
+        emu = await Ec2Emulator.start({ boot: false });
+        const { subnets, ami } = await emu.defaults();
+        const ec2 = new Ec2Driver({
+          config: parseEc2Config({ endpoint: emu.endpoint, subnets: subnets.slice(0, 3), ami }),
+          credentials: EMULATOR_CREDENTIALS,
+        });
         // A database of its own per row: the same queue, nodes and lease every time.
         const name = `bench${++db}`;
         const admin = createPool(pg.url, 1);
@@ -81,12 +108,14 @@ export async function run(args: string[]): Promise<number> {
         let first: number | null = null;
         let last = 0;
         let created = 0;
+        const createMs: number[] = [];
+        const listMs: number[] = [];
         const driver: Driver = {
           create: (t, tags, boot) => {
             first ??= performance.now();
-            return ec2.create(t, tags, boot);
+            return timed(createMs, () => ec2.create(t, tags, boot));
           },
-          list: (f) => ec2.list(f),
+          list: (f) => timed(listMs, () => ec2.list(f)),
           destroy: (id) => ec2.destroy(id),
           setTags: (id, tags) => ec2.setTags(id, tags),
         };
@@ -102,7 +131,7 @@ export async function run(args: string[]): Promise<number> {
           clock: systemClock,
           instanceTypes: [BENCH_TYPE],
           config: { ...SCHEDULER_OPTIONS.defaults(), maxContainersPerInstance: 1, maxInstances: null },
-          ...DISPATCHER_TIMERS.parse({}),
+          ...timers,
           bootData: bootDataFor('http://127.0.0.1:9'),
           maxConcurrentCreates: level,
           onOperationDone: () => loop?.poke(),
@@ -134,21 +163,23 @@ export async function run(args: string[]): Promise<number> {
           seconds: Math.round(seconds * 100) / 100,
           createsPerSecond: Math.round((created / Math.max(seconds, 1e-3)) * 10) / 10,
           passes,
+          medianCreateMs: median(createMs),
+          lists: listMs.length,
+          medianListMs: median(listMs),
         };
         rows.push(row);
         if (!json)
           console.log(
-            `latency ${latencyMs} ms, max_concurrent_creates ${level}: ${row.createsPerSecond} creates/s (${created} instances in ${row.seconds} s, ${passes} passes)`,
+            `latency ${latencyMs} ms, max_concurrent_creates ${level}: ${row.createsPerSecond} creates/s (${created} instances in ${row.seconds} s, ${passes} passes; create median ${row.medianCreateMs} ms; ${row.lists} syncs, median ${row.medianListMs} ms)`,
           );
         await pool.end();
-        // Terminate what was made, so that moto's lists stay the same size for every row.
-        emu.setFaults({});
-        for (const id of await emu.liveInstances()) await ec2.destroy(id);
+        ec2.close();
+        await emu.stop();
+        emu = null;
       }
     }
-    ec2.close();
   } finally {
-    await emu.stop();
+    await emu?.stop();
     await pg.stop();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -33,27 +33,46 @@ export interface CheckInput {
 /** The longest time with runnable work and no progress that the run accepts. */
 export const STALL_LIMIT_MS = 10_000;
 
-function list(xs: string[], max = 5): string {
+export function list(xs: string[], max = 5): string {
   return xs.length <= max ? xs.join('; ') : `${xs.slice(0, max).join('; ')}; … (${xs.length} in all)`;
 }
 
-export async function check(i: CheckInput): Promise<{ checks: Check[]; retried: number }> {
-  const checks: Check[] = [];
-  const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
-  const q = async (sql: string, args: unknown[] = []) => (await i.db.query(sql, args)).rows;
+// A row as the pg driver returns it.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Row = any;
 
+/** What the outcome checks read, for the checks that follow them. */
+export interface Outcomes {
+  reqs: Row[];
+  cs: Row[];
+  /** Containers per request, in start order. */
+  byReq: Map<string, Row[]>;
+}
+
+/**
+ * Nothing lost: every one of the `n` requests reached Final, and succeeded (`success`: what the run makes
+ * of a request that did not), with exactly one container Completed with exit 0, its current one. Shared by
+ * the virtual-time run and the run on the emulated EC2.
+ */
+export async function outcomeChecks(
+  db: Db,
+  n: number,
+  add: (name: string, ok: boolean, detail: string) => void,
+  success = 'every request succeeds (failures were injected on first attempts only)',
+): Promise<Outcomes> {
+  const q = async (sql: string, args: unknown[] = []) => (await db.query(sql, args)).rows;
   const reqs = await q(
     `SELECT id, state, outcome, final_reason, attempts, temp_failures, container_id FROM container_requests`,
   );
   const notFinal = reqs.filter((r) => r.state !== 'Final');
   add(
     'every request reaches Final',
-    reqs.length === i.n && notFinal.length === 0,
+    reqs.length === n && notFinal.length === 0,
     `${reqs.length} requests, ${notFinal.length} not Final${notFinal.length ? `: ${list(notFinal.map((r) => r.id))}` : ''}`,
   );
   const failed = reqs.filter((r) => r.state === 'Final' && r.outcome !== 'success');
   add(
-    'every request succeeds (failures were injected on first attempts only)',
+    success,
     failed.length === 0 && notFinal.length === 0,
     failed.length === 0
       ? `${reqs.length - notFinal.length} succeeded`
@@ -61,9 +80,9 @@ export async function check(i: CheckInput): Promise<{ checks: Check[]; retried: 
   );
 
   const cs = await q(
-    `SELECT id, request_id, state, exit_code, failure_class, runtime_status, started_at, finished_at FROM containers ORDER BY request_id, started_at NULLS LAST`,
+    `SELECT id, request_id, state, exit_code, failure_class, runtime_status, instance_id, started_at, finished_at FROM containers ORDER BY request_id, started_at NULLS LAST`,
   );
-  const byReq = new Map<string, typeof cs>();
+  const byReq = new Map<string, Row[]>();
   for (const c of cs) (byReq.get(c.request_id) ?? byReq.set(c.request_id, []).get(c.request_id)!).push(c);
 
   // Exactly one exit-0 completion per successful request, and it is the request's current container.
@@ -78,6 +97,53 @@ export async function check(i: CheckInput): Promise<{ checks: Check[]; retried: 
     wrongSuccess.length === 0,
     wrongSuccess.length === 0 ? 'yes, for every one' : list(wrongSuccess),
   );
+  return { reqs, cs, byReq };
+}
+
+/**
+ * Nothing run twice: no container has two Running (or Complete) events, a request's containers never
+ * overlap in time, and the agents' own count of starts (`agents`, where the run has it) matches the events.
+ */
+export async function neverTwiceCheck(
+  db: Db,
+  byReq: Map<string, Row[]>,
+  agents: { starts: number; doubleRuns: string[] } | null,
+): Promise<Check> {
+  const q = async (sql: string) => (await db.query(sql)).rows;
+  const twice = await q(
+    `SELECT container_id, count(*) FILTER (WHERE message LIKE 'Running on node%') AS runs,
+       count(*) FILTER (WHERE message LIKE 'Complete:%') AS completes
+     FROM container_events GROUP BY container_id
+     HAVING count(*) FILTER (WHERE message LIKE 'Running on node%') > 1 OR count(*) FILTER (WHERE message LIKE 'Complete:%') > 1`,
+  );
+  const overlaps: string[] = [];
+  for (const [req, list_] of byReq) {
+    const runs = list_.filter((c) => c.started_at !== null);
+    for (let k = 1; k < runs.length; k++) {
+      const prevEnd = runs[k - 1].finished_at as Date | null;
+      if (prevEnd === null || prevEnd.getTime() > (runs[k].started_at as Date).getTime())
+        overlaps.push(`${req}: ${runs[k - 1].id} and ${runs[k].id}`);
+    }
+  }
+  const runEvents = (
+    await q(`SELECT count(*)::int AS n FROM container_events WHERE message LIKE 'Running on node%'`)
+  )[0].n;
+  const doubleRuns = agents?.doubleRuns ?? [];
+  return {
+    name: 'no container is ever Running twice or on two instances at once',
+    ok:
+      twice.length === 0 &&
+      overlaps.length === 0 &&
+      doubleRuns.length === 0 &&
+      (agents === null || runEvents === agents.starts),
+    detail: `${runEvents} Running events${agents ? ` for ${agents.starts} agent starts` : ''}; containers Running or Complete twice: ${twice.length}; requests with overlapping containers: ${overlaps.length}${agents ? `; agents running two containers of one request: ${doubleRuns.length}` : ''}${overlaps.length + doubleRuns.length ? ` (${list([...overlaps, ...doubleRuns])})` : ''}`,
+  };
+}
+
+export async function check(i: CheckInput): Promise<{ checks: Check[]; retried: number }> {
+  const checks: Check[] = [];
+  const add = (name: string, ok: boolean, detail: string) => checks.push({ name, ok, detail });
+  const { reqs, cs, byReq } = await outcomeChecks(i.db, i.n, add);
 
   // Attempts: one per accepted non-zero exit, plus the success.
   const injectedExits = [...i.agents.exits.values()].flat().filter((c) => c !== 0).length;
@@ -120,32 +186,7 @@ export async function check(i: CheckInput): Promise<{ checks: Check[]; retried: 
   );
 
   // Never run twice: the events table, the containers' intervals per request, the agents' records.
-  const twice = await q(
-    `SELECT container_id, count(*) FILTER (WHERE message LIKE 'Running on node%') AS runs,
-       count(*) FILTER (WHERE message LIKE 'Complete:%') AS completes
-     FROM container_events GROUP BY container_id
-     HAVING count(*) FILTER (WHERE message LIKE 'Running on node%') > 1 OR count(*) FILTER (WHERE message LIKE 'Complete:%') > 1`,
-  );
-  const overlaps: string[] = [];
-  for (const [req, list_] of byReq) {
-    const runs = list_.filter((c) => c.started_at !== null);
-    for (let k = 1; k < runs.length; k++) {
-      const prevEnd = runs[k - 1].finished_at as Date | null;
-      if (prevEnd === null || prevEnd.getTime() > (runs[k].started_at as Date).getTime())
-        overlaps.push(`${req}: ${runs[k - 1].id} and ${runs[k].id}`);
-    }
-  }
-  const runEvents = (
-    await q(`SELECT count(*)::int AS n FROM container_events WHERE message LIKE 'Running on node%'`)
-  )[0].n;
-  add(
-    'no container is ever Running twice or on two instances at once',
-    twice.length === 0 &&
-      overlaps.length === 0 &&
-      i.agents.doubleRuns.length === 0 &&
-      runEvents === i.agents.starts,
-    `${runEvents} Running events for ${i.agents.starts} agent starts; containers Running or Complete twice: ${twice.length}; requests with overlapping containers: ${overlaps.length}; agents running two containers of one request: ${i.agents.doubleRuns.length}${overlaps.length + i.agents.doubleRuns.length ? ` (${list([...overlaps, ...i.agents.doubleRuns])})` : ''}`,
-  );
+  checks.push(await neverTwiceCheck(i.db, byReq, i.agents));
 
   const limit = CONFIG.idleTimeoutMs + CONFIG.bootTimeoutMs;
   const tookMs = i.drainedAt !== null && i.allGoneAt !== null ? i.allGoneAt - i.drainedAt : null;

@@ -168,6 +168,21 @@ describe('ec2 driver', () => {
     expect(calls('RunInstances').replayed).toBeGreaterThanOrEqual(1);
   });
 
+  it('a lost answer retried into a capacity shortage still returns the first instance (EC2 checks the ClientToken first)', async () => {
+    w.emu.setFaults({
+      rules: [
+        { action: 'RunInstances', error: 'lost-response', times: 1 },
+        { action: 'RunInstances', error: 'InsufficientInstanceCapacity', subnet: w.subnets[0] },
+      ],
+    });
+    const d = w.driver();
+    const n = node();
+    const ci = await d.create(small, tags(n), bootData(n));
+    const made = await w.instances([{ Name: 'tag:berth-node', Values: [n] }]);
+    expect(made.map((i) => [i.InstanceId, i.SubnetId])).toEqual([[ci.id, w.subnets[0]]]);
+    expect(calls('RunInstances')).toEqual({ 'lost-response': 1, replayed: 1, ok: 1 });
+  });
+
   it('concurrent creates for different nodes make one instance each', async () => {
     const d = w.driver();
     const nodes = Array.from({ length: 16 }, node);

@@ -208,13 +208,18 @@ export class Faults {
     return latencyMs + (latencyJitterMs > 0 ? Math.round(this.rng() * latencyJitterMs) : 0);
   }
 
-  /** Decides the fate of one call of `action` with its query parameters, at `nowMs`. */
-  decide(action: string, params: URLSearchParams, nowMs: number): FaultDecision {
+  /**
+   * Decides the fate of one call of `action` with its query parameters, at `nowMs`. `replay`: the call
+   * repeats a ClientToken that already made an instance; EC2 answers such a call with that instance before
+   * it looks at capacity or limits, so only throttling and a lost response can still befall it.
+   */
+  decide(action: string, params: URLSearchParams, nowMs: number, replay = false): FaultDecision {
     if (this.bucket && this.bucket.take(nowMs) !== null)
       return error('RequestLimitExceeded', 'Request limit exceeded.');
     const spot = params.get('InstanceMarketOptions.MarketType') === 'spot';
     for (const [i, r] of this.config.rules.entries()) {
       if (r.action !== null && r.action !== action) continue;
+      if (replay && r.error !== LOST_RESPONSE && r.error !== 'RequestLimitExceeded') continue;
       if (r.instanceType !== null && params.get('InstanceType') !== r.instanceType) continue;
       if (r.subnet !== null && params.get('SubnetId') !== r.subnet) continue;
       if (r.market !== null && (r.market === 'spot') !== spot) continue;

@@ -117,11 +117,12 @@ export class Ec2Proxy {
     const action = params.get('Action') ?? 'unknown';
     const latency = this.faults.latency();
     if (latency > 0) await new Promise((r) => setTimeout(r, latency));
-    const decision = this.faults.decide(action, params, this.clock.now().getTime());
+    const token = action === 'RunInstances' ? params.get('ClientToken') : null;
+    const replay = token !== null && (await this.madeInstance(token));
+    const decision = this.faults.decide(action, params, this.clock.now().getTime(), replay);
     if (decision.kind === 'error') return this.fail(action, decision, res);
 
     let answer: { status: number; headers: http.OutgoingHttpHeaders; body: Buffer };
-    const token = action === 'RunInstances' ? params.get('ClientToken') : null;
     if (token) {
       const fingerprint = [...params]
         .filter(([k]) => k !== 'ClientToken')
@@ -163,6 +164,18 @@ export class Ec2Proxy {
         : (/<Code>([^<]+)<\/Code>/.exec(answer.body.toString())?.[1] ?? `http-${answer.status}`),
     );
     this.pipe(answer, res);
+  }
+
+  /** Whether a RunInstances with this ClientToken made an instance (waits for one in flight). */
+  private async madeInstance(token: string): Promise<boolean> {
+    const stored = this.tokens.get(token);
+    return (
+      stored !== undefined &&
+      (await stored.answer.then(
+        (a) => a.status === 200,
+        () => false,
+      ))
+    );
   }
 
   /** Forwards a call to moto, after the account limits for RunInstances. */
