@@ -19,7 +19,7 @@ import {
 } from './client.js';
 import { newLogCursor, type HandBackCause, type Journal, type JournalEntry } from './journal.js';
 import { LogShipper, type ShipperOptions } from './log-shipper.js';
-import { CHECKPOINT_SIGNAL, CHECKPOINT_SUBDIR, type CheckpointStore } from './checkpoint.js';
+import { CHECKPOINT_SIGNAL, CHECKPOINT_SUBDIR, type ApiCheckpoints } from './checkpoint.js';
 
 /** How the agent chooses runtimes: by image for new containers, by name for re-attach. */
 export interface RuntimeChoice {
@@ -41,8 +41,8 @@ export interface RunnerContext {
   stop: AbortSignal;
   /** The agent's logger; each runner logs through a child carrying its container id. */
   log: Logger;
-  /** Where containers' checkpoints are kept for their next attempts (checkpoint.ts); null: none. */
-  checkpoints?: CheckpointStore | null;
+  /** Containers' checkpoints, kept by the API for their next attempts (checkpoint.ts); null: none. */
+  checkpoints?: ApiCheckpoints | null;
   /** How long a reclaimed container may take to write its checkpoint and exit after SIGUSR1. */
   checkpointWaitMs?: number;
 }
@@ -52,8 +52,8 @@ export class ContainerRunner {
   private shipper: LogShipper | null = null;
   /** A kill requested before the container was started or supervised. */
   private killRequested: string | null = null;
-  /** Its checkpoint directory was filled from an earlier attempt's (said in its log once supervised). */
-  private restoredCheckpoint = false;
+  /** What became of an earlier attempt's checkpoint (said in its log once supervised). */
+  private restoredCheckpoint: string | null = null;
   /** The latest usage sample while it runs. */
   lastUsage: Usage | null = null;
   /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
@@ -153,7 +153,7 @@ export class ContainerRunner {
    */
   private async endReclaimed(entry: JournalEntry, sup: Supervisor): Promise<void> {
     const waitMs = this.ctx.checkpointWaitMs ?? 0;
-    if (this.ctx.checkpoints && entry.requestId && waitMs > 0) {
+    if (this.checkpointDir(entry) && waitMs > 0) {
       await sup.handle.signal(CHECKPOINT_SIGNAL).catch(() => {});
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([sup.wait().catch(() => {}), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
@@ -168,20 +168,35 @@ export class ContainerRunner {
     return join(entry.runDir, 'scratch', CHECKPOINT_SUBDIR);
   }
 
-  /** After the container ended: keep its checkpoint for the next attempt, or drop it after a success. */
+  /**
+   * After the container ended without success: send its checkpoint to the API for the next attempt (the
+   * request's end drops it there).
+   */
   private async keepCheckpoint(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
     const dir = this.checkpointDir(entry);
     const store = this.ctx.checkpoints;
-    if (!dir || !store || !entry.requestId) return;
+    if (!dir || !store || (info.exitCode === 0 && !entry.handBack)) return;
     try {
-      const succeeded = info.exitCode === 0 && !entry.handBack;
-      if (succeeded) await store.forget(entry.requestId);
-      else {
-        const line = await store.keep(entry.requestId, dir);
-        if (line) await shipper.system(line);
-      }
+      const line = await store.keep(entry, dir, entry.handBack?.cause === 'reclaim');
+      if (line) await shipper.system(line);
     } catch (err) {
       this.log.warn(errorFields(err), 'keeping its checkpoint failed');
+      await shipper.system(`checkpoint not kept: ${(err as Error).message}`).catch(() => {});
+    }
+  }
+
+  /** Fills its checkpoint directory from the API when its request has a checkpoint; the line for its log. */
+  private async restoreCheckpoint(
+    entry: JournalEntry,
+    dir: string,
+    order: StartOrder,
+  ): Promise<string | null> {
+    try {
+      const bytes = await this.ctx.checkpoints!.restore(entry, dir, order.checkpoint === true);
+      return bytes === null ? null : `checkpoint restored from an earlier attempt (${bytes} bytes)`;
+    } catch (err) {
+      this.log.warn(errorFields(err), 'restoring its checkpoint failed');
+      return `checkpoint not restored (starting without it): ${(err as Error).message}`;
     }
   }
 
@@ -288,8 +303,7 @@ export class ContainerRunner {
       return;
     }
     const checkpointDir = this.checkpointDir(entry);
-    if (checkpointDir && (await ctx.checkpoints!.restore(entry.requestId!, checkpointDir)))
-      this.restoredCheckpoint = true;
+    if (checkpointDir) this.restoredCheckpoint = await this.restoreCheckpoint(entry, checkpointDir, order);
     const spec: RunSpec = {
       id: order.id,
       image: order.image,
@@ -381,7 +395,7 @@ export class ContainerRunner {
     const { ctx } = this;
     const shipper = this.makeShipper(entry);
     if (handle.warning) await shipper.system(`warning: ${handle.warning}`);
-    if (this.restoredCheckpoint) await shipper.system('checkpoint restored from an earlier attempt');
+    if (this.restoredCheckpoint) await shipper.system(this.restoredCheckpoint);
     const sup = new Supervisor(handle, {
       maxRunTimeMs: entry.maxRunTimeMs,
       scratchBytes: entry.scratch,

@@ -343,24 +343,15 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['agent'],
   }),
   opt({
-    key: 'checkpoint_store',
-    kind: nullable(path),
-    default: null,
-    env: 'BERTH_CHECKPOINT_STORE',
-    flag: '--checkpoint-store',
-    help:
-      "A directory shared by the agents of one host where containers' own checkpoints ($BERTH_CHECKPOINT_DIR) " +
-      'are kept for the next attempt of their request (docs/RUNTIMES.md). Unset: no checkpoint directory.',
-    usedBy: ['agent'],
-  }),
-  opt({
     key: 'checkpoint_limit',
     kind: size,
     default: '64MiB',
     env: 'BERTH_CHECKPOINT_LIMIT',
     flag: '--checkpoint-limit',
-    help: 'The largest checkpoint kept per request; a larger one is dropped, said in the container log.',
-    usedBy: ['agent'],
+    help:
+      'The largest checkpoint kept per request (the tar archive of $BERTH_CHECKPOINT_DIR): the agent does not ' +
+      'upload a larger one (an event and the container log say so), and the API refuses one (0: no checkpoints).',
+    usedBy: ['agent', 'server', 'up'],
   }),
   opt({
     key: 'checkpoint_wait',

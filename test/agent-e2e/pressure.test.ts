@@ -1,13 +1,12 @@
 // The agent's way out (issue 16 item 2) on a real cgroup: the containers' parent group is an instance
-// with a memory limit; an opportunistic container holds memory its guaranteed neighbour has reserved but
-// not used yet; the guaranteed one grows to its request. The pressure watcher freezes the opportunistic
-// one, hands it back (reclaimed: retried at once, spending no retry), and the guaranteed one finishes
-// without an OOM kill. The retry then runs and finishes, once.
+// with a memory limit; an opportunistic container (submitted with `opportunistic: true`) holds memory its
+// guaranteed neighbour has reserved but not used yet; the guaranteed one grows to its request. The pressure
+// watcher freezes the opportunistic one, hands it back (reclaimed: retried at once, spending no retry), and
+// the guaranteed one finishes without an OOM kill. The retry then runs and finishes, once; a counter that
+// checkpoints continues from its checkpoint on another instance (carried by the API).
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
 import { cgroupAt, cgroupsUnusable, probeCgroups, type Cgroup } from '../../src/agent/runtimes/cgroup.js';
-import type { Agent } from '../../src/agent/agent.js';
 import { itIf } from '../helpers/needs.js';
 import { Harness, until } from './harness.js';
 
@@ -24,19 +23,6 @@ afterAll(async () => {
   await h?.cleanup();
   await instance?.remove().catch(() => {});
 });
-
-/**
- * Marks the start orders of `ids` opportunistic, as the store does for a request submitted with
- * `--opportunistic` (the field is added to the store's start order by issue 16 item 1, in its own branch).
- */
-function markOpportunistic(agent: Agent, ids: Set<string>): void {
-  const ping = agent.client.ping.bind(agent.client);
-  agent.client.ping = async (...args) => {
-    const ans = await ping(...args);
-    for (const o of ans.start) if (ids.has(o.id)) o.opportunistic = true;
-    return ans;
-  };
-}
 
 /** The instance: 384 MiB for all containers together (the agents' cgroup parent). */
 async function instanceGroup(): Promise<void> {
@@ -60,16 +46,18 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
     async () => {
       await instanceGroup();
       const node = await h.node();
-      const { agent, lines } = h.startAgent(node, {
+      const { lines } = h.startAgent(node, {
         cgroupParent: parent,
         pressure: { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null },
+        // No checkpoint asked for: killed as soon as it is frozen.
+        checkpointWaitMs: 0,
       });
       const opp = await h.submit({
         command: ['node', '-e', allocator(120, 5, 600_000)],
         ram: '256MiB',
         max_temp_retries: 0,
+        opportunistic: true,
       });
-      markOpportunistic(agent, new Set([opp]));
       await h.assign(opp, node);
       await until(async () => (await h.text(opp, 'stdout')).includes('holding'), 30_000, 'opp holding');
       // The guaranteed container reserved 256 MiB and grows to ~230 (with node's own ~40): into the borrowed part.
@@ -98,17 +86,15 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
   );
 
   itIf(cgroupsMissing)(
-    'a reclaimed container that writes its checkpoint on SIGUSR1 continues from it in its next attempt',
+    'a reclaimed counter checkpoints on instance A and continues from its checkpoint on instance B (through the API)',
     async () => {
       await instanceGroup();
-      const node = await h.node();
-      const store = await h.tempDir('berth-checkpoints-');
-      const { agent } = h.startAgent(node, {
-        cgroupParent: parent,
-        pressure: { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null },
-        checkpointStore: store,
-        checkpointWaitMs: 10_000,
-      });
+      const a = await h.node();
+      const b = await h.node();
+      const pressure = { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null };
+      h.startAgent(a, { cgroupParent: parent, pressure, checkpointWaitMs: 10_000 });
+      // Instance B: another agent with its own work dir; nothing is shared with A but the API.
+      h.startAgent(b, { cgroupParent: parent, pressure, checkpointWaitMs: 10_000 });
       // A counter holding 120 MiB: on SIGUSR1 it writes its count and exits; restored, it counts 50 more.
       const counter = `const fs = require('fs'); const f = process.env.BERTH_CHECKPOINT_DIR + '/count';
         let n = fs.existsSync(f) ? Number(fs.readFileSync(f, 'utf8')) : 0; const first = n;
@@ -116,39 +102,48 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
         console.log('start ' + n);
         process.on('SIGUSR1', () => { fs.writeFileSync(f, String(n)); console.log('checkpoint ' + n); process.exit(0); });
         setInterval(() => { n++; if (first > 0 && n >= first + 50) { console.log('finished ' + n); process.exit(0); } }, 5);`;
-      const opp = await h.submit({ command: ['node', '-e', counter], ram: '256MiB', max_temp_retries: 0 });
-      const marked = new Set([opp]);
-      markOpportunistic(agent, marked);
-      await h.assign(opp, node);
+      const opp = await h.submit({
+        command: ['node', '-e', counter],
+        ram: '256MiB',
+        max_temp_retries: 0,
+        opportunistic: true,
+      });
+      await h.assign(opp, a);
       await until(async () => (await h.text(opp, 'stdout')).includes('start 0'), 30_000, 'the counter');
-      // Counted for a while before the guaranteed container claims its memory.
-      await until(async () => (await h.store.containers.get(opp)).state === 'Running', 10_000, 'running');
-      const g = await h.submitAndAssign(node, {
+      const g = await h.submitAndAssign(a, {
         command: ['node', '-e', allocator(192, 80, 200)],
         ram: '256MiB',
       });
       expect(await h.waitState(g, ['Complete'], 60_000)).toMatchObject({ exit_code: 0, oom_killed: false });
-      const ended = await h.waitState(opp, ['Cancelled'], 20_000);
+      const ended = await h.waitState(opp, ['Cancelled'], 30_000);
       const saved = /checkpoint (\d+)/.exec(await h.text(opp, 'stdout'));
       expect(saved, 'the first attempt wrote its checkpoint').not.toBeNull();
       const count = Number(saved![1]);
       expect(count).toBeGreaterThan(0);
       expect(await h.text(opp, 'system')).toMatch(/checkpoint kept: 1 file\(s\)/);
+      const kinds = (await h.store.containerList.events(opp)).map((e) => e.kind);
+      expect(kinds).toEqual(expect.arrayContaining(['migrate', 'reclaim']));
 
+      // Instance A is left out (as a held or draining instance is): the retry runs on B.
       const retry = (await h.store.requests.get(ended.request_id)).container_id!;
-      marked.add(retry);
-      await h.assign(retry, node);
+      await h.assign(retry, b);
       expect(await h.waitState(retry, ['Complete'], 60_000)).toMatchObject({ exit_code: 0 });
       const out = await h.text(retry, 'stdout');
       expect(out).toContain(`start ${count}\n`);
       expect(out).toContain(`finished ${count + 50}\n`);
-      expect(await h.text(retry, 'system')).toContain('checkpoint restored from an earlier attempt');
+      expect(await h.text(retry, 'system')).toMatch(
+        /checkpoint restored from an earlier attempt \(\d+ bytes\)/,
+      );
+      const moved = (await h.store.containerList.events(retry)).filter((e) => e.kind === 'migrate');
+      expect(moved.map((e) => e.message)).toEqual([
+        expect.stringContaining(`from instance ${a.instanceId} to ${b.instanceId}`),
+      ]);
       expect(await h.store.requests.get(ended.request_id)).toMatchObject({
         state: 'Final',
         outcome: 'success',
       });
-      // A success removes the kept checkpoint.
-      await until(async () => (await readdir(store)).length === 0, 10_000, 'the checkpoint removed');
+      // The request's end drops the kept checkpoint.
+      expect((await h.store.checkpoints.infoOf([ended.request_id])).size).toBe(0);
     },
     120_000,
   );

@@ -69,7 +69,6 @@ describe('loadConfig', () => {
       pressure_interval: 50,
       pressure_headroom: 64 * 1024 ** 2,
       pressure_psi: null,
-      checkpoint_store: null,
       checkpoint_limit: 64 * 1024 ** 2,
       checkpoint_wait: 5_000,
       instance_ram: null,

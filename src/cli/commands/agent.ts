@@ -43,7 +43,6 @@ export function registerAgent(program: Command): void {
           psiPercent: cfg.pressure_psi,
           instanceRam: cfg.instance_ram,
         },
-        checkpointStore: cfg.checkpoint_store,
         checkpointLimitBytes: cfg.checkpoint_limit,
         checkpointWaitMs: cfg.checkpoint_wait,
       });

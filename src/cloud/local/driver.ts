@@ -176,9 +176,8 @@ export class LocalDriver implements Driver {
           // The agent's cgroup_parent: its containers' groups nest in the instance's slice.
           ...(cgroup ? { BERTH_CGROUP_PARENT: slicePaths(cgroup.path).containers } : {}),
           // The pressure watcher's capacity: the instance's memory (the containers' group has no limit of
-          // its own); and where the host's agents keep containers' checkpoints for their next attempts.
+          // its own).
           ...(cgroup ? { BERTH_INSTANCE_RAM: String(type.ram) } : {}),
-          BERTH_CHECKPOINT_STORE: join(this.home, 'checkpoints'),
         },
         cwd: dir,
       });
