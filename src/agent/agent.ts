@@ -215,8 +215,11 @@ export class Agent {
       {
         intervalMs: PROCESS_OPTIONS.defaultOf('pressure_interval'),
         headroomBytes: PROCESS_OPTIONS.defaultOf('pressure_headroom'),
+        marginBytes: PROCESS_OPTIONS.defaultOf('pressure_margin'),
         psiPercent: PROCESS_OPTIONS.defaultOf('pressure_psi'),
+        cpuPercent: PROCESS_OPTIONS.defaultOf('pressure_cpu'),
         instanceRam: PROCESS_OPTIONS.defaultOf('instance_ram'),
+        instanceVcpus: PROCESS_OPTIONS.defaultOf('instance_vcpus'),
         ...opts.pressure,
         cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
       },

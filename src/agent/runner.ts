@@ -129,9 +129,35 @@ export class ContainerRunner {
     return this.supervisor !== null;
   }
 
+  /** When it started (ms since the epoch): the pressure watcher ends the most recent first among equals. */
+  get startedAt(): number {
+    return this.ctx.journal.containers.get(this.id)?.startedAt ?? Date.now();
+  }
+
+  /** The pressure watcher freezes every opportunistic container at once, before choosing which to end. */
+  async freeze(): Promise<void> {
+    await this.supervisor?.handle.freeze();
+  }
+
+  /** Not chosen to end: it runs on, unless its user paused it (berth pause) or it is being reclaimed. */
+  async thaw(): Promise<void> {
+    const entry = this.ctx.journal.containers.get(this.id);
+    if (!this.supervisor || !entry || entry.paused || entry.handBack) return;
+    await this.supervisor.handle.thaw();
+  }
+
+  /** Its memory use now and its CPU use since it started (vcpus), for the pressure watcher's choice. */
+  async usage(): Promise<{ ramBytes: number; vcpus: number }> {
+    const sup = this.supervisor;
+    if (!sup) return { ramBytes: 0, vcpus: 0 };
+    const u = await sup.handle.usage();
+    const seconds = (Date.now() - this.startedAt) / 1000;
+    return { ramBytes: u.ramBytes, vcpus: seconds > 0 ? u.cpuSeconds / seconds : 0 };
+  }
+
   /**
-   * Guaranteed containers claim the capacity this opportunistic one borrowed: freeze it at once (resolves
-   * once frozen), then stop it and report it as a reclaimed temp cancel (retried, spending no retry).
+   * Guaranteed containers claim the capacity this opportunistic one borrowed: freeze it (at once, if the
+   * watcher has not yet), then stop it and report it as a reclaimed temp cancel (retried, spending no retry).
    */
   async reclaim(why: string): Promise<void> {
     const entry = this.ctx.journal.containers.get(this.id);

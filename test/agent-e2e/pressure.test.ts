@@ -86,6 +86,59 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
   );
 
   itIf(cgroupsMissing)(
+    'two opportunistic containers, the guaranteed one grows by less than one of them: exactly one is reclaimed, the other thaws and finishes here',
+    async () => {
+      await instanceGroup();
+      const node = await h.node();
+      const { lines } = h.startAgent(node, {
+        cgroupParent: parent,
+        pressure: {
+          intervalMs: 20,
+          headroomBytes: 64 * MiB,
+          marginBytes: 16 * MiB,
+          psiPercent: null,
+          instanceRam: null,
+        },
+        checkpointWaitMs: 0,
+      });
+      // Each holds 120 MiB (~128 in the group with node's own) for 20 s, then ends by itself.
+      const opps: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const id = await h.submit({
+          command: ['node', '-e', allocator(120, 5, 20_000)],
+          ram: '192MiB',
+          max_temp_retries: 0,
+          opportunistic: true,
+        });
+        await h.assign(id, node);
+        opps.push(id);
+      }
+      for (const id of opps)
+        await until(async () => (await h.text(id, 'stdout')).includes('holding'), 30_000, `${id} holding`);
+      // The guaranteed container grows by 112 MiB: into the borrowed part (free memory falls under the
+      // headroom), by less than one of them.
+      const g = await h.submitAndAssign(node, {
+        command: ['node', '-e', allocator(112, 80, 200)],
+        ram: '192MiB',
+      });
+      expect(await h.waitState(g, ['Complete'], 60_000)).toMatchObject({ exit_code: 0, oom_killed: false });
+      const ends = await Promise.all(opps.map((id) => h.waitState(id, ['Complete', 'Cancelled'], 60_000)));
+      const reclaimed = ends.filter((c) => c.state === 'Cancelled');
+      const finished = ends.filter((c) => c.state === 'Complete');
+      expect(reclaimed).toHaveLength(1);
+      expect(finished).toHaveLength(1);
+      expect(finished[0]).toMatchObject({ exit_code: 0, node_id: node.id });
+      expect(await h.text(finished[0]!.id, 'stdout')).toContain('done 30');
+      const events = (await h.store.containerList.events(reclaimed[0]!.id)).map((e) => e.kind);
+      expect(events).toContain('reclaim');
+      expect(
+        lines.some((l) => new RegExp(`reclaimed ${reclaimed[0]!.id}; thawed ${finished[0]!.id}`).test(l)),
+      ).toBe(true);
+    },
+    120_000,
+  );
+
+  itIf(cgroupsMissing)(
     'a reclaimed counter checkpoints on instance A and continues from its checkpoint on instance B (through the API)',
     async () => {
       await instanceGroup();

@@ -175,9 +175,11 @@ export class LocalDriver implements Driver {
           ...(this.o.env ?? process.env),
           // The agent's cgroup_parent: its containers' groups nest in the instance's slice.
           ...(cgroup ? { BERTH_CGROUP_PARENT: slicePaths(cgroup.path).containers } : {}),
-          // The pressure watcher's capacity: the instance's memory (the containers' group has no limit of
-          // its own).
-          ...(cgroup ? { BERTH_INSTANCE_RAM: String(type.ram) } : {}),
+          // The pressure watcher's capacity: the instance's memory and vcpus (the containers' group has no
+          // limit of its own).
+          ...(cgroup
+            ? { BERTH_INSTANCE_RAM: String(type.ram), BERTH_INSTANCE_VCPUS: String(type.vcpus) }
+            : {}),
         },
         cwd: dir,
       });
