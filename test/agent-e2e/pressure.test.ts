@@ -24,6 +24,9 @@ afterAll(async () => {
   await instance?.remove().catch(() => {});
 });
 
+/** The watcher of every agent here: quick samples, 64 MiB of headroom, no PSI, the instance group's limit. */
+const pressure = { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null };
+
 /** The instance: 384 MiB for all containers together (the agents' cgroup parent). */
 async function instanceGroup(): Promise<void> {
   if (instance) return;
@@ -48,7 +51,7 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
       const node = await h.node();
       const { lines } = h.startAgent(node, {
         cgroupParent: parent,
-        pressure: { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null },
+        pressure,
         // No checkpoint asked for: killed as soon as it is frozen.
         checkpointWaitMs: 0,
       });
@@ -92,13 +95,7 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
       const node = await h.node();
       const { lines } = h.startAgent(node, {
         cgroupParent: parent,
-        pressure: {
-          intervalMs: 20,
-          headroomBytes: 64 * MiB,
-          marginBytes: 16 * MiB,
-          psiPercent: null,
-          instanceRam: null,
-        },
+        pressure: { ...pressure, marginBytes: 16 * MiB },
         checkpointWaitMs: 0,
       });
       // Each holds 120 MiB (~128 in the group with node's own) for 20 s, then ends by itself.
@@ -144,7 +141,6 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
       await instanceGroup();
       const a = await h.node();
       const b = await h.node();
-      const pressure = { intervalMs: 20, headroomBytes: 64 * MiB, psiPercent: null, instanceRam: null };
       h.startAgent(a, { cgroupParent: parent, pressure, checkpointWaitMs: 10_000 });
       // Instance B: another agent with its own work dir; nothing is shared with A but the API.
       h.startAgent(b, { cgroupParent: parent, pressure, checkpointWaitMs: 10_000 });
