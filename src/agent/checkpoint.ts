@@ -53,9 +53,9 @@ export class ApiCheckpoints {
   /**
    * Sends what `from` holds to the API for the request's next attempt (replacing an older checkpoint);
    * `reclaimed`: the container is reclaimed, so the next attempt migrates. Returns a line for the
-   * container's log, or null when there was nothing to keep.
+   * container's log and whether it was kept, or null when there was nothing to keep.
    */
-  async keep(c: CheckpointOwner, from: string, reclaimed: boolean): Promise<string | null> {
+  async keep(c: CheckpointOwner, from: string, reclaimed: boolean): Promise<Kept | null> {
     const tree = await listTree(from);
     if (tree === null || tree.files === 0) return null;
     // The files' bytes bound the archive's from below: no need to pack what cannot be sent.
@@ -81,12 +81,23 @@ export class ApiCheckpoints {
     await retrying(() => this.client.putCheckpoint(c.id, c.lockToken, tar, reclaimed), {
       signal: this.signal,
     });
-    return `checkpoint kept: ${tree.files} file(s), ${tree.bytes} bytes (a ${tar.length}-byte archive), for the next attempt`;
+    return {
+      kept: true,
+      line: `checkpoint kept: ${tree.files} file(s), ${tree.bytes} bytes (a ${tar.length}-byte archive), for the next attempt`,
+    };
   }
 }
 
-const overLimit = (bytes: number, limit: number) =>
-  `checkpoint of ${bytes} bytes not kept: over the checkpoint limit of ${limit} bytes`;
+/** What became of a checkpoint: the line for the container's log. */
+export interface Kept {
+  kept: boolean;
+  line: string;
+}
+
+const overLimit = (bytes: number, limit: number): Kept => ({
+  kept: false,
+  line: `checkpoint of ${bytes} bytes not kept: over the checkpoint limit of ${limit} bytes`,
+});
 
 /**
  * The regular files and directories below `dir` (names relative to it, parents first), with the files'

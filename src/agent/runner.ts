@@ -196,18 +196,26 @@ export class ContainerRunner {
 
   /**
    * After the container ended without success: send its checkpoint to the API for the next attempt (the
-   * request's end drops it there).
+   * request's end drops it there). Returns why a checkpoint it wrote was not kept (for its end's reason,
+   * which its events show), or null.
    */
-  private async keepCheckpoint(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
+  private async keepCheckpoint(
+    entry: JournalEntry,
+    info: ExitInfo,
+    shipper: LogShipper,
+  ): Promise<string | null> {
     const dir = this.checkpointDir(entry);
     const store = this.ctx.checkpoints;
-    if (!dir || !store || (info.exitCode === 0 && !entry.handBack)) return;
+    if (!dir || !store || (info.exitCode === 0 && !entry.handBack)) return null;
     try {
-      const line = await store.keep(entry, dir, entry.handBack?.cause === 'reclaim');
-      if (line) await shipper.system(line);
+      const k = await store.keep(entry, dir, entry.handBack?.cause === 'reclaim');
+      if (k) await shipper.system(k.line);
+      return k && !k.kept ? k.line : null;
     } catch (err) {
       this.log.warn(errorFields(err), 'keeping its checkpoint failed');
-      await shipper.system(`checkpoint not kept: ${(err as Error).message}`).catch(() => {});
+      const line = `checkpoint not kept: ${(err as Error).message}`;
+      await shipper.system(line).catch(() => {});
+      return line;
     }
   }
 
@@ -447,9 +455,10 @@ export class ContainerRunner {
       return;
     }
     if (info === 'stopped') return; // the next agent re-attaches
-    await this.keepCheckpoint(entry, info, shipper);
+    const notKept = await this.keepCheckpoint(entry, info, shipper);
     if (entry.handBack) {
-      const { cause, reason } = entry.handBack;
+      const { cause } = entry.handBack;
+      const reason = notKept ? `${entry.handBack.reason} (${notKept})` : entry.handBack.reason;
       await this.cancel(entry, 'temp', reason, {
         interrupted: cause === 'spot',
         reclaimed: cause === 'reclaim',

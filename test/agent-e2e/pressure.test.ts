@@ -43,6 +43,14 @@ const allocator = (mib: number, stepMs: number, holdMs: number) =>
    };
    step();`;
 
+/** A counter holding 120 MiB: on SIGUSR1 it writes its count and exits; restored, it counts 50 more. */
+const counter = `const fs = require('fs'); const f = process.env.BERTH_CHECKPOINT_DIR + '/count';
+  let n = fs.existsSync(f) ? Number(fs.readFileSync(f, 'utf8')) : 0; const first = n;
+  const held = []; for (let i = 0; i < 30; i++) held.push(Buffer.alloc(4 * 1048576, 1));
+  console.log('start ' + n);
+  process.on('SIGUSR1', () => { fs.writeFileSync(f, String(n)); console.log('checkpoint ' + n); process.exit(0); });
+  setInterval(() => { n++; if (first > 0 && n >= first + 50) { console.log('finished ' + n); process.exit(0); } }, 5);`;
+
 describe('pressure watcher (real cgroup, process runtime)', () => {
   itIf(cgroupsMissing)(
     'a guaranteed container grows into borrowed memory: the opportunistic one is frozen and requeued, the guaranteed one is never OOM-killed',
@@ -144,13 +152,6 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
       h.startAgent(a, { cgroupParent: parent, pressure, checkpointWaitMs: 10_000 });
       // Instance B: another agent with its own work dir; nothing is shared with A but the API.
       h.startAgent(b, { cgroupParent: parent, pressure, checkpointWaitMs: 10_000 });
-      // A counter holding 120 MiB: on SIGUSR1 it writes its count and exits; restored, it counts 50 more.
-      const counter = `const fs = require('fs'); const f = process.env.BERTH_CHECKPOINT_DIR + '/count';
-        let n = fs.existsSync(f) ? Number(fs.readFileSync(f, 'utf8')) : 0; const first = n;
-        const held = []; for (let i = 0; i < 30; i++) held.push(Buffer.alloc(4 * 1048576, 1));
-        console.log('start ' + n);
-        process.on('SIGUSR1', () => { fs.writeFileSync(f, String(n)); console.log('checkpoint ' + n); process.exit(0); });
-        setInterval(() => { n++; if (first > 0 && n >= first + 50) { console.log('finished ' + n); process.exit(0); } }, 5);`;
       const opp = await h.submit({
         command: ['node', '-e', counter],
         ram: '256MiB',
@@ -192,6 +193,37 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
         outcome: 'success',
       });
       // The request's end drops the kept checkpoint.
+      expect((await h.store.checkpoints.infoOf([ended.request_id])).size).toBe(0);
+    },
+    120_000,
+  );
+
+  itIf(cgroupsMissing)(
+    'a checkpoint over checkpoint_limit is not kept: the reclaim event says so, and the retry has none',
+    async () => {
+      await instanceGroup();
+      const node = await h.node();
+      h.startAgent(node, {
+        cgroupParent: parent,
+        pressure,
+        checkpointWaitMs: 10_000,
+        checkpointLimitBytes: 1,
+      });
+      const opp = await h.submit({ command: ['node', '-e', counter], ram: '256MiB', opportunistic: true });
+      await h.assign(opp, node);
+      await until(async () => (await h.text(opp, 'stdout')).includes('start 0'), 30_000, 'the counter');
+      const g = await h.submitAndAssign(node, {
+        command: ['node', '-e', allocator(192, 80, 200)],
+        ram: '256MiB',
+      });
+      expect(await h.waitState(g, ['Complete'], 60_000)).toMatchObject({ exit_code: 0, oom_killed: false });
+      const ended = await h.waitState(opp, ['Cancelled'], 30_000);
+      expect(await h.text(opp, 'stdout')).toMatch(/checkpoint \d+/);
+      const events = await h.store.containerList.events(opp);
+      expect(events.find((e) => e.kind === 'reclaim')?.message).toMatch(
+        /^reclaimed: memory pressure: .*\(checkpoint of \d+ bytes not kept: over the checkpoint limit of 1 bytes\)$/,
+      );
+      expect(events.some((e) => e.kind === 'migrate')).toBe(false);
       expect((await h.store.checkpoints.infoOf([ended.request_id])).size).toBe(0);
     },
     120_000,

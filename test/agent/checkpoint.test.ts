@@ -47,9 +47,10 @@ describe('ApiCheckpoints', () => {
     await writeFile(join(first, 'sub', 'more'), 'x');
     // A link the container planted is not carried (it could point anywhere on the next host).
     await symlink('/etc/hostname', join(first, 'link'));
-    expect(await store.keep(owner, first, true)).toMatch(
-      /^checkpoint kept: 2 file\(s\), 3 bytes \(a \d+-byte archive\)/,
-    );
+    expect(await store.keep(owner, first, true)).toEqual({
+      kept: true,
+      line: expect.stringMatching(/^checkpoint kept: 2 file\(s\), 3 bytes \(a \d+-byte archive\)/),
+    });
     expect(api.kept.reclaimed).toBe(true);
     expect(notTar(api.kept.tar!)).toBeNull();
 
@@ -78,11 +79,12 @@ describe('ApiCheckpoints', () => {
     await mkdir(d);
     expect(await new ApiCheckpoints(api.client, 4).keep(owner, d, false)).toBeNull();
     await writeFile(join(d, 'big'), '12345');
-    expect(await new ApiCheckpoints(api.client, 4).keep(owner, d, false)).toBe(
-      'checkpoint of 5 bytes not kept: over the checkpoint limit of 4 bytes',
-    );
+    expect(await new ApiCheckpoints(api.client, 4).keep(owner, d, false)).toEqual({
+      kept: false,
+      line: 'checkpoint of 5 bytes not kept: over the checkpoint limit of 4 bytes',
+    });
     // 5 bytes of files, but the archive has headers and padding: over a 2000-byte limit.
-    expect(await new ApiCheckpoints(api.client, 2000).keep(owner, d, false)).toMatch(
+    expect((await new ApiCheckpoints(api.client, 2000).keep(owner, d, false))?.line).toMatch(
       /^checkpoint of \d+ bytes not kept: over the checkpoint limit of 2000 bytes/,
     );
     expect(api.kept.tar).toBeNull();
