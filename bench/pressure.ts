@@ -93,7 +93,7 @@ export async function run(args: string[]): Promise<number> {
         let event: ReclaimEvent | null = null;
         const stop = new AbortController();
         const watcher = new PressureWatcher({
-          limits: { capacityBytes: null, headroomBytes: 64 * MiB, psiPercent: null },
+          limits: { capacityBytes: null, headroomBytes: 64 * MiB, marginBytes: 32 * MiB, psiPercent: null },
           sample: async () => {
             lastQuiet = latest;
             latest = performance.now();
@@ -102,6 +102,10 @@ export async function run(args: string[]): Promise<number> {
           opportunistic: () => [
             {
               id: 'opp',
+              startedAt: 0,
+              freeze: () => opp.freeze(),
+              thaw: () => opp.thaw(),
+              usage: async () => ({ ramBytes: (await opp.usage()).ramBytes, vcpus: 0 }),
               reclaim: async () => {
                 await opp.freeze();
                 void opp.signal('SIGKILL');

@@ -49,7 +49,7 @@ import { ImdsClient } from './imds.js';
 import { Journal } from './journal.js';
 import { DEFAULT_LOG_LIMIT } from './log-limit.js';
 import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
-import { CheckpointStore } from './checkpoint.js';
+import { ApiCheckpoints } from './checkpoint.js';
 import { watchPressure, type AgentPressureOptions } from './pressure.js';
 import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
 
@@ -102,8 +102,7 @@ export interface AgentOptions {
   noticePollMs?: number;
   /** The pressure watcher of opportunistic containers (src/agent/pressure.ts); unset: the declared defaults. */
   pressure?: Partial<Omit<AgentPressureOptions, 'cgroupParent'>>;
-  /** Where containers' checkpoints are kept between attempts (checkpoint.ts); unset/null: none. */
-  checkpointStore?: string | null;
+  /** The largest checkpoint sent to the API (checkpoint.ts; default the declared one); 0: no checkpoints. */
   checkpointLimitBytes?: number;
   /** How long a reclaimed container may take to checkpoint and exit after SIGUSR1 (default 5 s). */
   checkpointWaitMs?: number;
@@ -136,6 +135,16 @@ export class AgentFatalError extends Error {
   ) {
     super(message);
   }
+}
+
+/** The agent's checkpoints through the API; null when the limit is 0 (no checkpoint directory). */
+function checkpointsOf(
+  client: AgentClient,
+  limit: number | undefined,
+  stop: AbortSignal,
+): ApiCheckpoints | null {
+  const bytes = limit ?? PROCESS_OPTIONS.defaultOf('checkpoint_limit');
+  return bytes > 0 ? new ApiCheckpoints(client, bytes, stop) : null;
 }
 
 /** The declared default of --ping-wait (src/config/options.ts). */
@@ -203,12 +212,7 @@ export class Agent {
       },
       stop: this.stopper.signal,
       log: this.log,
-      checkpoints: opts.checkpointStore
-        ? new CheckpointStore(
-            opts.checkpointStore,
-            opts.checkpointLimitBytes ?? PROCESS_OPTIONS.defaultOf('checkpoint_limit'),
-          )
-        : null,
+      checkpoints: checkpointsOf(this.client, opts.checkpointLimitBytes, this.stopper.signal),
       checkpointWaitMs: opts.checkpointWaitMs ?? PROCESS_OPTIONS.defaultOf('checkpoint_wait'),
     };
     for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
@@ -217,8 +221,11 @@ export class Agent {
       {
         intervalMs: PROCESS_OPTIONS.defaultOf('pressure_interval'),
         headroomBytes: PROCESS_OPTIONS.defaultOf('pressure_headroom'),
+        marginBytes: PROCESS_OPTIONS.defaultOf('pressure_margin'),
         psiPercent: PROCESS_OPTIONS.defaultOf('pressure_psi'),
+        cpuPercent: PROCESS_OPTIONS.defaultOf('pressure_cpu'),
         instanceRam: PROCESS_OPTIONS.defaultOf('instance_ram'),
+        instanceVcpus: PROCESS_OPTIONS.defaultOf('instance_vcpus'),
         ...opts.pressure,
         cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
       },

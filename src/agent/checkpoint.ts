@@ -2,15 +2,17 @@
 // named by $BERTH_CHECKPOINT_DIR, inside its own writable space. When the agent reclaims it, it sends
 // SIGUSR1: the application writes what it needs to continue into that directory and exits; the agent
 // waits for the exit at most `checkpoint_wait`, then kills it. Whatever the directory holds when the
-// container ended (and not after a success) is kept in the checkpoint store under the container's
-// request, up to `checkpoint_limit` bytes, and the next attempt of the request finds it in its own
-// $BERTH_CHECKPOINT_DIR before it starts. A success removes the kept checkpoint.
+// container ended (and not after a success) is sent to the API as a tar archive, up to `checkpoint_limit`
+// bytes, and kept there for the request's next attempt (src/store/checkpoints.ts): its agent, on any
+// instance, downloads it into its own $BERTH_CHECKPOINT_DIR before the container starts. The request's end
+// (success or not) drops it on the server.
 //
-// The store is a directory the request's next attempt can reach: on local instances (one host), the
-// agents' shared `checkpoint_store`. Instances on different hosts need the API to carry it (not done:
-// docs/RUNTIMES.md).
-import { chmod, cp, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+// The archive holds regular files and directories only (no links, devices or fifos the container could
+// plant), packed and unpacked by GNU tar, which every Debian host has.
+import { spawn } from 'node:child_process';
+import { chmod, mkdir, readdir, stat } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { retrying, type AgentClient } from './client.js';
 
 /** The signal that asks a container to write its checkpoint and exit. */
 export const CHECKPOINT_SIGNAL = 'SIGUSR1' as const;
@@ -18,77 +20,132 @@ export const CHECKPOINT_SIGNAL = 'SIGUSR1' as const;
 /** The directory below the container's scratch that $BERTH_CHECKPOINT_DIR names. */
 export const CHECKPOINT_SUBDIR = 'berth-checkpoint';
 
-const REQUEST_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+/** A container's checkpoint calls: its id and per-lock token (the API checks both). */
+export interface CheckpointOwner {
+  id: string;
+  lockToken: string;
+}
 
-export class CheckpointStore {
+export class ApiCheckpoints {
   constructor(
-    readonly root: string,
-    /** The most bytes kept per request; a larger checkpoint is dropped (said in the container's log). */
+    private readonly client: Pick<AgentClient, 'putCheckpoint' | 'getCheckpoint'>,
+    /** The most bytes sent per checkpoint (the archive); a larger one is not kept (said in its log). */
     readonly limitBytes: number,
+    private readonly signal?: AbortSignal,
   ) {}
-
-  private dir(requestId: string): string {
-    if (!REQUEST_RE.test(requestId))
-      throw new Error(`request id: expected an id, got ${JSON.stringify(requestId)}`);
-    return join(this.root, requestId);
-  }
 
   /**
    * Creates the container's checkpoint directory `into` (writable by the container: its parent, the
-   * scratch, is its own) holding the request's kept checkpoint, if any. Returns whether one was restored.
+   * scratch, is its own), then, when its request has one (`kept`: the start order says so), fills it with
+   * the kept checkpoint. Returns the archive's size when one was restored, else null.
    */
-  async restore(requestId: string, into: string): Promise<boolean> {
+  async restore(c: CheckpointOwner, into: string, kept: boolean): Promise<number | null> {
     await mkdir(into, { recursive: true });
-    const kept = this.dir(requestId);
-    const found = await stat(kept).then(
-      (s) => s.isDirectory(),
-      () => false,
-    );
-    if (found) await cp(kept, into, { recursive: true, force: true });
     await openUp(into);
-    return found;
+    if (!kept) return null;
+    const tar = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken), { signal: this.signal });
+    if (!tar) return null;
+    await runTar(['-x', '-f', '-', '-C', into, '--no-same-owner', '--no-same-permissions'], tar);
+    await openUp(into);
+    return tar.length;
   }
 
   /**
-   * Keeps what `from` holds for the request's next attempt (replacing an older checkpoint). Returns a line
-   * for the container's log, or null when there was nothing to keep.
+   * Sends what `from` holds to the API for the request's next attempt (replacing an older checkpoint);
+   * `reclaimed`: the container is reclaimed, so the next attempt migrates. Returns a line for the
+   * container's log and whether it was kept, or null when there was nothing to keep.
    */
-  async keep(requestId: string, from: string): Promise<string | null> {
-    const bytes = await treeBytes(from);
-    if (bytes === null || bytes.files === 0) return null;
-    if (bytes.bytes > this.limitBytes)
-      return `checkpoint of ${bytes.bytes} bytes not kept: over the checkpoint limit of ${this.limitBytes} bytes`;
-    const dest = this.dir(requestId);
-    const tmp = `${dest}.tmp-${process.pid}-${Date.now()}`;
-    await mkdir(this.root, { recursive: true, mode: 0o700 });
-    await cp(from, tmp, { recursive: true, force: true, verbatimSymlinks: true });
-    await rm(dest, { recursive: true, force: true });
-    await rename(tmp, dest);
-    return `checkpoint kept: ${bytes.files} file(s), ${bytes.bytes} bytes, for the next attempt`;
-  }
-
-  /** Removes the request's checkpoint (it succeeded). */
-  async forget(requestId: string): Promise<void> {
-    await rm(this.dir(requestId), { recursive: true, force: true });
+  async keep(c: CheckpointOwner, from: string, reclaimed: boolean): Promise<Kept | null> {
+    const tree = await listTree(from);
+    if (tree === null || tree.files === 0) return null;
+    // The files' bytes bound the archive's from below: no need to pack what cannot be sent.
+    if (tree.bytes > this.limitBytes) return overLimit(tree.bytes, this.limitBytes);
+    const tar = await runTar(
+      [
+        '-c',
+        '-f',
+        '-',
+        '-C',
+        from,
+        '--no-recursion',
+        '--numeric-owner',
+        '--owner=0',
+        '--group=0',
+        '--null',
+        '-T',
+        '-',
+      ],
+      Buffer.from(tree.names.map((n) => `${n}\0`).join('')),
+    );
+    if (tar.length > this.limitBytes) return overLimit(tar.length, this.limitBytes);
+    await retrying(() => this.client.putCheckpoint(c.id, c.lockToken, tar, reclaimed), {
+      signal: this.signal,
+    });
+    return {
+      kept: true,
+      line: `checkpoint kept: ${tree.files} file(s), ${tree.bytes} bytes (a ${tar.length}-byte archive), for the next attempt`,
+    };
   }
 }
 
-/** Files and bytes below `dir` (regular files only); null when it does not exist. */
-async function treeBytes(dir: string): Promise<{ files: number; bytes: number } | null> {
+/** What became of a checkpoint: the line for the container's log. */
+export interface Kept {
+  kept: boolean;
+  line: string;
+}
+
+const overLimit = (bytes: number, limit: number): Kept => ({
+  kept: false,
+  line: `checkpoint of ${bytes} bytes not kept: over the checkpoint limit of ${limit} bytes`,
+});
+
+/**
+ * The regular files and directories below `dir` (names relative to it, parents first), with the files'
+ * count and bytes; null when `dir` does not exist.
+ */
+export async function listTree(
+  dir: string,
+): Promise<{ names: string[]; files: number; bytes: number } | null> {
   let entries;
   try {
     entries = await readdir(dir, { withFileTypes: true, recursive: true });
   } catch {
     return null;
   }
+  const names: string[] = [];
   let files = 0;
   let bytes = 0;
-  for (const e of entries)
+  for (const e of entries) {
+    const path = join(e.parentPath, e.name);
     if (e.isFile()) {
       files++;
-      bytes += (await stat(join(e.parentPath, e.name))).size;
-    }
-  return { files, bytes };
+      bytes += (await stat(path)).size;
+    } else if (!e.isDirectory()) continue;
+    names.push(relative(dir, path));
+  }
+  names.sort();
+  return { names, files, bytes };
+}
+
+/** Runs GNU tar with `input` on its stdin; resolves with its stdout, rejects with its stderr. */
+function runTar(args: string[], input: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('tar', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.stdin.on('error', () => {}); // tar exiting early: its exit code says why
+    child.on('close', (code) => {
+      if (code === 0) resolve(Buffer.concat(out));
+      else
+        reject(
+          new Error(`tar ${args[0]} failed (${code}): ${Buffer.concat(err).toString().trim().slice(0, 500)}`),
+        );
+    });
+    child.stdin.end(input);
+  });
 }
 
 /**

@@ -3,7 +3,7 @@
 // later may succeed (network error, timeout, 5xx, 429), so callers retry on facts, not message text.
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { text as readText } from 'node:stream/consumers';
+import { buffer as readBuffer } from 'node:stream/consumers';
 import type { Static } from '@sinclair/typebox';
 import { systemTimers } from '../model/clock.js';
 import type {
@@ -15,6 +15,7 @@ import type {
   UsageSample,
 } from '../api/schemas.js';
 import type { ReportBody } from '../api/schemas.js';
+import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER } from '../model/checkpoint.js';
 import { Coalescer } from '../lib/coalescer.js';
 import type { StartOrder } from '../store/containers.js';
 
@@ -68,6 +69,8 @@ export type CompleteBody = Omit<CompleteBodyT, 'lock_token'>;
 /** Extra time on top of a long poll's wait before the client gives up on the answer. */
 const LONG_POLL_SLACK_MS = 15_000;
 const DEFAULT_TIMEOUT_MS = 30_000;
+/** A checkpoint is up to checkpoint_limit bytes (64MiB by default): more time than a small call. */
+const CHECKPOINT_TIMEOUT_MS = 120_000;
 
 /** One report's answer from POST /v1/nodes/:id/reports. */
 type ReportResult =
@@ -186,33 +189,70 @@ export class AgentClient {
     });
   }
 
+  /**
+   * Keeps `tar` as the checkpoint of the container's request (PUT /v1/containers/:id/checkpoint);
+   * `reclaimed`: it is being reclaimed, so its retry migrates.
+   */
+  async putCheckpoint(id: string, lockToken: string, tar: Buffer, reclaimed: boolean): Promise<void> {
+    const path = `/v1/containers/${encodeURIComponent(id)}/checkpoint${reclaimed ? '?reclaimed=true' : ''}`;
+    await this.exchange('PUT', path, tar, {
+      headers: { 'content-type': CHECKPOINT_TYPE, [LOCK_TOKEN_HEADER]: lockToken },
+      timeoutMs: CHECKPOINT_TIMEOUT_MS,
+    });
+  }
+
+  /** The checkpoint (a tar archive) of the container's request, or null when none is kept. */
+  async getCheckpoint(id: string, lockToken: string): Promise<Buffer | null> {
+    const r = await this.exchange('GET', `/v1/containers/${encodeURIComponent(id)}/checkpoint`, '', {
+      headers: { [LOCK_TOKEN_HEADER]: lockToken },
+      timeoutMs: CHECKPOINT_TIMEOUT_MS,
+    });
+    return r.status === 204 ? null : r.body;
+  }
+
   private async call<T>(
     method: string,
     path: string,
     body: unknown,
     opts: { auth?: boolean; timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<T> {
+    const r = await this.exchange(method, path, JSON.stringify(body), {
+      ...opts,
+      headers: { 'content-type': 'application/json' },
+    });
+    const text = r.body.toString('utf8');
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /** One call: the 2xx answer's status and body, or the error thrown (ApiHttpError, unreachable, aborted). */
+  private async exchange(
+    method: string,
+    path: string,
+    body: string | Buffer,
+    opts: { auth?: boolean; timeoutMs?: number; signal?: AbortSignal; headers: Record<string, string> },
+  ): Promise<{ status: number; body: Buffer }> {
     const timeout = AbortSignal.timeout(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
     let res: { status: number; body: IncomingMessage };
     try {
-      res = await send(new URL(`${this.baseUrl}${path}`), method, JSON.stringify(body), signal, {
-        'content-type': 'application/json',
+      res = await send(new URL(`${this.baseUrl}${path}`), method, body, signal, {
+        ...opts.headers,
         ...(opts.auth !== false && this.token ? { authorization: `Bearer ${this.token}` } : {}),
       });
     } catch (err) {
       if (opts.signal?.aborted) throw new AbortedError();
       throw new ApiUnreachableError(`cannot reach the API at ${this.baseUrl}: ${(err as Error).message}`);
     }
-    let text: string;
+    let data: Buffer;
     try {
-      text = await readText(res.body);
+      data = Buffer.from(await readBuffer(res.body));
     } catch (err) {
       if (opts.signal?.aborted) throw new AbortedError();
       throw new ApiUnreachableError(`reading the answer from ${this.baseUrl}: ${(err as Error).message}`);
     }
     const ok = res.status >= 200 && res.status < 300;
-    if (ok) return (text ? JSON.parse(text) : undefined) as T;
+    if (ok) return { status: res.status, body: data };
+    const text = data.toString('utf8');
     let code = 'error';
     let message = text.slice(0, 500);
     try {
@@ -298,7 +338,7 @@ const keepAlive = { http: new http.Agent({ keepAlive: true }), https: new https.
 function send(
   url: URL,
   method: string,
-  body: string,
+  body: string | Buffer,
   signal: AbortSignal,
   headers: Record<string, string>,
 ): Promise<{ status: number; body: IncomingMessage }> {

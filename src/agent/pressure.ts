@@ -2,14 +2,18 @@
 // memory use (the containers' parent cgroup: memory.current on v2, memory.usage_in_bytes on v1) and, where
 // the kernel has it, pressure stall information (PSI), at a short interval. When the guaranteed
 // containers grow into the part the opportunistic ones borrowed (free memory under the headroom, or a PSI
-// average over its threshold), it reclaims every opportunistic container at once: the runner freezes it
-// (the runtime's freeze: the cgroup freezer, or the engine's pause), so it allocates nothing more, then
-// stops it and hands it back as a temp failure that spends no retry (model/retry.ts, `reclaimed`). The
-// guaranteed containers never wait for the scheduler: the freeze needs nothing but this instance.
+// average over its threshold, or, where the kernel has no PSI, the containers' CPU use near the instance's
+// vcpus), it freezes every opportunistic container at once (the runtime's freeze: the cgroup freezer, or
+// the engine's pause), so they allocate nothing more and take no CPU. It then ends only the fewest that
+// cover what must be freed (chooseVictims: the memory to get back above headroom + margin, or the CPU
+// above the threshold) and thaws the rest: an ended one is stopped (asked for its checkpoint first) and
+// handed back as a temp failure that spends no retry (model/retry.ts, `reclaimed`). The guaranteed
+// containers never wait for the scheduler: the freeze needs nothing but this instance.
 //
-// The decision is pure (decidePressure); the watcher only samples, on an injected clock and timer.
+// The decisions are pure (decidePressure, chooseVictims); the watcher only samples, on an injected clock
+// and timer.
 import { readFile } from 'node:fs/promises';
-import { totalmem } from 'node:os';
+import { availableParallelism, totalmem } from 'node:os';
 import { CGROUP_ROOT, cgroupAt, probeCgroups, type Cgroup } from './runtimes/cgroup.js';
 
 /** One sample of the instance. */
@@ -20,6 +24,8 @@ export interface PressureSample {
   limitBytes: number;
   /** PSI "some avg10" of memory and CPU (percent), when read; absent where the kernel has no PSI. */
   psi?: { memory?: number; cpu?: number };
+  /** The containers' CPU time so far (seconds) and when it was read (ms): CPU use is the rate between two. */
+  cpu?: { seconds: number; at: number };
 }
 
 /** The instance's memory and when it counts as under pressure. */
@@ -30,20 +36,98 @@ export interface PressureLimits {
   headroomBytes: number;
   /** Pressure once a PSI "some avg10" (percent) reaches this; null: PSI is not a signal. */
   psiPercent: number | null;
+  /** Memory freed on top of the headroom, so that one reclaim is not followed by another at once. */
+  marginBytes?: number;
+  /**
+   * CPU without PSI: pressure once the containers use this percentage of `vcpus` between two samples;
+   * null/absent: CPU use is not a signal.
+   */
+  cpuPercent?: number | null;
+  vcpus?: number;
 }
 
-/** Why the instance is under pressure, or null when it is not. */
-export function decidePressure(s: PressureSample, l: PressureLimits): string | null {
+/** Why the instance is under pressure, and how much must be freed: bytes, vcpus, or everything (PSI). */
+export interface Pressure {
+  why: string;
+  resource: 'memory' | 'cpu';
+  /** How much of `resource` must be freed (Infinity: PSI says there is pressure, not how much). */
+  need: number;
+}
+
+/** Whether the instance is under pressure (`prev`: the sample before, for the CPU rate), or null. */
+export function decidePressure(s: PressureSample, l: PressureLimits, prev?: PressureSample): Pressure | null {
   const capacity = l.capacityBytes ?? s.limitBytes;
   if (capacity - s.ramBytes < l.headroomBytes)
-    return `memory pressure: ${mib(s.ramBytes)} of ${mib(capacity)} in use, under ${mib(l.headroomBytes)} free`;
+    return {
+      why: `memory pressure: ${mib(s.ramBytes)} of ${mib(capacity)} in use, under ${mib(l.headroomBytes)} free`,
+      resource: 'memory',
+      need: s.ramBytes + l.headroomBytes + (l.marginBytes ?? 0) - capacity,
+    };
   if (l.psiPercent !== null)
     for (const what of ['memory', 'cpu'] as const) {
       const v = s.psi?.[what];
       if (v !== undefined && v >= l.psiPercent)
-        return `${what} pressure: PSI some avg10 ${v.toFixed(1)}% >= ${l.psiPercent}%`;
+        return {
+          why: `${what} pressure: PSI some avg10 ${v.toFixed(1)}% >= ${l.psiPercent}%`,
+          resource: what,
+          need: Infinity,
+        };
     }
+  const cpu = cpuRate(prev, s);
+  if (l.cpuPercent != null && l.vcpus && cpu !== null) {
+    const limit = (l.vcpus * l.cpuPercent) / 100;
+    if (cpu >= limit)
+      return {
+        why: `cpu pressure: ${cpu.toFixed(2)} of ${l.vcpus} vcpus in use, over ${l.cpuPercent}%`,
+        resource: 'cpu',
+        // Back under the threshold by a twentieth of the instance, as the memory margin does for memory.
+        need: cpu - limit + l.vcpus / 20,
+      };
+  }
   return null;
+}
+
+/** vcpus used between two samples (their CPU time over the wall time between them), or null. */
+function cpuRate(prev: PressureSample | undefined, s: PressureSample): number | null {
+  if (!prev?.cpu || !s.cpu || s.cpu.at <= prev.cpu.at) return null;
+  return Math.max(0, s.cpu.seconds - prev.cpu.seconds) / ((s.cpu.at - prev.cpu.at) / 1000);
+}
+
+/** An opportunistic container as chooseVictims weighs it. */
+export interface VictimCandidate {
+  id: string;
+  /** What ending it frees of the resource under pressure (bytes, or vcpus). */
+  size: number;
+  /** When it started (ms): among equals, the most recent is ended first (it lost the least work). */
+  startedAt: number;
+}
+
+/**
+ * The rule of which opportunistic containers to end (the rest are thawed): the fewest that free `need`,
+ * taking the largest first, except that the last one taken is the smallest that still covers what is left
+ * (so no more is ended than needed); equal sizes: the most recently started first. When all of them do not
+ * cover `need` (or it is Infinity), all are ended; when nothing is needed, none.
+ */
+export function chooseVictims(need: number, candidates: readonly VictimCandidate[]): string[] {
+  if (!(need > 0)) return [];
+  const order = [...candidates].sort((a, b) => b.size - a.size || b.startedAt - a.startedAt);
+  const chosen: string[] = [];
+  let left = need;
+  while (left > 0 && order.length > 0) {
+    // The smallest that covers what is left, else the largest (and go on).
+    let pick = 0;
+    for (let i = order.length - 1; i >= 0; i--)
+      if (order[i]!.size >= left) {
+        pick = i;
+        break;
+      }
+    // Among equal sizes, the first in order: the most recently started.
+    while (pick > 0 && order[pick - 1]!.size === order[pick]!.size) pick--;
+    const [c] = order.splice(pick, 1);
+    chosen.push(c!.id);
+    left -= c!.size;
+  }
+  return chosen;
 }
 
 const mib = (b: number) => `${Math.round(b / 1048576)}MiB`;
@@ -51,17 +135,28 @@ const mib = (b: number) => `${Math.round(b / 1048576)}MiB`;
 /** A running container the watcher may reclaim. */
 export interface Reclaimable {
   readonly id: string;
-  /** Freezes the container at once, then stops it and hands it back (reclaimed); resolves once frozen. */
+  /** When it started (ms since the epoch). */
+  readonly startedAt: number;
+  /** Freezes it at once; resolves once frozen. */
+  freeze(): Promise<void>;
+  /** Lets it run on (it was not chosen to end); a container paused by its user stays frozen. */
+  thaw(): Promise<void>;
+  /** Its memory use now (bytes) and its CPU use since it started (vcpus). */
+  usage(): Promise<{ ramBytes: number; vcpus: number }>;
+  /** Stops the frozen container and hands it back (reclaimed); resolves once that is under way. */
   reclaim(why: string): Promise<void>;
 }
 
 /** What the watcher reports of each reclaim (the bench and the agent's log read it). */
 export interface ReclaimEvent {
   why: string;
+  /** The containers ended (reclaimed). */
   ids: string[];
+  /** The containers frozen with them, then thawed: ending the others was enough. */
+  thawed: string[];
   /** When the sample that showed the pressure was read (the signal), on the watcher's clock. */
   signalAt: number;
-  /** When every reclaimed container was frozen. */
+  /** When every opportunistic container was frozen. */
   frozenAt: number;
 }
 
@@ -81,28 +176,62 @@ export interface PressureWatcherOptions {
 }
 
 export class PressureWatcher {
-  private readonly reclaimed = new Set<string>();
+  /** The containers reclaimed and still listed (being stopped), with what ending each frees. */
+  private readonly reclaimed = new Map<string, { resource: Pressure['resource']; size: number }>();
   private readonly now: () => number;
+  /** The sample before, for the CPU rate. */
+  private prev: PressureSample | undefined;
 
   constructor(private readonly opts: PressureWatcherOptions) {
     this.now = opts.now ?? (() => performance.now());
   }
 
-  /** One sample and, under pressure, one reclaim of every opportunistic container; the event, if any. */
+  /**
+   * One sample and, under pressure, a freeze of every opportunistic container, the end of those
+   * chooseVictims picks and the thaw of the others; the event, if any.
+   */
   async tick(): Promise<ReclaimEvent | null> {
     const all = this.opts.opportunistic();
     // Forget the reclaimed ones that are gone (their runners reported and were dropped).
-    for (const id of this.reclaimed) if (!all.some((r) => r.id === id)) this.reclaimed.delete(id);
-    const victims = all.filter((r) => !this.reclaimed.has(r.id));
-    if (victims.length === 0) return null;
+    for (const id of this.reclaimed.keys()) if (!all.some((r) => r.id === id)) this.reclaimed.delete(id);
+    const live = all.filter((r) => !this.reclaimed.has(r.id));
+    if (live.length === 0) {
+      this.prev = undefined;
+      return null;
+    }
     const s = await this.opts.sample();
     const signalAt = this.now();
-    const why = decidePressure(s, this.opts.limits);
-    if (!why) return null;
-    for (const v of victims) this.reclaimed.add(v.id);
-    const results = await Promise.allSettled(victims.map((v) => v.reclaim(why)));
-    for (const r of results) if (r.status === 'rejected') this.opts.onError?.(r.reason);
-    const e: ReclaimEvent = { why, ids: victims.map((v) => v.id), signalAt, frozenAt: this.now() };
+    const p = decidePressure(s, this.opts.limits, this.prev);
+    this.prev = s;
+    if (!p) return null;
+    // What the containers being stopped will free counts: a pressure they cover needs nothing more.
+    let need = p.need;
+    for (const r of this.reclaimed.values()) if (r.resource === p.resource) need -= r.size;
+    if (!(need > 0)) return null;
+    const report = (results: PromiseSettledResult<unknown>[]) => {
+      for (const r of results) if (r.status === 'rejected') this.opts.onError?.(r.reason);
+    };
+    report(await Promise.allSettled(live.map((v) => v.freeze())));
+    const frozenAt = this.now();
+    const sizes = await Promise.all(
+      live.map(async (v): Promise<VictimCandidate> => {
+        const u = await v.usage().catch(() => ({ ramBytes: 0, vcpus: 0 }));
+        return { id: v.id, size: p.resource === 'memory' ? u.ramBytes : u.vcpus, startedAt: v.startedAt };
+      }),
+    );
+    const chosen = new Set(chooseVictims(need, sizes));
+    const ended = live.filter((v) => chosen.has(v.id));
+    const thawed = live.filter((v) => !chosen.has(v.id));
+    for (const c of sizes)
+      if (chosen.has(c.id)) this.reclaimed.set(c.id, { resource: p.resource, size: c.size });
+    report(await Promise.allSettled([...ended.map((v) => v.reclaim(p.why)), ...thawed.map((v) => v.thaw())]));
+    const e: ReclaimEvent = {
+      why: p.why,
+      ids: ended.map((v) => v.id),
+      thawed: thawed.map((v) => v.id),
+      signalAt,
+      frozenAt,
+    };
     this.opts.onReclaim?.(e);
     return e;
   }
@@ -149,13 +278,14 @@ export function cgroupSampler(parent: Cgroup, root: string, psi: boolean): () =>
     parent.version === 2 ? `${root}/${parent.path}/${what}.pressure` : `/proc/pressure/${what}`;
   return async () => {
     const st = await parent.stats();
+    const at = performance.now();
     // v1 reports "no limit" as a huge number.
     const limitBytes = Number.isFinite(st.ramLimit) && st.ramLimit < 2 ** 60 ? st.ramLimit : totalmem();
-    if (!psi) return { ramBytes: st.ramBytes, limitBytes };
+    const base = { ramBytes: st.ramBytes, limitBytes, cpu: { seconds: st.cpuSeconds, at } };
+    if (!psi) return base;
     const [memory, cpu] = await Promise.all([readPsi(psiFile('memory')), readPsi(psiFile('cpu'))]);
     return {
-      ramBytes: st.ramBytes,
-      limitBytes,
+      ...base,
       psi: { ...(memory !== undefined ? { memory } : {}), ...(cpu !== undefined ? { cpu } : {}) },
     };
   };
@@ -165,9 +295,14 @@ export function cgroupSampler(parent: Cgroup, root: string, psi: boolean): () =>
 export interface AgentPressureOptions {
   intervalMs: number;
   headroomBytes: number;
+  marginBytes: number;
   psiPercent: number | null;
+  /** CPU use (percent of instanceVcpus) that is pressure, for hosts without PSI; null: not a signal. */
+  cpuPercent: number | null;
   /** null: the parent group's limit, else the host's memory. */
   instanceRam: number | null;
+  /** null: the host's CPUs. */
+  instanceVcpus: number | null;
   cgroupParent: string;
   cgroupRoot?: string;
 }
@@ -198,7 +333,10 @@ export async function watchPressure(
   const limits: PressureLimits = {
     capacityBytes: o.instanceRam,
     headroomBytes: o.headroomBytes,
+    marginBytes: o.marginBytes,
     psiPercent: o.psiPercent,
+    cpuPercent: o.cpuPercent,
+    vcpus: o.instanceVcpus ?? availableParallelism(),
   };
   log.info(
     { capacity: limits.capacityBytes, headroom: limits.headroomBytes, psi: limits.psiPercent },
@@ -211,8 +349,8 @@ export async function watchPressure(
     intervalMs: o.intervalMs,
     onReclaim: (e) =>
       log.warn(
-        { containers: e.ids, freeze_ms: Math.round((e.frozenAt - e.signalAt) * 10) / 10 },
-        `${e.why}: reclaimed ${e.ids.join(', ')}`,
+        { containers: e.ids, thawed: e.thawed, freeze_ms: Math.round((e.frozenAt - e.signalAt) * 10) / 10 },
+        `${e.why}: reclaimed ${e.ids.join(', ') || 'none'}${e.thawed.length ? `; thawed ${e.thawed.join(', ')}` : ''}`,
       ),
     onError: (err) => log.warn({ err }, 'pressure watcher'),
   });

@@ -19,7 +19,7 @@ import {
 } from './client.js';
 import { newLogCursor, type HandBackCause, type Journal, type JournalEntry } from './journal.js';
 import { LogShipper, type ShipperOptions } from './log-shipper.js';
-import { CHECKPOINT_SIGNAL, CHECKPOINT_SUBDIR, type CheckpointStore } from './checkpoint.js';
+import { CHECKPOINT_SIGNAL, CHECKPOINT_SUBDIR, type ApiCheckpoints } from './checkpoint.js';
 
 /** How the agent chooses runtimes: by image for new containers, by name for re-attach. */
 export interface RuntimeChoice {
@@ -41,8 +41,8 @@ export interface RunnerContext {
   stop: AbortSignal;
   /** The agent's logger; each runner logs through a child carrying its container id. */
   log: Logger;
-  /** Where containers' checkpoints are kept for their next attempts (checkpoint.ts); null: none. */
-  checkpoints?: CheckpointStore | null;
+  /** Containers' checkpoints, kept by the API for their next attempts (checkpoint.ts); null: none. */
+  checkpoints?: ApiCheckpoints | null;
   /** How long a reclaimed container may take to write its checkpoint and exit after SIGUSR1. */
   checkpointWaitMs?: number;
 }
@@ -52,8 +52,8 @@ export class ContainerRunner {
   private shipper: LogShipper | null = null;
   /** A kill requested before the container was started or supervised. */
   private killRequested: string | null = null;
-  /** Its checkpoint directory was filled from an earlier attempt's (said in its log once supervised). */
-  private restoredCheckpoint = false;
+  /** What became of an earlier attempt's checkpoint (said in its log once supervised). */
+  private restoredCheckpoint: string | null = null;
   /** The latest usage sample while it runs. */
   lastUsage: Usage | null = null;
   /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
@@ -129,9 +129,35 @@ export class ContainerRunner {
     return this.supervisor !== null;
   }
 
+  /** When it started (ms since the epoch): the pressure watcher ends the most recent first among equals. */
+  get startedAt(): number {
+    return this.ctx.journal.containers.get(this.id)?.startedAt ?? Date.now();
+  }
+
+  /** The pressure watcher freezes every opportunistic container at once, before choosing which to end. */
+  async freeze(): Promise<void> {
+    await this.supervisor?.handle.freeze();
+  }
+
+  /** Not chosen to end: it runs on, unless its user paused it (berth pause) or it is being reclaimed. */
+  async thaw(): Promise<void> {
+    const entry = this.ctx.journal.containers.get(this.id);
+    if (!this.supervisor || !entry || entry.paused || entry.handBack) return;
+    await this.supervisor.handle.thaw();
+  }
+
+  /** Its memory use now and its CPU use since it started (vcpus), for the pressure watcher's choice. */
+  async usage(): Promise<{ ramBytes: number; vcpus: number }> {
+    const sup = this.supervisor;
+    if (!sup) return { ramBytes: 0, vcpus: 0 };
+    const u = await sup.handle.usage();
+    const seconds = (Date.now() - this.startedAt) / 1000;
+    return { ramBytes: u.ramBytes, vcpus: seconds > 0 ? u.cpuSeconds / seconds : 0 };
+  }
+
   /**
-   * Guaranteed containers claim the capacity this opportunistic one borrowed: freeze it at once (resolves
-   * once frozen), then stop it and report it as a reclaimed temp cancel (retried, spending no retry).
+   * Guaranteed containers claim the capacity this opportunistic one borrowed: freeze it (at once, if the
+   * watcher has not yet), then stop it and report it as a reclaimed temp cancel (retried, spending no retry).
    */
   async reclaim(why: string): Promise<void> {
     const entry = this.ctx.journal.containers.get(this.id);
@@ -153,7 +179,7 @@ export class ContainerRunner {
    */
   private async endReclaimed(entry: JournalEntry, sup: Supervisor): Promise<void> {
     const waitMs = this.ctx.checkpointWaitMs ?? 0;
-    if (this.ctx.checkpoints && entry.requestId && waitMs > 0) {
+    if (this.checkpointDir(entry) && waitMs > 0) {
       await sup.handle.signal(CHECKPOINT_SIGNAL).catch(() => {});
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([sup.wait().catch(() => {}), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
@@ -168,20 +194,43 @@ export class ContainerRunner {
     return join(entry.runDir, 'scratch', CHECKPOINT_SUBDIR);
   }
 
-  /** After the container ended: keep its checkpoint for the next attempt, or drop it after a success. */
-  private async keepCheckpoint(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
+  /**
+   * After the container ended without success: send its checkpoint to the API for the next attempt (the
+   * request's end drops it there). Returns why a checkpoint it wrote was not kept (for its end's reason,
+   * which its events show), or null.
+   */
+  private async keepCheckpoint(
+    entry: JournalEntry,
+    info: ExitInfo,
+    shipper: LogShipper,
+  ): Promise<string | null> {
     const dir = this.checkpointDir(entry);
     const store = this.ctx.checkpoints;
-    if (!dir || !store || !entry.requestId) return;
+    if (!dir || !store || (info.exitCode === 0 && !entry.handBack)) return null;
     try {
-      const succeeded = info.exitCode === 0 && !entry.handBack;
-      if (succeeded) await store.forget(entry.requestId);
-      else {
-        const line = await store.keep(entry.requestId, dir);
-        if (line) await shipper.system(line);
-      }
+      const k = await store.keep(entry, dir, entry.handBack?.cause === 'reclaim');
+      if (k) await shipper.system(k.line);
+      return k && !k.kept ? k.line : null;
     } catch (err) {
       this.log.warn(errorFields(err), 'keeping its checkpoint failed');
+      const line = `checkpoint not kept: ${(err as Error).message}`;
+      await shipper.system(line).catch(() => {});
+      return line;
+    }
+  }
+
+  /** Fills its checkpoint directory from the API when its request has a checkpoint; the line for its log. */
+  private async restoreCheckpoint(
+    entry: JournalEntry,
+    dir: string,
+    order: StartOrder,
+  ): Promise<string | null> {
+    try {
+      const bytes = await this.ctx.checkpoints!.restore(entry, dir, order.checkpoint === true);
+      return bytes === null ? null : `checkpoint restored from an earlier attempt (${bytes} bytes)`;
+    } catch (err) {
+      this.log.warn(errorFields(err), 'restoring its checkpoint failed');
+      return `checkpoint not restored (starting without it): ${(err as Error).message}`;
     }
   }
 
@@ -288,8 +337,7 @@ export class ContainerRunner {
       return;
     }
     const checkpointDir = this.checkpointDir(entry);
-    if (checkpointDir && (await ctx.checkpoints!.restore(entry.requestId!, checkpointDir)))
-      this.restoredCheckpoint = true;
+    if (checkpointDir) this.restoredCheckpoint = await this.restoreCheckpoint(entry, checkpointDir, order);
     const spec: RunSpec = {
       id: order.id,
       image: order.image,
@@ -381,7 +429,7 @@ export class ContainerRunner {
     const { ctx } = this;
     const shipper = this.makeShipper(entry);
     if (handle.warning) await shipper.system(`warning: ${handle.warning}`);
-    if (this.restoredCheckpoint) await shipper.system('checkpoint restored from an earlier attempt');
+    if (this.restoredCheckpoint) await shipper.system(this.restoredCheckpoint);
     const sup = new Supervisor(handle, {
       maxRunTimeMs: entry.maxRunTimeMs,
       scratchBytes: entry.scratch,
@@ -407,9 +455,10 @@ export class ContainerRunner {
       return;
     }
     if (info === 'stopped') return; // the next agent re-attaches
-    await this.keepCheckpoint(entry, info, shipper);
+    const notKept = await this.keepCheckpoint(entry, info, shipper);
     if (entry.handBack) {
-      const { cause, reason } = entry.handBack;
+      const { cause } = entry.handBack;
+      const reason = notKept ? `${entry.handBack.reason} (${notKept})` : entry.handBack.reason;
       await this.cancel(entry, 'temp', reason, {
         interrupted: cause === 'spot',
         reclaimed: cause === 'reclaim',

@@ -4,6 +4,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { PROCESS_OPTIONS } from '../config/options.js';
 import { silentLogger, type Logger } from '../log/logger.js';
 import { systemTimers } from '../model/clock.js';
 import type { Notifier, Waiter } from '../store/notifier.js';
@@ -15,6 +16,7 @@ import { costMetrics } from './cost-metrics.js';
 import { checkUrl, clientErrorHandler, frameworkErrors, MAX_PARAM_LENGTH } from './http-limits.js';
 import { apiMetrics } from './metrics.js';
 import { collectRoutes, openApiDocument } from './openapi.js';
+import { checkpointRoutes } from './routes/checkpoints.js';
 import { containerRoutes } from './routes/containers.js';
 import { pauseRoutes } from './routes/pause.js';
 import { costRoutes } from './routes/cost.js';
@@ -68,6 +70,8 @@ export interface ApiOptions {
   logger?: Logger;
   /** Largest request body in bytes (default 1 MiB; batch and log routes allow 16 MiB). */
   bodyLimit?: number;
+  /** Largest checkpoint an agent may upload (the `checkpoint_limit` option; default its declared default). */
+  checkpointLimitBytes?: number;
   /** Slows down clients that fail to authenticate (default: 100 ms doubling to 2 s, real timers). */
   throttle?: FailureThrottle;
 }
@@ -186,6 +190,12 @@ export async function buildApi(opts: ApiOptions): Promise<FastifyInstance> {
   containerRoutes(app, deps);
   pauseRoutes(app, deps);
   logRoutes(app, deps);
+  // At least 1 byte: fastify takes no 0 (a limit of 0 turns checkpoints off; every upload is then refused).
+  checkpointRoutes(
+    app,
+    deps,
+    Math.max(1, opts.checkpointLimitBytes ?? PROCESS_OPTIONS.defaultOf('checkpoint_limit')),
+  );
   nodeRoutes(app, deps);
   tokenRoutes(app, deps);
   instanceRoutes(app, deps);

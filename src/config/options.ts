@@ -14,6 +14,7 @@ import {
   type Kind,
   int,
   nullable,
+  num,
   oneOf,
   path,
   size,
@@ -356,7 +357,30 @@ export const PROCESS_OPTIONS = section([
     default: '64MiB',
     env: 'BERTH_PRESSURE_HEADROOM',
     flag: '--pressure-headroom',
-    help: 'Free memory under which the instance is under pressure: the agent then reclaims every opportunistic container.',
+    help:
+      'Free memory under which the instance is under pressure: the agent then freezes every opportunistic ' +
+      'container and ends the fewest that bring free memory back over the headroom plus `pressure_margin`.',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'pressure_margin',
+    kind: size,
+    default: '32MiB',
+    env: 'BERTH_PRESSURE_MARGIN',
+    flag: '--pressure-margin',
+    help: 'Memory freed on top of the headroom when opportunistic containers are reclaimed (so one reclaim is enough).',
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'pressure_cpu',
+    kind: nullable(int(1, 100)),
+    default: null,
+    env: 'BERTH_PRESSURE_CPU',
+    flag: '--pressure-cpu',
+    help:
+      "CPU pressure without PSI: a percentage of the instance's vcpus (`instance_vcpus`) which, once the " +
+      "containers' group uses it between two samples, makes the agent reclaim opportunistic containers (the " +
+      'fewest that bring it back under). Unset: CPU use is not a signal.',
     usedBy: ['agent'],
   }),
   opt({
@@ -371,24 +395,15 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['agent'],
   }),
   opt({
-    key: 'checkpoint_store',
-    kind: nullable(path),
-    default: null,
-    env: 'BERTH_CHECKPOINT_STORE',
-    flag: '--checkpoint-store',
-    help:
-      "A directory shared by the agents of one host where containers' own checkpoints ($BERTH_CHECKPOINT_DIR) " +
-      'are kept for the next attempt of their request (docs/RUNTIMES.md). Unset: no checkpoint directory.',
-    usedBy: ['agent'],
-  }),
-  opt({
     key: 'checkpoint_limit',
     kind: size,
     default: '64MiB',
     env: 'BERTH_CHECKPOINT_LIMIT',
     flag: '--checkpoint-limit',
-    help: 'The largest checkpoint kept per request; a larger one is dropped, said in the container log.',
-    usedBy: ['agent'],
+    help:
+      'The largest checkpoint kept per request (the tar archive of $BERTH_CHECKPOINT_DIR): the agent does not ' +
+      'upload a larger one (an event and the container log say so), and the API refuses one (0: no checkpoints).',
+    usedBy: ['agent', 'server', 'up'],
   }),
   opt({
     key: 'checkpoint_wait',
@@ -410,6 +425,15 @@ export const PROCESS_OPTIONS = section([
     help:
       'The memory the containers may use together, for the pressure watcher. Unset: the limit of the ' +
       "containers' parent group (`cgroup_parent`), else the host's memory.",
+    usedBy: ['agent'],
+  }),
+  opt({
+    key: 'instance_vcpus',
+    kind: nullable(num(0, { above: true, max: 1024, what: 'a number of vcpus' })),
+    default: null,
+    env: 'BERTH_INSTANCE_VCPUS',
+    flag: '--instance-vcpus',
+    help: "The vcpus the containers may use together, for `pressure_cpu`. Unset: the host's CPUs.",
     usedBy: ['agent'],
   }),
 ]);

@@ -185,6 +185,8 @@ function same(a: SnapshotContainer, b: SnapshotContainer): boolean {
     a.usage?.ram === b.usage?.ram &&
     a.usage?.vcpus === b.usage?.vcpus &&
     a.usage?.observedMs === b.usage?.observedMs &&
+    a.reclaimedFrom?.instance === b.reclaimedFrom?.instance &&
+    a.reclaimedFrom?.at === b.reclaimedFrom?.at &&
     sameList(a.instanceTypes, b.instanceTypes)
   );
 }

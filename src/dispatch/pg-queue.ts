@@ -272,7 +272,13 @@ function itemOutcome(o: Outcome): ItemOutcome {
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
   instance_id, lock_count, owner, spot_interruptions, opportunistic,
   -- a Running container's latest usage sample (recordUsage): what opportunistic placement may borrow
-  CASE WHEN state = 'Running' THEN usage END AS usage`;
+  CASE WHEN state = 'Running' THEN usage END AS usage,
+  -- a Queued opportunistic retry: where and when its request's last attempt was reclaimed (its reclaim event)
+  CASE WHEN state = 'Queued' AND opportunistic THEN (
+    SELECT jsonb_build_object('instance', p.instance_id, 'at', e.at)
+    FROM containers p JOIN container_events e ON e.container_id = p.id AND e.kind = 'reclaim'
+    WHERE p.request_id = containers.request_id AND p.id <> containers.id AND p.instance_id IS NOT NULL
+    ORDER BY e.id DESC LIMIT 1) END AS reclaimed_from`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
@@ -302,6 +308,7 @@ interface SnapshotRow {
   spot_interruptions: number;
   opportunistic: boolean;
   usage: { cpu_seconds?: number; peak_ram?: number; wall_ms?: number } | null;
+  reclaimed_from: { instance: string; at: string } | null;
 }
 
 /** The measured use of a Running container's latest sample: peak memory, average CPUs, for how long. */
@@ -332,5 +339,8 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
     spotInterruptions: row.spot_interruptions,
     ...(row.opportunistic ? { opportunistic: true } : {}),
     ...measured(row.usage),
+    ...(row.reclaimed_from
+      ? { reclaimedFrom: { instance: row.reclaimed_from.instance, at: Date.parse(row.reclaimed_from.at) } }
+      : {}),
   };
 }

@@ -206,6 +206,12 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
   };
   const usage = f.raw('usage');
   if (usage !== undefined && usage !== null) c.usage = parseUsage(usage, f.at('usage'));
+  const reclaimed = f.raw('reclaimed_from');
+  if (reclaimed !== undefined && reclaimed !== null) {
+    const r = Fields.of(reclaimed, f.at('reclaimed_from'));
+    c.reclaimedFrom = { instance: r.get('instance', str), at: r.get('at', parseTime).getTime() };
+    r.done();
+  }
   f.done();
   if (c.state === 'Running' && c.instance === null)
     throw new SnapshotError(f.at('instance'), 'expected the instance a Running container runs on, got null');

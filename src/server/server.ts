@@ -81,6 +81,7 @@ export async function startServer(
       notifier,
       registries: opts.registries,
       bodyLimit: cfg.body_limit,
+      checkpointLimitBytes: cfg.checkpoint_limit,
       logger: opts.logger ?? silentLogger,
     });
     undo.push(() => app.close());

@@ -49,6 +49,8 @@ export interface StartOrder {
   max_run_time_ms: number | null;
   /** It may be frozen and handed back when guaranteed containers claim their capacity (src/agent/pressure.ts). */
   opportunistic?: boolean;
+  /** Its request has a kept checkpoint (src/store/checkpoints.ts): the agent downloads it before starting. */
+  checkpoint?: boolean;
 }
 
 export interface NodeWork {
@@ -232,7 +234,8 @@ export class Containers {
     const key = await this.t.lockKey();
     const start = await this.ctx.pool.query(
       `SELECT c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
-         r.cwd, r.max_run_time_ms, c.opportunistic
+         r.cwd, r.max_run_time_ms, c.opportunistic,
+         EXISTS (SELECT 1 FROM checkpoints k WHERE k.request_id = c.request_id) AS has_checkpoint
        FROM containers c JOIN container_requests r ON r.id = c.request_id
        WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
       [nodeId, running],
@@ -259,6 +262,7 @@ export class Containers {
         gpus: r.gpus,
         max_run_time_ms: r.max_run_time_ms,
         ...(r.opportunistic ? { opportunistic: true } : {}),
+        ...(r.has_checkpoint ? { checkpoint: true } : {}),
       })),
       kill: running.filter((id) => !keep.has(id)),
       ...pauseOrders(live.rows, paused),

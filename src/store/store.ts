@@ -1,5 +1,6 @@
 // The store: every module over one pool, one clock, one source of randomness.
 import { systemClock, type Clock, type Rng } from '../model/clock.js';
+import { Checkpoints } from './checkpoints.js';
 import { ContainerList } from './container-list.js';
 import { Containers } from './containers.js';
 import { Costs } from './cost.js';
@@ -37,6 +38,8 @@ export class Store {
   readonly usage: UsageQueries;
   /** berth pause / resume (pause.ts). */
   readonly pauses: Pauses;
+  /** Containers' own checkpoints, carried between attempts (checkpoints.ts). */
+  readonly checkpoints: Checkpoints;
 
   constructor(pool: Db, opts: { clock?: Clock; rng?: Rng } = {}) {
     this.ctx = {
@@ -58,6 +61,7 @@ export class Store {
     this.costs = new Costs(this.ctx);
     this.dashboard = new Dashboard(this.ctx);
     this.usage = new UsageQueries(this.ctx);
+    this.checkpoints = new Checkpoints(this.ctx, this.transitions);
     this.pauses = new Pauses(this.ctx);
   }
 }

@@ -1,10 +1,14 @@
-// The checkpoint store (src/agent/checkpoint.ts): keep, restore into the next attempt's directory, the size
-// limit, forget. The end-to-end protocol (SIGUSR1, a counter continuing) is test/agent-e2e/pressure.test.ts.
+// The agent's side of checkpoints (src/agent/checkpoint.ts): packing a container's checkpoint directory
+// into a tar archive (regular files and directories only), the size limit, and unpacking it, writable,
+// into the next attempt's directory. The API side is test/api/checkpoints.test.ts; the whole path (a
+// counter reclaimed on one instance, continuing on another) is test/agent-e2e/pressure.test.ts. Here the
+// API is a map holding what was put: the two calls are all ApiCheckpoints uses of the client.
 import { afterEach, describe, expect, it } from 'vitest';
-import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CheckpointStore } from '../../src/agent/checkpoint.js';
+import { ApiCheckpoints } from '../../src/agent/checkpoint.js';
+import { notTar } from '../../src/model/checkpoint.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -16,46 +20,73 @@ async function temp(): Promise<string> {
   return d;
 }
 
-describe('CheckpointStore', () => {
-  it('keeps a checkpoint and restores it, writable, into the next attempt; forget removes it', async () => {
+/** What the API keeps, by container (a request's attempts share it in the real store). */
+function memoryApi() {
+  const kept: { tar: Buffer | null; reclaimed: boolean | null } = { tar: null, reclaimed: null };
+  return {
+    kept,
+    client: {
+      putCheckpoint: async (_id: string, _token: string, tar: Buffer, reclaimed: boolean) => {
+        kept.tar = tar;
+        kept.reclaimed = reclaimed;
+      },
+      getCheckpoint: async () => kept.tar,
+    },
+  };
+}
+const owner = { id: 'c-1', lockToken: '1.x' };
+
+describe('ApiCheckpoints', () => {
+  it('sends a tar of the files and directories and restores it, writable, into the next attempt', async () => {
     const base = await temp();
-    const store = new CheckpointStore(join(base, 'store'), 1024);
+    const api = memoryApi();
+    const store = new ApiCheckpoints(api.client, 1024 * 1024);
     const first = join(base, 'a1');
     await mkdir(join(first, 'sub'), { recursive: true });
     await writeFile(join(first, 'count'), '41');
     await writeFile(join(first, 'sub', 'more'), 'x');
-    expect(await store.keep('r-1', first)).toBe('checkpoint kept: 2 file(s), 3 bytes, for the next attempt');
+    // A link the container planted is not carried (it could point anywhere on the next host).
+    await symlink('/etc/hostname', join(first, 'link'));
+    expect(await store.keep(owner, first, true)).toEqual({
+      kept: true,
+      line: expect.stringMatching(/^checkpoint kept: 2 file\(s\), 3 bytes \(a \d+-byte archive\)/),
+    });
+    expect(api.kept.reclaimed).toBe(true);
+    expect(notTar(api.kept.tar!)).toBeNull();
+
     const next = join(base, 'a2');
-    expect(await store.restore('r-1', next)).toBe(true);
+    expect(await store.restore(owner, next, true)).toBe(api.kept.tar!.length);
     expect(await readFile(join(next, 'count'), 'utf8')).toBe('41');
+    expect(await readFile(join(next, 'sub', 'more'), 'utf8')).toBe('x');
+    expect((await readdir(next)).sort()).toEqual(['count', 'sub']);
     expect((await stat(join(next, 'count'))).mode & 0o777).toBe(0o666);
     expect((await stat(next)).mode & 0o777).toBe(0o777);
-    await store.forget('r-1');
-    expect(await store.restore('r-1', join(base, 'a3'))).toBe(false);
-    expect(await readdir(join(base, 'a3'))).toEqual([]);
   });
 
-  it('keeps nothing from an empty directory and refuses one over the limit, keeping the older one', async () => {
+  it('restores nothing when the start order says none is kept, but makes the directory', async () => {
+    const api = memoryApi();
+    api.kept.tar = Buffer.alloc(1024); // would fail to unpack, were it asked for
+    const next = join(await temp(), 'a');
+    expect(await new ApiCheckpoints(api.client, 1024).restore(owner, next, false)).toBeNull();
+    expect(await readdir(next)).toEqual([]);
+    expect((await stat(next)).mode & 0o777).toBe(0o777);
+  });
+
+  it('sends nothing from an empty directory, and refuses one over the limit (files or archive)', async () => {
     const base = await temp();
-    const store = new CheckpointStore(join(base, 'store'), 4);
+    const api = memoryApi();
     const d = join(base, 'a');
     await mkdir(d);
-    expect(await store.keep('r-2', d)).toBeNull();
-    await writeFile(join(d, 'ok'), '1234');
-    expect(await store.keep('r-2', d)).toMatch(/^checkpoint kept/);
+    expect(await new ApiCheckpoints(api.client, 4).keep(owner, d, false)).toBeNull();
     await writeFile(join(d, 'big'), '12345');
-    expect(await store.keep('r-2', d)).toBe(
-      'checkpoint of 9 bytes not kept: over the checkpoint limit of 4 bytes',
+    expect(await new ApiCheckpoints(api.client, 4).keep(owner, d, false)).toEqual({
+      kept: false,
+      line: 'checkpoint of 5 bytes not kept: over the checkpoint limit of 4 bytes',
+    });
+    // 5 bytes of files, but the archive has headers and padding: over a 2000-byte limit.
+    expect((await new ApiCheckpoints(api.client, 2000).keep(owner, d, false))?.line).toMatch(
+      /^checkpoint of \d+ bytes not kept: over the checkpoint limit of 2000 bytes/,
     );
-    const back = join(base, 'b');
-    await store.restore('r-2', back);
-    expect(await readdir(back)).toEqual(['ok']);
-  });
-
-  it('refuses a request id that is not an id (no path outside the store)', async () => {
-    const store = new CheckpointStore(await temp(), 1024);
-    await expect(store.restore('../x', join(await temp(), 'y'))).rejects.toThrow(
-      /request id: expected an id/,
-    );
+    expect(api.kept.tar).toBeNull();
   });
 });

@@ -56,6 +56,9 @@ function examples(): Record<string, Example> {
       params: c,
       body: { lock_token: '1.x', chunks: [{ seq: 0, stream: 'stdout', data: 'x' }] },
     },
+    // The checkpoint bodies are tar archives (test/api/checkpoints.test.ts): fuzzed through path and query.
+    'PUT /v1/containers/{id}/checkpoint': { who: 'node', params: c, query: { reclaimed: 'true' } },
+    'GET /v1/containers/{id}/checkpoint': { who: 'node', params: c },
     'POST /v1/containers/{id}/cancel': { who: 'alice', params: c, body: { class: 'user', reason: 'fuzz' } },
     'POST /v1/containers/{id}/pause': { who: 'alice', params: c },
     'POST /v1/containers/{id}/resume': { who: 'alice', params: c },

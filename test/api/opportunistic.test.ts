@@ -23,7 +23,7 @@ async function running(payload: object = { command: ['sleep', '60'] }) {
     payload: { lock_token: token },
   });
   expect(s.statusCode).toBe(200);
-  return { cid: r.container_id as string, rid: r.id as string, node: n };
+  return { cid: r.container_id as string, rid: r.id as string, node: n, lock: token };
 }
 
 const ping = async (n: { id: string; token: string }, body: object) =>
@@ -59,6 +59,26 @@ describe('opportunistic and ram_retry_factor', () => {
     t.clock.advance(600_000);
     await ping(node, { running: [cid], usage: { [cid]: { cpu_seconds: 300, ram: 1024, peak_ram: 4096 } } });
     expect((await mine()).usage).toEqual({ ram: 4096, vcpus: 0.5, observedMs: 600_000 });
+  });
+
+  it("a reclaimed container's retry reaches the snapshot with the instance that reclaimed it (kept off it for a while)", async () => {
+    const { cid, rid, node, lock } = await running({ command: ['sleep', '60'], opportunistic: true });
+    const queue = new PgQueue(t.store, t.db.url);
+    const c = await t.store.containers.get(cid);
+    const res = await t.call(node.token, {
+      method: 'POST',
+      url: `/v1/containers/${cid}/cancel`,
+      payload: { lock_token: lock, class: 'temp', reason: 'reclaimed: memory pressure', reclaimed: true },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const retry = (await t.store.requests.get(rid)).container_id!;
+    const seen = (await queue.containers('d-1', t.clock.now())).find((x) => x.id === retry)!;
+    expect(seen.reclaimedFrom).toEqual({ instance: c.instance_id, at: expect.any(Number) });
+    // A guaranteed container's retry carries nothing.
+    const g = await running({ command: ['sleep', '60'] });
+    expect(
+      (await queue.containers('d-1', t.clock.now())).find((x) => x.id === g.cid)?.reclaimedFrom,
+    ).toBeUndefined();
   });
 
   it('bad values are refused naming the field, and change nothing', async () => {

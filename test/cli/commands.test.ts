@@ -244,3 +244,26 @@ describe('submit flags SLURM and AWS Batch users expect', () => {
     expect(user).toMatch(/^ID\s+NAME/);
   });
 });
+
+describe('checkpoints (issue 16)', () => {
+  it('show says a container has a kept checkpoint (size, time, which attempt), and --json carries it', async () => {
+    const id = await submit('--', 'true');
+    const cid = await w.current(id);
+    expect((await w.berth(['show', cid])).stdout).not.toContain('checkpoint:');
+    const lock = await w.t.place(cid, w.node);
+    await w.t.call(w.node.token, {
+      method: 'POST',
+      url: `/v1/containers/${cid}/start`,
+      payload: { lock_token: lock },
+    });
+    // A real (empty) tar archive: two zero blocks after a header with the ustar magic.
+    const tar = Buffer.alloc(2048);
+    tar.write('ustar', 257, 'latin1');
+    await w.t.store.checkpoints.put({ id: cid, node: w.node.id, token: lock }, tar, false);
+    expect((await w.berth(['show', cid])).stdout).toMatch(
+      new RegExp(`checkpoint: 2(\\.0)? ?KiB kept \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z by ${cid}`),
+    );
+    const json = JSON.parse((await w.berth(['show', cid, '--json'])).stdout);
+    expect(json.checkpoint).toMatchObject({ bytes: 2048, container_id: cid });
+  });
+});

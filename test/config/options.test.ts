@@ -70,11 +70,13 @@ describe('loadConfig', () => {
       log_limit: 64 * 1024 ** 2,
       pressure_interval: 50,
       pressure_headroom: 64 * 1024 ** 2,
+      pressure_margin: 32 * 1024 ** 2,
       pressure_psi: null,
-      checkpoint_store: null,
+      pressure_cpu: null,
       checkpoint_limit: 64 * 1024 ** 2,
       checkpoint_wait: 5_000,
       instance_ram: null,
+      instance_vcpus: null,
     });
     expect(Object.keys(c).sort()).toEqual(PROCESS_OPTIONS.options.map((o) => o.key).sort());
   });

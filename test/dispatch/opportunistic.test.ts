@@ -3,10 +3,10 @@
 // use (with the margin, after the minimum observation); a guaranteed container never does.
 import { describe, expect, it } from 'vitest';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
-import { lent } from '../../src/dispatch/scheduler/opportunistic.js';
+import { lent, RECLAIM_AVOID_MS } from '../../src/dispatch/scheduler/opportunistic.js';
 import { parseSnapshot } from '../../src/dispatch/snapshot-json.js';
 import type { MeasuredUsage, SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
-import { ctr, GiB, inst, snap, type } from './builders.js';
+import { ctr, GiB, inst, NOW, snap, type } from './builders.js';
 
 const TYPES = [type('t4', 4, 16, 0.8)];
 const HOUR = 3_600_000;
@@ -167,5 +167,49 @@ describe('the price of lent room', () => {
       }),
     ).actions;
     expect(actions).toContainEqual({ op: 'create', type: 'c1', for: ['o'] });
+  });
+});
+
+describe('a reclaimed container is kept off the instance that reclaimed it, for a while', () => {
+  const o = (reclaimedAt: number) =>
+    ctr('o', {
+      opportunistic: true,
+      vcpus: 2,
+      ram: 8 * GiB,
+      reclaimedFrom: { instance: 'i-1', at: reclaimedAt },
+    });
+  const run = (c: SnapshotContainer) =>
+    plan(
+      snap({
+        types: TYPES,
+        config: CONFIG,
+        instances: [inst('i-1', 't4', 'running')],
+        containers: [big({}), c],
+      }),
+    );
+
+  it('not into the lent room of i-1 within RECLAIM_AVOID_MS of the reclaim; the plan is redone when it ends', () => {
+    const at = NOW.getTime() - 60_000;
+    const p = run(o(at));
+    expect(p.actions).toEqual([
+      { op: 'lock', container: 'o' },
+      { op: 'create', type: 't4', for: ['o'] },
+    ]);
+    expect(p.validUntil).toBeLessThanOrEqual(at + RECLAIM_AVOID_MS);
+  });
+
+  it('back into it once that time has passed, and at once when another instance reclaimed it', () => {
+    const borrowed = [
+      { op: 'lock', container: 'o' },
+      { op: 'start', container: 'o', instance: 'i-1' },
+    ];
+    expect(run(o(NOW.getTime() - RECLAIM_AVOID_MS - 1)).actions).toEqual(borrowed);
+    const elsewhere = ctr('o', {
+      opportunistic: true,
+      vcpus: 2,
+      ram: 8 * GiB,
+      reclaimedFrom: { instance: 'i-9', at: NOW.getTime() },
+    });
+    expect(run(elsewhere).actions).toEqual(borrowed);
   });
 });

@@ -91,7 +91,12 @@ export function containerRoutes(app: Api, deps: ApiDeps): void {
       schema: { params: ContainerParams, tags: ['containers'], summary: 'Get a container' },
       config: { scopes: READERS },
     },
-    async (req) => visibleContainer(deps, who(req), req.params.id),
+    async (req) => {
+      const c = await visibleContainer(deps, who(req), req.params.id);
+      // Whether its request has a kept checkpoint (size, time): never its bytes (routes/checkpoints.ts).
+      const k = (await store.checkpoints.infoOf([c.request_id])).get(c.request_id);
+      return { ...c, checkpoint: k ? { bytes: k.bytes, at: k.at, container_id: k.container_id } : null };
+    },
   );
 
   app.get(

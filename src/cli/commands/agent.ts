@@ -42,10 +42,12 @@ export function registerAgent(program: Command): void {
         pressure: {
           intervalMs: cfg.pressure_interval,
           headroomBytes: cfg.pressure_headroom,
+          marginBytes: cfg.pressure_margin,
           psiPercent: cfg.pressure_psi,
+          cpuPercent: cfg.pressure_cpu,
           instanceRam: cfg.instance_ram,
+          instanceVcpus: cfg.instance_vcpus,
         },
-        checkpointStore: cfg.checkpoint_store,
         checkpointLimitBytes: cfg.checkpoint_limit,
         checkpointWaitMs: cfg.checkpoint_wait,
       });

@@ -99,7 +99,9 @@ async function showRequest(client: Client, id: string, json: boolean): Promise<v
 }
 
 async function showContainer(client: Client, id: string, json: boolean): Promise<void> {
-  const c = await client.request<ContainerRecord>('GET', `/v1/containers/${id}`);
+  const c = await client.request<
+    ContainerRecord & { checkpoint?: { bytes: number; at: string; container_id: string } | null }
+  >('GET', `/v1/containers/${id}`);
   const events = (await client.request<{ items: Event[] }>('GET', `/v1/containers/${id}/events`)).items;
   if (json) {
     console.log(JSON.stringify({ ...c, events }, null, 2));
@@ -110,6 +112,11 @@ async function showContainer(client: Client, id: string, json: boolean): Promise
       `container ${c.id} of request ${c.request_id}`,
       ...containerLines(c, new Date()),
       `  resources: ${c.vcpus} CPUs, ${size(c.ram)} RAM, priority ${c.priority}, locked ${c.lock_count} times`,
+      ...(c.checkpoint
+        ? [
+            `  checkpoint: ${size(c.checkpoint.bytes)} kept ${new Date(c.checkpoint.at).toISOString()} by ${c.checkpoint.container_id}`,
+          ]
+        : []),
       'events:',
       ...events.map((e) => `  ${new Date(e.at).toISOString()}  ${e.message}`),
     ]

@@ -175,10 +175,11 @@ export class LocalDriver implements Driver {
           ...(this.o.env ?? process.env),
           // The agent's cgroup_parent: its containers' groups nest in the instance's slice.
           ...(cgroup ? { BERTH_CGROUP_PARENT: slicePaths(cgroup.path).containers } : {}),
-          // The pressure watcher's capacity: the instance's memory (the containers' group has no limit of
-          // its own); and where the host's agents keep containers' checkpoints for their next attempts.
-          ...(cgroup ? { BERTH_INSTANCE_RAM: String(type.ram) } : {}),
-          BERTH_CHECKPOINT_STORE: join(this.home, 'checkpoints'),
+          // The pressure watcher's capacity: the instance's memory and vcpus (the containers' group has no
+          // limit of its own).
+          ...(cgroup
+            ? { BERTH_INSTANCE_RAM: String(type.ram), BERTH_INSTANCE_VCPUS: String(type.vcpus) }
+            : {}),
         },
         cwd: dir,
       });

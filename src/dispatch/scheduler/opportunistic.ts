@@ -20,6 +20,21 @@ import type { Shape } from './fitting.js';
 import type { Res } from './resources.js';
 import type { SchedulerConfig, SnapshotContainer } from './types.js';
 
+/**
+ * How long a reclaimed container's retry is kept out of the lent room of the instance that reclaimed it:
+ * the guaranteed container that claimed its room back is likely still using it (its checkpoint, kept by
+ * the API, lets it resume anywhere else).
+ */
+export const RECLAIM_AVOID_MS = 10 * 60_000;
+
+/** Until when (ms) `c` may not borrow on `instance`, or null when it may. */
+export function avoidedUntil(c: SnapshotContainer, instance: string, now: number): number | null {
+  const r = c.reclaimedFrom;
+  if (r === undefined || r.instance !== instance) return null;
+  const until = r.at + RECLAIM_AVOID_MS;
+  return until > now ? until : null;
+}
+
 /** What the guaranteed containers on an instance lend (mcpu and ram; nothing else is lent). */
 export function lent(
   containers: SnapshotContainer[],

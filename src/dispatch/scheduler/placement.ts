@@ -10,6 +10,7 @@ import type { Room, Slot } from './capacity.js';
 import type { Shape } from './fitting.js';
 import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
+import { avoidedUntil } from './opportunistic.js';
 import { queueOrder } from './ordering.js';
 import type { Head, Pass, Placement } from './pass.js';
 import { add, fits, subtract, typeCapacity } from './resources.js';
@@ -134,7 +135,12 @@ class Placer {
     if (room !== null) return this.place(c, shape, room);
     if (c.opportunistic) {
       const cap = pass.capacity;
-      const lent = pass.borrowing.find(cap.slots, shape, (s) => cap.mayTake(s, shape, c.priority));
+      const lent = pass.borrowing.find(cap.slots, shape, (s) => {
+        // Not back into the room of the instance that reclaimed it, for a while (replanned when that ends).
+        const until = avoidedUntil(c, s.id, pass.now);
+        if (until !== null) pass.until(until);
+        return until === null && cap.mayTake(s, shape, c.priority);
+      });
       if (lent !== null) return this.place(c, shape, { slot: lent, growTo: -1 });
     }
     // No room anywhere: an instance must be created (or the container waits).

@@ -52,6 +52,12 @@ export interface SnapshotContainer extends ContainerShape {
   opportunistic?: boolean;
   /** What a Running container was measured using so far (its agent's samples); absent: not measured. */
   usage?: MeasuredUsage;
+  /**
+   * A Queued opportunistic container whose request's last attempt was reclaimed (its `reclaim` event): the
+   * instance that reclaimed it and when (ms). It is not placed into that instance's lent room for
+   * RECLAIM_AVOID_MS (opportunistic.ts).
+   */
+  reclaimedFrom?: { instance: string; at: number };
 }
 
 /** A running container's measured use: what opportunistic placement may borrow (opportunistic.ts). */
