@@ -272,7 +272,9 @@ function itemOutcome(o: Outcome): ItemOutcome {
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
   instance_id, lock_count, owner, spot_interruptions, opportunistic,
   -- a Running container's latest usage sample (recordUsage): what opportunistic placement may borrow
-  CASE WHEN state = 'Running' THEN usage END AS usage`;
+  CASE WHEN state = 'Running' THEN usage END AS usage,
+  -- its request's name: run-time estimates by step (run-history.ts, scheduler/durations.ts)
+  (SELECT r.name FROM container_requests r WHERE r.id = containers.request_id) AS name`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
@@ -302,6 +304,7 @@ interface SnapshotRow {
   spot_interruptions: number;
   opportunistic: boolean;
   usage: { cpu_seconds?: number; peak_ram?: number; wall_ms?: number } | null;
+  name: string | null;
 }
 
 /** The measured use of a Running container's latest sample: peak memory, average CPUs, for how long. */
@@ -332,5 +335,6 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
     spotInterruptions: row.spot_interruptions,
     ...(row.opportunistic ? { opportunistic: true } : {}),
     ...measured(row.usage),
+    ...(row.name ? { name: row.name } : {}),
   };
 }

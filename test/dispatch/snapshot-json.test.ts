@@ -96,6 +96,8 @@ describe('parseSnapshot', () => {
       fairShare: true,
       shareRule: 'price',
       batchPacking: 'cost',
+      waitForRunning: false,
+      waitMarginMs: 10_000,
     });
     expect(s.instanceTypes).toEqual([
       {
