@@ -274,7 +274,8 @@ const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, g
   -- a Running container's latest usage sample (recordUsage): what opportunistic placement may borrow
   CASE WHEN state = 'Running' THEN usage END AS usage,
   -- its request's name: run-time estimates by step (run-history.ts, scheduler/durations.ts)
-  (SELECT r.name FROM container_requests r WHERE r.id = containers.request_id) AS name`;
+  (SELECT r.name FROM container_requests r WHERE r.id = containers.request_id) AS name,
+  CASE WHEN state = 'Running' THEN started_at END AS started_at`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
@@ -305,6 +306,7 @@ interface SnapshotRow {
   opportunistic: boolean;
   usage: { cpu_seconds?: number; peak_ram?: number; wall_ms?: number } | null;
   name: string | null;
+  started_at: Date | null;
 }
 
 /** The measured use of a Running container's latest sample: peak memory, average CPUs, for how long. */
@@ -336,5 +338,6 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
     ...(row.opportunistic ? { opportunistic: true } : {}),
     ...measured(row.usage),
     ...(row.name ? { name: row.name } : {}),
+    ...(row.started_at ? { startedAt: row.started_at } : {}),
   };
 }

@@ -2,11 +2,12 @@
 // containers of each step ran and how long instances took to boot, as this dispatcher observed them pass
 // after pass. The simulator runs the real dispatcher, so it learns the same way from its own history.
 //
-// A container runs from the first pass that sees it Running (or earlier, by its agent's measured wall
-// time) to the first pass that no longer lists it Running; an instance boots from its creation to the
-// first pass that sees it ready. Only the last SAMPLES of each are kept: recent behaviour is the estimate.
+// A container runs from its start (the queue's started_at; else the pass that started it; else its agent's
+// measured wall time, or the first pass that sees it Running) to the first pass that no longer lists it;
+// an instance boots from its creation until it became ready (its stateSince when a pass first sees it
+// ready). Only the last SAMPLES of each are kept: recent behaviour is the estimate.
 import { estimateMs, runKey } from './scheduler/durations.js';
-import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './scheduler/types.js';
+import type { Plan, RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './scheduler/types.js';
 
 /** How many recent run times per step, and recent boots, an estimate is the median of. */
 export const SAMPLES = 32;
@@ -40,8 +41,10 @@ export class RunHistory {
   private running = new Map<string, Started>();
   private readonly runs = new Map<string, Recent>();
   private readonly boots = new Recent();
-  /** Instances seen before they were ready, by id: when they were created. */
-  private readonly booting = new Map<string, number>();
+  /** Instances seen booting, by id. */
+  private readonly booting = new Set<string>();
+  /** The instances of the last pass; null before the first. */
+  private seen: Set<string> | null = null;
   private lastContainers: readonly SnapshotContainer[] | null = null;
   private current: RunEstimates | undefined;
 
@@ -61,7 +64,7 @@ export class RunHistory {
     instances: readonly SnapshotInstance[],
     now: number,
   ): RunEstimates | undefined {
-    let changed = this.observeBoots(instances, now);
+    let changed = this.observeBoots(instances);
     if (containers !== this.lastContainers) {
       this.lastContainers = containers;
       changed = this.observeRuns(containers, now) || changed;
@@ -70,40 +73,53 @@ export class RunHistory {
     return this.current;
   }
 
-  private observeBoots(instances: readonly SnapshotInstance[], now: number): boolean {
+  private observeBoots(instances: readonly SnapshotInstance[]): boolean {
     let changed = false;
     const seen = new Set<string>();
     for (const i of instances) {
       seen.add(i.id);
-      const created = this.booting.get(i.id);
-      if (i.state === 'booting' || i.state === 'unknown') {
-        if (created === undefined) this.booting.set(i.id, i.createdAt.getTime());
-      } else if (created !== undefined) {
-        this.booting.delete(i.id);
-        if (i.state === 'idle' || i.state === 'running') {
-          this.boots.push(Math.max(0, now - created));
-          changed = true;
-        }
+      const booting = i.state === 'booting' || i.state === 'unknown';
+      const ready = i.state === 'idle' || i.state === 'running';
+      // New since the last pass (not at the first: those may have been ready for long), or seen booting.
+      const fresh = this.seen !== null && !this.seen.has(i.id);
+      if (booting) this.booting.add(i.id);
+      else if (ready && (fresh || this.booting.has(i.id))) {
+        // Ready since stateSince: the boot took from its creation until then, whenever a pass saw it.
+        this.boots.push(Math.max(0, i.stateSince.getTime() - i.createdAt.getTime()));
+        changed = true;
       }
+      if (!booting) this.booting.delete(i.id);
     }
-    for (const id of this.booting.keys()) if (!seen.has(id)) this.booting.delete(id);
+    for (const id of this.booting) if (!seen.has(id)) this.booting.delete(id);
+    this.seen = seen;
     return changed;
   }
 
   private observeRuns(containers: readonly SnapshotContainer[], now: number): boolean {
     let changed = false;
     const next = new Map<string, Started>();
+    const requeued = new Set<string>();
     for (const c of containers) {
-      if (c.state !== 'Running' || c.name === undefined) continue;
       const known = this.running.get(c.id);
-      if (known !== undefined) next.set(c.id, known);
-      else {
-        next.set(c.id, { key: runKey(c.name), at: now - (c.usage?.observedMs ?? 0) });
+      if (c.state === 'Queued') {
+        // Given back before it ran (or interrupted): its time says nothing of its step's run time.
+        if (known !== undefined) requeued.add(c.id);
+        continue;
+      }
+      const at = c.startedAt?.getTime();
+      if (known !== undefined) {
+        if (at !== undefined && at !== known.at) {
+          known.at = at;
+          changed = true;
+        }
+        next.set(c.id, known);
+      } else if (c.state === 'Running' && c.name !== undefined) {
+        next.set(c.id, { key: runKey(c.name), at: at ?? now - (c.usage?.observedMs ?? 0) });
         changed = true;
       }
     }
     for (const [id, s] of this.running) {
-      if (next.has(id)) continue;
+      if (next.has(id) || requeued.has(id)) continue;
       let r = this.runs.get(s.key);
       if (r === undefined) this.runs.set(s.key, (r = new Recent()));
       r.push(Math.max(0, now - s.at));
@@ -111,6 +127,22 @@ export class RunHistory {
     }
     this.running = next;
     return changed;
+  }
+
+  /**
+   * The pass's starts: a container is taken to run from the pass that started it until its queue says
+   * when it really started. Without this, a run that ends before the next pass (the simulator passes on
+   * events only) would never be seen.
+   */
+  started(snap: Snapshot, plan: Plan): void {
+    const ids = new Set<string>();
+    for (const a of plan.actions) if (a.op === 'start') ids.add(a.container);
+    if (ids.size === 0) return;
+    const now = snap.now.getTime();
+    for (const c of snap.containers)
+      if (ids.has(c.id) && c.name !== undefined && !this.running.has(c.id))
+        this.running.set(c.id, { key: runKey(c.name), at: now });
+    this.current = this.build();
   }
 
   private build(): RunEstimates | undefined {

@@ -510,6 +510,7 @@ export class SimQueue implements DispatchQueue {
       ...(s.opportunistic ? { opportunistic: true } : {}),
       ...this.measured(c),
       ...(s.name === undefined ? {} : { name: s.name }),
+      ...(c.state === 'Running' && c.startedAt !== null ? { startedAt: new Date(c.startedAt) } : {}),
     };
   }
 

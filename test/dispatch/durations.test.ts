@@ -94,7 +94,8 @@ describe('wait_for_running (pure planner)', () => {
 describe('the history behind the estimates (run-history.ts)', () => {
   const at = (s: number) => t + s * 1000;
   const booting = inst('i-1', 't2', 'booting', { createdAt: new Date(at(0)), stateSince: new Date(at(0)) });
-  const ready = { ...booting, state: 'idle' as const };
+  // Ready at +45 s.
+  const ready = { ...booting, state: 'idle' as const, stateSince: new Date(at(45)) };
 
   it('knows nothing before any run or boot was seen', () => {
     const h = new RunHistory();
@@ -104,7 +105,8 @@ describe('the history behind the estimates (run-history.ts)', () => {
   it('measures boots and runs by step, and expects a running container to end at its start + the median', () => {
     const h = new RunHistory();
     h.observe([], [booting], at(0));
-    const afterBoot = h.observe([], [ready], at(45));
+    // A pass sees it ready at +50 s; it was ready at +45 s: the boot took 45 s.
+    const afterBoot = h.observe([], [ready], at(50));
     expect(afterBoot).toEqual({ bootMs: 45_000, endsAt: {}, steps: {} });
     // Two runs of step "align": 30 s and 50 s; the median of two is the lower one.
     const run = (id: string) => ctr(id, { state: 'Running', instance: 'i-1', name: `align_${id}` });
@@ -117,6 +119,27 @@ describe('the history behind the estimates (run-history.ts)', () => {
     expect(e.endsAt).toEqual({ '3': at(230) });
     // Nothing changed: the same object, so the incremental planner reuses its plan.
     expect(h.observe(third, [ready], at(210))).toBe(e);
+  });
+
+  it('a run started by a pass and gone by the next is measured from that pass; a requeued one is not', () => {
+    const h = new RunHistory();
+    h.observe([], [booting], at(0));
+    const queued = ctr('q', { name: 'sort_7' });
+    const s1 = snap({ now: new Date(at(100)), containers: [queued] });
+    h.started(s1, { ...plan(s1), actions: [{ op: 'start', container: 'q', instance: 'i-1' }] });
+    expect(h.observe([], [ready], at(125))!.steps).toEqual({ sort: 25_000 });
+    // Started, then given back to the queue: no sample (the median stays 25 s, not 12.5 s).
+    const again = ctr('r2', { name: 'sort_8' });
+    const s2 = snap({ now: new Date(at(200)), containers: [again] });
+    h.started(s2, { ...plan(s2), actions: [{ op: 'start', container: 'r2', instance: 'i-1' }] });
+    h.observe([{ ...again, state: 'Queued' }], [ready], at(201));
+    expect(h.observe([], [ready], at(300))!.steps).toEqual({ sort: 25_000 });
+  });
+
+  it('an instance already ready at the first pass says nothing of boot times', () => {
+    const h = new RunHistory();
+    expect(h.observe([], [ready], at(50))).toBeUndefined();
+    expect(h.observe([], [ready, { ...ready, id: 'i-2' }], at(60))!.bootMs).toBe(45_000);
   });
 
   it('keeps the last SAMPLES runs of a step', () => {

@@ -54,6 +54,8 @@ export interface SnapshotContainer extends ContainerShape {
   usage?: MeasuredUsage;
   /** Its request's name: run-time history is kept by the name's step (durations.ts); absent: none. */
   name?: string;
+  /** When a Running container started (run-time history, ../run-history.ts); absent: not known. */
+  startedAt?: Date;
 }
 
 /** A running container's measured use: what opportunistic placement may borrow (opportunistic.ts). */
