@@ -128,14 +128,14 @@ export const SCHEDULER_OPTIONS = section(
       key: 'wait_for_running',
       field: 'waitForRunning',
       kind: bool,
-      default: false,
+      default: true,
       help: "Duration-aware reuse (docs/SCHEDULER.md): a waiting container that fits an instance whose running containers are expected to end (the snapshot's `estimates`: run times by request name, boot time, from history) before a new instance could boot, less wait_margin, waits for it instead of causing a create.",
     }),
     opt({
       key: 'wait_margin',
       field: 'waitMarginMs',
       kind: duration(),
-      default: '10s',
+      default: 0,
       help: 'wait_for_running waits for an instance only if it is expected to free up this long before a new instance would have booted.',
     }),
     opt({

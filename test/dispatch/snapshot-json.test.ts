@@ -96,8 +96,8 @@ describe('parseSnapshot', () => {
       fairShare: true,
       shareRule: 'price',
       batchPacking: 'cost',
-      waitForRunning: false,
-      waitMarginMs: 10_000,
+      waitForRunning: true,
+      waitMarginMs: 0,
     });
     expect(s.instanceTypes).toEqual([
       {
