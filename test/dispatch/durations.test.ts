@@ -7,6 +7,7 @@ import { estimateMs, runKey } from '../../src/dispatch/scheduler/durations.js';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type { RunEstimates, SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
 import { RunHistory, SAMPLES } from '../../src/dispatch/run-history.js';
+import { parseSnapshot } from '../../src/dispatch/snapshot-json.js';
 import { ctr, inst, NOW, snap, type } from './builders.js';
 
 const T2 = [type('t2', 2, 4, 0.2)];
@@ -154,5 +155,45 @@ describe('the history behind the estimates (run-history.ts)', () => {
       h.observe([], [ready], at(start + (i < 5 ? 1 : 100)));
     }
     expect(h.observe([], [ready], at(99_999))!.steps).toEqual({ x: 100_000 });
+  });
+});
+
+describe('estimates in the snapshot JSON (berth plan)', () => {
+  const doc = (estimates: unknown) => ({
+    now: '2026-01-01T00:00:00Z',
+    config: { wait_for_running: true },
+    instance_types: [{ name: 't2', vcpus: 2, ram: '4GiB', price: 0.2 }],
+    instances: [{ id: 'i-1', type: 't2', state: 'running', state_since: '2025-12-31T23:00:00Z' }],
+    containers: [
+      {
+        id: 'r',
+        state: 'Running',
+        priority: 1,
+        queued_at: '2025-12-31T23:00:00Z',
+        vcpus: 2,
+        ram: '1GiB',
+        instance: 'i-1',
+        name: 'align_1',
+        started_at: '2025-12-31T23:59:40Z',
+      },
+      { id: 'w', state: 'Queued', priority: 1, queued_at: '2025-12-31T23:59:00Z', vcpus: 2, ram: '1GiB' },
+    ],
+    estimates,
+  });
+
+  it('reads boot, ends_at and steps: the waiting container waits for i-1', () => {
+    const s = parseSnapshot(
+      doc({ boot: '60s', ends_at: { r: '2026-01-01T00:00:20Z' }, steps: { align: '40s' } }),
+    );
+    expect(s.estimates).toEqual({ bootMs: 60_000, endsAt: { r: t + 20_000 }, steps: { align: 40_000 } });
+    expect(s.containers[0]).toMatchObject({ name: 'align_1', startedAt: new Date(t - 20_000) });
+    expect(plan(s).actions).toEqual([]);
+  });
+
+  it('a bad estimate is an error naming its field', () => {
+    expect(() => parseSnapshot(doc({ boot: '60s', steps: { align: 'soon' } }))).toThrow(
+      /^estimates\.steps\.align: /,
+    );
+    expect(() => parseSnapshot(doc({ boot: '60s', when: 1 }))).toThrow('estimates.when: unknown field');
   });
 });
