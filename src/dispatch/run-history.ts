@@ -46,6 +46,12 @@ export class RunHistory {
   /** The instances of the last pass; null before the first. */
   private seen: Set<string> | null = null;
   private lastContainers: readonly SnapshotContainer[] | null = null;
+  /** The last containers seen had a name: runs can be learnt. */
+  private named = false;
+  /** Containers were started since the estimates were built. */
+  private stale = false;
+  /** The run-time estimate of each step; null: to be rebuilt (a run ended). */
+  private steps: Record<string, number> | null = null;
   private current: RunEstimates | undefined;
 
   /** Takes in a pass's snapshot and sets its estimates (none while nothing is known). */
@@ -69,7 +75,10 @@ export class RunHistory {
       this.lastContainers = containers;
       changed = this.observeRuns(containers, now) || changed;
     }
-    if (changed) this.current = this.build();
+    if (changed || this.stale) {
+      this.current = this.build();
+      this.stale = false;
+    }
     return this.current;
   }
 
@@ -99,13 +108,15 @@ export class RunHistory {
     let changed = false;
     const next = new Map<string, Started>();
     const requeued = new Set<string>();
+    let named = false;
     for (const c of containers) {
-      const known = this.running.get(c.id);
+      if (c.name !== undefined) named = true;
       if (c.state === 'Queued') {
         // Given back before it ran (or interrupted): its time says nothing of its step's run time.
-        if (known !== undefined) requeued.add(c.id);
+        if (this.running.size > 0 && this.running.has(c.id)) requeued.add(c.id);
         continue;
       }
+      const known = this.running.get(c.id);
       const at = c.startedAt?.getTime();
       if (known !== undefined) {
         if (at !== undefined && at !== known.at) {
@@ -123,9 +134,11 @@ export class RunHistory {
       let r = this.runs.get(s.key);
       if (r === undefined) this.runs.set(s.key, (r = new Recent()));
       r.push(Math.max(0, now - s.at));
+      this.steps = null;
       changed = true;
     }
     this.running = next;
+    this.named = named;
     return changed;
   }
 
@@ -137,12 +150,14 @@ export class RunHistory {
   started(snap: Snapshot, plan: Plan): void {
     const ids = new Set<string>();
     for (const a of plan.actions) if (a.op === 'start') ids.add(a.container);
-    if (ids.size === 0) return;
+    // Without names (an SWF trace, a million anonymous jobs) there is nothing to learn: no walk.
+    if (ids.size === 0 || !this.named) return;
     const now = snap.now.getTime();
     for (const c of snap.containers)
       if (ids.has(c.id) && c.name !== undefined && !this.running.has(c.id))
         this.running.set(c.id, { key: runKey(c.name), at: now });
-    this.current = this.build();
+    // The next pass's snapshot carries them (this pass has planned already).
+    this.stale = true;
   }
 
   private build(): RunEstimates | undefined {
@@ -155,11 +170,13 @@ export class RunHistory {
       endsAt[id] = s.at + est;
       any = true;
     }
-    const steps: Record<string, number> = {};
-    for (const [key, r] of this.runs) {
-      const est = r.estimate();
-      if (est !== null) steps[key] = est;
+    if (this.steps === null) {
+      this.steps = {};
+      for (const [key, r] of this.runs) {
+        const est = r.estimate();
+        if (est !== null) this.steps[key] = est;
+      }
     }
-    return any ? { bootMs, endsAt, steps } : undefined;
+    return any ? { bootMs, endsAt, steps: this.steps } : undefined;
   }
 }

@@ -127,11 +127,14 @@ describe('the history behind the estimates (run-history.ts)', () => {
     h.observe([], [booting], at(0));
     const queued = ctr('q', { name: 'sort_7' });
     const s1 = snap({ now: new Date(at(100)), containers: [queued] });
+    // As the dispatcher does: the pass's snapshot is observed, planned, then its starts are taken in.
+    h.observe(s1.containers, [ready], at(100));
     h.started(s1, { ...plan(s1), actions: [{ op: 'start', container: 'q', instance: 'i-1' }] });
     expect(h.observe([], [ready], at(125))!.steps).toEqual({ sort: 25_000 });
     // Started, then given back to the queue: no sample (the median stays 25 s, not 12.5 s).
     const again = ctr('r2', { name: 'sort_8' });
     const s2 = snap({ now: new Date(at(200)), containers: [again] });
+    h.observe(s2.containers, [ready], at(200));
     h.started(s2, { ...plan(s2), actions: [{ op: 'start', container: 'r2', instance: 'i-1' }] });
     h.observe([{ ...again, state: 'Queued' }], [ready], at(201));
     expect(h.observe([], [ready], at(300))!.steps).toEqual({ sort: 25_000 });
