@@ -125,6 +125,20 @@ export const SCHEDULER_OPTIONS = section(
       help: "How far back the snapshot's `arrivals` count: the recent arrival rate that says whether an idle instance will be used again soon.",
     }),
     opt({
+      key: 'wait_for_running',
+      field: 'waitForRunning',
+      kind: bool,
+      default: true,
+      help: "Duration-aware reuse (docs/SCHEDULER.md): a waiting container that fits an instance whose running containers are expected to end (the snapshot's `estimates`: run times by request name, boot time, from history) before a new instance could boot, less wait_margin, waits for it instead of causing a create.",
+    }),
+    opt({
+      key: 'wait_margin',
+      field: 'waitMarginMs',
+      kind: duration(),
+      default: 0,
+      help: 'wait_for_running waits for an instance only if it is expected to free up this long before a new instance would have booted.',
+    }),
+    opt({
       key: 'max_running_per_user',
       field: 'maxRunningPerUser',
       kind: nullable(int(1)),

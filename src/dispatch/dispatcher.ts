@@ -13,6 +13,7 @@ import {
 } from '../model/types.js';
 import { CloudMemory } from './cloud-memory.js';
 import { ContainerView } from './container-view.js';
+import { RunHistory } from './run-history.js';
 import type { DispatcherTimers } from './config.js';
 import { NodeWatch } from './node-watch.js';
 import {
@@ -181,6 +182,8 @@ export class Dispatcher {
   private goneUnpublished: PoolInstance[] = [];
   /** The containers across passes, and their recent arrivals (container-view.ts). */
   private readonly view: ContainerView;
+  /** Run and boot times seen so far: the snapshot's estimates (run-history.ts). */
+  private readonly history = new RunHistory();
   private readonly planner: IncrementalPlanner;
   /** The last plan, for `berth why` and tests. */
   lastPlan: Plan | null = null;
@@ -288,7 +291,10 @@ export class Dispatcher {
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
     };
+    // Run-time and boot estimates for wait_for_running, from what this dispatcher saw (run-history.ts).
+    if (o.config.waitForRunning) this.history.fill(snapshot);
     const plan = this.planner.plan(snapshot);
+    if (o.config.waitForRunning) this.history.started(snapshot, plan);
     this.lastPlan = plan;
     await this.act(plan, now);
     await this.statusWriter.save(plan.statuses, now);

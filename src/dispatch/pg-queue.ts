@@ -278,7 +278,10 @@ const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, g
     SELECT jsonb_build_object('instance', p.instance_id, 'at', e.at)
     FROM containers p JOIN container_events e ON e.container_id = p.id AND e.kind = 'reclaim'
     WHERE p.request_id = containers.request_id AND p.id <> containers.id AND p.instance_id IS NOT NULL
-    ORDER BY e.id DESC LIMIT 1) END AS reclaimed_from`;
+    ORDER BY e.id DESC LIMIT 1) END AS reclaimed_from,
+  -- its request's name: run-time estimates by step (run-history.ts, scheduler/durations.ts)
+  (SELECT r.name FROM container_requests r WHERE r.id = containers.request_id) AS name,
+  CASE WHEN state = 'Running' THEN started_at END AS started_at`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
@@ -309,6 +312,8 @@ interface SnapshotRow {
   opportunistic: boolean;
   usage: { cpu_seconds?: number; peak_ram?: number; wall_ms?: number } | null;
   reclaimed_from: { instance: string; at: string } | null;
+  name: string | null;
+  started_at: Date | null;
 }
 
 /** The measured use of a Running container's latest sample: peak memory, average CPUs, for how long. */
@@ -342,5 +347,7 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
     ...(row.reclaimed_from
       ? { reclaimedFrom: { instance: row.reclaimed_from.instance, at: Date.parse(row.reclaimed_from.at) } }
       : {}),
+    ...(row.name ? { name: row.name } : {}),
+    ...(row.started_at ? { startedAt: row.started_at } : {}),
   };
 }

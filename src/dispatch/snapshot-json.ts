@@ -18,6 +18,7 @@ import type {
   ContainerShape,
   MeasuredUsage,
   Plan,
+  RunEstimates,
   SchedulerConfig,
   Snapshot,
   SnapshotContainer,
@@ -212,6 +213,10 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
     c.reclaimedFrom = { instance: r.get('instance', str), at: r.get('at', parseTime).getTime() };
     r.done();
   }
+  const name = f.get('name', nullable(anyString), () => null);
+  if (name !== null) c.name = name;
+  const startedAt = f.get('started_at', nullable(parseTime), () => null);
+  if (startedAt !== null) c.startedAt = startedAt;
   f.done();
   if (c.state === 'Running' && c.instance === null)
     throw new SnapshotError(f.at('instance'), 'expected the instance a Running container runs on, got null');
@@ -233,6 +238,28 @@ function parseCloud(value: unknown): CloudState {
   f.done();
   return cloud;
 }
+
+/** An object whose every value is converted alike: {"key": value, ...}. */
+function recordOf(value: unknown, path: string, convert: (v: unknown) => number): Record<string, number> {
+  const f = Fields.of(value, path);
+  const out: Record<string, number> = {};
+  for (const key of Object.keys(value as Obj)) out[key] = f.get(key, convert);
+  return out;
+}
+
+/** `estimates` (wait_for_running): {"boot": "60s", "ends_at": {"c1": time}, "steps": {"align": "30s"}}. */
+function parseEstimates(value: unknown): RunEstimates {
+  const f = Fields.of(value, 'estimates');
+  const e: RunEstimates = {
+    bootMs: f.get('boot', nullable(parseDuration), () => null),
+    endsAt: recordOf(orObject(f.raw('ends_at')), f.at('ends_at'), (v) => parseTime(v).getTime()),
+    steps: recordOf(orObject(f.raw('steps')), f.at('steps'), parseDuration),
+  };
+  f.done();
+  return e;
+}
+
+const orObject = (v: unknown): unknown => (v === undefined ? {} : v);
 
 /** One entry of `arrivals`: a container shape and how many of it arrived in the last arrival_window. */
 function parseArrival(value: unknown, path: string): ArrivalCount {
@@ -269,10 +296,13 @@ export function parseSnapshot(value: unknown): Snapshot {
   const containers = array(orEmpty(f.raw('containers')), 'containers', parseContainer);
   const cloud = parseCloud(f.raw('cloud') === undefined ? {} : f.raw('cloud'));
   const arrivals = array(orEmpty(f.raw('arrivals')), 'arrivals', parseArrival);
+  const est = f.raw('estimates');
   f.done();
   unique(instances, (i) => i.id, 'instances');
   unique(containers, (c) => c.id, 'containers');
-  return { now, config, instanceTypes, instances, containers, cloud, arrivals };
+  const snap: Snapshot = { now, config, instanceTypes, instances, containers, cloud, arrivals };
+  if (est !== undefined && est !== null) snap.estimates = parseEstimates(est);
+  return snap;
 }
 
 /** Parses snapshot text; JSON syntax errors become SnapshotErrors too. */

@@ -69,6 +69,8 @@ export interface SimRequestSpec {
   exitCode: number;
   /** Who submitted it (per-user limits, fair sharing); '' when unknown. */
   owner?: string;
+  /** The request's name (run-time history by step: src/dispatch/run-history.ts); absent: none. */
+  name?: string;
   /** "Do not start before" (virtual ms), as an API request's run_after. */
   runAfter?: number;
   /** Retry policy (DESIGN §3.3); defaults as for an API request. */
@@ -507,6 +509,8 @@ export class SimQueue implements DispatchQueue {
       spotInterruptions: c.request.interruptions,
       ...(s.opportunistic ? { opportunistic: true } : {}),
       ...this.measured(c),
+      ...(s.name === undefined ? {} : { name: s.name }),
+      ...(c.state === 'Running' && c.startedAt !== null ? { startedAt: new Date(c.startedAt) } : {}),
     };
   }
 

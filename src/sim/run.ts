@@ -337,6 +337,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       priority: j.priority,
       durationMs: j.duration,
       exitCode: j.exitCode ?? 0,
+      ...(j.name === undefined ? {} : { name: j.name }),
       ...opp,
     });
     passNow();

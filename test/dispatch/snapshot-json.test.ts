@@ -96,6 +96,8 @@ describe('parseSnapshot', () => {
       fairShare: true,
       shareRule: 'price',
       batchPacking: 'cost',
+      waitForRunning: true,
+      waitMarginMs: 0,
     });
     expect(s.instanceTypes).toEqual([
       {

@@ -53,6 +53,8 @@ function reusable(before: Snapshot, p: Plan, now: Snapshot): boolean {
     sameList(before.instanceTypes, now.instanceTypes, (a, b) => a === b || sameFields(a, b)) &&
     sameList(before.arrivals, now.arrivals, (a, b) => a === b || sameFields(a, b)) &&
     sameConfig(before.config, now.config) &&
+    // The estimates' owner (run-history.ts) hands over the same object while nothing changed.
+    before.estimates === now.estimates &&
     sameCloud(before.cloud, now.cloud)
   );
 }

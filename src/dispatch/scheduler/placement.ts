@@ -7,6 +7,7 @@
 import type { InstanceType } from '../../model/types.js';
 import { joinBin, leaveBin, openBin } from './bins.js';
 import type { Room, Slot } from './capacity.js';
+import { Freeing } from './durations.js';
 import type { Shape } from './fitting.js';
 import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
@@ -89,6 +90,8 @@ class Placer {
 
   /** share_rule expected: the Locked containers each existing instance was created for, by container id. */
   private readonly createdFor = new Map<string, Slot>();
+  /** wait_for_running: room expected to free up before a new instance could boot (durations.ts). */
+  private freeing: Freeing | null | undefined;
 
   constructor(private readonly pass: Pass) {
     this.unavailable = (name) => pass.limits.isUnavailable(name);
@@ -162,6 +165,10 @@ class Placer {
       }
       return this.wait(c, choice.waitReason);
     }
+    // Rather than boot an instance, wait for one expected to free up sooner (durations.ts).
+    if (this.freeing === undefined) this.freeing = Freeing.of(pass);
+    const soon = this.freeing?.claim(c, shape) ?? null;
+    if (soon !== null) return this.wait(c, pass.statuses.reason(statusText.waitingFreeing(soon.id)));
     const type = choice.type;
     const slot = openBin(
       `new-${++pass.planned}`,

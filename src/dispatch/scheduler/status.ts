@@ -15,6 +15,8 @@ export const statusText = {
   waitingExisting: (instance: string, state: string, type: string) =>
     `waiting for instance ${instance} (${state}, type ${type}) to become ready`,
   waitingNew: (type: string) => `waiting for a new ${type} instance (create requested)`,
+  waitingFreeing: (instance: string) =>
+    `waiting for instance ${instance} to free up: its running containers are expected to end before a new instance could boot (wait_for_running)`,
   // The next five follow the queue position ("queue position 5; ...").
   limit: (type: string, limit: string) =>
     `waits for a ${type} instance; ${limit}; starts when an instance is freed or the limit is raised`,

@@ -58,6 +58,10 @@ export interface SnapshotContainer extends ContainerShape {
    * RECLAIM_AVOID_MS (opportunistic.ts).
    */
   reclaimedFrom?: { instance: string; at: number };
+  /** Its request's name: run-time history is kept by the name's step (durations.ts); absent: none. */
+  name?: string;
+  /** When a Running container started (run-time history, ../run-history.ts); absent: not known. */
+  startedAt?: Date;
 }
 
 /** A running container's measured use: what opportunistic placement may borrow (opportunistic.ts). */
@@ -96,6 +100,22 @@ export interface Snapshot {
   cloud: CloudState;
   /** Recent arrivals by shape (reuse likelihood); empty when unknown. */
   arrivals: ArrivalCount[];
+  /** Run-time and boot-time estimates from history (durations.ts); absent: none known. */
+  estimates?: RunEstimates;
+}
+
+/**
+ * What history says about the near future (wait_for_running): how long a new instance takes to boot, and
+ * when each Running container whose run time can be estimated is expected to end. One owner computes
+ * them (../run-history.ts) for the dispatcher and so for the simulator, which runs the real dispatcher.
+ */
+export interface RunEstimates {
+  /** The median of recently observed boots (create → agent ready), ms; null while none was observed. */
+  bootMs: number | null;
+  /** Expected end (ms since the epoch) of Running containers, by container id. */
+  endsAt: Record<string, number>;
+  /** The run time expected of a container of each step (durations.ts runKey), ms. */
+  steps: Record<string, number>;
 }
 
 export type Action =
