@@ -121,7 +121,8 @@ export function jobInstance(jobId: string): string {
   return `${JOB_INSTANCE_PREFIX}${jobId}`;
 }
 
-function boundJob(node: NodeInfo | undefined): string | null {
+/** The SLURM job a node record is bound to (null before sbatch answered). */
+export function boundJob(node: NodeInfo | undefined): string | null {
   return node?.instanceId?.startsWith(JOB_INSTANCE_PREFIX)
     ? node.instanceId.slice(JOB_INSTANCE_PREFIX.length)
     : null;
