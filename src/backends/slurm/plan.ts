@@ -74,7 +74,7 @@ export interface SlurmSnapshot {
   held: HeldContainer[];
   queued: QueuedContainer[];
   nodes: NodeInfo[];
-  /** This dispatcher's jobs (by marker), live and recently ended. */
+  /** This dispatcher's jobs (by marker): the live ones, and the ended jobs of held containers SLURM still keeps. */
   jobs: SlurmJob[];
   /**
    * The state of containers named by live jobs that are neither held nor runnable-queued here (null: not
