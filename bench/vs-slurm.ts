@@ -330,5 +330,8 @@ function printTable(out: {
     console.log(
       `Berth on SLURM: ${bs.submission}; load ${bs.load_before.join(' ')} → ${bs.load_after.join(' ')}`,
     );
-  if (s) console.log('SLURM times are whole seconds: its latencies are ±1 s.');
+  if (s)
+    console.log(
+      "SLURM's submit → start: from the sbatch call's answer to the batch script's first line (ms); its start → end: SLURM's records (whole seconds).",
+    );
 }

@@ -2,6 +2,8 @@
 // slurmctld, slurmd in a temp dir on free ports, found through SLURM_CONF) and N one-CPU batch jobs
 // through it.
 import { execFile } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startSlurm as startCluster, type SlurmCluster } from '../slurm-cluster.js';
 import { pollUntil, runPool, type SideResult } from './common.js';
@@ -39,26 +41,36 @@ interface SqueueJob {
   end_time: number;
 }
 
-/** Submits `jobs` batch jobs (one sbatch call each, `concurrency` at a time) and waits for them all. */
+/**
+ * Submits `jobs` batch jobs (one sbatch call each, `concurrency` at a time) and waits for them all.
+ *
+ * Submit → start is measured to the same moment as on Berth's sides, the job's command beginning, and to the
+ * millisecond (SLURM's own submit and start times are whole seconds, ±1 s on each latency): "submit" is when
+ * the sbatch call returned (an upper bound on SLURM's submit time, so SLURM's latencies are if anything a
+ * little short), "start" is the first line of the batch script, which prints bash's $EPOCHREALTIME (a
+ * builtin: no extra process) before the command runs.
+ */
 export async function runSlurmJobs(
   c: SlurmCluster,
   o: { jobs: number; concurrency: number; command: string[]; ramMiB: number },
 ): Promise<SideResult> {
-  const wrap = o.command.join(' ');
+  const script = join(c.dir, 'job.sh');
+  writeFileSync(script, `#!/bin/bash\nprintf '%s\\n' "$EPOCHREALTIME"\n${o.command.join(' ')}\n`);
+  const out = join(c.dir, 'out');
   const args = [
     '--parsable',
     '--ntasks=1',
     '--cpus-per-task=1',
     `--mem=${o.ramMiB}M`,
-    `--chdir=${c.dir}/out`,
-    `--output=${c.dir}/out/%j.out`,
-    `--wrap=${wrap}`,
+    `--chdir=${out}`,
+    `--output=${out}/%j.out`,
+    script,
   ];
-  const ids: number[] = [];
+  const submittedAt = new Map<number, number>();
   const t0 = performance.now();
   await runPool(o.jobs, o.concurrency, async () => {
     const r = await exec('sbatch', args, { env: c.env });
-    ids.push(Number(r.stdout.trim().split(';')[0]));
+    submittedAt.set(Number(r.stdout.trim().split(';')[0]), Date.now());
   });
   const submitted = performance.now();
   // Finished = no longer pending or running (COMPLETING is the node's cleanup after the job ended).
@@ -73,17 +85,30 @@ export async function runSlurmJobs(
     env: c.env,
     maxBuffer: 1 << 30,
   });
-  const mine = new Set(ids);
-  const jobs = (JSON.parse(stdout) as { jobs: SqueueJob[] }).jobs.filter((j) => mine.has(j.job_id));
+  const jobs = (JSON.parse(stdout) as { jobs: SqueueJob[] }).jobs.filter((j) => submittedAt.has(j.job_id));
   const ok = jobs.filter((j) => j.job_state === 'COMPLETED' && j.exit_code === 0);
+  const startedAt = (j: SqueueJob): number | null => {
+    let first: string | undefined;
+    try {
+      first = readFileSync(join(out, `${j.job_id}.out`), 'utf8').split('\n')[0];
+    } catch {
+      return null; // no output file: not counted (`recorded` says how many were)
+    }
+    const s = Number(first?.replace(',', '.'));
+    return first && Number.isFinite(s) ? s * 1000 : null;
+  };
+  const latencies = ok.flatMap((j) => {
+    const s = startedAt(j);
+    return s === null ? [] : [s - submittedAt.get(j.job_id)!];
+  });
   return {
     jobs: o.jobs,
-    recorded: jobs.length,
+    recorded: latencies.length,
     succeeded: ok.length,
     submitSeconds: (submitted - t0) / 1000,
     makespanSeconds: (done - t0) / 1000,
-    // SLURM keeps whole seconds: each latency is off by up to ±1 s.
-    submitToStartMs: jobs.filter((j) => j.start_time > 0).map((j) => (j.start_time - j.submit_time) * 1000),
+    submitToStartMs: latencies,
+    // SLURM keeps whole seconds: each run time is off by up to ±1 s.
     runMs: jobs.filter((j) => j.end_time > 0).map((j) => (j.end_time - j.start_time) * 1000),
     maxRunning: null,
   };

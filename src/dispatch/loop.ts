@@ -19,6 +19,8 @@ export function runPassLoop(o: {
   tick: () => Promise<void>;
   notifier: Notifier | null;
   intervalMs: number;
+  /** The berth_dispatch payloads that wake a pass (src/store/wake.ts's senders); default all of them. */
+  wakeOn?: readonly string[];
   /** The lease went to another process: the loop has ended. */
   onLeaseLost: (err: LeaseLostError) => void;
   /** A pass failed; the next tick tries again. */
@@ -27,7 +29,7 @@ export function runPassLoop(o: {
   onPass?: (seconds: number) => void;
 }): PassLoop {
   let stopped = false;
-  const waiter = o.notifier?.waiter('berth_dispatch', null) ?? null;
+  const waiter = o.notifier?.waiter('berth_dispatch', o.wakeOn ?? null) ?? null;
   let wake: (() => void) | null = null;
   /** A poke came while a pass ran: the next pass starts without waiting. */
   let poked = false;

@@ -73,12 +73,13 @@ export class Notifier {
     return () => set.delete(fn);
   }
 
-  /** A waiter for notifications on channel whose payload is key (or any payload when key is null). */
-  waiter(channel: string, key: string | null): Waiter {
+  /** A waiter for notifications on channel whose payload is key, one of keys, or any payload (null). */
+  waiter(channel: string, key: string | readonly string[] | null): Waiter {
     let pending: (() => void) | null = null;
     let fired = false;
+    const keys = key === null ? null : new Set(typeof key === 'string' ? [key] : key);
     const unsubscribe = this.subscribe(channel, (payload) => {
-      if (key !== null && payload !== key) return;
+      if (keys !== null && !keys.has(payload)) return;
       fired = true;
       pending?.();
     });

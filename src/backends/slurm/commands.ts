@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { slurmCommand, type SlurmConfig } from './config.js';
 import { classifySbatchError, parseJobId, submitEnvironment, type SbatchFailure } from './sbatch.js';
-import { parseSqueue, squeueArgs, type SlurmJob } from './squeue.js';
+import { parseSqueue, squeueArgs, type SlurmJob, type SqueueSelect } from './squeue.js';
 
 /** A SLURM command could not be run or failed. */
 export class SlurmCommandError extends Error {
@@ -35,9 +35,9 @@ export class SlurmCommands {
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
 
-  /** Every job of this user that squeue lists (any state). */
-  async squeue(): Promise<{ jobs: SlurmJob[]; bad: string[] }> {
-    const r = await this.must('squeue', squeueArgs());
+  /** This user's jobs that squeue lists: the live ones, or the named ones in any state (squeue.ts). */
+  async squeue(select: SqueueSelect = 'live'): Promise<{ jobs: SlurmJob[]; bad: string[] }> {
+    const r = await this.must('squeue', squeueArgs(select));
     return parseSqueue(r.stdout);
   }
 

@@ -10,12 +10,15 @@ import type { Store } from '../../store/store.js';
 import type { SlurmConfig } from './config.js';
 import type { SlurmCommands } from './commands.js';
 import {
+  boundJob,
   clearBackoff,
   EMPTY_MEMORY,
   jobInstance,
   nextBackoff,
   planSlurm,
   SUBMITTING_INSTANCE,
+  type HeldContainer,
+  type NodeInfo,
   type QueuedContainer,
   type SlurmAction,
   type SlurmMemory,
@@ -23,7 +26,7 @@ import {
 } from './plan.js';
 import { containerStates, heldContainers, liveNodes, runnableQueued } from './queue.js';
 import { batchScript, sbatchArgs } from './sbatch.js';
-import { isLive, jobMarker } from './squeue.js';
+import { isLive, jobMarker, type SlurmJob, type SqueueSelect } from './squeue.js';
 
 /** What happened, for logs and tests. */
 export type SlurmEvent =
@@ -90,14 +93,7 @@ export class SlurmDispatcher {
     const held = await heldContainers(pool, this.id);
     const nodes = await liveNodes(pool, cfg.cluster, cfg.tag);
     const queued = await runnableQueued(pool, now, cfg.maxJobs);
-    const listed = await this.o.slurm.squeue();
-    if (listed.bad.length > 0)
-      this.emit({
-        kind: 'error',
-        op: 'squeue',
-        message: `unparsed lines: ${listed.bad.slice(0, 3).join(' / ')}`,
-      });
-    const jobs = listed.jobs.filter((j) => j.comment === this.marker);
+    const jobs = await this.listJobs(held, nodes);
     const known = new Set([...held.map((c) => c.id), ...queued.map((c) => c.id)]);
     const others = await containerStates(pool, [
       ...new Set(jobs.filter((j) => isLive(j) && !known.has(j.name)).map((j) => j.name)),
@@ -107,6 +103,36 @@ export class SlurmDispatcher {
     this.memory = plan.memory;
     await this.act(plan);
     await this.saveStatuses(plan);
+  }
+
+  /**
+   * This dispatcher's jobs: the live ones (one squeue per pass), and, only when a held container's job has
+   * left that list, that job in whatever state SLURM still keeps (to say how it ended: NODE_FAIL, TIMEOUT…).
+   */
+  private async listJobs(held: HeldContainer[], nodes: NodeInfo[]): Promise<SlurmJob[]> {
+    const mine = async (select: SqueueSelect) => {
+      const listed = await this.o.slurm.squeue(select);
+      if (listed.bad.length > 0)
+        this.emit({
+          kind: 'error',
+          op: 'squeue',
+          message: `unparsed lines: ${listed.bad.slice(0, 3).join(' / ')}`,
+        });
+      return listed.jobs.filter((j) => j.comment === this.marker);
+    };
+    const live = await mine('live');
+    const listed = new Set(live.map((j) => j.id));
+    const byId = new Map(nodes.map((n) => [n.id, n]));
+    const gone = [
+      ...new Set(
+        held.flatMap((c) => {
+          const job = c.nodeId ? boundJob(byId.get(c.nodeId)) : null;
+          return job !== null && !listed.has(job) ? [job] : [];
+        }),
+      ),
+    ];
+    if (gone.length === 0) return live;
+    return [...live, ...(await mine({ ids: gone })).filter((j) => !listed.has(j.id))];
   }
 
   /**

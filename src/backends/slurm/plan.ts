@@ -74,7 +74,7 @@ export interface SlurmSnapshot {
   held: HeldContainer[];
   queued: QueuedContainer[];
   nodes: NodeInfo[];
-  /** This dispatcher's jobs (by marker), live and recently ended. */
+  /** This dispatcher's jobs (by marker): the live ones, and the ended jobs of held containers SLURM still keeps. */
   jobs: SlurmJob[];
   /**
    * The state of containers named by live jobs that are neither held nor runnable-queued here (null: not
@@ -121,7 +121,8 @@ export function jobInstance(jobId: string): string {
   return `${JOB_INSTANCE_PREFIX}${jobId}`;
 }
 
-function boundJob(node: NodeInfo | undefined): string | null {
+/** The SLURM job a node record is bound to (null before sbatch answered). */
+export function boundJob(node: NodeInfo | undefined): string | null {
   return node?.instanceId?.startsWith(JOB_INSTANCE_PREFIX)
     ? node.instanceId.slice(JOB_INSTANCE_PREFIX.length)
     : null;

@@ -1,5 +1,5 @@
 // `berth dispatch --backend slurm` as a service: the database, the notifications that wake a pass (new
-// work, finished containers, agents registering), a safety tick, and a graceful stop.
+// work, priority changes), a safety tick, and a graceful stop.
 import type { Config } from '../../config/options.js';
 import { runPassLoop } from '../../dispatch/loop.js';
 import { agentApiUrl, dispatchDatabaseUrl } from '../../dispatch/service.js';
@@ -19,6 +19,15 @@ export interface RunningSlurmDispatcher {
   done: Promise<void>;
   stop(): Promise<void>;
 }
+
+/**
+ * The notifications that start a pass at once: new work (submitted without waiting for the tick) and priority
+ * changes (renice, withdraw). Agents registering and containers ending, two per job, need nothing from the
+ * dispatcher that cannot wait for the tick (a status text, a retry after its backoff, the scancel of a
+ * cancelled container's pending job); woken by them, the dispatcher ran a pass, with its squeue, about twice
+ * per job, taking CPU from the jobs on a shared node.
+ */
+export const SLURM_WAKE_ON = ['queue', 'priority'] as const;
 
 /** Runs passes until stopped (src/dispatch/loop.ts): on notifications and at least every tick_interval. */
 export async function startSlurmDispatcher(o: {
@@ -53,6 +62,7 @@ export async function startSlurmDispatcher(o: {
     tick: () => dispatcher.tick(),
     notifier: o.notifier,
     intervalMs: o.cfg.tickIntervalMs,
+    wakeOn: SLURM_WAKE_ON,
     onLeaseLost: (err) => logger.error(errorFields(err), 'stopping: the lease is lost'),
     // SLURM or the database is unreachable: tried again at the next tick, never a crash.
     onPassFailed: (err) => logger.error(errorFields(err), 'pass failed (retried at the next tick)'),

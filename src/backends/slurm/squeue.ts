@@ -25,9 +25,27 @@ export interface SlurmJob {
 const SEP = '\x1f';
 const FIELDS = ['%i', '%j', '%T', '%r', '%Q', '%y', '%N', '%k'];
 
-/** squeue's arguments: every job of this user in every state still listed (finished ones for MinJobAge). */
-export function squeueArgs(): string[] {
-  return ['--noheader', '--me', '--states=all', `--format=${FIELDS.join(SEP)}`];
+/**
+ * What squeue lists: this user's live jobs (a pass: SLURM keeps ended jobs listed for MinJobAge, which would
+ * be every job of the last 5 minutes), the named jobs in any state (how a job that left the live list ended),
+ * or every job in any state (tests).
+ */
+export type SqueueSelect = 'live' | 'all' | { ids: readonly string[] };
+
+/** squeue's arguments for a selection. */
+export function squeueArgs(select: SqueueSelect): string[] {
+  const which =
+    select === 'live'
+      ? [`--states=${[...LIVE].join(',')}`]
+      : select === 'all'
+        ? ['--states=all']
+        : // One id makes squeue ask for that job alone, which fails once SLURM has forgotten it; listed
+          // twice, squeue filters its whole list instead (and says nothing of forgotten ids).
+          [
+            '--states=all',
+            `--jobs=${(select.ids.length === 1 ? [select.ids[0], ...select.ids] : select.ids).join(',')}`,
+          ];
+  return ['--noheader', '--me', ...which, `--format=${FIELDS.join(SEP)}`];
 }
 
 /** The comment that marks the jobs of one dispatcher (`--comment` at submit). */

@@ -253,6 +253,37 @@ describe('slurm backend', () => {
   );
 
   test(
+    'a pending job cancelled outside Berth: the container goes back to the queue, saying how its job ended',
+    { timeout: 240_000 },
+    async () => {
+      await withFullCluster('gone', async () => {
+        const { container } = await submit(w, { name: 'pending-scancelled', command: ['true'] });
+        const job = jobOf(await w.container(container, submitted, 30_000, 'submitted'));
+        await exec('scancel', [job], { env: w.cluster.env });
+        // A pass lists live jobs only; the ended one is asked for by id to say how it ended.
+        const events = async () =>
+          JSON.stringify(
+            (await w.api<{ items: unknown[] }>('GET', `/v1/containers/${container}/events`)).items,
+          );
+        await until(async () => (await events()).includes(`SLURM job ${job} ended`), 60_000, 'unlocked');
+        expect(await events()).toMatch(
+          new RegExp(
+            `unlocked by [^"]*: SLURM job ${job} ended: CANCELLED[^"]* before its agent started the container`,
+          ),
+        );
+        // Submitted again (a new job, pending behind the blockers), then cancelled.
+        await until(
+          async () => (await w.jobs()).some((j) => j.name === container && j.id !== job && isLive(j)),
+          60_000,
+          'submitted again',
+        );
+        const r = await w.cli(['cancel', container]);
+        expect(r.code, r.stderr).toBe(0);
+      });
+    },
+  );
+
+  test(
     'priority 0 withdraws: a pending container goes back to the queue (its job cancelled), a running one is killed',
     { timeout: 240_000 },
     async () => {

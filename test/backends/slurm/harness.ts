@@ -198,7 +198,7 @@ export async function slurmWorld(
     async jobs() {
       const r = await exec(
         'squeue',
-        squeueArgs().filter((a) => a !== '--me'),
+        squeueArgs('all').filter((a) => a !== '--me'),
         { env: c.env },
       );
       return parseSqueue(r.stdout).jobs;

@@ -1,9 +1,16 @@
 // Reading squeue's output (a sample taken from SLURM 22.05 with squeueArgs' format) and SLURM's reasons.
 import { describe, expect, it } from 'vitest';
-import { isHeld, isLive, jobMarker, parseSqueue, squeueArgs } from '../../../src/backends/slurm/squeue.js';
+import {
+  isHeld,
+  isLive,
+  jobMarker,
+  parseSqueue,
+  squeueArgs,
+  type SlurmJob,
+} from '../../../src/backends/slurm/squeue.js';
 import { endedText, pendingStatus, reasonText } from '../../../src/backends/slurm/reasons.js';
 
-// Real output of `squeue ${squeueArgs()}` on the test cluster: a refused job (listed as FAILED), another
+// Real output of `squeue ${squeueArgs('all')}` on the test cluster: a refused job (listed as FAILED), another
 // user's oddly named job, two of this dispatcher's jobs (one reniced), one not ours.
 const REAL =
   '4\u001fc-toobig\u001fFAILED\u001fBadConstraints\u001f4294901756\u001f0\u001f\u001f(null)\n' +
@@ -13,11 +20,25 @@ const REAL =
   '1\u001fc-0123456789abcdef\u001fRUNNING\u001fNone\u001f4294901759\u001f0\u001fsmall\u001fberth:slurm/default\n';
 
 describe('squeue', () => {
-  it('asks for every state of this user only', () => {
-    const args = squeueArgs();
-    expect(args).toContain('--me');
-    expect(args).toContain('--states=all');
-    expect(args).toContain('--noheader');
+  it("lists this user's live jobs only in a pass, and named jobs in any state on demand", () => {
+    const live = squeueArgs('live');
+    expect(live).toContain('--me');
+    expect(live).toContain('--noheader');
+    const states = live
+      .find((a) => a.startsWith('--states='))!
+      .slice('--states='.length)
+      .split(',');
+    expect(states).toContain('PENDING');
+    expect(states).toContain('RUNNING');
+    expect(states).not.toContain('COMPLETING');
+    expect(states).not.toContain('all');
+    for (const s of states) expect(isLive({ state: s } as SlurmJob)).toBe(true);
+    expect(squeueArgs({ ids: ['7', '9'] })).toEqual(
+      expect.arrayContaining(['--me', '--states=all', '--jobs=7,9']),
+    );
+    // One id alone would make squeue fail for a job SLURM has forgotten.
+    expect(squeueArgs({ ids: ['7'] })).toContain('--jobs=7,7');
+    expect(squeueArgs('all')).toContain('--states=all');
   });
 
   it('parses real output, names and comments with | and spaces included', () => {
