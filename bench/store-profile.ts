@@ -34,14 +34,18 @@ export interface CpuSample {
   bench: number;
 }
 
-export function cpuSample(serverPid: number, postmasterPid: number): CpuSample {
+export function cpuSample(serverPid: number | null, postmasterPid: number): CpuSample {
   let postgres = cpuOf(postmasterPid);
   for (const name of readdirSync('/proc')) {
     const pid = Number(name);
     if (Number.isInteger(pid) && parentOf(pid) === postmasterPid) postgres += cpuOf(pid);
   }
   const own = process.cpuUsage();
-  return { server: cpuOf(serverPid), postgres, bench: (own.user + own.system) / 1e6 };
+  return {
+    server: serverPid === null ? 0 : cpuOf(serverPid),
+    postgres,
+    bench: (own.user + own.system) / 1e6,
+  };
 }
 
 export interface StatementCost {
