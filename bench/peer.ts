@@ -7,7 +7,7 @@
 // each, as the dispatcher does), and started and completed by `--workers` agents whose reports go through
 // the store's group commit (as the API sends them). Each side: N items, from the first add to the last
 // completion, on its own database of the same server.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -17,21 +17,25 @@ import { createPool, withDatabase } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
+import { cpuSample, printProfile, topStatements } from './store-profile.js';
 
 interface Args {
   json: boolean;
   jobs: number;
   workers: number;
+  /** Restart PostgreSQL with pg_stat_statements and print the Berth phase's profile (store-profile.ts). */
+  profile: boolean;
 }
 
 function parse(args: string[]): Args {
-  const out: Args = { json: false, jobs: 20_000, workers: 32 };
+  const out: Args = { json: false, jobs: 20_000, workers: 32, profile: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') out.json = true;
     else if (a === '--jobs') out.jobs = Number(args[++i]);
     else if (a === '--workers') out.workers = Number(args[++i]);
-    else throw new Error(`unknown option ${a} (expected --json, --jobs N, --workers N)`);
+    else if (a === '--profile') out.profile = true;
+    else throw new Error(`unknown option ${a} (expected --json, --jobs N, --workers N, --profile)`);
   }
   if (!Number.isInteger(out.jobs) || out.jobs < 1000) throw new Error('--jobs takes a whole number ≥ 1000');
   if (!Number.isInteger(out.workers) || out.workers < 1)
@@ -156,8 +160,17 @@ export async function run(argv: string[]): Promise<number> {
   const say = (s: string) => !args.json && console.error(s);
   const home = mkdtempSync(join(tmpdir(), 'berth-peer-'));
   say('starting the embedded PostgreSQL…');
-  const pg = await startEmbedded({ dataDir: join(home, 'pgdata') });
+  let pg = await startEmbedded({ dataDir: join(home, 'pgdata') });
   try {
+    if (args.profile) {
+      // pg_stat_statements must be loaded when PostgreSQL starts: stop, preload it, start again.
+      await pg.stop();
+      appendFileSync(
+        join(pg.dataDir, 'postgresql.conf'),
+        `\nshared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = 'all'\n`,
+      );
+      pg = await startEmbedded({ dataDir: join(home, 'pgdata') });
+    }
     const admin = createPool(pg.url, 1);
     await admin.query('CREATE DATABASE peer_berth');
     await admin.query('CREATE DATABASE peer_graphile');
@@ -166,7 +179,17 @@ export async function run(argv: string[]): Promise<number> {
     const g = await graphile(withDatabase(pg.url, 'peer_graphile'), args.jobs, args.workers);
     say(`  ${g.toFixed(0)} jobs/s`);
     say(`Berth: ${args.jobs} containers, ${args.workers} agents…`);
+    const stats = args.profile ? createPool(withDatabase(pg.url, 'peer_berth'), 1) : null;
+    if (stats) {
+      await stats.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+      await topStatements(stats, 0);
+    }
+    const before = cpuSample(null, pg.pid);
     const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers);
+    if (stats) {
+      printProfile(say, 'Berth', args.jobs, before, cpuSample(null, pg.pid), await topStatements(stats, 12));
+      await stats.end();
+    }
     say(`  ${b.rate.toFixed(0)} lifecycles/s (${b.perCommit.toFixed(1)} reports per commit)`);
     const result = {
       items: args.jobs,

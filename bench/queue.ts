@@ -2,7 +2,7 @@
 // A real `berth server` (its own embedded PostgreSQL in a temp BERTH_HOME) in a child process, loaded by
 // clients in this process over HTTP; store lifecycles run in-process against the same database.
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,6 +12,15 @@ import { createPool } from '../src/store/db.js';
 import { reachableDataDir } from '../src/store/embedded.js';
 import { Reports } from '../src/store/reports.js';
 import { Store } from '../src/store/store.js';
+import {
+  cpuSample,
+  monotonicUs,
+  postmasterPid,
+  printCpuProfile,
+  printProfile,
+  topStatements,
+  type Window,
+} from './store-profile.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 
@@ -19,16 +28,19 @@ interface Args {
   json: boolean;
   seconds: number;
   rows: number;
+  /** Restart the server's PostgreSQL with pg_stat_statements and print each phase's profile. */
+  profile: boolean;
 }
 
 function parse(args: string[]): Args {
-  const out: Args = { json: false, seconds: 5, rows: 1_000_000 };
+  const out: Args = { json: false, seconds: 5, rows: 1_000_000, profile: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') out.json = true;
     else if (a === '--seconds') out.seconds = Number(args[++i]);
     else if (a === '--rows') out.rows = Number(args[++i]);
-    else throw new Error(`unknown option ${a} (expected --json, --seconds N, --rows N)`);
+    else if (a === '--profile') out.profile = true;
+    else throw new Error(`unknown option ${a} (expected --json, --seconds N, --rows N, --profile)`);
   }
   if (!(out.seconds > 0) || !(out.rows >= 0)) throw new Error('--seconds and --rows take positive numbers');
   return out;
@@ -72,21 +84,45 @@ export async function run(argv: string[]): Promise<number> {
   const say = (s: string) => !args.json && console.error(s);
   const home = mkdtempSync(join(tmpdir(), 'berth-bench-'));
   chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
-  const server = spawn(
-    process.execPath,
-    [join(ROOT, 'bin', 'berth.js'), 'server', '--listen', '127.0.0.1:0'],
-    {
-      env: { ...process.env, BERTH_HOME: home, BERTH_DATABASE_URL: '' },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    },
-  );
-  try {
+  const startServer = async () => {
+    rmSync(join(home, 'api-url'), { force: true });
+    // --profile: the server's CPU profile (written when it exits) is summarised at the end.
+    const cpuProf = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(home, 'cpuprof')}`] : [];
+    const proc = spawn(
+      process.execPath,
+      [...cpuProf, join(ROOT, 'bin', 'berth.js'), 'server', '--listen', '127.0.0.1:0'],
+      {
+        env: { ...process.env, BERTH_HOME: home, BERTH_DATABASE_URL: '' },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
+    const exited = new Promise((r) => proc.once('exit', r));
     const url = (
       await until(
         () => (existsSync(join(home, 'api-url')) ? readFileSync(join(home, 'api-url'), 'utf8').trim() : null),
         60_000,
       )
     ).replace(/\/$/, '');
+    return { proc, url, exited };
+  };
+  let server = await startServer().catch((err: unknown) => {
+    rmSync(home, { recursive: true, force: true });
+    throw err;
+  });
+  const dataDir = reachableDataDir(join(home, 'pgdata'));
+  const windows: Window[] = [];
+  try {
+    if (args.profile) {
+      // pg_stat_statements must be loaded when PostgreSQL starts: stop, preload it, start again.
+      server.proc.kill('SIGINT');
+      await server.exited;
+      appendFileSync(
+        join(dataDir, 'postgresql.conf'),
+        `\nshared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = 'all'\n`,
+      );
+      server = await startServer();
+    }
+    const { url } = server;
     const token = readFileSync(join(home, 'admin-token'), 'utf8').trim();
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
     // The load generator shares the two cores with the server and PostgreSQL: node:http with keep-alive
@@ -120,25 +156,40 @@ export async function run(argv: string[]): Promise<number> {
         req.end(data);
       });
     const spec = { command: ['echo', 'hi'], vcpus: 1, ram: '1GiB' };
-
-    say(`single submissions, 16 clients, ${args.seconds}s…`);
-    const single = await load(16, args.seconds, async () => (await post('/v1/requests', spec), 1));
-    say(`  ${single.toFixed(0)}/s`);
-    say(`batched submissions (1,000 per call), 4 clients, ${args.seconds}s…`);
-    const batch = Array.from({ length: 1000 }, () => spec);
-    const batched = await load(
-      4,
-      args.seconds,
-      async () => (await post('/v1/requests/batch', { requests: batch }), 1000),
-    );
-    say(`  ${batched.toFixed(0)}/s`);
-
-    // Lifecycles through the store: submit, lock, assign, start, complete.
-    const dataDir = reachableDataDir(join(home, 'pgdata'));
     const pgPort = readFileSync(`${dataDir}.port`, 'utf8').trim();
     const pgPass = readFileSync(`${dataDir}.password`, 'utf8').trim();
     const dbUrl = `postgres://postgres:${encodeURIComponent(pgPass)}@127.0.0.1:${pgPort}/berth`;
     const pool = createPool(dbUrl, 20);
+    // --profile: each phase's CPU per process and PostgreSQL's top statements (bench/store-profile.ts).
+    if (args.profile) await pool.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    const profiled = async (phase: string, measure: () => Promise<number>): Promise<number> => {
+      if (!args.profile) return measure();
+      const pm = postmasterPid(dataDir);
+      const from = monotonicUs();
+      await topStatements(pool, 0);
+      const before = cpuSample(server.proc.pid!, pm);
+      const t0 = performance.now();
+      const rate = await measure();
+      const after = cpuSample(server.proc.pid!, pm);
+      windows.push({ phase, from, to: monotonicUs() });
+      const ops = (rate * (performance.now() - t0)) / 1000;
+      printProfile(say, phase, ops, before, after, await topStatements(pool));
+      return rate;
+    };
+
+    say(`single submissions, 16 clients, ${args.seconds}s…`);
+    const single = await profiled('single', () =>
+      load(16, args.seconds, async () => (await post('/v1/requests', spec), 1)),
+    );
+    say(`  ${single.toFixed(0)}/s`);
+    say(`batched submissions (1,000 per call), 4 clients, ${args.seconds}s…`);
+    const batch = Array.from({ length: 1000 }, () => spec);
+    const batched = await profiled('batched', () =>
+      load(4, args.seconds, async () => (await post('/v1/requests/batch', { requests: batch }), 1000)),
+    );
+    say(`  ${batched.toFixed(0)}/s`);
+
+    // Lifecycles through the store: submit, lock, assign, start, complete.
     const store = new Store(pool);
     const { node, bootstrapSecret } = await store.nodes.create({
       cluster: 'b',
@@ -172,7 +223,7 @@ export async function run(argv: string[]): Promise<number> {
       say(`container lifecycles through the store, ${name}, ${args.seconds}s…`);
       const commits0 = reports.stats.calls;
       const items0 = reports.stats.items;
-      lifecycleRuns[name] = await load(workers, args.seconds, lifecycle(reports));
+      lifecycleRuns[name] = await profiled(name, () => load(workers, args.seconds, lifecycle(reports)));
       const perCommit = (reports.stats.items - items0) / Math.max(1, reports.stats.calls - commits0);
       say(`  ${lifecycleRuns[name]!.toFixed(0)}/s (${perCommit.toFixed(1)} reports per commit)`);
     }
@@ -244,8 +295,9 @@ export async function run(argv: string[]): Promise<number> {
     }
     return 0;
   } finally {
-    server.kill('SIGINT');
-    await new Promise((r) => server.once('exit', r));
+    server.proc.kill('SIGINT');
+    await server.exited;
+    if (args.profile) printCpuProfile(say, join(home, 'cpuprof'), windows);
     rmSync(home, { recursive: true, force: true });
   }
 }

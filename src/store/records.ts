@@ -84,10 +84,13 @@ export interface ContainerRecord {
   updated_at: Date;
 }
 
-export const REQUEST_COLUMNS = `id, owner, name, image, command, env,
+/** A request row's own columns (RequestRecord but for its container's state). */
+export const REQUEST_ROW_COLUMNS = `id, owner, name, image, command, env,
   ARRAY(SELECT jsonb_object_keys(secret_env) ORDER BY 1) AS secret_env_keys, cwd, vcpus, ram, scratch, gpus, preemptible,
   opportunistic, ram_retry_factor, max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
-  labels, state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at,
+  labels, state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at`;
+
+export const REQUEST_COLUMNS = `${REQUEST_ROW_COLUMNS},
   (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state,
   (SELECT c.paused FROM containers c WHERE c.id = container_requests.container_id) AS container_paused`;
 

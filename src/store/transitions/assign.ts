@@ -3,7 +3,7 @@
 import { statesFrom } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
-import { outcomes, type Outcome } from './outcome.js';
+import { HIDDEN, outcomes, type Outcome } from './outcome.js';
 
 export interface AssignItem {
   id: string;
@@ -12,11 +12,11 @@ export interface AssignItem {
 }
 
 // The guard of refusal('assign'): Locked (statesFrom('assign')) and held by this dispatcher.
-const ASSIGN_SQL = `
+export const ASSIGN_SQL = `
   WITH a AS (
     UPDATE containers c SET instance_id = i.instance, node_id = i.node, updated_at = $2
     FROM unnest($3::text[], $4::text[], $5::text[]) AS i(id, instance, node)
-    WHERE c.id = i.id AND c.state = ANY($6::text[]) AND c.locked_by = $1
+    WHERE c.id = i.id AND c.state = ANY(${HIDDEN('$6')}) AND c.locked_by = $1
     RETURNING c.id, i.instance, i.node),
   e AS (
     INSERT INTO container_events (container_id, at, kind, message)

@@ -5,6 +5,7 @@
 import { statesFrom } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
+import { HIDDEN } from './outcome.js';
 
 /** A row the lock statement granted: the per-lock token is made from its new generation. */
 export interface LockedRow {
@@ -14,11 +15,18 @@ export interface LockedRow {
 
 // The lock guard of src/model/transitions.ts refusal('lock'): from a state the table allows, priority > 0,
 // run_after passed. $1 dispatcher, $2 now, $3 the states.
-const LOCKABLE = `state = ANY($3::text[]) AND priority > 0 AND (run_after IS NULL OR run_after <= $2)`;
+// By ids, the states are hidden from the planner (HIDDEN): the rows are read through the primary key, not
+// by a scan of the queue's partial index for every lockable container.
+const lockable = (states: string) =>
+  `state = ANY(${states}) AND priority > 0 AND (run_after IS NULL OR run_after <= $2)`;
 const SET = `state = 'Locked', locked_by = $1, lock_generation = lock_generation + 1,
   lock_count = lock_count + 1, updated_at = $2`;
 const EVENTS = `INSERT INTO container_events (container_id, at, kind, message)
   SELECT id, $2, 'state', 'Locked by dispatcher ' || $1 FROM l`;
+
+export const LOCK_IDS_SQL = `WITH l AS (UPDATE containers SET ${SET} WHERE id = ANY($4) AND ${lockable(HIDDEN('$3'))} RETURNING id, lock_generation),
+  e AS (${EVENTS})
+  SELECT * FROM l`;
 
 /** Locks each of ids that may be locked now; returns the rows granted. */
 export async function lockIds(
@@ -28,12 +36,7 @@ export async function lockIds(
   dispatcherId: string,
 ): Promise<LockedRow[]> {
   if (ids.length === 0) return [];
-  const r = await q.query<LockedRow>(
-    `WITH l AS (UPDATE containers SET ${SET} WHERE id = ANY($4) AND ${LOCKABLE} RETURNING id, lock_generation),
-       e AS (${EVENTS})
-     SELECT * FROM l`,
-    [dispatcherId, ctx.clock.now(), statesFrom('lock'), ids],
-  );
+  const r = await q.query<LockedRow>(LOCK_IDS_SQL, [dispatcherId, ctx.clock.now(), statesFrom('lock'), ids]);
   return r.rows;
 }
 
@@ -47,7 +50,7 @@ export async function lockNext(
   const r = await q.query<LockedRow>(
     // SKIP LOCKED: concurrent lockers take different rows instead of queueing behind each other.
     `WITH picked AS (
-       SELECT id FROM containers WHERE ${LOCKABLE}
+       SELECT id FROM containers WHERE ${lockable('$3::text[]')}
        ORDER BY priority DESC, queued_at, id LIMIT $4 FOR UPDATE SKIP LOCKED),
      l AS (UPDATE containers c SET ${SET} FROM picked WHERE c.id = picked.id RETURNING c.id, c.lock_generation),
      e AS (${EVENTS})

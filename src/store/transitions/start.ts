@@ -3,7 +3,7 @@
 import { statesFrom } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
-import { outcomes, type Outcome } from './outcome.js';
+import { HIDDEN, outcomes, type Outcome } from './outcome.js';
 
 export interface StartItem {
   id: string;
@@ -13,11 +13,11 @@ export interface StartItem {
 }
 
 // The guard of refusal('start') for an agent: a state the table allows, its node, its generation.
-const START_SQL = `
+export const START_SQL = `
   WITH s AS (
     UPDATE containers c SET state = 'Running', started_at = $1, updated_at = $1
     FROM unnest($2::text[], $3::text[], $4::int4[]) AS i(id, node, gen)
-    WHERE c.id = i.id AND c.state = ANY($5::text[]) AND c.node_id = i.node AND c.lock_generation = i.gen
+    WHERE c.id = i.id AND c.state = ANY(${HIDDEN('$5')}) AND c.node_id = i.node AND c.lock_generation = i.gen
     RETURNING c.id, i.node)
   INSERT INTO container_events (container_id, at, kind, message)
   SELECT id, $1, 'state', 'Running on node ' || node FROM s

@@ -1,0 +1,82 @@
+// Single submissions are group-committed (src/store/requests.ts): concurrent callers share a statement,
+// each gets its own request, and one that the database refuses fails alone. A batch stays all or nothing.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { normalizeRequest, type RequestSpec } from '../../src/model/request.js';
+import type { Store } from '../../src/store/store.js';
+import { testStore } from '../helpers/store.js';
+
+let store: Store;
+
+beforeAll(async () => {
+  ({ store } = await testStore());
+});
+
+const spec = (name: string): RequestSpec => normalizeRequest({ name, command: ['echo', name] });
+/** A spec the database refuses (priority past int4; the API's validation never lets one through). */
+const refused = (): RequestSpec => ({ ...spec('refused'), priority: 2 ** 40 });
+
+async function rowsNamed(prefix: string) {
+  const r = await store.ctx.pool.query(
+    `SELECT r.id, r.owner, r.name, c.state, c.owner AS c_owner,
+       (SELECT count(*)::int FROM container_events e WHERE e.container_id = c.id AND e.message = 'Queued: submitted') AS events
+     FROM container_requests r JOIN containers c ON c.id = r.container_id WHERE r.name LIKE $1 ORDER BY r.name`,
+    [`${prefix}%`],
+  );
+  return r.rows as {
+    id: string;
+    owner: string;
+    name: string;
+    state: string;
+    c_owner: string;
+    events: number;
+  }[];
+}
+
+describe('single submissions', () => {
+  it('share statements when concurrent, each caller getting its own request with its owner', async () => {
+    const calls0 = store.requests.singleStats.calls;
+    const n = 40;
+    const made = await Promise.all(
+      Array.from({ length: n }, (_, i) => store.requests.create(`owner${i % 3}`, [spec(`group-${i}`)])),
+    );
+    expect(store.requests.singleStats.calls - calls0).toBeLessThan(n);
+    made.forEach(([r], i) => {
+      expect(r!.name).toBe(`group-${i}`);
+      expect(r!.owner).toBe(`owner${i % 3}`);
+      expect(r!.container_state).toBe('Queued');
+    });
+    const rows = await rowsNamed('group-');
+    expect(rows).toHaveLength(n);
+    for (const row of rows) {
+      const i = Number(row.name.slice('group-'.length));
+      expect(made[i]![0]!.id).toBe(row.id);
+      expect(row.owner).toBe(`owner${i % 3}`);
+      expect(row.c_owner).toBe(row.owner);
+      expect(row.state).toBe('Queued');
+      expect(row.events).toBe(1);
+    }
+  });
+
+  it('one the database refuses fails alone; the others of its group are recorded', async () => {
+    const results = await Promise.allSettled([
+      ...Array.from({ length: 5 }, (_, i) => store.requests.create('bob', [spec(`mixed-${i}`)])),
+      store.requests.create('bob', [refused()]),
+      ...Array.from({ length: 5 }, (_, i) => store.requests.create('bob', [spec(`mixed-${5 + i}`)])),
+    ]);
+    expect(results.map((r) => r.status)).toEqual([
+      ...Array(5).fill('fulfilled'),
+      'rejected',
+      ...Array(5).fill('fulfilled'),
+    ]);
+    expect((results[5] as PromiseRejectedResult).reason).toBeInstanceOf(Error);
+    expect((await rowsNamed('mixed-')).map((r) => r.name)).toHaveLength(10);
+    expect(await rowsNamed('refused')).toHaveLength(0);
+  });
+
+  it('a batch with one the database refuses records none of it', async () => {
+    await expect(
+      store.requests.create('carol', [spec('batch-0'), refused(), spec('batch-2')]),
+    ).rejects.toThrow();
+    expect(await rowsNamed('batch-')).toHaveLength(0);
+  });
+});
