@@ -12,7 +12,7 @@ import type { Shape } from './fitting.js';
 import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
 import { avoidedUntil } from './opportunistic.js';
-import { queueOrder } from './ordering.js';
+import { queueOrderIndex } from './ordering.js';
 import type { Head, Pass, Placement } from './pass.js';
 import { add, fits, subtract, typeCapacity } from './resources.js';
 import { statusText } from './status.js';
@@ -67,17 +67,31 @@ function chooseType(pass: Pass, shape: Shape): Choice {
 export function placeWaiting(pass: Pass): void {
   const placer = new Placer(pass);
   const fair = pass.config.fairShare ? { placed: pass.owners.placed } : null;
-  const order = queueOrder(pass.waiting, fair);
-  const shapes = order.map((c) => pass.shapes.get(c));
+  const waiting = pass.waiting;
+  // Shapes are looked up in input order (the containers' order in memory: at a million containers,
+  // visiting them in queue order costs a cache miss each), as small numbers to count by.
+  const distinct: Shape[] = [];
+  const numberOf = new Map<Shape, number>();
+  const shapeOf = new Uint32Array(waiting.length);
+  for (let i = 0; i < waiting.length; i++) {
+    const shape = pass.shapes.get(waiting[i]!);
+    let k = numberOf.get(shape);
+    if (k === undefined) {
+      k = distinct.length;
+      distinct.push(shape);
+      numberOf.set(shape, k);
+    }
+    shapeOf[i] = k;
+  }
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
-  const alike = new Map<Shape, number>();
-  for (const shape of shapes) alike.set(shape, (alike.get(shape) ?? 0) + 1);
+  const alike = new Uint32Array(distinct.length);
+  for (let i = 0; i < shapeOf.length; i++) alike[shapeOf[i]!]!++;
+  const order = queueOrderIndex(waiting, fair);
   for (let i = 0; i < order.length; i++) {
-    const shape = shapes[i]!;
-    const behind = alike.get(shape)! - 1;
-    alike.set(shape, behind);
-    placer.consider(order[i]!, shape, behind);
+    const k = shapeOf[order[i]!]!;
+    const behind = --alike[k]!;
+    placer.consider(waiting[order[i]!]!, distinct[k]!, behind);
   }
   placer.finishPlanned();
 }
