@@ -50,17 +50,8 @@ export function queueOrderIndex(
   const order = new Uint32Array(n);
   const next = start.slice(0, BUCKETS);
   for (let i = 0; i < n; i++) order[next[bucketOf[i]!]!++] = i;
-  const byTimeThenId = (a: number, b: number): number => {
-    const ta = times[a]!;
-    const tb = times[b]!;
-    if (ta !== tb) return ta < tb ? -1 : 1;
-    const x = waiting[a]!.id;
-    const y = waiting[b]!.id;
-    return x < y ? -1 : x > y ? 1 : 0;
-  };
   for (let b = 0; b < BUCKETS; b++) {
-    if (start[b + 1]! - start[b]! > 1)
-      sortRange(order.subarray(start[b]!, start[b + 1]!), times, byTimeThenId);
+    if (start[b + 1]! - start[b]! > 1) sortRange(order.subarray(start[b]!, start[b + 1]!), times, waiting);
   }
   if (fairShare !== null)
     for (let b = 1024; b < BUCKETS; b++)
@@ -141,8 +132,16 @@ function takeTurns(
   }
 }
 
-/** Sorts container indices by queue time, then id. */
-function sortRange(range: Uint32Array, times: Float64Array, cmp: (a: number, b: number) => number): void {
+/** Sorts indices into `waiting` by queue time (`times`, by index), then id. */
+function sortRange(range: Uint32Array, times: Float64Array, waiting: SnapshotContainer[]): void {
+  const cmp = (a: number, b: number): number => {
+    const ta = times[a]!;
+    const tb = times[b]!;
+    if (ta !== tb) return ta < tb ? -1 : 1;
+    const x = waiting[a]!.id;
+    const y = waiting[b]!.id;
+    return x < y ? -1 : x > y ? 1 : 0;
+  };
   const len = range.length;
   let lo = Infinity;
   let hi = -Infinity;
@@ -169,36 +168,43 @@ function sortRange(range: Uint32Array, times: Float64Array, cmp: (a: number, b: 
     const k = keys[j]!;
     sorted[j] = range[k - Math.floor(k / shift) * shift]!;
   }
-  // Same packed time: order by the exact time and id. The runs are short: an insertion sort in place.
+  // Same packed time: order by the exact time and id. The runs are short: an insertion sort in place,
+  // reading each id once (every read of a container is a cache miss at a million of them).
+  const ids: string[] = [];
   let runStart = 0;
   for (let j = 1; j <= len; j++) {
     if (j === len || Math.floor(keys[j]! / shift) !== Math.floor(keys[runStart]! / shift)) {
-      if (j - runStart > 1) insertionSort(sorted, runStart, j, cmp);
+      if (j - runStart > 32) sorted.subarray(runStart, j).sort(cmp);
+      else if (j - runStart > 1) sortRun(sorted, runStart, j, times, waiting, ids);
       runStart = j;
     }
   }
   range.set(sorted);
 }
 
-/** Sorts a[from, to) by cmp; for the short runs of equal packed keys (long ones go to the native sort). */
-function insertionSort(
+/** Insertion sort of a[from, to) by (time, id); `ids` is scratch space for the run's ids. */
+function sortRun(
   a: Uint32Array,
   from: number,
   to: number,
-  cmp: (x: number, y: number) => number,
+  times: Float64Array,
+  waiting: SnapshotContainer[],
+  ids: string[],
 ): void {
-  if (to - from > 32) {
-    a.subarray(from, to).sort(cmp);
-    return;
-  }
+  for (let i = from; i < to; i++) ids[i - from] = waiting[a[i]!]!.id;
   for (let i = from + 1; i < to; i++) {
     const v = a[i]!;
+    const t = times[v]!;
+    const id = ids[i - from]!;
     let j = i - 1;
-    while (j >= from && cmp(a[j]!, v) > 0) {
+    for (; j >= from; j--) {
+      const tj = times[a[j]!]!;
+      if (tj < t || (tj === t && ids[j - from]! <= id)) break;
       a[j + 1] = a[j]!;
-      j--;
+      ids[j + 1 - from] = ids[j - from]!;
     }
     a[j + 1] = v;
+    ids[j + 1 - from] = id;
   }
 }
 
