@@ -38,11 +38,19 @@ export function queueOrderIndex(
   const bucketOf = new Uint16Array(n);
   const start = new Uint32Array(BUCKETS + 1);
   const times = new Float64Array(n);
+  // Fair sharing reorders only buckets with more than one owner: found here, in memory order.
+  const firstOwner: (string | undefined)[] = fairShare === null ? [] : new Array<string>(BUCKETS);
+  const mixed = new Uint8Array(BUCKETS);
   for (let i = 0; i < n; i++) {
     const c = waiting[i]!;
     const pri = Math.min(Math.max(Math.floor(c.priority), 0), 1023);
     const b = (c.state === 'Locked' ? 0 : 1024) + (1023 - pri);
     bucketOf[i] = b;
+    if (fairShare !== null) {
+      const first = firstOwner[b];
+      if (first === undefined) firstOwner[b] = c.owner;
+      else if (first !== c.owner) mixed[b] = 1;
+    }
     start[b + 1]!++;
     times[i] = c.queuedAt.getTime();
   }
@@ -55,14 +63,13 @@ export function queueOrderIndex(
   }
   if (fairShare !== null)
     for (let b = 1024; b < BUCKETS; b++)
-      if (start[b + 1]! - start[b]! > 1)
-        takeTurns(order, waiting, start[b]!, start[b + 1]!, fairShare.placed);
+      if (mixed[b] === 1) takeTurns(order, waiting, start[b]!, start[b + 1]!, fairShare.placed);
   return order;
 }
 
 /**
  * Reorders order[from, to) (indices into `waiting` of one priority, in queue-time order) so that owners
- * take turns (file comment).
+ * take turns (file comment). Called only when more than one owner waits there.
  */
 function takeTurns(
   order: Uint32Array,
@@ -71,10 +78,6 @@ function takeTurns(
   to: number,
   placed: ReadonlyMap<string, number>,
 ): void {
-  const first = waiting[order[from]!]!.owner;
-  let i = from + 1;
-  while (i < to && waiting[order[i]!]!.owner === first) i++;
-  if (i === to) return; // one owner: nothing to share
   // Each owner's waiting containers as their positions in order[from, to), oldest first.
   const byOwner = new Map<string, number[]>();
   for (let k = from; k < to; k++) {

@@ -78,13 +78,13 @@ export function placeWaiting(pass: Pass): void {
   // that a container the limits keep waiting is not touched at all in queue order.
   const distinct: Shape[] = [];
   const numberOf = new Map<Shape, number>();
+  // Side by side, so that reading them in queue order costs one cache miss: facts[2i] is container i's
+  // priority, facts[2i + 1] its shape's number × 4 + its flags.
+  const facts = new Float64Array(2 * waiting.length);
   const shapeOf = new Uint32Array(waiting.length);
-  const priorityOf = new Float64Array(waiting.length);
-  const flagsOf = new Uint8Array(waiting.length);
   for (let i = 0; i < waiting.length; i++) {
     const c = waiting[i]!;
-    priorityOf[i] = c.priority;
-    flagsOf[i] = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
+    const flags = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
     const shape = pass.shapes.get(c);
     let k = numberOf.get(shape);
     if (k === undefined) {
@@ -93,6 +93,8 @@ export function placeWaiting(pass: Pass): void {
       numberOf.set(shape, k);
     }
     shapeOf[i] = k;
+    facts[2 * i] = c.priority;
+    facts[2 * i + 1] = k * 4 + flags;
   }
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
@@ -101,9 +103,10 @@ export function placeWaiting(pass: Pass): void {
   const order = queueOrderIndex(waiting, fair);
   for (let i = 0; i < order.length; i++) {
     const j = order[i]!;
-    const k = shapeOf[j]!;
+    const shapeAndFlags = facts[2 * j + 1]!;
+    const k = shapeAndFlags >>> 2;
     const behind = --alike[k]!;
-    placer.consider(waiting[j]!, distinct[k]!, behind, priorityOf[j]!, flagsOf[j]!);
+    placer.consider(waiting[j]!, distinct[k]!, behind, facts[2 * j]!, shapeAndFlags & 3);
   }
   placer.finishPlanned();
 }
