@@ -66,6 +66,23 @@ describe('queueOrder', () => {
       { numRuns: 200, seed: 3 },
     );
   });
+
+  it('matches it on long runs of one exact time and on spans of millennia (keys packed by the second)', () => {
+    const ids = fc.sample(fc.integer({ min: 0, max: 1_000_000 }), { numRuns: 300, seed: 5 });
+    const unique = [...new Set(ids)];
+    // 100+ containers queued in the same millisecond: a run longer than the insertion sort takes.
+    const sameMs = unique.slice(0, 120).map((id) => ctr(`s${id}`, { queuedAt: NOW }));
+    expect(queueOrder(sameMs).map((c) => c.id)).toEqual(reference(sameMs));
+    // Times thousands of years apart: millisecond keys would not stay exact, so keys are seconds and
+    // containers within one second are ordered by their exact time, then id.
+    const spans = [-3e14, 0, 3e14];
+    const wide = unique
+      .slice(120, 300)
+      .map((id, i) =>
+        ctr(`w${id}`, { queuedAt: new Date(spans[i % 3]! + (i % 20) * 1000 + (id % 7) * 100) }),
+      );
+    expect(queueOrder(wide).map((c) => c.id)).toEqual(reference(wide));
+  });
 });
 
 describe('AheadCounter', () => {

@@ -15,19 +15,42 @@ export function queueOrder(
   waiting: SnapshotContainer[],
   fairShare: { placed: ReadonlyMap<string, number> } | null = null,
 ): SnapshotContainer[] {
+  const order = queueOrderIndex(waiting, fairShare);
+  const out = new Array<SnapshotContainer>(order.length);
+  for (let i = 0; i < order.length; i++) out[i] = waiting[order[i]!]!;
+  return out;
+}
+
+/**
+ * The queue order as indices into `waiting`: element i is the index of the i-th container to consider.
+ * Callers that keep per-container data in input order (placement.ts) read it through these indices
+ * instead of looking it up again in queue order, which visits the containers in random memory order.
+ */
+export function queueOrderIndex(
+  waiting: SnapshotContainer[],
+  fairShare: { placed: ReadonlyMap<string, number> } | null = null,
+): Uint32Array {
   // A comparator sort of a million containers costs ~20M JavaScript calls. Instead: a counting sort
   // into (Locked, priority) buckets, then inside each bucket a native numeric sort of packed
-  // (queue second, index) keys, and a comparator only for the few containers queued in the same second.
+  // (queue time, index) keys, and a comparator only for the few containers queued at the same time.
   const n = waiting.length;
   const BUCKETS = 2 * 1024;
   const bucketOf = new Uint16Array(n);
   const start = new Uint32Array(BUCKETS + 1);
   const times = new Float64Array(n);
+  // Fair sharing reorders only buckets with more than one owner: found here, in memory order.
+  const firstOwner: (string | undefined)[] = fairShare === null ? [] : new Array<string>(BUCKETS);
+  const mixed = new Uint8Array(BUCKETS);
   for (let i = 0; i < n; i++) {
     const c = waiting[i]!;
     const pri = Math.min(Math.max(Math.floor(c.priority), 0), 1023);
     const b = (c.state === 'Locked' ? 0 : 1024) + (1023 - pri);
     bucketOf[i] = b;
+    if (fairShare !== null) {
+      const first = firstOwner[b];
+      if (first === undefined) firstOwner[b] = c.owner;
+      else if (first !== c.owner) mixed[b] = 1;
+    }
     start[b + 1]!++;
     times[i] = c.queuedAt.getTime();
   }
@@ -35,56 +58,44 @@ export function queueOrder(
   const order = new Uint32Array(n);
   const next = start.slice(0, BUCKETS);
   for (let i = 0; i < n; i++) order[next[bucketOf[i]!]!++] = i;
-  const byTimeThenId = (a: number, b: number): number => {
-    const ta = times[a]!;
-    const tb = times[b]!;
-    if (ta !== tb) return ta < tb ? -1 : 1;
-    const x = waiting[a]!.id;
-    const y = waiting[b]!.id;
-    return x < y ? -1 : x > y ? 1 : 0;
-  };
   for (let b = 0; b < BUCKETS; b++) {
-    if (start[b + 1]! - start[b]! > 1)
-      sortRange(order.subarray(start[b]!, start[b + 1]!), times, byTimeThenId);
+    if (start[b + 1]! - start[b]! > 1) sortRange(order.subarray(start[b]!, start[b + 1]!), times, waiting);
   }
-  const out = new Array<SnapshotContainer>(n);
-  for (let i = 0; i < n; i++) out[i] = waiting[order[i]!]!;
   if (fairShare !== null)
     for (let b = 1024; b < BUCKETS; b++)
-      if (start[b + 1]! - start[b]! > 1) takeTurns(out, start[b]!, start[b + 1]!, fairShare.placed);
-  return out;
+      if (mixed[b] === 1) takeTurns(order, waiting, start[b]!, start[b + 1]!, fairShare.placed);
+  return order;
 }
 
-/** Reorders out[from, to) (one priority, in queue-time order) so that owners take turns (file comment). */
+/**
+ * Reorders order[from, to) (indices into `waiting` of one priority, in queue-time order) so that owners
+ * take turns (file comment). Called only when more than one owner waits there.
+ */
 function takeTurns(
-  out: SnapshotContainer[],
+  order: Uint32Array,
+  waiting: SnapshotContainer[],
   from: number,
   to: number,
   placed: ReadonlyMap<string, number>,
 ): void {
-  const first = out[from]!.owner;
-  let i = from + 1;
-  while (i < to && out[i]!.owner === first) i++;
-  if (i === to) return; // one owner: nothing to share
-  const byOwner = new Map<string, SnapshotContainer[]>();
+  // Each owner's waiting containers as their positions in order[from, to), oldest first.
+  const byOwner = new Map<string, number[]>();
   for (let k = from; k < to; k++) {
-    const c = out[k]!;
-    const list = byOwner.get(c.owner);
-    if (list === undefined) byOwner.set(c.owner, [c]);
-    else list.push(c);
+    const owner = waiting[order[k]!]!.owner;
+    const list = byOwner.get(owner);
+    if (list === undefined) byOwner.set(owner, [k]);
+    else list.push(k);
   }
   // A turn is (containers the owner has placed, position of its oldest waiting container): the fewest
   // first, then the one queued earliest. A binary heap over owners.
   interface Turn {
-    list: SnapshotContainer[];
+    list: number[];
     next: number;
     count: number;
-    rank: number;
   }
-  const rankOf = new Map<SnapshotContainer, number>();
-  for (let k = from; k < to; k++) rankOf.set(out[k]!, k);
   const heap: Turn[] = [];
-  const before = (a: Turn, b: Turn) => a.count < b.count || (a.count === b.count && a.rank < b.rank);
+  const before = (a: Turn, b: Turn) =>
+    a.count < b.count || (a.count === b.count && a.list[a.next]! < b.list[b.next]!);
   const push = (t: Turn) => {
     heap.push(t);
     for (let j = heap.length - 1; j > 0;) {
@@ -112,52 +123,92 @@ function takeTurns(
     }
     return top;
   };
-  for (const [owner, list] of byOwner)
-    push({ list, next: 0, count: placed.get(owner) ?? 0, rank: rankOf.get(list[0]!)! });
+  for (const [owner, list] of byOwner) push({ list, next: 0, count: placed.get(owner) ?? 0 });
+  const range = order.slice(from, to);
   for (let k = from; k < to; k++) {
     const t = pop();
-    out[k] = t.list[t.next++]!;
+    order[k] = range[t.list[t.next++]! - from]!;
     if (t.next < t.list.length) {
       t.count++;
-      t.rank = rankOf.get(t.list[t.next]!)!;
       push(t);
     }
   }
 }
 
-/** Sorts container indices by queue time, then id. */
-function sortRange(range: Uint32Array, times: Float64Array, cmp: (a: number, b: number) => number): void {
+/** Sorts indices into `waiting` by queue time (`times`, by index), then id. */
+function sortRange(range: Uint32Array, times: Float64Array, waiting: SnapshotContainer[]): void {
+  const cmp = (a: number, b: number): number => {
+    const ta = times[a]!;
+    const tb = times[b]!;
+    if (ta !== tb) return ta < tb ? -1 : 1;
+    const x = waiting[a]!.id;
+    const y = waiting[b]!.id;
+    return x < y ? -1 : x > y ? 1 : 0;
+  };
   const len = range.length;
   let lo = Infinity;
   let hi = -Infinity;
   for (let j = 0; j < len; j++) {
-    const sec = Math.floor(times[range[j]!]! / 1000);
-    if (sec < lo) lo = sec;
-    if (sec > hi) hi = sec;
+    const t = times[range[j]!]!;
+    if (t < lo) lo = t;
+    if (t > hi) hi = t;
   }
   const shift = 2 ** Math.ceil(Math.log2(len));
-  // Packed keys must stay exact in a double; otherwise (a span of centuries) sort the slow way.
-  if (len < 64 || (hi - lo + 1) * shift > 2 ** 53) {
+  // Packed keys (queue time in ms, else in seconds) must stay exact in a double; otherwise (a span of
+  // centuries) sort the slow way.
+  const exact = (u: number) => (Math.floor(hi / u) - Math.floor(lo / u) + 1) * shift <= 2 ** 53;
+  const unit = exact(1) ? 1 : exact(1000) ? 1000 : 0;
+  if (len < 64 || unit === 0) {
     range.sort(cmp);
     return;
   }
+  const base = Math.floor(lo / unit);
   const keys = new Float64Array(len);
-  for (let j = 0; j < len; j++) keys[j] = (Math.floor(times[range[j]!]! / 1000) - lo) * shift + j;
+  for (let j = 0; j < len; j++) keys[j] = (Math.floor(times[range[j]!]! / unit) - base) * shift + j;
   keys.sort();
   const sorted = new Uint32Array(len);
   for (let j = 0; j < len; j++) {
     const k = keys[j]!;
     sorted[j] = range[k - Math.floor(k / shift) * shift]!;
   }
-  // Same second: order by the exact time and id.
+  // Same packed time: order by the exact time and id. The runs are short: an insertion sort in place,
+  // reading each id once (every read of a container is a cache miss at a million of them).
+  const ids: string[] = [];
   let runStart = 0;
   for (let j = 1; j <= len; j++) {
     if (j === len || Math.floor(keys[j]! / shift) !== Math.floor(keys[runStart]! / shift)) {
-      if (j - runStart > 1) sorted.subarray(runStart, j).sort(cmp);
+      if (j - runStart > 32) sorted.subarray(runStart, j).sort(cmp);
+      else if (j - runStart > 1) sortRun(sorted, runStart, j, times, waiting, ids);
       runStart = j;
     }
   }
   range.set(sorted);
+}
+
+/** Insertion sort of a[from, to) by (time, id); `ids` is scratch space for the run's ids. */
+function sortRun(
+  a: Uint32Array,
+  from: number,
+  to: number,
+  times: Float64Array,
+  waiting: SnapshotContainer[],
+  ids: string[],
+): void {
+  for (let i = from; i < to; i++) ids[i - from] = waiting[a[i]!]!.id;
+  for (let i = from + 1; i < to; i++) {
+    const v = a[i]!;
+    const t = times[v]!;
+    const id = ids[i - from]!;
+    let j = i - 1;
+    for (; j >= from; j--) {
+      const tj = times[a[j]!]!;
+      if (tj < t || (tj === t && ids[j - from]! <= id)) break;
+      a[j + 1] = a[j]!;
+      ids[j + 1 - from] = ids[j - from]!;
+    }
+    a[j + 1] = v;
+    ids[j + 1 - from] = id;
+  }
 }
 
 /**

@@ -5,7 +5,8 @@
 export class Owners {
   readonly placed = new Map<string, number>();
 
-  constructor(private readonly max: number | null) {}
+  /** max_running_per_user, or null: no per-user limit (then `full` is always null). */
+  constructor(readonly max: number | null) {}
 
   add(owner: string): void {
     this.placed.set(owner, (this.placed.get(owner) ?? 0) + 1);

@@ -12,7 +12,7 @@ import type { Shape } from './fitting.js';
 import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
 import { avoidedUntil } from './opportunistic.js';
-import { queueOrder } from './ordering.js';
+import { queueOrderIndex } from './ordering.js';
 import type { Head, Pass, Placement } from './pass.js';
 import { add, fits, subtract, typeCapacity } from './resources.js';
 import { statusText } from './status.js';
@@ -63,21 +63,50 @@ function chooseType(pass: Pass, shape: Shape): Choice {
   };
 }
 
+/** consider()'s flags: the container is Locked; it is opportunistic. */
+const LOCKED = 1;
+const OPPORTUNISTIC = 2;
+
 /** Walks the waiting containers in queue order and places each one it can. */
 export function placeWaiting(pass: Pass): void {
   const placer = new Placer(pass);
   const fair = pass.config.fairShare ? { placed: pass.owners.placed } : null;
-  const order = queueOrder(pass.waiting, fair);
-  const shapes = order.map((c) => pass.shapes.get(c));
+  const waiting = pass.waiting;
+  // Shapes are looked up in input order (the containers' order in memory: at a million containers,
+  // visiting them in queue order costs a cache miss each), as small numbers to count by.
+  // What consider() reads of every container (priority, Locked, opportunistic) is copied here too, so
+  // that a container the limits keep waiting is not touched at all in queue order.
+  const distinct: Shape[] = [];
+  const numberOf = new Map<Shape, number>();
+  // Side by side, so that reading them in queue order costs one cache miss: facts[2i] is container i's
+  // priority, facts[2i + 1] its shape's number × 4 + its flags.
+  const facts = new Float64Array(2 * waiting.length);
+  const shapeOf = new Uint32Array(waiting.length);
+  for (let i = 0; i < waiting.length; i++) {
+    const c = waiting[i]!;
+    const flags = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
+    const shape = pass.shapes.get(c);
+    let k = numberOf.get(shape);
+    if (k === undefined) {
+      k = distinct.length;
+      distinct.push(shape);
+      numberOf.set(shape, k);
+    }
+    shapeOf[i] = k;
+    facts[2 * i] = c.priority;
+    facts[2 * i + 1] = k * 4 + flags;
+  }
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
-  const alike = new Map<Shape, number>();
-  for (const shape of shapes) alike.set(shape, (alike.get(shape) ?? 0) + 1);
+  const alike = new Uint32Array(distinct.length);
+  for (let i = 0; i < shapeOf.length; i++) alike[shapeOf[i]!]!++;
+  const order = queueOrderIndex(waiting, fair);
   for (let i = 0; i < order.length; i++) {
-    const shape = shapes[i]!;
-    const behind = alike.get(shape)! - 1;
-    alike.set(shape, behind);
-    placer.consider(order[i]!, shape, behind);
+    const j = order[i]!;
+    const shapeAndFlags = facts[2 * j + 1]!;
+    const k = shapeAndFlags >>> 2;
+    const behind = --alike[k]!;
+    placer.consider(waiting[j]!, distinct[k]!, behind, facts[2 * j]!, shapeAndFlags & 3);
   }
   placer.finishPlanned();
 }
@@ -113,7 +142,8 @@ class Placer {
     this.pass.statuses.wait(c, reason);
   }
 
-  consider(c: SnapshotContainer, shape: Shape, alikeBehind: number): void {
+  /** `priority` and `flags` are c's (placeWaiting): read from c, they would cost a cache miss each. */
+  consider(c: SnapshotContainer, shape: Shape, alikeBehind: number, priority: number, flags: number): void {
     const pass = this.pass;
     if (shape.unsatisfiable !== null) {
       pass.cancels.push({
@@ -126,23 +156,23 @@ class Placer {
       pass.say(c, statusText.cancelled(shape.unsatisfiable));
       return;
     }
-    const full = pass.owners.full(c.owner);
+    const full = pass.owners.max === null ? null : pass.owners.full(c.owner);
     if (full !== null) return this.wait(c, pass.statuses.reason(statusText.ownerFull(full)));
     const head = pass.head;
-    const behindHead = head !== null && c.priority <= head.container.priority;
+    const behindHead = head !== null && priority <= head.container.priority;
     // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
-    const own = c.state === 'Locked' ? this.createdFor.get(c.id) : undefined;
+    const own = (flags & LOCKED) !== 0 ? this.createdFor.get(c.id) : undefined;
     const room =
-      (own !== undefined ? pass.capacity.roomOn(own, shape, c.priority, true, false) : null) ??
-      pass.capacity.find(shape, c.priority, !behindHead, alikeBehind);
+      (own !== undefined ? pass.capacity.roomOn(own, shape, priority, true, false) : null) ??
+      pass.capacity.find(shape, priority, !behindHead, alikeBehind);
     if (room !== null) return this.place(c, shape, room);
-    if (c.opportunistic) {
+    if ((flags & OPPORTUNISTIC) !== 0) {
       const cap = pass.capacity;
       const lent = pass.borrowing.find(cap.slots, shape, (s) => {
         // Not back into the room of the instance that reclaimed it, for a while (replanned when that ends).
         const until = avoidedUntil(c, s.id, pass.now);
         if (until !== null) pass.until(until);
-        return until === null && cap.mayTake(s, shape, c.priority);
+        return until === null && cap.mayTake(s, shape, priority);
       });
       if (lent !== null) return this.place(c, shape, { slot: lent, growTo: -1 });
     }
@@ -150,16 +180,16 @@ class Placer {
     const choice = this.choose(shape);
     if (choice.type === null) return this.wait(c, choice.waitReason);
     if (behindHead) {
-      const taken = this.tryEvict(c, shape, head.limit, false);
+      const taken = this.tryEvict(c, priority, shape, head.limit, false);
       if (taken !== null) return this.place(c, shape, taken);
       return this.wait(c, this.behindHeadReason(choice, head));
     }
     const block = choice.block;
     if (block !== null && block.kind === 'rate') return this.wait(c, choice.waitReason);
     if (block !== null) {
-      const taken = this.tryEvict(c, shape, block.text, true);
+      const taken = this.tryEvict(c, priority, shape, block.text, true);
       if (taken !== null) return this.place(c, shape, taken);
-      if (head === null || c.priority > head.container.priority) {
+      if (head === null || priority > head.container.priority) {
         pass.head = { container: c, limit: block.text, block, type: choice.type };
         reserveForHead(pass, pass.head, shape);
       }
@@ -226,35 +256,41 @@ class Placer {
    * Rule 5 with rule 1's "Locked before Queued": a lower-priority Locked container placed earlier in this
    * pass gives its place back when a higher-priority container blocked at a limit could use it.
    */
-  private tryEvict(c: SnapshotContainer, shape: Shape, limit: string, grow: boolean): Room | null {
+  private tryEvict(
+    c: SnapshotContainer,
+    priority: number,
+    shape: Shape,
+    limit: string,
+    grow: boolean,
+  ): Room | null {
     const pass = this.pass;
     if (pass.evictable.length === 0) return null;
     const failed = this.evictFailed.get(shape.key);
-    if (failed !== undefined && failed.version === this.evictVersion && failed.priority >= c.priority)
+    if (failed !== undefined && failed.version === this.evictVersion && failed.priority >= priority)
       return null;
     const bySlot = new Map<Slot, Placement[]>();
     for (const p of pass.evictable) {
-      if (p.evicted || p.c.priority >= c.priority) continue;
+      if (p.evicted || p.c.priority >= priority) continue;
       if (p.slot.bin === null && shape.usableByIndex[p.slot.typeIndex] !== 1) continue;
       const list = bySlot.get(p.slot);
       if (list === undefined) bySlot.set(p.slot, [p]);
       else list.push(p);
     }
     for (const [slot, list] of bySlot) {
-      if (!this.roomWithout(slot, list, shape, c.priority, grow)) continue;
+      if (!this.roomWithout(slot, list, shape, priority, grow)) continue;
       // Lowest priority first, latest placed first among equals.
       const order = [...list].reverse().sort((a, b) => a.c.priority - b.c.priority);
-      let room = pass.capacity.roomOn(slot, shape, c.priority, false, grow);
+      let room = pass.capacity.roomOn(slot, shape, priority, false, grow);
       for (const p of order) {
         if (room !== null) break;
         this.evict(p, slot, c, limit);
-        room = pass.capacity.roomOn(slot, shape, c.priority, false, grow);
+        room = pass.capacity.roomOn(slot, shape, priority, false, grow);
       }
       this.evictVersion++;
       pass.capacity.resetCursors();
       return room;
     }
-    this.evictFailed.set(shape.key, { priority: c.priority, version: this.evictVersion });
+    this.evictFailed.set(shape.key, { priority, version: this.evictVersion });
     return null;
   }
 
