@@ -1,6 +1,5 @@
 // Container requests: submit (one or a batch), read, list with filters and cursor pages, cancel,
 // change priority. Submitting creates the request and its first container in one transaction.
-import { Coalescer, type CoalescerOptions } from '../lib/coalescer.js';
 import { newId } from '../model/ids.js';
 import type { RequestSpec } from '../model/request.js';
 import type { RequestState } from '../model/types.js';
@@ -23,62 +22,26 @@ export interface RequestFilter {
   limit?: number;
 }
 
-/** One caller's single submission, waiting for a group commit. */
+/** One request to insert and its owner. */
 interface Submission {
   owner: string;
   spec: RequestSpec;
 }
 
-/**
- * Single submissions per commit and commits in flight: concurrent callers' requests share a statement and
- * its flush to disk (docs/PERFORMANCE.md, "Store throughput": PostgreSQL's CPU per submission fell ~4×).
- */
-export const SUBMISSION_BATCHING: CoalescerOptions = { maxItems: 1000, maxInFlight: 2 };
-
 export class Requests {
-  private readonly single: Coalescer<Submission, RequestRecord | Error>;
-
   constructor(
     private readonly ctx: StoreContext,
     private readonly transitions: Transitions,
-    batching: CoalescerOptions = SUBMISSION_BATCHING,
-  ) {
-    this.single = new Coalescer(async (items) => this.commitSingles(items), batching);
-  }
-
-  /** Group commits of single submissions and their items (for tests and the benchmark). */
-  get singleStats(): { calls: number; items: number } {
-    return this.single.stats;
-  }
+  ) {}
 
   /**
    * Submits requests for `owner`: each gets a Queued container, all of them in one statement (a batch is
-   * all or nothing). A single request is group-committed with other callers' (SUBMISSION_BATCHING).
+   * all or nothing). Single submissions are not group-committed across callers: with that, the chaos
+   * run's longest stall under load grew from ≤ 7 s to 8.7–12.5 s (session 5; cause not found), for no
+   * measured gain in submissions per second (docs/PERFORMANCE.md, "Store throughput").
    */
   async create(owner: string, specs: RequestSpec[]): Promise<RequestRecord[]> {
-    if (specs.length === 1) {
-      const out = await this.single.submit({ owner, spec: specs[0]! });
-      if (out instanceof Error) throw out;
-      return [out];
-    }
     return this.insert(specs.map((spec) => ({ owner, spec })));
-  }
-
-  /** One group of single submissions; when it fails as a whole, each alone (one cannot fail another). */
-  private async commitSingles(items: Submission[]): Promise<(RequestRecord | Error)[]> {
-    try {
-      return await this.insert(items);
-    } catch (err) {
-      if (items.length === 1) return [err instanceof Error ? err : new Error(String(err))];
-      return Promise.all(
-        items.map((it) =>
-          this.insert([it]).then(
-            (r) => r[0]!,
-            (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
-          ),
-        ),
-      );
-    }
   }
 
   /** Inserts the requests and their first containers: one statement whatever their number. */
