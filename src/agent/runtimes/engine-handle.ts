@@ -93,9 +93,8 @@ export function signalOf(exitCode: number | null): string | undefined {
   return Object.entries(constants.signals).find(([, n]) => n === exitCode - 128)?.[0];
 }
 
-/** Log copiers and exit collectors running in this process, by work dir. */
+/** Log copiers running in this process, by work dir. */
 const copiers = new OncePerKey<void>();
-const collectors = new OncePerKey<ExitInfo>();
 
 /** A container held by an engine. */
 export class EngineHandle implements RunHandle {
@@ -176,7 +175,7 @@ export class EngineHandle implements RunHandle {
   }
 
   wait(): Promise<ExitInfo> {
-    this.waiting ??= collectOnce(collectors, this.workDir, () => this.collect()).then((info) => {
+    this.waiting ??= collectOnce(this.workDir, () => this.collect()).then((info) => {
       this.done = true;
       return info;
     });

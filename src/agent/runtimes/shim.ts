@@ -21,8 +21,7 @@ import {
   processRef,
   type ProcessRef,
 } from './procfs.js';
-import { OncePerKey } from './once.js';
-import { collectOnce, saveResult } from './result-file.js';
+import { collectOnce, pollUntilEnded, saveResult } from './result-file.js';
 import { tailFiles } from './tail.js';
 import type { ExitInfo, OutputChunk, RunHandle, Usage } from './types.js';
 
@@ -155,9 +154,6 @@ async function readExitCode(workDir: string): Promise<number | null> {
   return /^\d+\n$/.test(text) ? Number(text.trim()) : null;
 }
 
-/** Exit collectors running in this process, by work dir (see once.ts). */
-const collectors = new OncePerKey<ExitInfo>();
-
 /** A RunHandle over a shim: the same code serves a fresh start and a re-attach after an agent restart. */
 export class ShimHandle implements RunHandle {
   readonly id: string;
@@ -194,7 +190,7 @@ export class ShimHandle implements RunHandle {
   }
 
   wait(): Promise<ExitInfo> {
-    this.waiting ??= collectOnce(collectors, this.workDir, () => this.collect()).then((info) => {
+    this.waiting ??= collectOnce(this.workDir, () => this.collect()).then((info) => {
       this.done = true;
       return info;
     });
@@ -202,10 +198,10 @@ export class ShimHandle implements RunHandle {
   }
 
   private async collect(): Promise<ExitInfo> {
-    // The exit event (when this process started the shim) wakes us at once; the timer polls for a shim
-    // started by an earlier agent, and keeps the event loop alive (the shim child is unref'd).
-    while (!(await this.shimEnded()))
-      await Promise.race([this.exited ?? new Promise(() => {}), new Promise((r) => setTimeout(r, 50))]);
+    await pollUntilEnded(
+      () => this.shimEnded(),
+      () => this.exited,
+    );
     const exitCode = await readExitCode(this.workDir);
     const exitStat = await stat(join(this.workDir, 'exit')).catch(() => null);
     const wallMs = Math.max(0, Math.round((exitStat?.mtimeMs ?? Date.now()) - this.state.startedAt));

@@ -41,7 +41,7 @@ import { signalOf } from './engine-handle.js';
 import { RuntimeTransientError } from './errors.js';
 import { OncePerKey } from './once.js';
 import { isAlive, processRef } from './procfs.js';
-import { collectOnce, saveResult } from './result-file.js';
+import { collectOnce, pollUntilEnded, saveResult } from './result-file.js';
 import { clearRunFiles, readRunState, writeRunState, type RunState } from './shim.js';
 import { tailFiles } from './tail.js';
 import {
@@ -521,7 +521,6 @@ class GuestLink {
 }
 
 const links = new Map<string, GuestLink>();
-const collectors = new OncePerKey<ExitInfo>();
 
 /** A container in a QEMU guest: the same code serves a fresh start and a re-attach. */
 export class VmHandle implements RunHandle {
@@ -599,7 +598,7 @@ export class VmHandle implements RunHandle {
   }
 
   wait(): Promise<ExitInfo> {
-    this.waiting ??= collectOnce(collectors, this.workDir, () => this.collect()).then((info) => {
+    this.waiting ??= collectOnce(this.workDir, () => this.collect()).then((info) => {
       this.done = true;
       return info;
     });
@@ -607,8 +606,10 @@ export class VmHandle implements RunHandle {
   }
 
   private async collect(): Promise<ExitInfo> {
-    while (await this.running())
-      await Promise.race([this.exited ?? new Promise(() => {}), new Promise((r) => setTimeout(r, 50))]);
+    await pollUntilEnded(
+      async () => !(await this.running()),
+      () => this.exited,
+    );
     const wallMs = Math.max(0, Date.now() - this.state.startedAt);
     const consoleText = (await readFile(join(this.workDir, 'console'), 'utf8').catch(() => '')).replace(
       /\r/g,
