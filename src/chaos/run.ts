@@ -131,11 +131,18 @@ async function run(
 
   // Cloud events reach the agents; room for work (a free quota slot, or a live instance running nothing)
   // is remembered for the stall measure.
+  // The last events of the control plane, for the log when a long stall is found (docs/performance/chaos.md).
+  const recent: string[] = [];
+  const remember = (line: string) => {
+    recent.push(`${vt()} ${line}`);
+    if (recent.length > 40) recent.shift();
+  };
   let roomSince: number | null = t0;
   let broken = 0;
   let maxLive = 0;
   const terminatedAt = new Map<string, number>();
   cloud.onEvent((e) => {
+    remember(`cloud ${e.type} ${e.id}`);
     if (e.type === 'agent-started') agents.booted(e.id, e.bootData);
     else if (e.type === 'broken') broken++;
     else if (e.type === 'terminated') {
@@ -150,6 +157,13 @@ async function run(
   let created = 0;
   const cloudFaults: Record<string, number> = {};
   const onCloudCall = (op: string, err: Error | null) => {
+    if (err !== null) {
+      remember(`cloud call ${op} failed: ${err.message}`);
+      // The dispatcher acted on the pool and the cloud refused (an injected fault): a destroy retried to
+      // make room, or a create. That is no stall of the dispatcher's (docs/performance/chaos.md, "Stall
+      // limit": two failed destroys in a row, 1 % per shutdown at destroyErrorRate 0.1, read as 10–13 s).
+      if (op === 'create' || op === 'destroy') progress(`${op} refused by the cloud`);
+    }
     if (err === null) {
       if (op === 'create') created++;
       return;
@@ -160,6 +174,10 @@ async function run(
   let generation = 0;
   const onEvent = (e: DispatchEvent) => {
     events.set(e.kind, (events.get(e.kind) ?? 0) + 1);
+    if (e.kind !== 'containers-locked')
+      remember(
+        `dispatcher ${e.kind} ${'instance' in e ? e.instance : ''} ${'reason' in e ? e.reason : ''}${'message' in e ? e.message : ''}`,
+      );
     if (e.kind === 'container-placed') agents.wake(e.instance);
     // The dispatcher acting on the queue or the pool is progress: placing work, and shutting an idle
     // instance down to make room (rule 5), as much as an instance coming up.
@@ -190,6 +208,7 @@ async function run(
     if (proc.dead) proc = spawn();
     const p = proc;
     passes++;
+    remember(`pass ${passes}`);
     lastTick = clock.nowMs();
     nextSafety = lastTick + SAFETY_TICK_MS;
     dirty = false;
@@ -249,7 +268,7 @@ async function run(
   // The stall measure (see checks): runnable work and no progress.
   let maxStall = 0;
   let maxStallAt = '';
-  const readySql = `SELECT request_id, GREATEST(COALESCE(run_after, created_at), created_at) AS ready
+  const readySql = `SELECT id, request_id, GREATEST(COALESCE(run_after, created_at), created_at) AS ready
     FROM containers WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $1)
     ORDER BY 2 LIMIT 100`;
   const measureStall = async () => {
@@ -266,7 +285,14 @@ async function run(
     const stall = now - Math.max(lastProgressAt, readySince, roomSince);
     if (stall > maxStall) {
       maxStall = stall;
-      maxStallAt = `${vt()}: ${runnable.length} runnable, ${cloud.live} live instances`;
+      // Why the last pass left the first runnable container waiting, and what the pool looked like: the
+      // stall's cause without a rerun (docs/performance/chaos.md, "Stall limit").
+      const why = proc.dispatcher.lastPlan?.statuses.toMap().get(runnable[0].id as string) ?? 'no plan';
+      maxStallAt =
+        `${vt()}: ${runnable.length} runnable, ${cloud.live} live instances, ${agents.idle()} idle agents; ` +
+        `the last pass (at t+${Math.round((lastTick - t0) / 1000)}s) said of the first: ${why}`;
+      if (stall > STALL_LIMIT_MS / 2)
+        log(`${vt()} stall of ${stall / 1000} s; the last events:\n  ${recent.join('\n  ')}`);
     }
   };
 
