@@ -167,6 +167,10 @@ export class PgQueue implements DispatchQueue {
     return (await this.store.containers.lock(ids, dispatcherId)).map((l) => l.id);
   }
 
+  async lockAssign(items: AssignItem[], dispatcherId: string): Promise<string[]> {
+    return (await this.store.transitions.lockAssign(items, dispatcherId)).map((l) => l.id);
+  }
+
   async unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]> {
     return (await this.store.transitions.unlock(items, dispatcherId)).map(itemOutcome);
   }
