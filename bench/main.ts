@@ -14,6 +14,7 @@ const BENCHES = [
   'dispatch-creates',
   'e2e',
   'opportunistic',
+  'snapshot-read',
 ] as const;
 
 async function main(): Promise<number> {

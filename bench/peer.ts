@@ -3,8 +3,9 @@
 // the ratio. Both in the batched shape each recommends: graphile-worker's jobs are added in bulk
 // (`addJobs`, 1,000 per call) and run by its worker pool (`concurrency` workers, a local queue of 500,
 // batched completions: https://worker.graphile.org/docs/performance#batching); Berth's
-// containers are submitted in bulk (1,000 per call), locked and assigned a pass at a time (one statement
-// each, as the dispatcher does), and started and completed by `--workers` agents whose reports go through
+// containers are submitted in bulk (1,000 per call), locked and placed a pass at a time in one statement
+// (lockAssign, as the dispatcher's act step does for a ready instance; `--separate`: a lock statement then
+// an assign statement, the shape before), and started and completed by `--workers` agents whose reports go through
 // the store's group commit (as the API sends them). Each side: N items, from the first add to the last
 // completion, on its own database of the same server.
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
@@ -25,17 +26,21 @@ interface Args {
   workers: number;
   /** Restart PostgreSQL with pg_stat_statements and print the Berth phase's profile (store-profile.ts). */
   profile: boolean;
+  /** Lock, then assign, in two statements (the dispatcher's shape before lockAssign). */
+  separate: boolean;
 }
 
 function parse(args: string[]): Args {
-  const out: Args = { json: false, jobs: 20_000, workers: 32, profile: false };
+  const out: Args = { json: false, jobs: 20_000, workers: 32, profile: false, separate: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') out.json = true;
     else if (a === '--jobs') out.jobs = Number(args[++i]);
     else if (a === '--workers') out.workers = Number(args[++i]);
     else if (a === '--profile') out.profile = true;
-    else throw new Error(`unknown option ${a} (expected --json, --jobs N, --workers N, --profile)`);
+    else if (a === '--separate') out.separate = true;
+    else
+      throw new Error(`unknown option ${a} (expected --json, --jobs N, --workers N, --profile, --separate)`);
   }
   if (!Number.isInteger(out.jobs) || out.jobs < 1000) throw new Error('--jobs takes a whole number ≥ 1000');
   if (!Number.isInteger(out.workers) || out.workers < 1)
@@ -84,7 +89,12 @@ async function graphile(url: string, n: number, concurrency: number): Promise<nu
 
 /** Berth: submit `n` containers in bulk, lock and assign them a pass at a time, start and complete them
  * from `agents` concurrent agents through the group commit; lifecycles/s. */
-async function berth(url: string, n: number, agents: number): Promise<{ rate: number; perCommit: number }> {
+async function berth(
+  url: string,
+  n: number,
+  agents: number,
+  separate: boolean,
+): Promise<{ rate: number; perCommit: number }> {
   const pool = createPool(url, 20);
   await migrate(pool);
   const store = new Store(pool);
@@ -129,16 +139,24 @@ async function berth(url: string, n: number, agents: number): Promise<{ rate: nu
         Array.from({ length: Math.min(BATCH, n - submitted) }, () => spec),
       );
       submitted += reqs.length;
-      const locks = await store.containers.lock(
-        reqs.map((r) => r.container_id!),
-        'peer/d',
-      );
-      const placed = await store.transitions.assign(
-        locks.map((l) => ({ id: l.id, instance: 'i-peer', node: node.id })),
-        'peer/d',
-      );
-      if (locks.length !== reqs.length || placed.some((o) => !o.ok))
-        throw new Error('a lock or an assignment was refused');
+      const place = (id: string) => ({ id, instance: 'i-peer', node: node.id });
+      let locks;
+      if (separate) {
+        locks = await store.containers.lock(
+          reqs.map((r) => r.container_id!),
+          'peer/d',
+        );
+        const placed = await store.transitions.assign(
+          locks.map((l) => place(l.id)),
+          'peer/d',
+        );
+        if (placed.some((o) => !o.ok)) throw new Error('an assignment was refused');
+      } else
+        locks = await store.transitions.lockAssign(
+          reqs.map((r) => place(r.container_id!)),
+          'peer/d',
+        );
+      if (locks.length !== reqs.length) throw new Error('a lock was refused');
       assigned.push(...locks);
       wakeAll();
     }
@@ -185,7 +203,7 @@ export async function run(argv: string[]): Promise<number> {
       await topStatements(stats, 0);
     }
     const before = cpuSample(null, pg.pid);
-    const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers);
+    const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers, args.separate);
     if (stats) {
       printProfile(say, 'Berth', args.jobs, before, cpuSample(null, pg.pid), await topStatements(stats, 12));
       await stats.end();
@@ -194,6 +212,7 @@ export async function run(argv: string[]): Promise<number> {
     const result = {
       items: args.jobs,
       workers: args.workers,
+      berth_lock_assign: args.separate ? 'separate' : 'one statement',
       graphile_worker_jobs_per_s: Math.round(g),
       berth_lifecycles_per_s: Math.round(b.rate),
       berth_reports_per_commit: +b.perCommit.toFixed(1),

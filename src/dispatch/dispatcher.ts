@@ -444,18 +444,27 @@ export class Dispatcher {
     const of = <K extends Action['op']>(op: K) =>
       plan.actions.filter((a): a is Extract<Action, { op: K }> => a.op === op);
     const toLock = of('lock').map((a) => a.container);
-    let granted = new Set<string>();
-    try {
-      granted = new Set(toLock.length > 0 ? await o.queue.lock(toLock, o.id) : []);
-    } catch (err) {
-      for (const id of toLock) this.failed('lock', err, now, { container: id });
-    }
+    const starts = this.placeable(of('start'), now);
+    // What this pass locks and places on a ready instance: locked and assigned in one queue call when the
+    // queue has one (one statement, one row version), else lock then assign.
+    const locking = new Set(toLock);
+    const direct = o.queue.lockAssign ? starts.filter((it) => locking.has(it.id)) : [];
+    const directIds = new Set(direct.map((it) => it.id));
+    const granted = new Set([
+      ...(await this.tryLock(
+        toLock.filter((id) => !directIds.has(id)),
+        (ids) => o.queue.lock(ids, o.id),
+        now,
+      )),
+      ...(await this.tryLock([...directIds], () => o.queue.lockAssign!(direct, o.id), now)),
+    ]);
     const refused = new Set(toLock.filter((id) => !granted.has(id)));
     if (toLock.length > 0)
       this.emit({ kind: 'containers-locked', at: now, containers: [...granted], refused: [...refused] });
+    for (const it of direct) if (granted.has(it.id)) this.placed(it, now);
 
     await this.assignAll(
-      of('start').filter((a) => !refused.has(a.container)),
+      starts.filter((it) => !refused.has(it.id) && !directIds.has(it.id)),
       now,
     );
     await this.batch(
@@ -576,8 +585,8 @@ export class Dispatcher {
     if (this.running === null) this.applyOutcomes(this.o.clock.now());
   }
 
-  /** Starts: placed in one batch on the instances whose agent is there to take the work. */
-  private async assignAll(starts: Extract<Action, { op: 'start' }>[], now: Date): Promise<void> {
+  /** The starts whose instance's agent is there to take the work; the others are deferred. */
+  private placeable(starts: Extract<Action, { op: 'start' }>[], now: Date): AssignItem[] {
     const items: AssignItem[] = [];
     for (const a of starts) {
       const inst = this.instances.get(a.instance);
@@ -586,17 +595,36 @@ export class Dispatcher {
         this.emit({ kind: 'start-deferred', at: now, container: a.container, instance: a.instance, reason });
       } else items.push({ id: a.container, instance: inst.id, node: inst.nodeId });
     }
+    return items;
+  }
+
+  /** The ids a lock call granted; none, each reported as an error, when the call failed. */
+  private async tryLock(ids: string[], call: (ids: string[]) => Promise<string[]>, now: Date) {
+    if (ids.length === 0) return [];
+    try {
+      return await call(ids);
+    } catch (err) {
+      for (const id of ids) this.failed('lock', err, now, { container: id });
+      return [];
+    }
+  }
+
+  /** A container the queue placed on an instance: the instance now runs it. */
+  private placed(item: AssignItem, now: Date): void {
+    const inst = this.instances.get(item.instance)!;
+    inst.containers.push(item.id);
+    this.move(inst, 'running', now);
+    this.emit({ kind: 'container-placed', at: now, container: item.id, instance: inst.id });
+  }
+
+  /** Starts: placed in one batch. */
+  private async assignAll(items: AssignItem[], now: Date): Promise<void> {
     await this.batch(
       'start',
       items,
       (batch) => this.o.queue.assign(batch, this.o.id),
       now,
-      (item) => {
-        const inst = this.instances.get(item.instance)!;
-        inst.containers.push(item.id);
-        this.move(inst, 'running', now);
-        this.emit({ kind: 'container-placed', at: now, container: item.id, instance: inst.id });
-      },
+      (item) => this.placed(item, now),
       (item) => ({ instance: item.instance, type: this.instances.get(item.instance)?.type }),
     );
   }

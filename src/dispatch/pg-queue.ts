@@ -20,13 +20,25 @@ import {
 } from './ports.js';
 import type { MeasuredUsage, SnapshotContainer } from './scheduler/types.js';
 
+export interface PgQueueOptions {
+  /**
+   * Whether the snapshot carries each container's request name (a sub-select per row), which only the
+   * run-time estimates of `wait_for_running` read (run-history.ts). Off: the name is not read.
+   */
+  names?: boolean;
+}
+
 export class PgQueue implements DispatchQueue {
   private leaseClient: pg.Client | null = null;
+  private readonly sql: SnapshotSql;
 
   constructor(
     private readonly store: Store,
     private readonly url: string,
-  ) {}
+    o: PgQueueOptions = {},
+  ) {
+    this.sql = snapshotSql(o.names ?? false);
+  }
 
   private get pool() {
     return this.store.ctx.pool;
@@ -104,7 +116,7 @@ export class PgQueue implements DispatchQueue {
    * Two index scans: the partial queue index and the locked_by index.
    */
   async containers(dispatcherId: string, now: Date): Promise<SnapshotContainer[]> {
-    const r = await this.pool.query<SnapshotRow>(CONSIDERED_SQL, [dispatcherId, now]);
+    const r = await this.pool.query<SnapshotRow>(this.sql.considered, [dispatcherId, now]);
     return r.rows.map(toSnapshot);
   }
 
@@ -115,12 +127,13 @@ export class PgQueue implements DispatchQueue {
    * missed, whatever order transactions commit in; a few rows may come twice.
    */
   async changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges> {
+    const { columns, considered } = this.sql;
     const select = since
-      ? `SELECT ${SNAPSHOT_COLUMNS}, ${CONSIDERED} AS considered FROM containers WHERE change_xid >= $3::xid8
+      ? `SELECT ${columns}, ${CONSIDERED} AS considered FROM containers WHERE change_xid >= $3::xid8
          UNION ALL
-         SELECT ${SNAPSHOT_COLUMNS}, true FROM containers
+         SELECT ${columns}, true FROM containers
          WHERE state = 'Queued' AND priority > 0 AND run_after > $4 AND run_after <= $2`
-      : `SELECT *, true AS considered FROM (${CONSIDERED_SQL}) q`;
+      : `SELECT *, true AS considered FROM (${considered}) q`;
     const r = await this.pool.query(
       `WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS position),
          n AS (SELECT min(run_after) AS next FROM containers WHERE state = 'Queued' AND priority > 0 AND run_after > $2),
@@ -152,6 +165,10 @@ export class PgQueue implements DispatchQueue {
 
   async lock(ids: string[], dispatcherId: string): Promise<string[]> {
     return (await this.store.containers.lock(ids, dispatcherId)).map((l) => l.id);
+  }
+
+  async lockAssign(items: AssignItem[], dispatcherId: string): Promise<string[]> {
+    return (await this.store.transitions.lockAssign(items, dispatcherId)).map((l) => l.id);
   }
 
   async unlock(items: UnlockItem[], dispatcherId: string): Promise<ItemOutcome[]> {
@@ -269,6 +286,26 @@ function itemOutcome(o: Outcome): ItemOutcome {
   return o.ok ? { id: o.id, ok: true } : { id: o.id, ok: false, reason: o.reason };
 }
 
+/** The snapshot's columns and the containers() query, with or without request names. */
+interface SnapshotSql {
+  columns: string;
+  considered: string;
+}
+
+export function snapshotSql(names: boolean): SnapshotSql {
+  const columns = `${SNAPSHOT_COLUMNS},
+  ${names ? '(SELECT r.name FROM container_requests r WHERE r.id = containers.request_id)' : 'NULL::text'} AS name`;
+  return {
+    columns,
+    // The same predicate as CONSIDERED, as two index scans.
+    considered: `SELECT ${columns} FROM containers
+  WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
+  UNION ALL
+  SELECT ${columns} FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`,
+  };
+}
+
+/** The snapshot's columns but the request name (snapshotSql adds it). */
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
   instance_id, lock_count, owner, spot_interruptions, opportunistic,
   -- a Running container's latest usage sample (recordUsage): what opportunistic placement may borrow
@@ -279,19 +316,11 @@ const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, g
     FROM containers p JOIN container_events e ON e.container_id = p.id AND e.kind = 'reclaim'
     WHERE p.request_id = containers.request_id AND p.id <> containers.id AND p.instance_id IS NOT NULL
     ORDER BY e.id DESC LIMIT 1) END AS reclaimed_from,
-  -- its request's name: run-time estimates by step (run-history.ts, scheduler/durations.ts)
-  (SELECT r.name FROM container_requests r WHERE r.id = containers.request_id) AS name,
   CASE WHEN state = 'Running' THEN started_at END AS started_at`;
 
 /** Whether a container is in a dispatcher's view ($1: the dispatcher, $2: now): containers() lists these. */
 const CONSIDERED = `((state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2))
   OR (locked_by = $1 AND state IN ('Locked', 'Running')))`;
-
-/** The containers() query: the same predicate as CONSIDERED, as two index scans. */
-const CONSIDERED_SQL = `SELECT ${SNAPSHOT_COLUMNS} FROM containers
-  WHERE state = 'Queued' AND priority > 0 AND (run_after IS NULL OR run_after <= $2)
-  UNION ALL
-  SELECT ${SNAPSHOT_COLUMNS} FROM containers WHERE locked_by = $1 AND state IN ('Locked', 'Running')`;
 
 /** A row of SNAPSHOT_COLUMNS. */
 interface SnapshotRow {

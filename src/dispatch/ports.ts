@@ -107,6 +107,12 @@ export interface DispatchQueue {
   changes(dispatcherId: string, now: Date, since: ChangeCursor | null): Promise<ContainerChanges>;
   /** Queued → Locked; returns the ids actually locked (others were taken or changed meanwhile). */
   lock(ids: string[], dispatcherId: string): Promise<string[]>;
+  /**
+   * lock() and assign() of the same containers in one step (one statement on PostgreSQL): returns the ids
+   * locked, each placed on its item's instance; the others were taken or changed meanwhile and are
+   * untouched. Optional: without it the dispatcher calls lock() then assign().
+   */
+  lockAssign?(items: AssignItem[], dispatcherId: string): Promise<string[]>;
   /** Places Locked containers on instances (their nodes, if registered, then start them). */
   assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]>;
   /** Locked → Queued by the lock holder (or Cancelled perm past max_dispatch_attempts). */

@@ -74,7 +74,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     id,
     cluster: cfg.cluster,
     tag: cfg.tag,
-    queue: new PgQueue(o.store, o.dbUrl),
+    queue: new PgQueue(o.store, o.dbUrl, { names: cfg.scheduler.waitForRunning }),
     driver,
     clock,
     instanceTypes: cfg.instanceTypes,

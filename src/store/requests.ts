@@ -22,12 +22,6 @@ export interface RequestFilter {
   limit?: number;
 }
 
-/** One request to insert and its owner. */
-interface Submission {
-  owner: string;
-  spec: RequestSpec;
-}
-
 export class Requests {
   constructor(
     private readonly ctx: StoreContext,
@@ -41,13 +35,7 @@ export class Requests {
    * measured gain in submissions per second (docs/PERFORMANCE.md, "Store throughput").
    */
   async create(owner: string, specs: RequestSpec[]): Promise<RequestRecord[]> {
-    return this.insert(specs.map((spec) => ({ owner, spec })));
-  }
-
-  /** Inserts the requests and their first containers: one statement whatever their number. */
-  private async insert(items: Submission[]): Promise<RequestRecord[]> {
-    if (items.length === 0) return [];
-    const specs = items.map((it) => it.spec);
+    if (specs.length === 0) return [];
     const now = this.ctx.clock.now();
     const ms = now.getTime();
     const rids = specs.map(() => newId('r', ms));
@@ -63,15 +51,15 @@ export class Requests {
            preemptible, max_run_time_ms, run_after, instance_types, priority, container_count_max,
            max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at, secret_env, labels,
            opportunistic, ram_retry_factor)
-         SELECT u.id, u.owner, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
+         SELECT u.id, $2, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
            u.preemptible, u.max_run_time_ms, u.run_after, u.instance_types::text[], u.priority, u.ccm, u.mtr, u.rof,
            'Committed', u.cid, $1, $1, u.secret_env::jsonb, u.labels::jsonb, u.opportunistic, u.rrf
          FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::float8[],
            $10::int8[], $11::int8[], $12::int4[], $13::bool[], $14::int8[], $15::timestamptz[], $16::text[],
            $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[], $22::text[], $23::text[], $24::bool[],
-           $25::float8[], $2::text[])
+           $25::float8[])
            AS u(id, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible, max_run_time_ms,
-                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env, labels, opportunistic, rrf, owner)
+                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env, labels, opportunistic, rrf)
          RETURNING ${REQUEST_ROW_COLUMNS}),
        c AS (
          INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
@@ -84,7 +72,7 @@ export class Requests {
        SELECT r.* FROM r`,
       values: [
         now,
-        items.map((it) => it.owner),
+        owner,
         rids,
         col((s) => s.name),
         col((s) => s.image),

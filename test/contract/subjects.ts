@@ -107,7 +107,8 @@ export function pgSubjects(): SubjectFactory {
         `INSERT INTO dispatchers (id, cluster, tag, started_at, heartbeat_at, view) VALUES ('other/x', 'other', 'x', $1, $1, $2)`,
         [new Date(T0), { instance_types: [{ name: 'big', ram: opts.largestRam }], limits: {} }],
       );
-    const queue = new PgQueue(store, db.url);
+    // With the request names, as the simulator's queue lists them.
+    const queue = new PgQueue(store, db.url, { names: true });
     const tokens = new Map<string, string>(); // container id → the token its agent started it with
     return {
       queue,

@@ -252,4 +252,66 @@ describe('dispatcher batches', () => {
     await h.pingAll();
     expect(await Promise.all(ids.map(h.state))).toEqual(['Running', 'Cancelled', 'Running']);
   });
+
+  it('what a pass locks for a ready instance is locked and assigned in one call, with the same outcome as lock then assign', async () => {
+    const run = async (combined: boolean) => {
+      const h = await harness();
+      const calls: string[] = [];
+      // The real queue, recording its calls; without lockAssign when not `combined` (lock, then assign).
+      const queue = new Proxy(h.queue, {
+        get(target, key, receiver) {
+          if (key === 'lockAssign' && !combined) return undefined;
+          const v = Reflect.get(target, key, receiver) as unknown;
+          if (typeof v !== 'function') return v;
+          return (...args: unknown[]) => {
+            if (key === 'lock' || key === 'assign' || key === 'lockAssign')
+              calls.push(`${String(key)}(${(args[0] as unknown[]).length})`);
+            return (v as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        },
+      });
+      const d = h.make({ queue });
+      const shape = { vcpus: 0.25, ram: '256MiB' };
+      await h.submit(shape);
+      await h.pass(d);
+      await h.advance(30_000);
+      await h.pass(d);
+      await h.pingAll(); // the instance is ready and runs one container
+      calls.length = 0;
+      const ids = await h.submit(shape, shape);
+      await h.pass(d);
+      const placed = h.events
+        .filter((e) => e.kind === 'container-placed')
+        .map((e) => (e as { container: string }).container);
+      await h.pingAll();
+      const events = await Promise.all(
+        ids.map(async (id) =>
+          (await h.store.containerList.events(id)).map(
+            (e) => `${e.kind}: ${e.message.replace(/n-[0-9a-z]{16}/g, 'n')}`,
+          ),
+        ),
+      );
+      return {
+        calls,
+        placed: placed.slice(-2).sort(),
+        ids: [...ids].sort(),
+        states: await Promise.all(ids.map(h.state)),
+        events,
+      };
+    };
+    const one = await run(true);
+    expect(one.calls).toEqual(['lockAssign(2)']);
+    expect(one.placed).toEqual(one.ids);
+    expect(one.states).toEqual(['Running', 'Running']);
+    const two = await run(false);
+    expect(two.calls).toEqual(['lock(2)', 'assign(2)']);
+    // The same container events in the same order (berth show), the same states.
+    expect(one.events).toEqual(two.events);
+    expect(one.events[0]!.slice(0, 3)).toEqual([
+      'state: Queued: submitted',
+      'state: Locked by dispatcher c1/t1',
+      'assign: assigned to instance sim-1 (node n)',
+    ]);
+    expect(two.states).toEqual(one.states);
+  });
 });

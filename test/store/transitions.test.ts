@@ -164,6 +164,38 @@ describe('container state machine', () => {
       ...Array(3).fill(['Locked by dispatcher d-dispatcher00001', 'Queued']).flat(),
     ]);
   });
+
+  it('lockAssign locks and places what may be locked, leaves the rest untouched, and its token starts it', async () => {
+    const ok = await containerIn('Queued');
+    const held = await containerIn('Locked');
+    const withdrawn = (await submit(store, 'alice', { priority: 0 })).container_id!;
+    const before = await dump(store);
+    expect(
+      await store.transitions.lockAssign([{ id: held.id, instance: 'i-x', node: ok.nodeId }], 'd-other'),
+    ).toEqual([]);
+    expect(
+      await store.transitions.lockAssign([{ id: withdrawn, instance: 'i-x', node: ok.nodeId }], D),
+    ).toEqual([]);
+    expect(await dump(store)).toBe(before);
+    const [granted, ...rest] = await store.transitions.lockAssign(
+      [
+        { id: ok.id, instance: `i-${ok.id}`, node: ok.nodeId },
+        { id: ok.id, instance: 'i-twice', node: ok.nodeId },
+      ],
+      D,
+    );
+    expect(rest).toEqual([]);
+    const c = await store.containers.get(ok.id);
+    expect(c).toMatchObject({
+      state: 'Locked',
+      locked_by: D,
+      instance_id: `i-${ok.id}`,
+      node_id: ok.nodeId,
+      lock_count: 1,
+    });
+    await store.containers.start(ok.id, ok.nodeId, granted!.token);
+    expect((await store.containers.get(ok.id)).state).toBe('Running');
+  });
 });
 
 describe('concurrency', () => {

@@ -11,6 +11,9 @@ export interface AssignItem {
   node: string | null;
 }
 
+/** The assign event's message, of a row with `instance` and `node`. */
+export const ASSIGN_MESSAGE = `'assigned to instance ' || instance || coalesce(' (node ' || node || ')', '')`;
+
 // The guard of refusal('assign'): Locked (statesFrom('assign')) and held by this dispatcher.
 export const ASSIGN_SQL = `
   WITH a AS (
@@ -20,7 +23,7 @@ export const ASSIGN_SQL = `
     RETURNING c.id, i.instance, i.node),
   e AS (
     INSERT INTO container_events (container_id, at, kind, message)
-    SELECT id, $2, 'assign', 'assigned to instance ' || instance || coalesce(' (node ' || node || ')', '') FROM a)
+    SELECT id, $2, 'assign', ${ASSIGN_MESSAGE} FROM a)
   SELECT id FROM a`;
 
 export async function assignContainers(
@@ -40,8 +43,7 @@ export async function assignContainers(
     statesFrom('assign'),
   ]);
   const done = new Set(r.rows.map((row) => row.id));
-  for (const node of new Set(items.filter((it) => done.has(it.id) && it.node).map((it) => it.node!)))
-    ctx.wake.send('berth_node', node);
+  wakeNodes(ctx, items, done);
   const actor = { kind: 'dispatcher' as const, id: dispatcherId };
   return outcomes(
     q,
@@ -50,4 +52,10 @@ export async function assignContainers(
     new Map([...done].map((id) => [id, 'Locked' as const])),
     now.getTime(),
   );
+}
+
+/** Wakes the nodes given work (their long-poll pings answer at once). */
+export function wakeNodes(ctx: StoreContext, items: AssignItem[], done: Set<string>): void {
+  for (const node of new Set(items.filter((it) => done.has(it.id) && it.node).map((it) => it.node!)))
+    ctx.wake.send('berth_node', node);
 }

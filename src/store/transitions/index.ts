@@ -9,6 +9,7 @@
 // |-----------------------|-------------|----------------------------------------------------------------|
 // | Queued → Locked       | lock.ts     | one statement (update + events)                                |
 // | (Locked) assign       | assign.ts   | one statement                                                  |
+// | lock + assign         | lock.ts     | one statement (what a pass locks for a ready instance)         |
 // | Locked → Running      | start.ts    | one statement                                                  |
 // | → Complete/Cancelled  | end.ts      | one transaction: end + lock requests; finalise/retry + events  |
 // | Locked → Queued       | requeue.ts  | one transaction: lock rows, decide, requeue; over-limit → end  |
@@ -18,7 +19,7 @@ import { withRetriedTx, type Tx } from '../db.js';
 import { lockKey, lockToken, tokenGeneration } from '../secrets.js';
 import { assignContainers, type AssignItem } from './assign.js';
 import { endContainers, type EndItem, type EndOutcome, type Ending } from './end.js';
-import { lockIds, lockNext, type LockedRow } from './lock.js';
+import { lockAssign, lockIds, lockNext, type LockedRow } from './lock.js';
 import type { Outcome } from './outcome.js';
 import { requeueContainers, type RequeueItem } from './requeue.js';
 import { startContainers } from './start.js';
@@ -76,6 +77,11 @@ export class Transitions {
   /** Locks up to `limit` lockable containers in queue order, skipping rows other lockers hold. */
   async lockNext(dispatcherId: string, limit: number): Promise<GrantedLock[]> {
     return this.granted(await retried(() => lockNext(this.ctx, this.ctx.pool, dispatcherId, limit)));
+  }
+
+  /** Queued → Locked and placed on its instance in one statement; returns the locks granted. */
+  async lockAssign(items: AssignItem[], dispatcherId: string): Promise<GrantedLock[]> {
+    return this.granted(await retried(() => lockAssign(this.ctx, this.ctx.pool, items, dispatcherId)));
   }
 
   /** The lock holder places Locked containers on instances (their nodes then start them). */

@@ -5,7 +5,8 @@
 import { statesFrom } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
-import { HIDDEN } from './outcome.js';
+import { ASSIGN_MESSAGE, wakeNodes, type AssignItem } from './assign.js';
+import { firstOfEach, HIDDEN } from './outcome.js';
 
 /** A row the lock statement granted: the per-lock token is made from its new generation. */
 export interface LockedRow {
@@ -21,8 +22,9 @@ const lockable = (states: string) =>
   `state = ANY(${states}) AND priority > 0 AND (run_after IS NULL OR run_after <= $2)`;
 const SET = `state = 'Locked', locked_by = $1, lock_generation = lock_generation + 1,
   lock_count = lock_count + 1, updated_at = $2`;
+const LOCK_MESSAGE = `'Locked by dispatcher ' || $1`;
 const EVENTS = `INSERT INTO container_events (container_id, at, kind, message)
-  SELECT id, $2, 'state', 'Locked by dispatcher ' || $1 FROM l`;
+  SELECT id, $2, 'state', ${LOCK_MESSAGE} FROM l`;
 
 export const LOCK_IDS_SQL = `WITH l AS (UPDATE containers SET ${SET} WHERE id = ANY($4) AND ${lockable(HIDDEN('$3'))} RETURNING id, lock_generation),
   e AS (${EVENTS})
@@ -57,5 +59,41 @@ export async function lockNext(
      SELECT * FROM l`,
     [dispatcherId, ctx.clock.now(), statesFrom('lock'), limit],
   );
+  return r.rows;
+}
+
+// Lock and assign in one update, for a pass that places what it locks on a ready instance: one row
+// version and one statement where lock then assign write two of each; both events, in that order. The
+// assign guard (Locked, held by this dispatcher) holds by construction, so the lock guard is the only one.
+export const LOCK_ASSIGN_SQL = `WITH l AS (
+    UPDATE containers c SET ${SET}, instance_id = i.instance, node_id = i.node
+    FROM unnest($4::text[], $5::text[], $6::text[]) AS i(id, instance, node)
+    WHERE c.id = i.id AND ${lockable(HIDDEN('$3'))}
+    RETURNING c.id, c.lock_generation, i.instance, i.node),
+  e AS (INSERT INTO container_events (container_id, at, kind, message)
+    SELECT id, $2, kind, message FROM (
+      SELECT id, 1 AS o, 'state' AS kind, ${LOCK_MESSAGE} AS message FROM l
+      UNION ALL SELECT id, 2, 'assign', ${ASSIGN_MESSAGE} FROM l) x
+    ORDER BY id, o)
+  SELECT id, lock_generation FROM l`;
+
+/** Locks and assigns each item that may be locked now; returns the rows granted (the others: untouched). */
+export async function lockAssign(
+  ctx: StoreContext,
+  q: Queryable,
+  items: AssignItem[],
+  dispatcherId: string,
+): Promise<LockedRow[]> {
+  const once = firstOfEach(items);
+  if (once.length === 0) return [];
+  const r = await q.query<LockedRow>(LOCK_ASSIGN_SQL, [
+    dispatcherId,
+    ctx.clock.now(),
+    statesFrom('lock'),
+    once.map((it) => it.id),
+    once.map((it) => it.instance),
+    once.map((it) => it.node),
+  ]);
+  wakeNodes(ctx, once, new Set(r.rows.map((row) => row.id)));
   return r.rows;
 }
