@@ -22,5 +22,7 @@ await build({
   legalComments: 'none',
   logLevel: 'warning',
   // The CommonJS packages (pino, commander) call require(); an ES module has none of its own.
-  banner: { js: "import { createRequire as __berthRequire } from 'node:module'; const require = __berthRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __berthRequire } from 'node:module'; const require = __berthRequire(import.meta.url);",
+  },
 });
