@@ -65,7 +65,7 @@ describe('berth agent --once', () => {
   it('runs its one container, reports it, removes its work dir and exits; the token never touches disk', async () => {
     const node = await h.node();
     const cid = await h.submitAndAssign(node, { command: ['sh', '-c', 'echo hello; exit 4'] });
-    const a = once(node, cid);
+    const a = once(node, cid, ['--log-level', 'info']);
     const seen = new Set<string>();
     // While it runs, its work dir holds no token file.
     const watch = setInterval(() => {
@@ -81,6 +81,8 @@ describe('berth agent --once', () => {
     expect(await h.text(cid, 'stdout')).toBe('hello\n');
     expect(existsSync(node.workDir)).toBe(false);
     expect(seen.has('token')).toBe(false);
+    // No opportunistic containers on SLURM: no pressure watcher probing and sampling cgroups.
+    expect(a.output()).not.toContain('pressure watcher');
   });
 
   it('exits at once when its container is not assigned to its node (cancelled or given back)', async () => {
