@@ -1,4 +1,4 @@
-// `npm run bench -- slurm-agent [--runs N] [--entry agent|full] [--trace]`: where a SLURM job's time goes inside the
+// `npm run bench -- slurm-agent [--runs N] [--entry agent|modules|full] [--trace] [--cpu-prof DIR]`: where a SLURM job's time goes inside the
 // one-shot agent. Without SLURM: a real API server (embedded PostgreSQL) and, N times in a row, a container
 // locked and assigned to a fresh node record as the slurm dispatcher does it, then the agent run as a job's
 // batch script runs it (`node … agent --once ID`, the secret on stdin), timed from the spawn through its log
@@ -28,18 +28,25 @@ export async function run(argv: string[]): Promise<number> {
   const runs = Number(valueOf(argv, '--runs') ?? 20);
   const entry = valueOf(argv, '--entry') ?? 'agent';
   if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs: expected a positive integer');
-  if (entry !== 'agent' && entry !== 'full') throw new Error('--entry: expected agent or full');
-  // `full`: the whole CLI loaded, as bin/berth.js did for every command before it picked the agent's alone.
+  const entries = ['agent', 'modules', 'full'];
+  if (!entries.includes(entry)) throw new Error(`--entry: expected one of ${entries.join(', ')}`);
+  // `agent`: bin/berth.js, as a SLURM job runs it (the one-file bundle of `npm run build`). `modules`: the
+  // agent's command from tsc's modules, one by one (bin/berth.js before the bundle). `full`: the whole CLI
+  // loaded, as bin/berth.js did for every command before it picked the agent's alone.
+  const module = entry === 'modules' ? '../src/cli/agent-main.js' : '../src/cli/main.js';
   const bin =
     entry === 'agent'
       ? [defaultBerthBin(), 'agent']
       : [
           '--input-type=module',
           '-e',
-          `const { main } = await import(${JSON.stringify(new URL('../src/cli/main.js', import.meta.url).href)}); ` +
+          `const { main } = await import(${JSON.stringify(new URL(module, import.meta.url).href)}); ` +
             `process.exitCode = await main(['node', 'berth', ...process.argv.slice(1)]);`,
           'agent',
         ];
+  // --cpu-prof DIR: each agent writes a V8 CPU profile there (open it in Chrome's DevTools).
+  const profDir = valueOf(argv, '--cpu-prof');
+  if (profDir) bin.unshift('--cpu-prof', '--cpu-prof-interval', '200', '--cpu-prof-dir', profDir);
   const home = mkdtempSync(join(tmpdir(), 'berth-slurm-agent-'));
   chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
   const server = await startServer(loadConfig({ home, listen: '127.0.0.1:0', log_level: 'silent' }, {}));

@@ -1,11 +1,17 @@
 #!/usr/bin/env node
 // The berth executable: the compiled CLI (npm install runs the build through `prepare`).
+import { statSync } from 'node:fs';
 import { setTimeout } from 'node:timers';
 
-// `berth agent` loads only the agent's command: a SLURM job starts one per container (docs/SLURM.md).
-const { main } = await import(
-  process.argv[2] === 'agent' ? '../dist/src/cli/agent-main.js' : '../dist/src/cli/main.js'
-);
+// `berth agent` loads only the agent's command, from one file when `npm run build` bundled it: a SLURM job
+// starts one agent per container (docs/SLURM.md). tsc rewrites every file it emits, so a bundle older than
+// its output is stale (a bare `tsc` since): then the compiled modules.
+function agentEntry() {
+  const mtime = (rel) => statSync(new URL(rel, import.meta.url), { throwIfNoEntry: false })?.mtimeMs ?? -1;
+  const bundle = '../dist/agent-main.bundle.js';
+  return mtime(bundle) >= mtime('../dist/src/cli/agent-main.js') ? bundle : '../dist/src/cli/agent-main.js';
+}
+const { main } = await import(process.argv[2] === 'agent' ? agentEntry() : '../dist/src/cli/main.js');
 
 // A command that has finished must not linger (a stopped `berth up` that never exits is a hung terminal):
 // anything it left open is a bug, named here, and the process ends anyway. Writes to a terminal, a file or

@@ -217,22 +217,25 @@ export class Agent {
     };
     for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
     const watching = this.imds ? this.watchNotices(this.imds) : null;
-    const pressure = watchPressure(
-      {
-        intervalMs: PROCESS_OPTIONS.defaultOf('pressure_interval'),
-        headroomBytes: PROCESS_OPTIONS.defaultOf('pressure_headroom'),
-        marginBytes: PROCESS_OPTIONS.defaultOf('pressure_margin'),
-        psiPercent: PROCESS_OPTIONS.defaultOf('pressure_psi'),
-        cpuPercent: PROCESS_OPTIONS.defaultOf('pressure_cpu'),
-        instanceRam: PROCESS_OPTIONS.defaultOf('instance_ram'),
-        instanceVcpus: PROCESS_OPTIONS.defaultOf('instance_vcpus'),
-        ...opts.pressure,
-        cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
-      },
-      () => this.runners.values(),
-      this.log,
-      this.stopper.signal,
-    ).catch((err: unknown) => this.log.warn(errorFields(err), 'the pressure watcher failed'));
+    // A one-shot agent (a SLURM job) runs no opportunistic container: nothing to reclaim, no sampling.
+    const pressure = opts.once
+      ? null
+      : watchPressure(
+          {
+            intervalMs: PROCESS_OPTIONS.defaultOf('pressure_interval'),
+            headroomBytes: PROCESS_OPTIONS.defaultOf('pressure_headroom'),
+            marginBytes: PROCESS_OPTIONS.defaultOf('pressure_margin'),
+            psiPercent: PROCESS_OPTIONS.defaultOf('pressure_psi'),
+            cpuPercent: PROCESS_OPTIONS.defaultOf('pressure_cpu'),
+            instanceRam: PROCESS_OPTIONS.defaultOf('instance_ram'),
+            instanceVcpus: PROCESS_OPTIONS.defaultOf('instance_vcpus'),
+            ...opts.pressure,
+            cgroupParent: opts.cgroupParent ?? PROCESS_OPTIONS.defaultOf('cgroup_parent'),
+          },
+          () => this.runners.values(),
+          this.log,
+          this.stopper.signal,
+        ).catch((err: unknown) => this.log.warn(errorFields(err), 'the pressure watcher failed'));
     try {
       await this.loop(ctx);
     } finally {

@@ -1,12 +1,18 @@
 // `berth agent --once CONTAINER`, the one-shot agent a SLURM job runs (docs/SLURM.md): the secret on stdin,
 // one container run and reported, its work dir removed, no token on disk; nothing to run when the container
 // is not assigned to its node; SIGTERM (SLURM ending the job) stops the container and reports it cancelled
-// (temp), so that it is retried.
+// (temp), so that it is retried. BIN runs the agent from the one-file bundle of `npm run build`
+// (scripts/bundle-agent.mjs), as a SLURM job does.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { assertBuilt, BIN } from '../helpers/cli.js';
+import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
+import { assertBuilt, BIN, ROOT } from '../helpers/cli.js';
+import { itIf } from '../helpers/needs.js';
 import { Harness, until } from './harness.js';
+
+const cgroupsMissing = await cgroupsUnusable();
 
 let h: Harness;
 
@@ -59,7 +65,7 @@ describe('berth agent --once', () => {
   it('runs its one container, reports it, removes its work dir and exits; the token never touches disk', async () => {
     const node = await h.node();
     const cid = await h.submitAndAssign(node, { command: ['sh', '-c', 'echo hello; exit 4'] });
-    const a = once(node, cid);
+    const a = once(node, cid, ['--log-level', 'info']);
     const seen = new Set<string>();
     // While it runs, its work dir holds no token file.
     const watch = setInterval(() => {
@@ -75,6 +81,8 @@ describe('berth agent --once', () => {
     expect(await h.text(cid, 'stdout')).toBe('hello\n');
     expect(existsSync(node.workDir)).toBe(false);
     expect(seen.has('token')).toBe(false);
+    // No opportunistic containers on SLURM: no pressure watcher probing and sampling cgroups.
+    expect(a.output()).not.toContain('pressure watcher');
   });
 
   it('exits at once when its container is not assigned to its node (cancelled or given back)', async () => {
@@ -110,6 +118,35 @@ describe('berth agent --once', () => {
     expect((await h.store.containers.get(req.container_id!)).state).toBe('Queued');
     expect(existsSync(node.workDir)).toBe(false);
   });
+
+  it('runs from the bundle: npm run build made it after tsc, so bin/berth.js picks it', () => {
+    const mtime = (rel: string) => statSync(join(ROOT, 'dist', rel)).mtimeMs;
+    expect(mtime('agent-main.bundle.js')).toBeGreaterThanOrEqual(mtime('src/cli/agent-main.js'));
+  });
+
+  itIf(cgroupsMissing)(
+    'the hard ram limit, the OOM report, usage and the log arrive as from any agent',
+    async () => {
+      const node = await h.node();
+      const cid = await h.submitAndAssign(node, {
+        command: ['sh', '-c', 'echo big; head -c 300m /dev/zero | tail; echo "survived $?"; exit 5'],
+        ram: '64MiB',
+      });
+      const a = once(node, cid);
+      expect(await a.exited, a.output()).toBe(0);
+      const c = await h.store.containers.get(cid);
+      expect(c).toMatchObject({ state: 'Complete', exit_code: 5, oom_killed: true });
+      expect(c.usage!.wall_ms).toBeGreaterThan(0);
+      expect(c.usage!.cpu_seconds).toBeGreaterThan(0);
+      // tail held up to the limit before it was killed.
+      expect(c.usage!.peak_ram).toBeGreaterThan(32 * 2 ** 20);
+      expect(c.usage!.peak_ram).toBeLessThanOrEqual(64 * 2 ** 20);
+      expect(await h.text(cid, 'stdout')).toBe('big\nsurvived 137\n');
+      expect(await h.text(cid, 'system')).toBe(
+        'berth: the container was killed: out of memory (its ram limit)\n',
+      );
+    },
+  );
 
   it('--once takes a container id', async () => {
     const node = await h.node();
