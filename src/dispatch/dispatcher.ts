@@ -27,7 +27,6 @@ import {
   type PoolInstance,
 } from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
-import { snapshotInstances } from './snapshot-instances.js';
 import { StatusWriter } from './status-writer.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
@@ -138,16 +137,6 @@ export class LeaseLostError extends Error {}
 
 /** The queue refused one item of a batched transition (it changed meanwhile, or is not this dispatcher's). */
 export class QueueRefusal extends Error {}
-
-/** No containers (shared: the lists are replaced, never edited). */
-const NONE: string[] = [];
-
-function sameIds(a: readonly string[], b: readonly string[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
 
 /** The ids a planned action concerns. */
 function actionSubject(a: Action, instances: Map<string, PoolInstance>): ErrorSubject {
@@ -283,7 +272,21 @@ export class Dispatcher {
       now,
       config: { ...o.config, maxDispatchAttempts: await o.queue.maxDispatchAttempts() },
       instanceTypes: o.instanceTypes,
-      instances: [...snapshotInstances(this.instances.values()), ...this.provisional()],
+      instances: [
+        ...[...this.instances.values()]
+          .filter((i) => i.state !== 'gone')
+          .map((i) => ({
+            id: i.id,
+            type: i.type,
+            state: i.state,
+            idleBehavior: i.idleBehavior,
+            containers: i.containers,
+            stateSince: i.stateSince,
+            createdAt: i.createdAt,
+            ...(i.createdFor && { createdFor: i.createdFor }),
+          })),
+        ...this.provisional(),
+      ],
       containers,
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
@@ -360,9 +363,7 @@ export class Dispatcher {
         (byInstance.get(c.instance) ?? byInstance.set(c.instance, []).get(c.instance)!).push(c.id);
     const nodeById = new Map(nodes.map((n) => [n.id, n]));
     for (const inst of this.instances.values()) {
-      // The same array while its content stays (snapshot-instances.ts keeps the instance's view then).
-      const mine = byInstance.get(inst.id) ?? NONE;
-      if (!sameIds(mine, inst.containers)) inst.containers = mine;
+      inst.containers = byInstance.get(inst.id) ?? [];
       if (isEndingInstanceState(inst.state)) continue;
       const node = inst.nodeId ? nodeById.get(inst.nodeId) : undefined;
       if (node?.state === 'failed') {
@@ -592,7 +593,7 @@ export class Dispatcher {
       now,
       (item) => {
         const inst = this.instances.get(item.instance)!;
-        inst.containers = [...inst.containers, item.id];
+        inst.containers.push(item.id);
         this.move(inst, 'running', now);
         this.emit({ kind: 'container-placed', at: now, container: item.id, instance: inst.id });
       },

@@ -3,7 +3,6 @@
 import { formatDuration } from '../../model/units.js';
 import type { InstanceType } from '../../model/types.js';
 import { compareSlots, type Slot } from './capacity.js';
-import { sortById } from './id-order.js';
 import { typeCapacity } from './resources.js';
 import type { Limits } from './limits.js';
 import type { Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
@@ -54,7 +53,7 @@ export function viewPool(
   const shutdowns: Shutdown[] = [];
   const instanceOf = new Map<string, SnapshotInstance>();
   let liveCount = 0;
-  const sorted = sortById(snap.instances);
+  const sorted = [...snap.instances].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   for (const inst of sorted) {
     if (inst.state === 'gone') continue;
     const type = typesByName.get(inst.type);
