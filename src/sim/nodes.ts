@@ -26,6 +26,8 @@ export interface SimNode {
   assigned: Set<string>;
   /** How many of them are Running. */
   running: number;
+  /** What list() last returned for it: handed out again while nothing in it moved (no copy per pass). */
+  view?: NodeView;
 }
 
 /** The node table. Every operation is O(1) except list(), which is O(nodes of the last hour). */
@@ -75,12 +77,7 @@ export class SimNodes {
         if (n.assigned.size === 0) this.byId.delete(n.id);
         continue;
       }
-      out.push({
-        id: n.id,
-        instanceId: n.instanceId ?? '',
-        state: reported(n),
-        lastPingAt: lastPing(n, now),
-      });
+      out.push(viewOf(n, now));
     }
     return out;
   }
@@ -129,11 +126,28 @@ function reported(n: SimNode): NodeView['state'] {
   return n.state;
 }
 
-function lastPing(n: SimNode, now: number): Date | null {
+/** The node as nodes() shows it: the view of the last call while its fields are the same. */
+function viewOf(n: SimNode, now: number): NodeView {
+  const instanceId = n.instanceId ?? '';
+  const state = reported(n);
+  const ping = lastPing(n, now);
+  const v = n.view;
+  if (
+    v !== undefined &&
+    v.instanceId === instanceId &&
+    v.state === state &&
+    (v.lastPingAt?.getTime() ?? null) === ping
+  )
+    return v;
+  return (n.view = { id: n.id, instanceId, state, lastPingAt: ping === null ? null : new Date(ping) });
+}
+
+/** The last ping (ms), or null before the agent registered. */
+function lastPing(n: SimNode, now: number): number | null {
   if (n.registeredAt === null) return null;
   // Pings are not events: a live agent pings at registeredAt + k × interval, so the last one is
   // computed on demand. A year of pings from thousands of nodes would otherwise dominate the run.
   const until = Math.min(now, n.pingsStoppedAt ?? now);
   const k = Math.floor((until - n.registeredAt) / n.pingIntervalMs);
-  return new Date(n.registeredAt + Math.max(0, k) * n.pingIntervalMs);
+  return n.registeredAt + Math.max(0, k) * n.pingIntervalMs;
 }

@@ -82,6 +82,8 @@ export interface RunStats {
   virtualMs: number;
   /** Opportunistic containers and guaranteed ones claiming capacity back (src/sim/opportunistic.ts). */
   opportunistic: OpportunisticStats;
+  /** Passes that planned in full and those that reused the last plan (scheduler/incremental.ts). */
+  planner: { full: number; reused: number };
 }
 
 export interface RunResult {
@@ -118,6 +120,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     hitTimeLimit: false,
     virtualMs: 0,
     opportunistic: { submitted: 0, grew: 0, claimsBack: 0, requeued: 0, guaranteedShort: 0 },
+    planner: { full: 0, reused: 0 },
   };
 
   // --- when to run a pass -------------------------------------------------------------------------
@@ -454,6 +457,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   const end = clock.nowMs();
   stats.virtualMs = end - start;
   stats.opportunistic = claim.stats;
+  stats.planner = dispatcher.plannerStats;
 
   const record: RunRecord = {
     policy: o.policy,

@@ -733,6 +733,24 @@ const rows: Row[] = [
     }),
     actions: [lock('c1'), create('t1', 'c1')],
   },
+  {
+    name: 'an instance listing one described and one unknown container takes no new work',
+    snapshot: snap({
+      config: { maxPriceFactor: 10 },
+      instances: [inst('i-1', 't4', 'running', { containers: ['c2', 'mystery'] })],
+      containers: [ctr('c1'), ctr('c2', { state: 'Running', instance: 'i-1' })],
+    }),
+    actions: [lock('c1'), create('t1', 'c1')],
+  },
+  {
+    name: 'an instance listing only described containers takes work in the room they leave',
+    snapshot: snap({
+      config: { maxPriceFactor: 10 },
+      instances: [inst('i-1', 't4', 'running', { containers: ['c2'] })],
+      containers: [ctr('c1'), ctr('c2', { state: 'Running', instance: 'i-1' })],
+    }),
+    actions: [lock('c1'), start('c1', 'i-1')],
+  },
   // Instance lifecycle.
   {
     name: 'idle with no arrival likely to use it: shut down at once',

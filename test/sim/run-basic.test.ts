@@ -12,6 +12,9 @@ describe('runSimulation', () => {
       policy: 'berth',
     });
     expect(stats.hitTimeLimit).toBe(false);
+    // Every pass either planned in full or reused the last plan (stats.planner, docs/SIMULATOR.md).
+    expect(stats.planner.full).toBeGreaterThan(0);
+    expect(stats.planner.full + stats.planner.reused).toBe(stats.passes);
     expect(report.containers).toEqual({ total: 1, started: 1, completed: 1, neverStarted: 0 });
     expect(report.instances.created).toBe(1);
     expect(report.wait.p50).toBe(60);

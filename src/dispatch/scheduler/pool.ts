@@ -64,8 +64,7 @@ export function viewPool(
     const mine = assigned.get(inst.id) ?? [];
     // Ids the instance reports that the snapshot does not describe: their usage is unknown, so the
     // instance takes no new work rather than risk over-committing it.
-    let opaque = 0;
-    for (const id of inst.containers) if (!mine.some((c) => c.id === id)) opaque++;
+    const opaque = unknownIds(inst.containers, mine);
     const empty = mine.length === 0 && opaque === 0;
     const held = inst.idleBehavior === 'hold';
     const bootDeadline = inst.stateSince.getTime() + config.bootTimeoutMs;
@@ -114,4 +113,18 @@ export function viewPool(
   }
   slots.sort(compareSlots);
   return { slots, keeps, shutdowns, liveCount, instanceOf };
+}
+
+/** How many of `ids` no container of `mine` has (no closure per id: this runs for every instance, every pass). */
+function unknownIds(ids: readonly string[], mine: readonly SnapshotContainer[]): number {
+  let unknown = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i]!;
+    // Usually both list the same containers in the same order.
+    if (i < mine.length && mine[i]!.id === id) continue;
+    let found = false;
+    for (let j = 0; j < mine.length && !found; j++) found = mine[j]!.id === id;
+    if (!found) unknown++;
+  }
+  return unknown;
 }
