@@ -6,6 +6,7 @@
 // whose last container alone brings the fan-in gets 1/N per end: the sum over its N ends is right), and
 // the shape of its most recent arrivals.
 import { meanPerEnd } from './scheduler/ahead.js';
+import { shapeOf } from './scheduler/fitting.js';
 import type { ContainerShape, FanOut, SnapshotContainer } from './scheduler/types.js';
 
 /** How long after some containers ended new arrivals are counted as theirs. */
@@ -95,15 +96,4 @@ export class FanOuts {
     this.cached = null;
     return true;
   }
-}
-
-function shapeOf(c: SnapshotContainer): ContainerShape {
-  return {
-    vcpus: c.vcpus,
-    ram: c.ram,
-    scratch: c.scratch,
-    gpus: c.gpus,
-    preemptible: c.preemptible,
-    instanceTypes: c.instanceTypes,
-  };
 }

@@ -6,21 +6,16 @@ import { describe, expect, it } from 'vitest';
 import { FanOuts, FAN_OUT_WINDOW_MS } from '../../src/dispatch/fan-outs.js';
 import { RunHistory } from '../../src/dispatch/run-history.js';
 import { meanPerEnd, unitsIn } from '../../src/dispatch/scheduler/ahead.js';
+import { shapeOf } from '../../src/dispatch/scheduler/fitting.js';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
-import type { ContainerShape, RunEstimates, Snapshot } from '../../src/dispatch/scheduler/types.js';
+import type { RunEstimates, Snapshot } from '../../src/dispatch/scheduler/types.js';
 import { parseSnapshot } from '../../src/dispatch/snapshot-json.js';
 import { ago, ctr, GiB, inst, NOW, snap, type } from './builders.js';
 
 const t = NOW.getTime();
 const at = (s: number) => t + s * 1000;
-const ONE: ContainerShape = {
-  vcpus: 1,
-  ram: GiB,
-  scratch: 0,
-  gpus: 0,
-  preemptible: false,
-  instanceTypes: null,
-};
+/** The builders' default container shape: 1 vcpu, 1 GiB. */
+const ONE = shapeOf(ctr('shape'));
 // t2 holds two 1-vcpu containers; t4 is 2× the price, beyond max_price_factor 1.5 for one of them.
 const TYPES = [type('t2', 2, 4, 0.2), type('t4', 4, 16, 0.4)];
 
