@@ -139,6 +139,14 @@ export const SCHEDULER_OPTIONS = section(
       help: 'wait_for_running waits for an instance only if it is expected to free up this long before a new instance would have booted.',
     }),
     opt({
+      key: 'boot_ahead',
+      field: 'bootAhead',
+      kind: int(0),
+      default: 0,
+      defaultText: '0 (off)',
+      help: "Boot ahead of fan-outs (docs/SCHEDULER.md): the most containers' worth of capacity held for containers expected to arrive when running ones end (the snapshot's `estimates`: how many arrived per end of each step, and when the running ones end), created a boot time before those ends. 0: off.",
+    }),
+    opt({
       key: 'max_running_per_user',
       field: 'maxRunningPerUser',
       kind: nullable(int(1)),

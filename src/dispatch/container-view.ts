@@ -8,6 +8,7 @@
 // error (a cursor the queue no longer answers for, a lost connection); in between, only what changed
 // since the last read, so a pass in which nothing changed reads nothing but an empty answer.
 import type { ChangeCursor, ContainerChanges, DispatchQueue } from './ports.js';
+import { shapeOf } from './scheduler/fitting.js';
 import type { ArrivalCount, SnapshotContainer } from './scheduler/types.js';
 
 /** How the view was read, for tests and benchmarks. */
@@ -148,15 +149,7 @@ export class ContainerView {
     const key = `${c.vcpus}|${c.ram}|${c.scratch}|${c.gpus}|${c.preemptible ? 1 : 0}|${c.instanceTypes?.join(',') ?? '*'}`;
     let n = this.counts.get(key);
     if (n === undefined) {
-      n = {
-        vcpus: c.vcpus,
-        ram: c.ram,
-        scratch: c.scratch,
-        gpus: c.gpus,
-        preemptible: c.preemptible,
-        instanceTypes: c.instanceTypes,
-        count: 0,
-      };
+      n = { ...shapeOf(c), count: 0 };
       this.counts.set(key, n);
     }
     n.count++;

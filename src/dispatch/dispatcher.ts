@@ -292,9 +292,10 @@ export class Dispatcher {
       arrivals: this.view.arrivals(now),
     };
     // Run-time and boot estimates for wait_for_running, from what this dispatcher saw (run-history.ts).
-    if (o.config.waitForRunning) this.history.fill(snapshot);
+    const learn = o.config.waitForRunning || o.config.bootAhead > 0;
+    if (learn) this.history.fill(snapshot);
     const plan = this.planner.plan(snapshot);
-    if (o.config.waitForRunning) this.history.started(snapshot, plan);
+    if (learn) this.history.started(snapshot, plan);
     this.lastPlan = plan;
     await this.act(plan, now);
     await this.statusWriter.save(plan.statuses, now);

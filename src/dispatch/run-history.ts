@@ -6,6 +6,7 @@
 // measured wall time, or the first pass that sees it Running) to the first pass that no longer lists it;
 // an instance boots from its creation until it became ready (its stateSince when a pass first sees it
 // ready). Only the last SAMPLES of each are kept: recent behaviour is the estimate.
+import { FanOuts } from './fan-outs.js';
 import { estimateMs, runKey } from './scheduler/durations.js';
 import type { Plan, RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './scheduler/types.js';
 
@@ -41,6 +42,8 @@ export class RunHistory {
   private running = new Map<string, Started>();
   private readonly runs = new Map<string, Recent>();
   private readonly boots = new Recent();
+  /** Arrivals per end of each step (boot_ahead). */
+  private readonly fanOuts = new FanOuts();
   /** Instances seen booting, by id. */
   private readonly booting = new Set<string>();
   /** The instances of the last pass; null before the first. */
@@ -129,8 +132,10 @@ export class RunHistory {
         changed = true;
       }
     }
+    const ended: string[] = [];
     for (const [id, s] of this.running) {
       if (next.has(id) || requeued.has(id)) continue;
+      ended.push(s.key);
       let r = this.runs.get(s.key);
       if (r === undefined) this.runs.set(s.key, (r = new Recent()));
       r.push(Math.max(0, now - s.at));
@@ -139,6 +144,7 @@ export class RunHistory {
     }
     this.running = next;
     this.named = named;
+    if (named || this.fanOuts.pending) changed = this.fanOuts.observe(now, ended, containers) || changed;
     return changed;
   }
 
@@ -177,6 +183,10 @@ export class RunHistory {
         if (est !== null) this.steps[key] = est;
       }
     }
-    return any ? { bootMs, endsAt, steps: this.steps } : undefined;
+    const fanOut = this.fanOuts.estimates();
+    if (!any) return undefined;
+    const e: RunEstimates = { bootMs, endsAt, steps: this.steps };
+    if (Object.keys(fanOut).length > 0) e.fanOut = fanOut;
+    return e;
   }
 }

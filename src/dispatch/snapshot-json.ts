@@ -16,6 +16,7 @@ import type {
   ArrivalCount,
   CloudState,
   ContainerShape,
+  FanOut,
   MeasuredUsage,
   Plan,
   RunEstimates,
@@ -247,7 +248,10 @@ function recordOf(value: unknown, path: string, convert: (v: unknown) => number)
   return out;
 }
 
-/** `estimates` (wait_for_running): {"boot": "60s", "ends_at": {"c1": time}, "steps": {"align": "30s"}}. */
+/**
+ * `estimates` (wait_for_running, boot_ahead): {"boot": "60s", "ends_at": {"c1": time}, "steps": {"align":
+ * "30s"}, "fan_out": {"align": {"per_end": 4, "vcpus": 1, "ram": "2GiB"}}}.
+ */
 function parseEstimates(value: unknown): RunEstimates {
   const f = Fields.of(value, 'estimates');
   const e: RunEstimates = {
@@ -255,8 +259,22 @@ function parseEstimates(value: unknown): RunEstimates {
     endsAt: recordOf(orObject(f.raw('ends_at')), f.at('ends_at'), (v) => parseTime(v).getTime()),
     steps: recordOf(orObject(f.raw('steps')), f.at('steps'), parseDuration),
   };
+  const fanOut = f.raw('fan_out');
+  if (fanOut !== undefined) {
+    const g = Fields.of(fanOut, f.at('fan_out'));
+    e.fanOut = {};
+    for (const key of Object.keys(fanOut as Obj)) e.fanOut[key] = parseFanOut(g.raw(key), g.at(key));
+  }
   f.done();
   return e;
+}
+
+/** One step's fan-out: {"per_end": 4, "vcpus": 1, "ram": "2GiB", ...the shape of its arrivals}. */
+function parseFanOut(value: unknown, path: string): FanOut {
+  const f = Fields.of(value, path);
+  const o: FanOut = { perEnd: f.get('per_end', num(0)), shape: parseShape(f) };
+  f.done();
+  return o;
 }
 
 const orObject = (v: unknown): unknown => (v === undefined ? {} : v);

@@ -98,6 +98,7 @@ describe('parseSnapshot', () => {
       batchPacking: 'cost',
       waitForRunning: true,
       waitMarginMs: 0,
+      bootAhead: 0,
     });
     expect(s.instanceTypes).toEqual([
       {

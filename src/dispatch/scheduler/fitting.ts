@@ -9,7 +9,7 @@
 import { formatSize } from '../../model/units.js';
 import type { InstanceType } from '../../model/types.js';
 import { containerNeed, fits, largestFraction, typeCapacity, type Res } from './resources.js';
-import type { SchedulerConfig, SnapshotContainer } from './types.js';
+import type { ContainerShape, SchedulerConfig, SnapshotContainer } from './types.js';
 
 /** Everything the scheduler needs to know about one container shape. */
 export interface Shape {
@@ -41,6 +41,18 @@ export type ShapeConfig = Pick<
   SchedulerConfig,
   'ramOverhead' | 'maxPriceFactor' | 'maxSpendPerHour' | 'onDemandAfterInterruptions' | 'shareRule'
 >;
+
+/** A container's shape alone (what an arrival count or a fan-out records of it). */
+export function shapeOf(c: ContainerShape): ContainerShape {
+  return {
+    vcpus: c.vcpus,
+    ram: c.ram,
+    scratch: c.scratch,
+    gpus: c.gpus,
+    preemptible: c.preemptible,
+    instanceTypes: c.instanceTypes,
+  };
+}
 
 /** Rule 2's order: cheapest, then more ram, more vcpus, then name. */
 export function compareTypes(a: InstanceType, b: InstanceType): number {

@@ -6,6 +6,7 @@
 // existing capacity or on instances planned together (bins.ts); then shut idle instances down
 // (shutdown.ts) and top up the warm pool. Each waiting container gets a status (statuses.ts).
 import type { InstanceType } from '../../model/types.js';
+import { bootAhead } from './ahead.js';
 import { Pass } from './pass.js';
 import { placeWaiting } from './placement.js';
 import { arrivalRates } from './reuse.js';
@@ -19,8 +20,9 @@ export function plan(snap: Snapshot): Plan {
   const pass = new Pass(snap);
   settle(pass);
   placeWaiting(pass);
-  const shutdowns = releaseInstances(pass);
-  const warm = warmPool(pass, shutdowns.length);
+  const ahead = bootAhead(pass);
+  const shutdowns = releaseInstances(pass, ahead.keep);
+  const warm = [...ahead.creates, ...warmPool(pass, shutdowns.length)];
   return assemble(pass, shutdowns, warm);
 }
 
@@ -61,8 +63,11 @@ function settle(pass: Pass): void {
   }
 }
 
-/** Shutdowns: those the pool view decided (drain, boot timeout, …) and idle instances (shutdown.ts). */
-function releaseInstances(pass: Pass): { instance: string; reason: string }[] {
+/**
+ * Shutdowns: those the pool view decided (drain, boot timeout, …) and idle instances (shutdown.ts), but
+ * not those kept for expected arrivals (ahead.ts).
+ */
+function releaseInstances(pass: Pass, keep: Set<string>): { instance: string; reason: string }[] {
   const shutdowns = [...pass.pool.shutdowns];
   const head = pass.head;
   shutdowns.push(
@@ -75,6 +80,7 @@ function releaseInstances(pass: Pass): { instance: string; reason: string }[] {
       headBlock: head === null ? null : { container: head.container.id, limit: head.limit },
       arrivalRates: arrivalRates(pass.snap, pass.sortedTypes, pass.shapes),
       until: (at) => pass.until(at),
+      keep,
     }),
   );
   return shutdowns;

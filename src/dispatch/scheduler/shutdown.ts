@@ -50,6 +50,8 @@ export interface IdleInputs {
   arrivalRates: Float64Array;
   /** Records when a decision made now would flip (the plan's validUntil). */
   until: (at: number) => void;
+  /** Idle instances kept for arrivals expected when running containers end (boot_ahead, ahead.ts). */
+  keep?: Set<string>;
 }
 
 /** Idle instances to shut down (see the file comment). */
@@ -58,7 +60,13 @@ export function idleShutdowns(o: IdleInputs): Shutdown[] {
   const idle: { slot: Slot; inst: SnapshotInstance }[] = [];
   for (const slot of o.slots) {
     const inst = o.instanceOf.get(slot.id);
-    if (inst !== undefined && !slot.used && slot.count === 0 && inst.state === 'idle')
+    if (
+      inst !== undefined &&
+      !slot.used &&
+      slot.count === 0 &&
+      inst.state === 'idle' &&
+      !o.keep?.has(slot.id)
+    )
       idle.push({ slot, inst });
   }
   const candidates: { inst: SnapshotInstance; reason: string }[] = [];

@@ -116,6 +116,16 @@ export interface RunEstimates {
   endsAt: Record<string, number>;
   /** The run time expected of a container of each step (durations.ts runKey), ms. */
   steps: Record<string, number>;
+  /** How many containers, of which shape, arrived per end of a container of each step (boot_ahead, ahead.ts). */
+  fanOut?: Record<string, FanOut>;
+}
+
+/** What the end of one container of a step brings (boot_ahead): arrivals per end, and their usual shape. */
+export interface FanOut {
+  /** The mean number of containers that arrived per end, over the step's recent ends. */
+  perEnd: number;
+  /** The shape of the step's most recent arrivals. */
+  shape: ContainerShape;
 }
 
 export type Action =
