@@ -11,6 +11,7 @@ import { placeWaiting } from './placement.js';
 import { arrivalRates } from './reuse.js';
 import { idleShutdowns } from './shutdown.js';
 import { statusText } from './status.js';
+import { vacate } from './vacate.js';
 import type { Statuses } from './statuses.js';
 import type { Action, Plan, Snapshot } from './types.js';
 
@@ -19,6 +20,7 @@ export function plan(snap: Snapshot): Plan {
   const pass = new Pass(snap);
   settle(pass);
   placeWaiting(pass);
+  vacate(pass);
   const shutdowns = releaseInstances(pass);
   const warm = warmPool(pass, shutdowns.length);
   return assemble(pass, shutdowns, warm);
