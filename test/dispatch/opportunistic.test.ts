@@ -196,6 +196,17 @@ describe('lent room on a type beyond max_price_factor (opportunistic_any_type)',
   it('on: next to a lender expected to outlast it, yes; next to one about to end, no', () => {
     const on = { opportunisticAnyType: true };
     expect(run(on, [big({}), o()], known(2 * HOUR, HOUR))).toContainEqual(borrowed);
+    // The yes lasts until g's expected end less o's run: the plan is redone then.
+    const p = plan({
+      ...snap({
+        types,
+        config: { ...CONFIG, shareRule: 'price', ...on },
+        instances: [inst('i-1', 't4', 'running')],
+        containers: [big({}), o()],
+      }),
+      estimates: known(2 * HOUR, HOUR),
+    });
+    expect(p.validUntil).toBe(NOW.getTime() + HOUR + 1);
     expect(run(on, [big({}), o()], known(10 * 60_000, HOUR))).toContainEqual(created);
     // Its own run time unknown: not next to a lender known to end.
     expect(run(on, [big({}), o({ name: 'other-1' })], known(2 * HOUR, HOUR))).toContainEqual(created);

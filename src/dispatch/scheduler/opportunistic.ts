@@ -118,13 +118,24 @@ export class Borrowing {
   /**
    * Whether the borrower may take lent room on the slot, room aside: the capacity's own check (the cap, a
    * head's reservation, and its types within max_price_factor), or with opportunistic_any_type any type
-   * its lenders are expected to outlast it on (outlasts).
+   * its lenders are expected to outlast it on (outlasts). `changesAt` hears when a yes turns into a no as
+   * the clock moves (the plan's validUntil).
    */
-  mayBorrow(cap: Capacity, slot: Slot, c: SnapshotContainer, shape: Shape, now: number): boolean {
+  mayBorrow(
+    cap: Capacity,
+    slot: Slot,
+    c: SnapshotContainer,
+    shape: Shape,
+    now: number,
+    changesAt: (at: number) => void,
+  ): boolean {
     if (cap.mayTake(slot, shape, c.priority)) return true;
     if (!this.anyType || !cap.mayTake(slot, shape, c.priority, true)) return false;
     const run = expectedRunMs(c, this.estimates?.steps ?? {});
-    return outlasts(this.until.get(slot.id) ?? null, now, run);
+    const until = this.until.get(slot.id) ?? null;
+    const yes = outlasts(until, now, run);
+    if (yes && until !== null) changesAt(until - run + 1);
+    return yes;
   }
 
   /**
