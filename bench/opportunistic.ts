@@ -9,7 +9,7 @@
 import { resolve } from 'node:path';
 import { namedRng } from '../src/model/clock.js';
 import { defaultSimConfig } from '../src/sim/config.js';
-import { runSimulation, type SimJob } from '../src/sim/run.js';
+import { runSimulation, type SimJob, type RunResult } from '../src/sim/run.js';
 import { prepareWorkload } from '../src/sim/workload/prepare.js';
 
 const TRACES = ['KTH-SP2-1996-2.1-cln', 'lublin_256'].map((t) =>
@@ -37,37 +37,58 @@ function withUse(jobs: SimJob[], lo: number, hi: number, seed: number): SimJob[]
   });
 }
 
+/** The runs per trace: none opportunistic (the base), then half opportunistic under each set of rules. */
+const VARIANTS = [
+  { name: 'none opportunistic', fraction: 0, anyType: true, vacate: true, resume: false },
+  {
+    name: 'half, types within max_price_factor',
+    fraction: 0.5,
+    anyType: false,
+    vacate: false,
+    resume: false,
+  },
+  { name: 'half, any type', fraction: 0.5, anyType: true, vacate: false, resume: false },
+  { name: 'half, any type + vacate', fraction: 0.5, anyType: true, vacate: true, resume: false },
+  { name: 'half, any type + vacate, resumed', fraction: 0.5, anyType: true, vacate: true, resume: true },
+];
+
+const pct = (x: number, y: number) => `${y >= x ? '+' : ''}${(((y - x) / x) * 100).toFixed(1)}%`;
+
 export async function run(args: string[]): Promise<number> {
   const traces = flag(args, '--trace');
+  const only = flag(args, '--variant');
   const limit = flag(args, '--limit')[0];
   const [lo, hi] = (flag(args, '--use')[0] ?? '0.1-0.9').split('-').map(Number) as [number, number];
   const seed = 1;
   const rows: string[] = [
-    '| trace | jobs | run | cost | utilization vcpu / ram | wait p50 / p99 s | opportunistic | grew | claims back | requeued | guaranteed short |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| trace | jobs | run | cost | utilization vcpu / ram | wait p50 / p99 s | opportunistic | grew | claims back | requeued | vacated | guaranteed short |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const path of traces.length > 0 ? traces : TRACES) {
     const w = prepareWorkload(path, limit === undefined ? {} : { limit: Number(limit) });
     const jobs = withUse(w.jobs, lo, hi, seed);
-    const results = [];
-    for (const fraction of [0, 0.5]) {
+    let base: RunResult | null = null;
+    for (const v of VARIANTS) {
+      if (only.length > 0 && v.fraction > 0 && !only.includes(v.name)) continue;
       const config = defaultSimConfig();
-      config.opportunistic = { ...config.opportunistic, fraction };
+      config.opportunistic = { ...config.opportunistic, fraction: v.fraction, resume: v.resume };
+      config.scheduler = {
+        ...config.scheduler,
+        opportunisticAnyType: v.anyType,
+        opportunisticVacate: v.vacate,
+      };
       const t0 = performance.now();
       const r = await runSimulation({ jobs, workflows: w.workflows, config, seed, policy: 'berth' });
       const o = r.stats.opportunistic;
       const u = r.report.utilization;
+      const change = base === null ? '' : ` (${pct(base.report.cost.total, r.report.cost.total)})`;
+      const uChange = base === null ? '' : ` (${pct(base.report.utilization.vcpu ?? 1, u.vcpu ?? 1)})`;
       rows.push(
-        `| ${path.split('/').pop()} | ${jobs.length} | ${fraction === 0 ? 'none opportunistic' : 'half opportunistic'} | ${r.report.cost.total.toFixed(2)} | ${u.vcpu} / ${u.ram} | ${r.report.wait.p50} / ${r.report.wait.p99} | ${o.submitted} | ${o.grew} | ${o.claimsBack} | ${o.requeued} | ${o.guaranteedShort} |`,
+        `| ${path.split('/').pop()} | ${jobs.length} | ${v.name} | ${r.report.cost.total.toFixed(2)}${change} | ${u.vcpu} / ${u.ram}${uChange} | ${r.report.wait.p50} / ${r.report.wait.p99} | ${o.submitted} | ${o.grew} | ${o.claimsBack} | ${o.requeued} | ${o.vacated} | ${o.guaranteedShort} |`,
       );
-      console.error(`${path}: fraction ${fraction} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-      results.push(r);
+      console.error(`${path}: ${v.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      base ??= r;
     }
-    const [a, b] = results as [(typeof results)[0], (typeof results)[0]];
-    const pct = (x: number, y: number) => `${(((y - x) / x) * 100).toFixed(1)}%`;
-    rows.push(
-      `| | | change | ${pct(a.report.cost.total, b.report.cost.total)} | ${pct(a.report.utilization.vcpu ?? 1, b.report.utilization.vcpu ?? 1)} / ${pct(a.report.utilization.ram ?? 1, b.report.utilization.ram ?? 1)} | | | | | | |`,
-    );
   }
   console.log(rows.join('\n'));
   return 0;

@@ -183,6 +183,20 @@ export const SCHEDULER_OPTIONS = section(
       default: '5m',
       help: 'A running guaranteed container lends nothing to opportunistic containers until its usage has been measured for this long.',
     }),
+    opt({
+      key: 'opportunistic_any_type',
+      field: 'opportunisticAnyType',
+      kind: bool,
+      default: true,
+      help: 'An opportunistic container may borrow on an instance of any type, not only of the types max_price_factor lets it use (the room is paid for already): on those other types only next to guaranteed containers expected to outlast it (run-time estimates), or when nothing is known of them (opportunistic_vacate is the way out then).',
+    }),
+    opt({
+      key: 'opportunistic_vacate',
+      field: 'opportunisticVacate',
+      kind: bool,
+      default: true,
+      help: 'When no guaranteed container is left on an instance and its opportunistic containers would pay less on their own (their cheapest types × max_price_factor) than its price, they are requeued (reclaimed: retried at once, counting no failure) so that the instance can go.',
+    }),
     reuse(PROCESS_OPTIONS.option('max_dispatch_attempts'), {
       field: 'maxDispatchAttempts',
       help: 'A Queued container locked this many times is cancelled (perm). `berth dispatch` and `berth up` take it from the database (the server option of the same name), never from their own file.',

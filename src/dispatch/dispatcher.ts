@@ -482,6 +482,7 @@ export class Dispatcher {
         failureClass: a.class as FailureClass,
         reason: a.reason,
         retryable: a.retryable ?? true,
+        ...(a.reclaimed ? { reclaimed: true } : {}),
       })),
       ...of('kill').map((a) => ({
         id: a.container,

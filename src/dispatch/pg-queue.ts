@@ -191,6 +191,7 @@ export class PgQueue implements DispatchQueue {
           failureClass: it.failureClass,
           reason: it.reason,
           retryable: it.retryable ?? true,
+          reclaimed: it.reclaimed ?? false,
         },
       })),
     );

@@ -44,6 +44,8 @@ export interface CancelItem {
   reason: string;
   /** false: no retry can succeed, so the request ends now (src/model/retry.ts). Default true. */
   retryable?: boolean;
+  /** An opportunistic container taken off its instance: retried at once, counting no failure. */
+  reclaimed?: boolean;
 }
 
 /** The scheduler's status texts of waiting containers, by container id (SEAMS §3: h-sched's to reshape). */

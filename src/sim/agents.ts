@@ -89,7 +89,7 @@ export class SimAgents {
       this.usageEvents(a, c, gen);
       a.timers.set(
         c.id,
-        this.o.clock.schedule(this.o.clock.nowMs() + spec.durationMs, () => {
+        this.o.clock.schedule(this.o.clock.nowMs() + this.o.queue.runMs(c), () => {
           a.timers.delete(c.id);
           a.running.delete(c.id);
           if (!a.alive) return;

@@ -19,6 +19,7 @@ import {
   type Infer,
 } from '../config/declare.js';
 import {
+  bool,
   duration,
   int,
   nullable,
@@ -324,6 +325,19 @@ export const SIM_OPTIONS = section(
           kind: probability,
           default: 0.1,
           help: "Chance that a guaranteed job grows from its trace's use to its whole request at a random point of its run (the trace records averages only): its agent then freezes and requeues the opportunistic containers on its instance until what all use fits the instance, at once.",
+        }),
+        opt({
+          key: 'resume',
+          kind: bool,
+          default: false,
+          help: 'A reclaimed opportunistic container (taken off its instance by the scheduler: opportunistic_vacate) resumes where it stopped, as one that checkpoints (the vm runtime, or its own checkpoint directory) does: its retry runs what was left plus move_time. Off: it starts over.',
+        }),
+        opt({
+          key: 'move_time',
+          field: 'moveMs',
+          kind: duration(),
+          default: '5s',
+          help: 'What moving a resumed container costs its retry (save, copy, restore), with resume on.',
         }),
       ]),
       default: {},

@@ -22,6 +22,8 @@ export interface OpportunisticStats {
   requeued: number;
   /** Growths that did not fit even with every borrower gone (the guarantee broken): must be 0. */
   guaranteedShort: number;
+  /** Opportunistic containers the scheduler took off an instance no guaranteed one was left on (vacate.ts). */
+  vacated: number;
 }
 
 /** The usage a job's agent would sample, from its trace (averages over its run), within its request. */
@@ -39,19 +41,23 @@ export function traceUse(job: {
   };
 }
 
-/** The opportunistic fields of a job's request: whether it is opportunistic, and when it grows. */
+/**
+ * The opportunistic fields of a job's request: whether it is opportunistic (drawn, unless the job says so:
+ * `given`), and when it grows.
+ */
 export function opportunisticFields(
   duration: number,
   use: { vcpus: number; ram: number } | undefined,
   o: { fraction: number; claimProbability: number },
   rng: Rng,
+  given?: boolean,
 ): Pick<SimRequestSpec, 'opportunistic' | 'use' | 'growAtMs'> {
-  // Both draws every time, so one job's choice does not shift the next one's.
+  // Every draw every time, so one job's choice does not shift the next one's.
   const pick = rng();
   const grow = rng();
   const when = rng();
   if (use === undefined) return {};
-  if (pick < o.fraction) return { opportunistic: true, use };
+  if (given ?? pick < o.fraction) return { opportunistic: true, use };
   return { use, growAtMs: grow < o.claimProbability ? Math.floor(when * duration) : null };
 }
 
@@ -62,6 +68,7 @@ export class ClaimBack {
     claimsBack: 0,
     requeued: 0,
     guaranteedShort: 0,
+    vacated: 0,
   };
 
   constructor(private readonly queue: SimQueue) {}

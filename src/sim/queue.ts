@@ -86,6 +86,8 @@ interface SimRequest {
   /** Attempts ended by a spot interruption (the scheduler's on_demand_after_interruptions). */
   interruptions: number;
   final: boolean;
+  /** Work kept across reclaims by checkpoints (SimQueueOptions.resume), ms. */
+  doneMs: number;
   /** How it ended, once final. */
   outcome: 'success' | 'failed' | 'cancelled' | null;
   current: string;
@@ -155,6 +157,11 @@ export interface SimQueueOptions {
   /** The most ram an offered instance type holds: caps an OOM-killed retry's growth (grownRam). */
   largestRam?: number | null;
   observer?: QueueObserver;
+  /**
+   * A reclaimed container resumes from its checkpoint: its retry runs what is left plus `moveMs` (the
+   * simulator's opportunistic.resume); absent: it starts over.
+   */
+  resume?: { moveMs: number } | null;
 }
 
 /** The in-memory DispatchQueue of the simulator. */
@@ -210,6 +217,7 @@ export class SimQueue implements DispatchQueue {
       tempFailures: 0,
       interruptions: 0,
       final: false,
+      doneMs: 0,
       outcome: null,
       current: spec.id,
     };
@@ -311,7 +319,7 @@ export class SimQueue implements DispatchQueue {
   async cancel(items: CancelItem[], dispatcherId: string): Promise<ItemOutcome[]> {
     return items.map((it) =>
       outcome(it.id, () =>
-        this.cancelOne(it.id, dispatcherId, it.failureClass, it.reason, it.retryable ?? true),
+        this.cancelOne(it.id, dispatcherId, it.failureClass, it.reason, it.retryable ?? true, it.reclaimed),
       ),
     );
   }
@@ -340,9 +348,10 @@ export class SimQueue implements DispatchQueue {
     failureClass: FailureClass,
     reason: string,
     retryable: boolean,
+    reclaimed = false,
   ): void {
     const c = this.check('cancel', id, { kind: 'dispatcher', id: dispatcherId });
-    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason, retryable });
+    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass, reason, retryable, reclaimed });
   }
 
   async createNode(
@@ -689,9 +698,21 @@ export class SimQueue implements DispatchQueue {
     return c;
   }
 
+  /** How long the container runs: its request's duration, less what earlier attempts kept (resume). */
+  runMs(c: SimContainer): number {
+    const kept = c.request.doneMs;
+    return kept === 0 ? c.request.spec.durationMs : c.request.spec.durationMs - kept + this.o.resume!.moveMs;
+  }
+
   /** Ends a container and lets its request decide (src/store/finish.ts, with the same decideRetry). */
   private finish(c: SimContainer, end: ContainerEnd): void {
     const wasRunning = c.state === 'Running';
+    const resume = this.o.resume;
+    if (resume && end.reclaimed === true && wasRunning && c.startedAt !== null) {
+      const req = c.request;
+      const ran = this.o.now() - c.startedAt - (req.doneMs > 0 ? resume.moveMs : 0);
+      req.doneMs = Math.min(req.spec.durationMs - 1, req.doneMs + Math.max(0, ran));
+    }
     this.detach(c);
     c.state = end.state;
     c.failureClass = end.failureClass;

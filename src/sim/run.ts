@@ -18,6 +18,7 @@ import { SimCloud } from '../cloud/sim/sim-cloud.js';
 import { DISPATCHER_TIMERS } from '../dispatch/config.js';
 import { Dispatcher, LeaseLostError, type DispatchEvent } from '../dispatch/dispatcher.js';
 import { namedRng } from '../model/clock.js';
+import { VACATED } from '../dispatch/scheduler/vacate.js';
 import { ClaimBack, opportunisticFields, traceUse, type OpportunisticStats } from './opportunistic.js';
 import type { InstanceType } from '../model/types.js';
 import { SimAgents, simBootData } from './agents.js';
@@ -33,8 +34,11 @@ import type { WorkflowRun, WorkloadJob } from './workload/types.js';
 /** Where virtual time starts (any fixed instant: reports print times relative to it). */
 export const SIM_EPOCH = Date.parse('2026-01-01T00:00:00Z');
 
-/** A workload job, optionally with the exit code its container reports (default 0). */
-export type SimJob = WorkloadJob & { exitCode?: number };
+/**
+ * A workload job, optionally with the exit code its container reports (default 0), and whether it is
+ * opportunistic instead of the seeded draw (opportunistic.fraction).
+ */
+export type SimJob = WorkloadJob & { exitCode?: number; opportunistic?: boolean };
 
 export interface RunOptions {
   /** Sorted by arrival (as loadWorkload returns them). */
@@ -119,7 +123,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     requests: { success: 0, failed: 0, cancelled: 0, open: 0 },
     hitTimeLimit: false,
     virtualMs: 0,
-    opportunistic: { submitted: 0, grew: 0, claimsBack: 0, requeued: 0, guaranteedShort: 0 },
+    opportunistic: { submitted: 0, grew: 0, claimsBack: 0, requeued: 0, guaranteedShort: 0, vacated: 0 },
     planner: { full: 0, reused: 0 },
   };
 
@@ -157,6 +161,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     rng: namedRng(o.seed, 'retry'),
     maxDispatchAttempts: cfg.scheduler.maxDispatchAttempts,
     largestRam: Math.max(...cfg.catalog.map((t) => t.ram)) - cfg.scheduler.ramOverhead,
+    resume: cfg.opportunistic.resume ? { moveMs: cfg.opportunistic.moveMs } : null,
     observer: {
       created: (c) => {
         const s = c.request.spec;
@@ -284,6 +289,14 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
         });
         break;
       }
+      case 'container-cancelled':
+        // A vacated container's retry is Queued at once: it wants a pass of its own, as the store's notify
+        // would wake the dispatcher for it.
+        if (e.reason.startsWith(VACATED)) {
+          claim.stats.vacated++;
+          passAt(e.at.getTime());
+        }
+        break;
       case 'create-failed':
         stats.createFailures++;
         // A type paused by a capacity error comes back after the dispatcher's capacity TTL (60 s).
@@ -326,8 +339,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
   const submit = (j: SimJob): void => {
     if (j.name !== undefined || j.usage !== undefined) jobMeta.set(j.id, { name: j.name, usage: j.usage });
     const opp =
-      cfg.opportunistic.fraction > 0
-        ? opportunisticFields(j.duration, traceUse(j), cfg.opportunistic, oppRng)
+      cfg.opportunistic.fraction > 0 || j.opportunistic !== undefined
+        ? opportunisticFields(j.duration, traceUse(j), cfg.opportunistic, oppRng, j.opportunistic)
         : {};
     if (opp.opportunistic) claim.stats.submitted++;
     queue.submit({

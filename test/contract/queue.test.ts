@@ -279,6 +279,19 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       expect(await s.request(temp)).toMatchObject({ final: true, outcome: 'failed', tempFailures: 2 });
     });
 
+    it('a reclaimed cancel (a vacated borrower) is retried at once and spends neither attempts nor temp retries', async () => {
+      const s = await make();
+      const r = await s.submit({ maxTempRetries: 0 });
+      const c = await running(s, r);
+      const item = { id: c.id, failureClass: 'temp' as const, reason: 'vacated: i-1', reclaimed: true };
+      expect(await s.queue.cancel([item], D)).toEqual([{ id: c.id, ok: true }]);
+      const retry = await s.current(r);
+      expect(retry).not.toBe(c.id);
+      expect(await s.container(retry)).toMatchObject({ state: 'Queued', runAfter: null, attempt: 2 });
+      expect(await s.request(r)).toMatchObject({ final: false, attempts: 0, tempFailures: 0 });
+      expect(await ids(s)).toContain(retry);
+    });
+
     it("a temp retry waits for the request's own run_after when that is later than the backoff", async () => {
       const s = await make();
       const r = await s.submit({ runAfterMs: 3_600_000 });

@@ -5,8 +5,14 @@ import { describe, expect, it } from 'vitest';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
 import { lent, RECLAIM_AVOID_MS } from '../../src/dispatch/scheduler/opportunistic.js';
 import { parseSnapshot } from '../../src/dispatch/snapshot-json.js';
-import type { MeasuredUsage, SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
-import { ctr, GiB, inst, NOW, snap, type } from './builders.js';
+import type {
+  MeasuredUsage,
+  RunEstimates,
+  SchedulerConfig,
+  SnapshotContainer,
+} from '../../src/dispatch/scheduler/types.js';
+import { toVacate } from '../../src/dispatch/scheduler/vacate.js';
+import { ago, ctr, GiB, inst, NOW, snap, type } from './builders.js';
 
 const TYPES = [type('t4', 4, 16, 0.8)];
 const HOUR = 3_600_000;
@@ -153,20 +159,120 @@ describe('the snapshot JSON (berth plan)', () => {
   });
 });
 
-describe('the price of lent room', () => {
-  it('a borrower keeps to max_price_factor: room on a much bigger instance outlives its lender', () => {
-    // c1 costs 0.1; t4 (0.8) is far above 1.5 × 0.1. Borrowing there kept t4 instances alive for small
-    // borrowers after their lenders ended: +9% cost on KTH, +13% on lublin (docs/PERFORMANCE.md).
-    const types = [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)];
-    const actions = plan(
+describe('lent room on a type beyond max_price_factor (opportunistic_any_type)', () => {
+  // c1 costs 0.1; t4 (0.8) is far above 1.5 × 0.1: a 1-CPU borrower may not take free room there.
+  const types = [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)];
+  const o = (extra: Partial<SnapshotContainer> = {}) =>
+    ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, name: 'small-7', ...extra });
+  const run = (config: Partial<SchedulerConfig>, containers: SnapshotContainer[], estimates?: RunEstimates) =>
+    plan({
+      ...snap({
+        types,
+        config: { ...CONFIG, shareRule: 'price', ...config },
+        instances: [inst('i-1', 't4', 'running')],
+        containers,
+      }),
+      ...(estimates === undefined ? {} : { estimates }),
+    }).actions;
+  const borrowed = { op: 'start', container: 'o', instance: 'i-1' };
+  const created = { op: 'create', type: 'c1', for: ['o'] };
+  /** The estimates: g is expected to end in `gEndsIn` ms, a "small" step runs `smallMs`. */
+  const known = (gEndsIn: number, smallMs?: number): RunEstimates => ({
+    bootMs: 60_000,
+    endsAt: { g: NOW.getTime() + gEndsIn },
+    steps: smallMs === undefined ? {} : { small: smallMs },
+  });
+
+  it('off: a borrower keeps to max_price_factor and an instance is created for it', () => {
+    expect(run({ opportunisticAnyType: false }, [big({}), o()])).toContainEqual(created);
+  });
+
+  it('on: it borrows on the bigger instance instead of a create when nothing is known of run times', () => {
+    const actions = run({ opportunisticAnyType: true }, [big({}), o()]);
+    expect(actions).toContainEqual(borrowed);
+    expect(actions.some((a) => a.op === 'create')).toBe(false);
+  });
+
+  it('on: next to a lender expected to outlast it, yes; next to one about to end, no', () => {
+    const on = { opportunisticAnyType: true };
+    expect(run(on, [big({}), o()], known(2 * HOUR, HOUR))).toContainEqual(borrowed);
+    // The yes lasts until g's expected end less o's run: the plan is redone then.
+    const p = plan({
+      ...snap({
+        types,
+        config: { ...CONFIG, shareRule: 'price', ...on },
+        instances: [inst('i-1', 't4', 'running')],
+        containers: [big({}), o()],
+      }),
+      estimates: known(2 * HOUR, HOUR),
+    });
+    expect(p.validUntil).toBe(NOW.getTime() + HOUR + 1);
+    expect(run(on, [big({}), o()], known(10 * 60_000, HOUR))).toContainEqual(created);
+    // Its own run time unknown: not next to a lender known to end.
+    expect(run(on, [big({}), o({ name: 'other-1' })], known(2 * HOUR, HOUR))).toContainEqual(created);
+  });
+
+  it('on a type within max_price_factor the lender need not outlast it', () => {
+    const actions = plan({
+      ...snap({
+        types: TYPES,
+        config: { ...CONFIG, opportunisticAnyType: true },
+        instances: [inst('i-1', 't4', 'running')],
+        containers: [big({}), ctr('o', { opportunistic: true, vcpus: 2, ram: 8 * GiB, name: 'x-1' })],
+      }),
+      estimates: known(60_000, HOUR),
+    }).actions;
+    expect(actions).toContainEqual(borrowed);
+  });
+});
+
+describe('vacating an instance only borrowers are left on (opportunistic_vacate)', () => {
+  const types = [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)];
+  const running = (id: string, extra: Partial<SnapshotContainer> = {}) =>
+    ctr(id, { opportunistic: true, vcpus: 1, ram: GiB, state: 'Running', instance: 'i-1', ...extra });
+  const run = (containers: SnapshotContainer[], config: Partial<SchedulerConfig> = {}, created = ago(3600)) =>
+    plan(
       snap({
         types,
-        config: { ...CONFIG, shareRule: 'price' },
-        instances: [inst('i-1', 't4', 'running')],
-        containers: [big({}), ctr('o', { opportunistic: true, vcpus: 1, ram: GiB })],
+        config: { ...CONFIG, opportunisticVacate: true, ...config },
+        instances: [inst('i-1', 't4', 'running', { createdAt: created })],
+        containers,
       }),
-    ).actions;
-    expect(actions).toContainEqual({ op: 'create', type: 'c1', for: ['o'] });
+    );
+  const cancels = (p: ReturnType<typeof run>) => p.actions.filter((a) => a.op === 'cancel');
+
+  it('its borrowers are requeued as reclaimed (no retry spent), so the instance can go', () => {
+    // Each would pay 1.5 × 0.1 on its own; t4 costs 0.8 > 0.3.
+    const out = cancels(run([running('o1'), running('o2')]));
+    expect(out.map((a) => a.op === 'cancel' && [a.container, a.class, a.reclaimed])).toEqual([
+      ['o1', 'temp', true],
+      ['o2', 'temp', true],
+    ]);
+    expect(out[0]!.op === 'cancel' && out[0]!.reason).toMatch(
+      /^vacated: no guaranteed container is left on instance i-1/,
+    );
+  });
+
+  it('not while a guaranteed container is on it, nor when they would pay its price anyway, nor when off', () => {
+    expect(cancels(run([running('o1'), big({})]))).toEqual([]);
+    // Six 1-CPU borrowers would pay 6 × 0.15 = 0.9 ≥ 0.8 on their own.
+    const six = ['a', 'b', 'c', 'd', 'e', 'f'].map((id) => running(id));
+    expect(cancels(run(six))).toEqual([]);
+    expect(cancels(run([running('o1')], { opportunisticVacate: false }))).toEqual([]);
+  });
+
+  it('not while the instance is paid for anyway (min_billing_period); the plan is redone then', () => {
+    const p = run([running('o1')], { minBillingPeriodMs: 2 * HOUR }, ago(3600));
+    expect(cancels(p)).toEqual([]);
+    expect(p.validUntil).toBe(NOW.getTime() + HOUR);
+  });
+
+  it('toVacate: only Running opportunistic containers of a positive priority', () => {
+    const price = () => 0.15;
+    expect(toVacate(0.8, [running('o1')], price).map((c) => c.id)).toEqual(['o1']);
+    expect(toVacate(0.8, [running('o1', { state: 'Locked' })], price)).toEqual([]);
+    expect(toVacate(0.8, [running('o1', { priority: 0 })], price)).toEqual([]);
+    expect(toVacate(0.8, [], price)).toEqual([]);
   });
 });
 

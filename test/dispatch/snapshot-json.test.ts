@@ -88,6 +88,8 @@ describe('parseSnapshot', () => {
       onDemandAfterInterruptions: null,
       opportunisticMargin: 0.25,
       opportunisticMinObservationMs: 300_000,
+      opportunisticAnyType: true,
+      opportunisticVacate: true,
       maxDispatchAttempts: 10,
       maxIdleTimeMs: 600_000,
       minBillingPeriodMs: 0,

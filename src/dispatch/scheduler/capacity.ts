@@ -79,14 +79,14 @@ export class Capacity {
   }
 
   /**
-   * Whether the slot may take the shape at this priority, room aside: its type (within max_price_factor),
-   * the cap, a head's reservation.
+   * Whether the slot may take the shape at this priority, room aside: its type (within max_price_factor,
+   * unless `anyType`: a borrower's, opportunistic.ts), the cap, a head's reservation.
    */
-  mayTake(slot: Slot, shape: Shape, priority: number): boolean {
+  mayTake(slot: Slot, shape: Shape, priority: number, anyType = false): boolean {
     return (
       priority >= slot.reservedBelow &&
       (this.maxPerInstance === 0 || slot.count < this.maxPerInstance) &&
-      shape.usableByIndex[slot.typeIndex] === 1
+      (anyType || shape.usableByIndex[slot.typeIndex] === 1)
     );
   }
 

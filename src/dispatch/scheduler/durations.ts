@@ -30,6 +30,11 @@ export function estimateMs(samples: readonly number[]): number | null {
   return sorted[(sorted.length - 1) >> 1]!;
 }
 
+/** The run time expected of a container: its step's median (ms), or Infinity when unknown. */
+export function expectedRunMs(c: SnapshotContainer, steps: Record<string, number>): number {
+  return c.name === undefined ? Infinity : (steps[runKey(c.name)] ?? Infinity);
+}
+
 /** Room that frees up at a time (a Running container's expected end), or is taken over an interval. */
 interface Change {
   at: number;
@@ -96,7 +101,7 @@ export class Freeing {
 
   /** The run time expected of a container: its step's median, or Infinity when unknown. */
   runMs(c: SnapshotContainer): number {
-    return c.name === undefined ? Infinity : (this.steps[runKey(c.name)] ?? Infinity);
+    return expectedRunMs(c, this.steps);
   }
 
   /**

@@ -11,14 +11,23 @@
 // way out. When a guaranteed container grows back into what it lent, its agent freezes the borrowers and
 // they are requeued (the agent's side); the scheduler never needs to act for it to get its request.
 //
+// Which lenders (opportunistic_any_type, on by default): a borrower may take lent room on an instance of
+// any type, not only of the types max_price_factor lets it use, because the room is paid for already. What
+// made that lose before (docs/PERFORMANCE.md) was a small borrower keeping a large instance alive after its
+// lenders had ended; two rules stop it. On a type beyond max_price_factor a borrower goes only next to
+// guaranteed containers expected to outlast it (the run-time estimates of durations.ts: the latest known
+// expected end of the instance's guaranteed containers at or after the borrower's expected end); when
+// nothing is known of either, it may go, and vacate.ts takes it off again if its lenders end first.
+//
 // Accounting within a pass: an instance's free room already has every assigned container's full request
 // taken off (pool.ts), opportunistic ones included, so a borrower makes it negative. A borrower fits when
 // its need fits into free room plus what the instance's guaranteed containers lend; each placement then
 // takes its need off the free room as any placement does, so what is lent is never lent twice.
-import type { Slot } from './capacity.js';
+import type { Capacity, Slot } from './capacity.js';
+import { expectedRunMs } from './durations.js';
 import type { Shape } from './fitting.js';
 import type { Res } from './resources.js';
-import type { SchedulerConfig, SnapshotContainer } from './types.js';
+import type { RunEstimates, SchedulerConfig, SnapshotContainer } from './types.js';
 
 /**
  * How long a reclaimed container's retry is kept out of the lent room of the instance that reclaimed it:
@@ -52,20 +61,81 @@ export function lent(
   return out;
 }
 
+/** The latest expected end (ms) of the guaranteed containers on an instance, or null when none is known. */
+export function guaranteedUntil(
+  containers: SnapshotContainer[],
+  endsAt: Record<string, number>,
+): number | null {
+  let until: number | null = null;
+  for (const c of containers) {
+    const end = c.opportunistic ? undefined : endsAt[c.id];
+    if (end !== undefined && (until === null || end > until)) until = end;
+  }
+  return until;
+}
+
+/**
+ * Whether a borrower expected to run `runMs` from `now` may go next to guaranteed containers expected to
+ * end by `until` on an instance of a type beyond its max_price_factor: when they are expected to outlast
+ * it, or when nothing is known of them (vacate.ts is the way out then). A borrower whose own run time is
+ * unknown does not go next to lenders known to end.
+ */
+export function outlasts(until: number | null, now: number, runMs: number): boolean {
+  return until === null || now + runMs <= until;
+}
+
+type BorrowConfig = Pick<
+  SchedulerConfig,
+  'opportunisticMargin' | 'opportunisticMinObservationMs' | 'opportunisticAnyType'
+>;
+
 /** The pass's view of lent capacity: instance id → what its guaranteed containers lend. */
 export class Borrowing {
-  constructor(private readonly lentBy: Map<string, Res>) {}
+  constructor(
+    private readonly lentBy: Map<string, Res>,
+    /** Per lending instance: its guaranteed containers' latest expected end (guaranteedUntil). */
+    private readonly until: Map<string, number | null>,
+    private readonly anyType: boolean,
+    private readonly estimates: RunEstimates | undefined,
+  ) {}
 
   static of(
     assigned: Map<string, SnapshotContainer[]>,
-    config: Pick<SchedulerConfig, 'opportunisticMargin' | 'opportunisticMinObservationMs'>,
+    config: BorrowConfig,
+    estimates: RunEstimates | undefined,
   ): Borrowing {
     const m = new Map<string, Res>();
+    const until = new Map<string, number | null>();
     for (const [instance, list] of assigned) {
       const r = lent(list, config);
-      if (r.mcpu > 0 || r.ram > 0) m.set(instance, r);
+      if (r.mcpu <= 0 && r.ram <= 0) continue;
+      m.set(instance, r);
+      until.set(instance, guaranteedUntil(list, estimates?.endsAt ?? {}));
     }
-    return new Borrowing(m);
+    return new Borrowing(m, until, config.opportunisticAnyType, estimates);
+  }
+
+  /**
+   * Whether the borrower may take lent room on the slot, room aside: the capacity's own check (the cap, a
+   * head's reservation, and its types within max_price_factor), or with opportunistic_any_type any type
+   * its lenders are expected to outlast it on (outlasts). `changesAt` hears when a yes turns into a no as
+   * the clock moves (the plan's validUntil).
+   */
+  mayBorrow(
+    cap: Capacity,
+    slot: Slot,
+    c: SnapshotContainer,
+    shape: Shape,
+    now: number,
+    changesAt: (at: number) => void,
+  ): boolean {
+    if (cap.mayTake(slot, shape, c.priority)) return true;
+    if (!this.anyType || !cap.mayTake(slot, shape, c.priority, true)) return false;
+    const run = expectedRunMs(c, this.estimates?.steps ?? {});
+    const until = this.until.get(slot.id) ?? null;
+    const yes = outlasts(until, now, run);
+    if (yes && until !== null) changesAt(until - run + 1);
+    return yes;
   }
 
   /**

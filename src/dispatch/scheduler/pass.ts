@@ -48,6 +48,8 @@ export class Pass {
   readonly owners: Owners;
   /** What running guaranteed containers lend to opportunistic ones (opportunistic.ts). */
   readonly borrowing: Borrowing;
+  /** Containers assigned to each instance (Locked with an instance, or Running): pool.ts assignments. */
+  readonly assigned: Map<string, SnapshotContainer[]>;
   /** Containers that wait for a place, in input order (queueOrder sorts them). */
   readonly waiting: SnapshotContainer[] = [];
   readonly evictable: Placement[] = [];
@@ -67,10 +69,11 @@ export class Pass {
     const rateLimit = snap.cloud.rateLimitedUntil?.getTime() ?? -Infinity;
     if (rateLimit > this.now) this.until(rateLimit);
     const assigned = assignments(snap.containers);
+    this.assigned = assigned;
     this.pool = viewPool(snap, this.typesByName, this.typeIndex, assigned, this.limits, (at) =>
       this.until(at),
     );
-    this.borrowing = Borrowing.of(assigned, this.config);
+    this.borrowing = Borrowing.of(assigned, this.config, snap.estimates);
     this.capacity = new Capacity(
       this.pool.slots,
       this.config.maxContainersPerInstance,

@@ -172,7 +172,7 @@ class Placer {
         // Not back into the room of the instance that reclaimed it, for a while (replanned when that ends).
         const until = avoidedUntil(c, s.id, pass.now);
         if (until !== null) pass.until(until);
-        return until === null && cap.mayTake(s, shape, priority);
+        return until === null && pass.borrowing.mayBorrow(cap, s, c, shape, pass.now, (at) => pass.until(at));
       });
       if (lent !== null) return this.place(c, shape, { slot: lent, growTo: -1 });
     }

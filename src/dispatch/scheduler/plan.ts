@@ -12,6 +12,7 @@ import { placeWaiting } from './placement.js';
 import { arrivalRates } from './reuse.js';
 import { idleShutdowns } from './shutdown.js';
 import { statusText } from './status.js';
+import { vacate } from './vacate.js';
 import type { Statuses } from './statuses.js';
 import type { Action, Plan, Snapshot } from './types.js';
 
@@ -20,6 +21,7 @@ export function plan(snap: Snapshot): Plan {
   const pass = new Pass(snap);
   settle(pass);
   placeWaiting(pass);
+  vacate(pass);
   const ahead = bootAhead(pass);
   const shutdowns = releaseInstances(pass, ahead.keep);
   const warm = [...ahead.creates, ...warmPool(pass, shutdowns.length)];

@@ -133,8 +133,19 @@ export type Action =
   | { op: 'lock'; container: string }
   | { op: 'start'; container: string; instance: string }
   | { op: 'unlock'; container: string; reason: string }
-  /** retryable false: no retry can succeed (no configured type can ever fit it), so its request ends. */
-  | { op: 'cancel'; container: string; class: 'perm' | 'temp'; reason: string; retryable?: false }
+  /**
+   * retryable false: no retry can succeed (no configured type can ever fit it), so its request ends.
+   * reclaimed: a running opportunistic container taken off its instance (vacate.ts): retried at once,
+   * counting no failure, as when its agent reclaims it (src/model/retry.ts).
+   */
+  | {
+      op: 'cancel';
+      container: string;
+      class: 'perm' | 'temp';
+      reason: string;
+      retryable?: false;
+      reclaimed?: true;
+    }
   | { op: 'shutdown'; instance: string; reason: string }
   | { op: 'kill'; container: string; instance: string };
 
