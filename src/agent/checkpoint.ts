@@ -20,6 +20,13 @@ export const CHECKPOINT_SIGNAL = 'SIGUSR1' as const;
 /** The directory below the container's scratch that $BERTH_CHECKPOINT_DIR names. */
 export const CHECKPOINT_SUBDIR = 'berth-checkpoint';
 
+/**
+ * The directory (in the container's own directory on the agent) where a runtime that saves whole
+ * containers (Runtime.wholeState: vm) saves one on a reclaim, and where the next attempt's agent unpacks
+ * it to resume it. It travels as the same tar archive as an application's checkpoint.
+ */
+export const WHOLE_STATE_SUBDIR = 'whole-state';
+
 /** A container's checkpoint calls: its id and per-lock token (the API checks both). */
 export interface CheckpointOwner {
   id: string;

@@ -53,6 +53,7 @@ import {
   type RunSpec,
   type Runtime,
   type Usage,
+  type WholeState,
 } from './types.js';
 import {
   Qmp,
@@ -61,6 +62,7 @@ import {
   saveVm,
   TCG_CACHE_MIB,
   Vm,
+  VM_ACCELS,
   type VmAccel,
   type VmMachine,
 } from './vm-snapshot.js';
@@ -162,6 +164,16 @@ export interface VmRuntimeOptions {
 export class VmRuntime implements Runtime {
   readonly name = 'vm';
 
+  /** A reclaim saves the whole guest (VmHandle.checkpoint) and the next attempt resumes it (restore). */
+  readonly wholeState: WholeState = {
+    save: (handle, dir) => {
+      if (!(handle instanceof VmHandle))
+        throw new Error(`not a vm container: ${handle.id} (${handle.runtime})`);
+      return handle.checkpoint(dir);
+    },
+    restore: (id, workDir, dir) => this.restore(id, workDir, dir),
+  };
+
   constructor(private readonly opts: VmRuntimeOptions = {}) {}
 
   private get guestDir(): string {
@@ -215,9 +227,8 @@ export class VmRuntime implements Runtime {
    * process making the same one at once loses the rename and uses the winner's.
    */
   private template(memoryMiB: number, cpus: number): Promise<string> {
-    const build = readFileSync(join(this.guestDir, 'build.json'), 'utf8');
     const key = createHash('sha256')
-      .update(JSON.stringify([build, GUEST_RUN, memoryMiB, cpus, this.accel, this.qemu]))
+      .update(JSON.stringify([this.build(), GUEST_RUN, memoryMiB, cpus, this.accel, this.qemu]))
       .digest('hex')
       .slice(0, 16);
     const root = this.opts.templateDir ?? join(tmpdir(), 'berth-vm-templates');
@@ -253,6 +264,11 @@ export class VmRuntime implements Runtime {
         await rm(tmp, { recursive: true, force: true });
       }
     });
+  }
+
+  /** The guest image's build.json: two guests from the same one can resume each other's saved state. */
+  private build(): string {
+    return readFileSync(join(this.guestDir, 'build.json'), 'utf8');
   }
 
   /** The guest of this shape (its data disk and ports are set by the caller). */
@@ -326,7 +342,7 @@ export class VmRuntime implements Runtime {
       startedAt,
       cgroup: cgroup?.path ?? null,
       warning,
-      extra: { machine: JSON.stringify(machine) },
+      extra: { machine: JSON.stringify(machine), build: guestBuildKey(this.build()) },
     };
     await writeRunState(workDir, state);
     const handle = new VmHandle(state, workDir, cgroup, child);
@@ -351,16 +367,27 @@ export class VmRuntime implements Runtime {
 
   /**
    * Resumes a guest checkpointed to `dir` (VmHandle.checkpoint) as container `id` in `workDir`: the same
-   * machine, its ports wired to the new work dir. Resolves once it runs on.
+   * machine shape on this instance's own guest image (which must be the same build), its ports wired to
+   * the new work dir. Resolves once it runs on. Throws, starting nothing, on a checkpoint it cannot resume.
    */
   async restore(id: string, workDir: string, dir: string): Promise<VmHandle> {
     const why = await this.available();
     if (why) throw new RuntimeTransientError(this.name, why);
-    const saved = JSON.parse(await readFile(join(dir, 'machine.json'), 'utf8')) as VmMachine;
+    const shape = checkpointShape(await readFile(join(dir, 'machine.json'), 'utf8').catch(() => null));
+    const here = guestBuildKey(this.build());
+    if (shape.build !== here)
+      throw new RunSpecError(
+        `checkpoint: a guest of build ${shape.build} cannot resume on this instance's guest image (build ${here})`,
+      );
+    if (shape.accel !== this.accel)
+      throw new RunSpecError(
+        `checkpoint: saved under accel ${shape.accel}, this instance runs ${this.accel}`,
+      );
     await clearVmFiles(workDir);
     const data = join(workDir, 'data.img');
     await copyFile(join(dir, 'data.img'), data);
-    const machine: VmMachine = { ...saved, data, serial: ports(workDir), qemu: this.qemu };
+    // Only the shape comes from the checkpoint: the kernel, disks and QEMU are this instance's own.
+    const machine = { ...this.machine(shape.memoryMiB, shape.cpus), data, serial: ports(workDir) };
     return this.launch(id, workDir, machine, join(dir, 'state'), null);
   }
 
@@ -382,6 +409,48 @@ export class VmRuntime implements Runtime {
     const host = await probeCgroups(this.opts.cgroupRoot ?? CGROUP_ROOT);
     if (host.unusable === null) await killCgroup(containerCgroup(host, id, this.opts.cgroupParent));
   }
+}
+
+/** A short digest of a guest image's build.json (saved with a checkpoint, checked at its restore). */
+function guestBuildKey(build: string): string {
+  return createHash('sha256').update(build).digest('hex').slice(0, 16);
+}
+
+/** The machine a checkpoint's machine.json describes, checked field by field; throws naming the field. */
+function checkpointShape(text: string | null): {
+  memoryMiB: number;
+  cpus: number;
+  accel: VmAccel;
+  build: string;
+} {
+  const bad = (what: string): never => {
+    throw new RunSpecError(`checkpoint: ${what}`);
+  };
+  if (text === null) return bad('machine.json missing (not a vm checkpoint)');
+  let m: Record<string, unknown>;
+  try {
+    m = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return bad('machine.json: expected JSON');
+  }
+  if (typeof m !== 'object' || m === null) return bad('machine.json: expected an object');
+  const int = (field: string, max: number): number => {
+    const v = m[field];
+    return Number.isInteger(v) && (v as number) > 0 && (v as number) <= max
+      ? (v as number)
+      : bad(`machine.json ${field}: expected an integer 1..${max}, got ${JSON.stringify(v)}`);
+  };
+  const accel = m.accel;
+  if (!(VM_ACCELS as readonly unknown[]).includes(accel))
+    bad(`machine.json accel: expected ${VM_ACCELS.join(' or ')}, got ${JSON.stringify(accel)}`);
+  if (typeof m.build !== 'string' || !/^[0-9a-f]{16}$/.test(m.build))
+    bad(`machine.json build: expected the guest build's digest, got ${JSON.stringify(m.build)}`);
+  return {
+    memoryMiB: int('memoryMiB', 1024 * 1024),
+    cpus: int('cpus', 1024),
+    accel: accel as VmAccel,
+    build: m.build as string,
+  };
 }
 
 /** spec.sh: the command, environment, working directory and limits as shell words. */
@@ -680,7 +749,11 @@ export class VmHandle implements RunHandle {
     await mkdir(dir, { recursive: true });
     const saved = await saveVm(await this.link.qmp(), join(dir, 'state'));
     await copyFile(join(this.workDir, 'data.img'), join(dir, 'data.img'));
-    await writeFile(join(dir, 'machine.json'), this.state.extra.machine!);
+    const machine = JSON.parse(this.state.extra.machine!) as VmMachine;
+    await writeFile(
+      join(dir, 'machine.json'),
+      JSON.stringify({ ...machine, build: this.state.extra.build ?? null }),
+    );
     await writeFile(join(this.workDir, 'moved'), dir);
     killQuietly(this.state.shim.pid);
     return saved;
