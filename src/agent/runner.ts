@@ -272,10 +272,13 @@ export class ContainerRunner {
     order: StartOrder,
   ): Promise<{ restored: boolean; line: string | null }> {
     try {
-      const bytes = await this.ctx.checkpoints!.restore(entry, dir, order.checkpoint === true);
-      return bytes === null
+      const got = await this.ctx.checkpoints!.restore(entry, dir, order.checkpoint === true);
+      return got === null
         ? { restored: false, line: null }
-        : { restored: true, line: `checkpoint restored from an earlier attempt (${bytes} bytes)` };
+        : {
+            restored: true,
+            line: `checkpoint restored from an earlier attempt (${got.bytes} bytes, downloaded and unpacked in ${Math.round(got.ms)} ms)`,
+          };
     } catch (err) {
       this.log.warn(errorFields(err), 'restoring its checkpoint failed');
       return {
@@ -298,8 +301,9 @@ export class ContainerRunner {
     if (way?.kind !== 'whole') return runtime.start(spec);
     try {
       if (restored) {
+        const t0 = performance.now();
         const handle = await way.whole.restore(spec.id, spec.workDir, way.dir);
-        this.restoredCheckpoint = `${this.restoredCheckpoint ?? 'checkpoint restored'}; resumed from its whole state where it stood`;
+        this.restoredCheckpoint = `${this.restoredCheckpoint ?? 'checkpoint restored'}; resumed from its whole state where it stood in ${Math.round(performance.now() - t0)} ms`;
         return handle;
       }
     } catch (err) {

@@ -133,7 +133,11 @@ describe('a reclaim migrates a vm container by its whole state', () => {
       expect(system).toMatch(/reclaimed: frozen \(memory pressure/);
       const saved = /whole state saved by the vm runtime: (\d+) bytes in (\d+) ms/.exec(system);
       expect(saved, system).not.toBeNull();
-      expect(system).toMatch(/checkpoint kept: 3 file\(s\), \d+ bytes/);
+      const sent =
+        /checkpoint kept: 3 file\(s\), \d+ bytes \(a (\d+)-byte archive, packed and sent in (\d+) ms\)/.exec(
+          system,
+        );
+      expect(sent, system).not.toBeNull();
       expect(lines.some((l) => l.includes(`memory pressure`) && l.includes(`reclaimed ${opp}`))).toBe(true);
       const before = await h.text(opp, 'stdout');
       const last = Number(before.trim().split('\n').pop());
@@ -159,9 +163,11 @@ describe('a reclaim migrates a vm container by its whole state', () => {
       // Not restarted, nothing lost or repeated.
       expect(before + after).toBe(Array.from({ length: N }, (_, k) => `${k + 1}\n`).join(''));
       expect(after.startsWith('1\n')).toBe(false);
-      expect(await h.text(retry, 'system')).toMatch(
-        /checkpoint restored from an earlier attempt \(\d+ bytes\); resumed from its whole state where it stood/,
-      );
+      const resumed =
+        /checkpoint restored from an earlier attempt \((\d+) bytes, downloaded and unpacked in (\d+) ms\); resumed from its whole state where it stood in (\d+) ms/.exec(
+          await h.text(retry, 'system'),
+        );
+      expect(resumed, await h.text(retry, 'system')).not.toBeNull();
       const moved = (await h.store.containerList.events(retry)).filter((e) => e.kind === 'migrate');
       expect(moved.map((e) => e.message)).toEqual([
         expect.stringContaining(`from instance ${a.instanceId} to ${b.instanceId}`),
@@ -177,8 +183,9 @@ describe('a reclaim migrates a vm container by its whole state', () => {
         'no QEMU left on A or B',
       );
       console.log(
-        `vm migration (tcg, 224 MiB guest): save ${saved![2]} ms, ${(Number(saved![1]) / MiB).toFixed(1)} MiB; ` +
-          `counter stopped after ${last} of ${N}`,
+        `vm migration (tcg, 224 MiB guest): save ${saved![2]} ms (${(Number(saved![1]) / MiB).toFixed(1)} MiB state), ` +
+          `pack + upload ${sent![2]} ms (${(Number(sent![1]) / MiB).toFixed(1)} MiB archive), ` +
+          `download + unpack ${resumed![2]} ms, resume ${resumed![3]} ms; counter stopped after ${last} of ${N}`,
       );
     },
     600_000,

@@ -2,8 +2,8 @@
 // its own QEMU guest booted from the CI's `test` guest image (.ci/setup.d/40-guest.sh builds it), plus the
 // checkpoint/restore case: a counter saved to a file mid-run, its QEMU ended, resumed in another work dir
 // (another instance's), where it counts on from where it stood and exits with its own exit code.
-import { mkdtempSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
@@ -64,6 +64,32 @@ describe('vm runtime refusals', () => {
     await expect(runtime.start(s)).rejects.toThrow('gpus: the vm runtime cannot assign GPUs, got 1');
     await cleanupWorkDirs();
   });
+
+  itIf(typeof guest === 'string' ? guest : null)(
+    'refuses to resume a checkpoint it cannot (not a vm one, a bad shape, another guest build), naming why, starting nothing',
+    async () => {
+      const workDir = await makeWorkDir();
+      const ckpt = await makeWorkDir();
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        'checkpoint: machine.json missing (not a vm checkpoint)',
+      );
+      const shape = { memoryMiB: 224, cpus: 1, accel: 'tcg', build: '0123456789abcdef' };
+      await writeFile(join(ckpt, 'machine.json'), JSON.stringify({ ...shape, cpus: 0 }));
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        'checkpoint: machine.json cpus: expected an integer 1..1024, got 0',
+      );
+      await writeFile(join(ckpt, 'machine.json'), JSON.stringify({ ...shape, accel: 'hvf' }));
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        'checkpoint: machine.json accel: expected tcg or kvm, got "hvf"',
+      );
+      await writeFile(join(ckpt, 'machine.json'), JSON.stringify(shape));
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        /^checkpoint: a guest of build 0123456789abcdef cannot resume on this instance's guest image \(build [0-9a-f]{16}\)$/,
+      );
+      expect(existsSync(join(workDir, 'run.json'))).toBe(false);
+      await cleanupWorkDirs();
+    },
+  );
 
   it('is never chosen by auto-detection', () => {
     expect(DETECT_ORDER).not.toContain('vm');
