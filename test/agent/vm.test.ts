@@ -3,12 +3,12 @@
 // checkpoint/restore case: a counter saved to a file mid-run, its QEMU ended, resumed in another work dir
 // (another instance's), where it counts on from where it stood and exits with its own exit code.
 import { existsSync, mkdtempSync } from 'node:fs';
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createRuntime, DETECT_ORDER } from '../../src/agent/runtimes/detect.js';
-import { guestReportedExit, VmRuntime } from '../../src/agent/runtimes/vm.js';
+import { guestReportedExit, pruneTemplates, TEMPLATES_KEPT, VmRuntime } from '../../src/agent/runtimes/vm.js';
 import { findGuest } from '../helpers/guest.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
@@ -90,6 +90,28 @@ describe('vm runtime refusals', () => {
       await cleanupWorkDirs();
     },
   );
+
+  it('prunes its saved templates: unused for a week, beyond the most recently used, half-made ones left by a dead process', async () => {
+    const root = await makeWorkDir();
+    const now = Date.UTC(2026, 0, 10);
+    const hour = 3600 * 1000;
+    const at = async (name: string, ms: number) => {
+      await mkdir(join(root, name));
+      await utimes(join(root, name), new Date(ms), new Date(ms));
+    };
+    // t0 the most recently used .. t9 the least; old unused for 8 days; the one just made is kept anyway.
+    for (let i = 0; i < 10; i++) await at(`224m-1c-t${i}`, now - (i + 1) * hour);
+    await at('224m-1c-old', now - 8 * 24 * hour);
+    await at('.build-dead', now - 2 * hour);
+    await at('.build-live', now - 60_000);
+    const removed = await pruneTemplates(root, now, join(root, '224m-1c-t9'));
+    expect(removed.sort()).toEqual(['.build-dead', '224m-1c-old', '224m-1c-t8'].sort());
+    expect((await readdir(root)).sort()).toEqual(
+      ['.build-live', ...Array.from({ length: 8 }, (_, i) => `224m-1c-t${i}`), '224m-1c-t9'].sort(),
+    );
+    expect(TEMPLATES_KEPT).toBe(8);
+    await cleanupWorkDirs();
+  });
 
   it('is never chosen by auto-detection', () => {
     expect(DETECT_ORDER).not.toContain('vm');

@@ -28,8 +28,11 @@ import {
   copyFile,
   mkdir,
   open,
+  readdir,
   readFile,
   rm,
+  stat,
+  utimes,
   writeFile,
 } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
@@ -234,7 +237,12 @@ export class VmRuntime implements Runtime {
     const root = this.opts.templateDir ?? join(tmpdir(), 'berth-vm-templates');
     const dir = join(root, `${memoryMiB}m-${cpus}c-${key}`);
     return templates.run(dir, async () => {
-      if (existsSync(join(dir, 'state'))) return dir;
+      if (existsSync(join(dir, 'state'))) {
+        // Its last use: pruneTemplates keeps the recently used ones.
+        const now = new Date();
+        await utimes(dir, now, now).catch(() => {});
+        return dir;
+      }
       await mkdir(root, { recursive: true });
       const tmp = await mkdtemp(join(root, '.build-'));
       let vm: Vm | null = null;
@@ -258,6 +266,8 @@ export class VmRuntime implements Runtime {
         await rename(tmp, dir).catch(async (err: NodeJS.ErrnoException) => {
           if (!existsSync(join(dir, 'state'))) throw err;
         });
+        // A new one (a new shape, or a new guest build, QEMU or `run`): the old ones may be left unused.
+        await pruneTemplates(root, Date.now(), dir).catch(() => {});
         return dir;
       } finally {
         await vm?.kill();
@@ -409,6 +419,33 @@ export class VmRuntime implements Runtime {
     const host = await probeCgroups(this.opts.cgroupRoot ?? CGROUP_ROOT);
     if (host.unusable === null) await killCgroup(containerCgroup(host, id, this.opts.cgroupParent));
   }
+}
+
+/** How many saved templates (~90 MiB each) a template dir keeps: the most recently used ones. */
+export const TEMPLATES_KEPT = 8;
+/** A template unused this long is removed (another guest build's, a shape no longer asked for). */
+export const TEMPLATE_MAX_AGE_MS = 7 * 24 * 3600 * 1000;
+/** A half-made template (`.build-*`) this old was left by a process that died making it. */
+const TEMPLATE_BUILD_MAX_AGE_MS = 3600 * 1000;
+
+/**
+ * Removes from the template dir `root` the templates unused for TEMPLATE_MAX_AGE_MS (their directory's
+ * mtime is their last use), those beyond the TEMPLATES_KEPT most recently used, and half-made ones over an
+ * hour old; never `keep` (the one just made). Returns the names removed.
+ */
+export async function pruneTemplates(root: string, now: number, keep?: string): Promise<string[]> {
+  const found: { name: string; at: number }[] = [];
+  for (const name of await readdir(root).catch(() => [] as string[])) {
+    const st = await stat(join(root, name)).catch(() => null);
+    if (st?.isDirectory()) found.push({ name, at: st.mtimeMs });
+  }
+  const made = found.filter((t) => !t.name.startsWith('.')).sort((a, b) => b.at - a.at);
+  const gone = [
+    ...found.filter((t) => t.name.startsWith('.build-') && now - t.at > TEMPLATE_BUILD_MAX_AGE_MS),
+    ...made.filter((t, i) => i >= TEMPLATES_KEPT || now - t.at > TEMPLATE_MAX_AGE_MS),
+  ].filter((t) => join(root, t.name) !== keep);
+  for (const t of gone) await rm(join(root, t.name), { recursive: true, force: true });
+  return gone.map((t) => t.name);
 }
 
 /** A short digest of a guest image's build.json (saved with a checkpoint, checked at its restore). */
