@@ -8,6 +8,8 @@
 // start again, and A's output and B's together are 1..N exactly once.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { cgroupAt, cgroupsUnusable, probeCgroups, type Cgroup } from '../../src/agent/runtimes/cgroup.js';
 import type { Principal } from '../../src/store/tokens.js';
@@ -59,8 +61,8 @@ async function instanceGroup(name: string): Promise<Cgroup> {
  * The guaranteed neighbour growing to its request: a process in a group below `parent` that allocates
  * 1 GiB (touched) in 16 MiB steps, then holds it until killed.
  */
-async function grow(parent: string): Promise<void> {
-  const g = await instanceGroup(`${parent}/neighbour`);
+async function grow(parent: string, name = 'neighbour'): Promise<void> {
+  const g = await instanceGroup(`${parent}/${name}`);
   const js = `const held = []; const step = () => { if (held.length < 64) { held.push(Buffer.alloc(16 * 1048576, 1)); setTimeout(step, 20); } }; step(); setInterval(() => {}, 1000);`;
   neighbour = spawn(
     '/bin/sh',
@@ -176,6 +178,30 @@ describe('a reclaim migrates a vm container by its whole state', () => {
         state: 'Final',
         outcome: 'success',
       });
+      // A failed save falls back to the next way out: killed and requeued without a checkpoint (no retry
+      // spent), the reclaim event says why.
+      const opp2 = await h.submit({
+        command: ['/bin/sh', '-c', 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.2; done'],
+        ram: '64MiB',
+        max_temp_retries: 0,
+        opportunistic: true,
+      });
+      await h.assign(opp2, a);
+      await until(async () => (await h.text(opp2, 'stdout')).length > 0, 240_000, 'the second counter on A');
+      // Where its save would go is taken by a file: the save fails.
+      await writeFile(join(a.workDir, 'containers', opp2, 'whole-state'), '');
+      await grow(pa, 'neighbour2');
+      const ended2 = await h.waitState(opp2, ['Cancelled'], 120_000);
+      neighbour?.kill('SIGKILL');
+      const events2 = await h.store.containerList.events(opp2);
+      expect(events2.some((e) => e.kind === 'migrate')).toBe(false);
+      expect(events2.find((e) => e.kind === 'reclaim')?.message).toMatch(
+        /^reclaimed: memory pressure: .* \(whole-state save failed: .*whole-state.*\)$/,
+      );
+      const req2 = await h.store.requests.get(ended2.request_id);
+      expect(req2).toMatchObject({ state: 'Committed', temp_failures: 0 });
+      expect(await h.store.containers.get(req2.container_id!)).toMatchObject({ state: 'Queued' });
+
       // Nothing left running: the guest on A ended with its save, the one on B with its command.
       await until(
         async () => [a, b].every((n) => processesMentioning(n.workDir).length === 0),
