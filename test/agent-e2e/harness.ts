@@ -18,11 +18,22 @@ import { createLogger, formatLine } from '../../src/log/logger.js';
 import type { RequestInput } from '../../src/model/request.js';
 import { Notifier } from '../../src/store/notifier.js';
 import type { Store } from '../../src/store/store.js';
+import type { Principal } from '../../src/store/tokens.js';
 import { BIN } from '../helpers/cli.js';
 import { until } from '../helpers/cli.js';
 import { submit, testStore } from '../helpers/store.js';
 
 export const DISPATCHER = 'd-test';
+
+/** The user who submits these tests' requests (helpers/store.ts submit), for the calls made as her. */
+export const alice: Principal = {
+  tokenId: 0,
+  scope: 'user',
+  owner: 'alice',
+  nodeId: null,
+  dispatcherId: null,
+  maxPriority: null,
+};
 
 /** Waits for a condition with a deadline (the shared helper, re-exported for these tests). */
 export { until };
@@ -178,6 +189,12 @@ export class Harness {
       .filter((c) => c.stream === stream)
       .map((c) => c.data)
       .join('');
+  }
+
+  /** The messages of a container's `migrate` events, in order. */
+  async migrations(containerId: string): Promise<string[]> {
+    const events = await this.store.containerList.events(containerId);
+    return events.filter((e) => e.kind === 'migrate').map((e) => e.message);
   }
 
   async waitState(containerId: string, states: string[], timeoutMs = 30_000) {

@@ -12,21 +12,12 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { cgroupAt, cgroupsUnusable, probeCgroups, type Cgroup } from '../../src/agent/runtimes/cgroup.js';
-import type { Principal } from '../../src/store/tokens.js';
 import { processesMentioning } from '../helpers/cli.js';
 import { findGuest } from '../helpers/guest.js';
 import { itIf } from '../helpers/needs.js';
-import { Harness, until } from './harness.js';
+import { alice, Harness, until } from './harness.js';
 
 const MiB = 1024 * 1024;
-const alice: Principal = {
-  tokenId: 0,
-  scope: 'user',
-  owner: 'alice',
-  nodeId: null,
-  dispatcherId: null,
-  maxPriority: null,
-};
 const guest = findGuest('test');
 const missing =
   typeof guest === 'string'
@@ -170,8 +161,7 @@ describe('a reclaim migrates a vm container by its whole state', () => {
           await h.text(retry, 'system'),
         );
       expect(resumed, await h.text(retry, 'system')).not.toBeNull();
-      const moved = (await h.store.containerList.events(retry)).filter((e) => e.kind === 'migrate');
-      expect(moved.map((e) => e.message)).toEqual([
+      expect(await h.migrations(retry)).toEqual([
         expect.stringContaining(`from instance ${a.instanceId} to ${b.instanceId}`),
       ]);
       expect(await h.store.requests.get(ended.request_id)).toMatchObject({
