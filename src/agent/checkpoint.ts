@@ -20,6 +20,13 @@ export const CHECKPOINT_SIGNAL = 'SIGUSR1' as const;
 /** The directory below the container's scratch that $BERTH_CHECKPOINT_DIR names. */
 export const CHECKPOINT_SUBDIR = 'berth-checkpoint';
 
+/**
+ * The directory (in the container's own directory on the agent) where a runtime that saves whole
+ * containers (Runtime.wholeState: vm) saves one on a reclaim, and where the next attempt's agent unpacks
+ * it to resume it. It travels as the same tar archive as an application's checkpoint.
+ */
+export const WHOLE_STATE_SUBDIR = 'whole-state';
+
 /** A container's checkpoint calls: its id and per-lock token (the API checks both). */
 export interface CheckpointOwner {
   id: string;
@@ -37,17 +44,23 @@ export class ApiCheckpoints {
   /**
    * Creates the container's checkpoint directory `into` (writable by the container: its parent, the
    * scratch, is its own), then, when its request has one (`kept`: the start order says so), fills it with
-   * the kept checkpoint. Returns the archive's size when one was restored, else null.
+   * the kept checkpoint. Returns the archive's size and the time taken to download and unpack it when one
+   * was restored, else null.
    */
-  async restore(c: CheckpointOwner, into: string, kept: boolean): Promise<number | null> {
+  async restore(
+    c: CheckpointOwner,
+    into: string,
+    kept: boolean,
+  ): Promise<{ bytes: number; ms: number } | null> {
     await mkdir(into, { recursive: true });
     await openUp(into);
     if (!kept) return null;
+    const t0 = performance.now();
     const tar = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken), { signal: this.signal });
     if (!tar) return null;
     await runTar(['-x', '-f', '-', '-C', into, '--no-same-owner', '--no-same-permissions'], tar);
     await openUp(into);
-    return tar.length;
+    return { bytes: tar.length, ms: performance.now() - t0 };
   }
 
   /**
@@ -56,6 +69,7 @@ export class ApiCheckpoints {
    * container's log and whether it was kept, or null when there was nothing to keep.
    */
   async keep(c: CheckpointOwner, from: string, reclaimed: boolean): Promise<Kept | null> {
+    const t0 = performance.now();
     const tree = await listTree(from);
     if (tree === null || tree.files === 0) return null;
     // The files' bytes bound the archive's from below: no need to pack what cannot be sent.
@@ -83,7 +97,7 @@ export class ApiCheckpoints {
     });
     return {
       kept: true,
-      line: `checkpoint kept: ${tree.files} file(s), ${tree.bytes} bytes (a ${tar.length}-byte archive), for the next attempt`,
+      line: `checkpoint kept: ${tree.files} file(s), ${tree.bytes} bytes (a ${tar.length}-byte archive, packed and sent in ${Math.round(performance.now() - t0)} ms), for the next attempt`,
     };
   }
 }

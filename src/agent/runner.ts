@@ -8,7 +8,7 @@ import { errorFields, type Logger } from '../log/logger.js';
 import { oomWarning } from '../model/exit.js';
 import { Supervisor } from './supervisor.js';
 import type { StartFailure } from './runtimes/errors.js';
-import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage } from './runtimes/types.js';
+import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage, WholeState } from './runtimes/types.js';
 import {
   AbortedError,
   ApiHttpError,
@@ -19,7 +19,12 @@ import {
 } from './client.js';
 import { newLogCursor, type HandBackCause, type Journal, type JournalEntry } from './journal.js';
 import { LogShipper, type ShipperOptions } from './log-shipper.js';
-import { CHECKPOINT_SIGNAL, CHECKPOINT_SUBDIR, type ApiCheckpoints } from './checkpoint.js';
+import {
+  CHECKPOINT_SIGNAL,
+  CHECKPOINT_SUBDIR,
+  WHOLE_STATE_SUBDIR,
+  type ApiCheckpoints,
+} from './checkpoint.js';
 
 /** How the agent chooses runtimes: by image for new containers, by name for re-attach. */
 export interface RuntimeChoice {
@@ -54,6 +59,8 @@ export class ContainerRunner {
   private killRequested: string | null = null;
   /** What became of an earlier attempt's checkpoint (said in its log once supervised). */
   private restoredCheckpoint: string | null = null;
+  /** Why a reclaim's whole-state save failed (its end's reason says so), or null. */
+  private wholeNotSaved: string | null = null;
   /** The latest usage sample while it runs. */
   lastUsage: Usage | null = null;
   /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
@@ -173,13 +180,18 @@ export class ContainerRunner {
   }
 
   /**
-   * A frozen container keeps its memory: end it now. With a checkpoint store, it is first asked to write its
-   * checkpoint (SIGUSR1, which thaws it) and given checkpointWaitMs to exit; SIGKILL is sent before any
-   * thaw otherwise, so it never runs again. supervise() reports the end as a reclaimed temp cancel.
+   * A frozen container keeps its memory: end it now, in the way checkpointWay() chose. Whole state: its
+   * runtime saves it, still frozen, and ends it (a failed save falls through to the kill, said in its end's
+   * reason). Application-assisted: it is asked to write its checkpoint (SIGUSR1, which thaws it) and given
+   * checkpointWaitMs to exit. Otherwise SIGKILL is sent before any thaw, so it never runs again.
+   * supervise() keeps the checkpoint and reports the end as a reclaimed temp cancel.
    */
   private async endReclaimed(entry: JournalEntry, sup: Supervisor): Promise<void> {
+    const way = this.checkpointWay(entry);
     const waitMs = this.ctx.checkpointWaitMs ?? 0;
-    if (this.checkpointDir(entry) && waitMs > 0) {
+    if (way?.kind === 'whole') {
+      if (await this.saveWhole(way, sup)) return;
+    } else if (way && waitMs > 0) {
       await sup.handle.signal(CHECKPOINT_SIGNAL).catch(() => {});
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([sup.wait().catch(() => {}), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
@@ -188,10 +200,37 @@ export class ContainerRunner {
     await sup.handle.signal('SIGKILL').catch(() => {});
   }
 
-  /** The container's checkpoint directory ($BERTH_CHECKPOINT_DIR), for the process runtime only. */
-  private checkpointDir(entry: JournalEntry): string | null {
-    if (!this.ctx.checkpoints || !entry.requestId || entry.runtime !== 'process') return null;
-    return join(entry.runDir, 'scratch', CHECKPOINT_SUBDIR);
+  /** The runtime saves the whole container into `way.dir` and ends it; false (and why, kept) when it failed. */
+  private async saveWhole(way: CheckpointWay & { kind: 'whole' }, sup: Supervisor): Promise<boolean> {
+    try {
+      const saved = await way.whole.save(sup.handle, way.dir);
+      void this.shipper
+        ?.system(
+          `whole state saved by the ${sup.handle.runtime} runtime: ${saved.bytes} bytes in ${Math.round(saved.ms)} ms`,
+        )
+        .catch(() => {});
+      return true;
+    } catch (err) {
+      this.log.warn(errorFields(err), 'the whole-state save failed');
+      this.wholeNotSaved = `whole-state save failed: ${(err as Error).message}`;
+      await rm(way.dir, { recursive: true, force: true }).catch(() => {});
+      return false;
+    }
+  }
+
+  /**
+   * How this container's state is carried to its next attempt — the one place that chooses. A runtime that
+   * saves whole containers (vm: Runtime.wholeState) saves it on a reclaim (`whole`, a directory beside its
+   * run dir); a process container writes its own ($BERTH_CHECKPOINT_DIR, `app`, when it ends without
+   * success); others carry nothing. Null too without a checkpoint store or a request.
+   */
+  private checkpointWay(entry: JournalEntry): CheckpointWay | null {
+    if (!this.ctx.checkpoints || !entry.requestId) return null;
+    const whole = this.ctx.runtimes.byName(entry.runtime)?.wholeState;
+    if (whole) return { kind: 'whole', dir: join(this.dir(), WHOLE_STATE_SUBDIR), whole };
+    if (entry.runtime === 'process')
+      return { kind: 'app', dir: join(entry.runDir, 'scratch', CHECKPOINT_SUBDIR) };
+    return null;
   }
 
   /**
@@ -204,11 +243,15 @@ export class ContainerRunner {
     info: ExitInfo,
     shipper: LogShipper,
   ): Promise<string | null> {
-    const dir = this.checkpointDir(entry);
+    const way = this.checkpointWay(entry);
     const store = this.ctx.checkpoints;
-    if (!dir || !store || (info.exitCode === 0 && !entry.handBack)) return null;
+    const reclaimed = entry.handBack?.cause === 'reclaim';
+    // A whole state is saved by a reclaim only; an application writes its own whenever it fails.
+    if (!way || !store || (way.kind === 'whole' ? !reclaimed : info.exitCode === 0 && !entry.handBack))
+      return null;
+    if (this.wholeNotSaved) return this.wholeNotSaved;
     try {
-      const k = await store.keep(entry, dir, entry.handBack?.cause === 'reclaim');
+      const k = await store.keep(entry, way.dir, reclaimed);
       if (k) await shipper.system(k.line);
       return k && !k.kept ? k.line : null;
     } catch (err) {
@@ -219,19 +262,58 @@ export class ContainerRunner {
     }
   }
 
-  /** Fills its checkpoint directory from the API when its request has a checkpoint; the line for its log. */
+  /**
+   * Fills its checkpoint directory from the API when its request has a checkpoint: whether it did, and the
+   * line for its log.
+   */
   private async restoreCheckpoint(
     entry: JournalEntry,
     dir: string,
     order: StartOrder,
-  ): Promise<string | null> {
+  ): Promise<{ restored: boolean; line: string | null }> {
     try {
-      const bytes = await this.ctx.checkpoints!.restore(entry, dir, order.checkpoint === true);
-      return bytes === null ? null : `checkpoint restored from an earlier attempt (${bytes} bytes)`;
+      const got = await this.ctx.checkpoints!.restore(entry, dir, order.checkpoint === true);
+      return got === null
+        ? { restored: false, line: null }
+        : {
+            restored: true,
+            line: `checkpoint restored from an earlier attempt (${got.bytes} bytes, downloaded and unpacked in ${Math.round(got.ms)} ms)`,
+          };
     } catch (err) {
       this.log.warn(errorFields(err), 'restoring its checkpoint failed');
-      return `checkpoint not restored (starting without it): ${(err as Error).message}`;
+      return {
+        restored: false,
+        line: `checkpoint not restored (starting without it): ${(err as Error).message}`,
+      };
     }
+  }
+
+  /**
+   * Starts the container: from the whole state an earlier attempt saved when there is one (its runtime
+   * resumes it where it stood), else afresh (also when that resume fails: said in its log).
+   */
+  private async startOrResume(
+    runtime: Runtime,
+    spec: RunSpec,
+    way: CheckpointWay | null,
+    restored: boolean,
+  ): Promise<RunHandle> {
+    if (way?.kind !== 'whole') return runtime.start(spec);
+    try {
+      if (restored) {
+        const t0 = performance.now();
+        const handle = await way.whole.restore(spec.id, spec.workDir, way.dir);
+        this.restoredCheckpoint = `${this.restoredCheckpoint ?? 'checkpoint restored'}; resumed from its whole state where it stood in ${Math.round(performance.now() - t0)} ms`;
+        return handle;
+      }
+    } catch (err) {
+      this.log.warn(errorFields(err), 'resuming its whole state failed');
+      this.restoredCheckpoint = `whole state not resumed (starting afresh): ${(err as Error).message}`;
+    } finally {
+      // A later save must not find (and send) this one.
+      await rm(way.dir, { recursive: true, force: true });
+    }
+    return runtime.start(spec);
   }
 
   /** Whether the container is frozen by berth pause (the agent reports it with its pings; in the journal). */
@@ -336,8 +418,10 @@ export class ContainerRunner {
       await this.cancel(entry, 'temp', `killed before it started: ${this.killRequested}`);
       return;
     }
-    const checkpointDir = this.checkpointDir(entry);
-    if (checkpointDir) this.restoredCheckpoint = await this.restoreCheckpoint(entry, checkpointDir, order);
+    const way = this.checkpointWay(entry);
+    const restored = way ? await this.restoreCheckpoint(entry, way.dir, order) : null;
+    this.restoredCheckpoint = restored?.line ?? null;
+    const checkpointDir = way?.kind === 'app' ? way.dir : null;
     const spec: RunSpec = {
       id: order.id,
       image: order.image,
@@ -358,7 +442,7 @@ export class ContainerRunner {
     let handle: RunHandle;
     try {
       entry.startedAt = Date.now();
-      handle = await runtime.start(spec);
+      handle = await this.startOrResume(runtime, spec, way, restored?.restored === true);
     } catch (err) {
       const failure = err as StartFailure;
       const cls = failure.failureClass === 'perm' ? 'perm' : 'temp';
@@ -547,3 +631,6 @@ export class ContainerRunner {
     );
   }
 }
+
+/** How a container's state goes to its next attempt (ContainerRunner.checkpointWay), and where it is kept. */
+type CheckpointWay = { kind: 'app'; dir: string } | { kind: 'whole'; dir: string; whole: WholeState };

@@ -11,17 +11,29 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { Agent, type AgentOptions } from '../../src/agent/agent.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
+import { VmRuntime } from '../../src/agent/runtimes/vm.js';
 import { CGROUP_ROOT } from '../../src/agent/runtimes/cgroup.js';
 import { buildApi } from '../../src/api/server.js';
 import { createLogger, formatLine } from '../../src/log/logger.js';
 import type { RequestInput } from '../../src/model/request.js';
 import { Notifier } from '../../src/store/notifier.js';
 import type { Store } from '../../src/store/store.js';
+import type { Principal } from '../../src/store/tokens.js';
 import { BIN } from '../helpers/cli.js';
 import { until } from '../helpers/cli.js';
 import { submit, testStore } from '../helpers/store.js';
 
 export const DISPATCHER = 'd-test';
+
+/** The user who submits these tests' requests (helpers/store.ts submit), for the calls made as her. */
+export const alice: Principal = {
+  tokenId: 0,
+  scope: 'user',
+  owner: 'alice',
+  nodeId: null,
+  dispatcherId: null,
+  maxPriority: null,
+};
 
 /** Waits for a condition with a deadline (the shared helper, re-exported for these tests). */
 export { until };
@@ -49,9 +61,12 @@ export class Harness {
   /** Work dirs of agents, to find containers left behind. */
   private readonly workDirs: string[] = [];
   private cleaned = false;
+  /** The API's checkpoint_limit (default: the declared one). */
+  private checkpointLimitBytes: number | undefined;
 
-  static async create(): Promise<Harness> {
+  static async create(opts: { checkpointLimitBytes?: number } = {}): Promise<Harness> {
     const h = new Harness();
+    h.checkpointLimitBytes = opts.checkpointLimitBytes;
     const { store, db } = await testStore();
     h.store = store;
     h.dbUrl = db.url;
@@ -88,7 +103,12 @@ export class Harness {
 
   /** Starts the API server (again). */
   async apiUp(): Promise<void> {
-    const app = await buildApi({ store: this.store, notifier: this.notifier, bodyLimit: 16 * 1024 * 1024 });
+    const app = await buildApi({
+      store: this.store,
+      notifier: this.notifier,
+      bodyLimit: 16 * 1024 * 1024,
+      ...(this.checkpointLimitBytes !== undefined ? { checkpointLimitBytes: this.checkpointLimitBytes } : {}),
+    });
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
     this.app = app;
     this.apiPort = Number(new URL(url).port);
@@ -169,6 +189,12 @@ export class Harness {
       .filter((c) => c.stream === stream)
       .map((c) => c.data)
       .join('');
+  }
+
+  /** The messages of a container's `migrate` events, in order. */
+  async migrations(containerId: string): Promise<string[]> {
+    const events = await this.store.containerList.events(containerId);
+    return events.filter((e) => e.kind === 'migrate').map((e) => e.message);
   }
 
   async waitState(containerId: string, states: string[], timeoutMs = 30_000) {
@@ -278,11 +304,12 @@ export class Harness {
         c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : null,
       ),
     );
-    const rt = new ProcessRuntime();
+    const rts = [new ProcessRuntime(), new VmRuntime()];
     for (const w of this.workDirs) {
       const dir = join(w, 'containers');
       for (const id of await readdir(dir).catch(() => [] as string[])) {
-        const h = await rt.reattach(id, join(dir, id, 'run')).catch(() => null);
+        let h = null;
+        for (const rt of rts) h ??= await rt.reattach(id, join(dir, id, 'run')).catch(() => null);
         if (!h) continue;
         await h.signal('SIGKILL').catch(() => {});
         await h.wait().catch(() => {});

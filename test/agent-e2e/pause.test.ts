@@ -3,8 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Principal } from '../../src/store/tokens.js';
-import { Harness, until } from './harness.js';
+import { alice, Harness, until } from './harness.js';
 
 let h: Harness;
 let node: Awaited<ReturnType<Harness['node']>>;
@@ -15,15 +14,6 @@ beforeAll(async () => {
   h.startAgent(node);
 });
 afterAll(async () => h?.cleanup());
-
-const alice: Principal = {
-  tokenId: 0,
-  scope: 'user',
-  owner: 'alice',
-  nodeId: null,
-  dispatcherId: null,
-  maxPriority: null,
-};
 
 const COUNTER = ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done'];
 

@@ -182,10 +182,9 @@ describe('pressure watcher (real cgroup, process runtime)', () => {
       expect(out).toContain(`start ${count}\n`);
       expect(out).toContain(`finished ${count + 50}\n`);
       expect(await h.text(retry, 'system')).toMatch(
-        /checkpoint restored from an earlier attempt \(\d+ bytes\)/,
+        /checkpoint restored from an earlier attempt \(\d+ bytes, downloaded and unpacked in \d+ ms\)/,
       );
-      const moved = (await h.store.containerList.events(retry)).filter((e) => e.kind === 'migrate');
-      expect(moved.map((e) => e.message)).toEqual([
+      expect(await h.migrations(retry)).toEqual([
         expect.stringContaining(`from instance ${a.instanceId} to ${b.instanceId}`),
       ]);
       expect(await h.store.requests.get(ended.request_id)).toMatchObject({

@@ -49,13 +49,15 @@ describe('ApiCheckpoints', () => {
     await symlink('/etc/hostname', join(first, 'link'));
     expect(await store.keep(owner, first, true)).toEqual({
       kept: true,
-      line: expect.stringMatching(/^checkpoint kept: 2 file\(s\), 3 bytes \(a \d+-byte archive\)/),
+      line: expect.stringMatching(
+        /^checkpoint kept: 2 file\(s\), 3 bytes \(a \d+-byte archive, packed and sent in \d+ ms\)/,
+      ),
     });
     expect(api.kept.reclaimed).toBe(true);
     expect(notTar(api.kept.tar!)).toBeNull();
 
     const next = join(base, 'a2');
-    expect(await store.restore(owner, next, true)).toBe(api.kept.tar!.length);
+    expect((await store.restore(owner, next, true))?.bytes).toBe(api.kept.tar!.length);
     expect(await readFile(join(next, 'count'), 'utf8')).toBe('41');
     expect(await readFile(join(next, 'sub', 'more'), 'utf8')).toBe('x');
     expect((await readdir(next)).sort()).toEqual(['count', 'sub']);

@@ -2,13 +2,13 @@
 // its own QEMU guest booted from the CI's `test` guest image (.ci/setup.d/40-guest.sh builds it), plus the
 // checkpoint/restore case: a counter saved to a file mid-run, its QEMU ended, resumed in another work dir
 // (another instance's), where it counts on from where it stood and exits with its own exit code.
-import { mkdtempSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createRuntime, DETECT_ORDER } from '../../src/agent/runtimes/detect.js';
-import { guestReportedExit, VmRuntime } from '../../src/agent/runtimes/vm.js';
+import { guestReportedExit, pruneTemplates, TEMPLATES_KEPT, VmRuntime } from '../../src/agent/runtimes/vm.js';
 import { findGuest } from '../helpers/guest.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
@@ -62,6 +62,54 @@ describe('vm runtime refusals', () => {
   it('refuses GPUs naming the field, before anything starts', async () => {
     const s = await spec(null, ['true'], { gpus: 1 });
     await expect(runtime.start(s)).rejects.toThrow('gpus: the vm runtime cannot assign GPUs, got 1');
+    await cleanupWorkDirs();
+  });
+
+  itIf(typeof guest === 'string' ? guest : null)(
+    'refuses to resume a checkpoint it cannot (not a vm one, a bad shape, another guest build), naming why, starting nothing',
+    async () => {
+      const workDir = await makeWorkDir();
+      const ckpt = await makeWorkDir();
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        'checkpoint: machine.json missing (not a vm checkpoint)',
+      );
+      const shape = { memoryMiB: 224, cpus: 1, accel: 'tcg', build: '0123456789abcdef' };
+      await writeFile(join(ckpt, 'machine.json'), JSON.stringify({ ...shape, cpus: 0 }));
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        'checkpoint: machine.json cpus: expected an integer 1..1024, got 0',
+      );
+      await writeFile(join(ckpt, 'machine.json'), JSON.stringify({ ...shape, accel: 'hvf' }));
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        'checkpoint: machine.json accel: expected tcg or kvm, got "hvf"',
+      );
+      await writeFile(join(ckpt, 'machine.json'), JSON.stringify(shape));
+      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+        /^checkpoint: a guest of build 0123456789abcdef cannot resume on this instance's guest image \(build [0-9a-f]{16}\)$/,
+      );
+      expect(existsSync(join(workDir, 'run.json'))).toBe(false);
+      await cleanupWorkDirs();
+    },
+  );
+
+  it('prunes its saved templates: unused for a week, beyond the most recently used, half-made ones left by a dead process', async () => {
+    const root = await makeWorkDir();
+    const now = Date.UTC(2026, 0, 10);
+    const hour = 3600 * 1000;
+    const at = async (name: string, ms: number) => {
+      await mkdir(join(root, name));
+      await utimes(join(root, name), new Date(ms), new Date(ms));
+    };
+    // t0 the most recently used .. t9 the least; old unused for 8 days; the one just made is kept anyway.
+    for (let i = 0; i < 10; i++) await at(`224m-1c-t${i}`, now - (i + 1) * hour);
+    await at('224m-1c-old', now - 8 * 24 * hour);
+    await at('.build-dead', now - 2 * hour);
+    await at('.build-live', now - 60_000);
+    const removed = await pruneTemplates(root, now, join(root, '224m-1c-t9'));
+    expect(removed.sort()).toEqual(['.build-dead', '224m-1c-old', '224m-1c-t8'].sort());
+    expect((await readdir(root)).sort()).toEqual(
+      ['.build-live', ...Array.from({ length: 8 }, (_, i) => `224m-1c-t${i}`), '224m-1c-t9'].sort(),
+    );
+    expect(TEMPLATES_KEPT).toBe(8);
     await cleanupWorkDirs();
   });
 

@@ -116,6 +116,28 @@ export interface Runtime {
    * engine container may be running. Best effort; a no-op when nothing is there.
    */
   discard(id: string, workDir: string): Promise<void>;
+  /**
+   * Whole-state checkpoints (vm: the guest's memory, devices and disk), where the runtime can take them:
+   * the agent's reclaim saves a victim this way instead of asking it for an application checkpoint, and
+   * the next attempt, on any instance, resumes it where it stood. Absent: the runtime cannot.
+   */
+  readonly wholeState?: WholeState;
+}
+
+/** A runtime's whole-state checkpoints (Runtime.wholeState). */
+export interface WholeState {
+  /**
+   * Saves the whole running (or frozen) container `handle` into the directory `dir` (its files are the
+   * checkpoint, carried as they are to another instance) and ends it there: its wait() then resolves with
+   * no exit code. Throws when the save failed (the container is then left frozen or running).
+   */
+  save(handle: RunHandle, dir: string): Promise<{ ms: number; bytes: number }>;
+  /**
+   * Resumes container `id` from a checkpoint directory `dir` (save()'s files, possibly from another
+   * instance) in the work dir `workDir`; resolves once it runs on. Throws when `dir` is not a checkpoint
+   * this runtime can resume here (another runtime's, another guest build's).
+   */
+  restore(id: string, workDir: string, dir: string): Promise<RunHandle>;
 }
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;

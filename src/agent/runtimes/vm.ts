@@ -28,8 +28,11 @@ import {
   copyFile,
   mkdir,
   open,
+  readdir,
   readFile,
   rm,
+  stat,
+  utimes,
   writeFile,
 } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
@@ -53,6 +56,7 @@ import {
   type RunSpec,
   type Runtime,
   type Usage,
+  type WholeState,
 } from './types.js';
 import {
   Qmp,
@@ -61,6 +65,7 @@ import {
   saveVm,
   TCG_CACHE_MIB,
   Vm,
+  VM_ACCELS,
   type VmAccel,
   type VmMachine,
 } from './vm-snapshot.js';
@@ -162,6 +167,16 @@ export interface VmRuntimeOptions {
 export class VmRuntime implements Runtime {
   readonly name = 'vm';
 
+  /** A reclaim saves the whole guest (VmHandle.checkpoint) and the next attempt resumes it (restore). */
+  readonly wholeState: WholeState = {
+    save: (handle, dir) => {
+      if (!(handle instanceof VmHandle))
+        throw new Error(`not a vm container: ${handle.id} (${handle.runtime})`);
+      return handle.checkpoint(dir);
+    },
+    restore: (id, workDir, dir) => this.restore(id, workDir, dir),
+  };
+
   constructor(private readonly opts: VmRuntimeOptions = {}) {}
 
   private get guestDir(): string {
@@ -215,15 +230,19 @@ export class VmRuntime implements Runtime {
    * process making the same one at once loses the rename and uses the winner's.
    */
   private template(memoryMiB: number, cpus: number): Promise<string> {
-    const build = readFileSync(join(this.guestDir, 'build.json'), 'utf8');
     const key = createHash('sha256')
-      .update(JSON.stringify([build, GUEST_RUN, memoryMiB, cpus, this.accel, this.qemu]))
+      .update(JSON.stringify([this.build(), GUEST_RUN, memoryMiB, cpus, this.accel, this.qemu]))
       .digest('hex')
       .slice(0, 16);
     const root = this.opts.templateDir ?? join(tmpdir(), 'berth-vm-templates');
     const dir = join(root, `${memoryMiB}m-${cpus}c-${key}`);
     return templates.run(dir, async () => {
-      if (existsSync(join(dir, 'state'))) return dir;
+      if (existsSync(join(dir, 'state'))) {
+        // Its last use: pruneTemplates keeps the recently used ones.
+        const now = new Date();
+        await utimes(dir, now, now).catch(() => {});
+        return dir;
+      }
       await mkdir(root, { recursive: true });
       const tmp = await mkdtemp(join(root, '.build-'));
       let vm: Vm | null = null;
@@ -247,12 +266,19 @@ export class VmRuntime implements Runtime {
         await rename(tmp, dir).catch(async (err: NodeJS.ErrnoException) => {
           if (!existsSync(join(dir, 'state'))) throw err;
         });
+        // A new one (a new shape, or a new guest build, QEMU or `run`): the old ones may be left unused.
+        await pruneTemplates(root, Date.now(), dir).catch(() => {});
         return dir;
       } finally {
         await vm?.kill();
         await rm(tmp, { recursive: true, force: true });
       }
     });
+  }
+
+  /** The guest image's build.json: two guests from the same one can resume each other's saved state. */
+  private build(): string {
+    return readFileSync(join(this.guestDir, 'build.json'), 'utf8');
   }
 
   /** The guest of this shape (its data disk and ports are set by the caller). */
@@ -326,7 +352,7 @@ export class VmRuntime implements Runtime {
       startedAt,
       cgroup: cgroup?.path ?? null,
       warning,
-      extra: { machine: JSON.stringify(machine) },
+      extra: { machine: JSON.stringify(machine), build: guestBuildKey(this.build()) },
     };
     await writeRunState(workDir, state);
     const handle = new VmHandle(state, workDir, cgroup, child);
@@ -351,16 +377,27 @@ export class VmRuntime implements Runtime {
 
   /**
    * Resumes a guest checkpointed to `dir` (VmHandle.checkpoint) as container `id` in `workDir`: the same
-   * machine, its ports wired to the new work dir. Resolves once it runs on.
+   * machine shape on this instance's own guest image (which must be the same build), its ports wired to
+   * the new work dir. Resolves once it runs on. Throws, starting nothing, on a checkpoint it cannot resume.
    */
   async restore(id: string, workDir: string, dir: string): Promise<VmHandle> {
     const why = await this.available();
     if (why) throw new RuntimeTransientError(this.name, why);
-    const saved = JSON.parse(await readFile(join(dir, 'machine.json'), 'utf8')) as VmMachine;
+    const shape = checkpointShape(await readFile(join(dir, 'machine.json'), 'utf8').catch(() => null));
+    const here = guestBuildKey(this.build());
+    if (shape.build !== here)
+      throw new RunSpecError(
+        `checkpoint: a guest of build ${shape.build} cannot resume on this instance's guest image (build ${here})`,
+      );
+    if (shape.accel !== this.accel)
+      throw new RunSpecError(
+        `checkpoint: saved under accel ${shape.accel}, this instance runs ${this.accel}`,
+      );
     await clearVmFiles(workDir);
     const data = join(workDir, 'data.img');
     await copyFile(join(dir, 'data.img'), data);
-    const machine: VmMachine = { ...saved, data, serial: ports(workDir), qemu: this.qemu };
+    // Only the shape comes from the checkpoint: the kernel, disks and QEMU are this instance's own.
+    const machine = { ...this.machine(shape.memoryMiB, shape.cpus), data, serial: ports(workDir) };
     return this.launch(id, workDir, machine, join(dir, 'state'), null);
   }
 
@@ -382,6 +419,75 @@ export class VmRuntime implements Runtime {
     const host = await probeCgroups(this.opts.cgroupRoot ?? CGROUP_ROOT);
     if (host.unusable === null) await killCgroup(containerCgroup(host, id, this.opts.cgroupParent));
   }
+}
+
+/** How many saved templates (~90 MiB each) a template dir keeps: the most recently used ones. */
+export const TEMPLATES_KEPT = 8;
+/** A template unused this long is removed (another guest build's, a shape no longer asked for). */
+export const TEMPLATE_MAX_AGE_MS = 7 * 24 * 3600 * 1000;
+/** A half-made template (`.build-*`) this old was left by a process that died making it. */
+const TEMPLATE_BUILD_MAX_AGE_MS = 3600 * 1000;
+
+/**
+ * Removes from the template dir `root` the templates unused for TEMPLATE_MAX_AGE_MS (their directory's
+ * mtime is their last use), those beyond the TEMPLATES_KEPT most recently used, and half-made ones over an
+ * hour old; never `keep` (the one just made). Returns the names removed.
+ */
+export async function pruneTemplates(root: string, now: number, keep?: string): Promise<string[]> {
+  const found: { name: string; at: number }[] = [];
+  for (const name of await readdir(root).catch(() => [] as string[])) {
+    const st = await stat(join(root, name)).catch(() => null);
+    if (st?.isDirectory()) found.push({ name, at: st.mtimeMs });
+  }
+  const made = found.filter((t) => !t.name.startsWith('.')).sort((a, b) => b.at - a.at);
+  const gone = [
+    ...found.filter((t) => t.name.startsWith('.build-') && now - t.at > TEMPLATE_BUILD_MAX_AGE_MS),
+    ...made.filter((t, i) => i >= TEMPLATES_KEPT || now - t.at > TEMPLATE_MAX_AGE_MS),
+  ].filter((t) => join(root, t.name) !== keep);
+  for (const t of gone) await rm(join(root, t.name), { recursive: true, force: true });
+  return gone.map((t) => t.name);
+}
+
+/** A short digest of a guest image's build.json (saved with a checkpoint, checked at its restore). */
+function guestBuildKey(build: string): string {
+  return createHash('sha256').update(build).digest('hex').slice(0, 16);
+}
+
+/** The machine a checkpoint's machine.json describes, checked field by field; throws naming the field. */
+function checkpointShape(text: string | null): {
+  memoryMiB: number;
+  cpus: number;
+  accel: VmAccel;
+  build: string;
+} {
+  const bad = (what: string): never => {
+    throw new RunSpecError(`checkpoint: ${what}`);
+  };
+  if (text === null) return bad('machine.json missing (not a vm checkpoint)');
+  let m: Record<string, unknown>;
+  try {
+    m = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return bad('machine.json: expected JSON');
+  }
+  if (typeof m !== 'object' || m === null) return bad('machine.json: expected an object');
+  const int = (field: string, max: number): number => {
+    const v = m[field];
+    return Number.isInteger(v) && (v as number) > 0 && (v as number) <= max
+      ? (v as number)
+      : bad(`machine.json ${field}: expected an integer 1..${max}, got ${JSON.stringify(v)}`);
+  };
+  const accel = m.accel;
+  if (!(VM_ACCELS as readonly unknown[]).includes(accel))
+    bad(`machine.json accel: expected ${VM_ACCELS.join(' or ')}, got ${JSON.stringify(accel)}`);
+  if (typeof m.build !== 'string' || !/^[0-9a-f]{16}$/.test(m.build))
+    bad(`machine.json build: expected the guest build's digest, got ${JSON.stringify(m.build)}`);
+  return {
+    memoryMiB: int('memoryMiB', 1024 * 1024),
+    cpus: int('cpus', 1024),
+    accel: accel as VmAccel,
+    build: m.build as string,
+  };
 }
 
 /** spec.sh: the command, environment, working directory and limits as shell words. */
@@ -680,7 +786,11 @@ export class VmHandle implements RunHandle {
     await mkdir(dir, { recursive: true });
     const saved = await saveVm(await this.link.qmp(), join(dir, 'state'));
     await copyFile(join(this.workDir, 'data.img'), join(dir, 'data.img'));
-    await writeFile(join(dir, 'machine.json'), this.state.extra.machine!);
+    const machine = JSON.parse(this.state.extra.machine!) as VmMachine;
+    await writeFile(
+      join(dir, 'machine.json'),
+      JSON.stringify({ ...machine, build: this.state.extra.build ?? null }),
+    );
     await writeFile(join(this.workDir, 'moved'), dir);
     killQuietly(this.state.shim.pid);
     return saved;
