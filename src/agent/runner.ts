@@ -56,6 +56,8 @@ export class ContainerRunner {
   private restoredCheckpoint: string | null = null;
   /** The latest usage sample while it runs. */
   lastUsage: Usage | null = null;
+  /** When the runtime had started it, and when its exit was seen (ms; the exit's log line: bench/e2e.ts). */
+  private readonly seen: { ran?: number; exited?: number } = {};
   /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
   readonly done: Promise<void>;
   private readonly log: Logger;
@@ -359,6 +361,7 @@ export class ContainerRunner {
     try {
       entry.startedAt = Date.now();
       handle = await runtime.start(spec);
+      this.seen.ran = Date.now();
     } catch (err) {
       const failure = err as StartFailure;
       const cls = failure.failureClass === 'perm' ? 'perm' : 'temp';
@@ -448,6 +451,7 @@ export class ContainerRunner {
     let info: ExitInfo | 'stopped';
     try {
       info = await Promise.race([sup.wait(), stopped]);
+      this.seen.exited = Date.now();
     } catch (err) {
       const why = `the ${handle.runtime} runtime lost the container: ${(err as Error).message}`;
       await shipper.system(why).catch(() => {});
@@ -498,7 +502,7 @@ export class ContainerRunner {
           this.log.warn({ ...errorFields(err), retry_ms: d }, 'complete report failed; retrying'),
       });
       this.log.info(
-        { exit_code: body.exit_code },
+        { exit_code: body.exit_code, ran_at: this.seen.ran, exit_seen_at: this.seen.exited },
         `exited ${body.exit_code}${info.reason ? ` (${info.reason})` : ''}`,
       );
     } catch (err) {
