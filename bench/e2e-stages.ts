@@ -48,11 +48,17 @@ interface Times {
   exitSeen?: number;
 }
 
-/** The agents' logs of the instances still there (a destroyed instance took its log along). */
-async function agentLogs(home: string): Promise<string[]> {
+/**
+ * Copies the agents' logs of the instances there now into `into` (by path): called while the run goes on,
+ * since an instance destroyed at the end (nothing left to run) takes its log along.
+ */
+export async function collectAgentLogs(home: string, into: Map<string, string>): Promise<void> {
   const dir = join(home, 'instances');
-  const ids = await readdir(dir).catch(() => []);
-  return ids.map((id) => join(dir, id, 'agent.log'));
+  for (const id of await readdir(dir).catch(() => [])) {
+    const file = join(dir, id, 'agent.log');
+    const text = await readFile(file, 'utf8').catch(() => null);
+    if (text !== null && text.length >= (into.get(file)?.length ?? 0)) into.set(file, text);
+  }
 }
 
 function figure(stage: string, values: number[]): StageFigure {
@@ -62,8 +68,17 @@ function figure(stage: string, values: number[]): StageFigure {
   return { stage, mean: Math.round(mean), p50: Math.round(at(0.5)), p90: Math.round(at(0.9)) };
 }
 
-/** Reads the stages of a finished run whose Berth home is `home`; `t0` is the first submission (epoch ms). */
-export async function measureStages(pool: Pool, home: string, t0: number): Promise<Stages> {
+/**
+ * Reads the stages of a finished run whose Berth home is `home`, with the agents' logs collected during the
+ * run (collectAgentLogs); `t0` is the first submission (epoch ms).
+ */
+export async function measureStages(
+  pool: Pool,
+  home: string,
+  logs: Map<string, string>,
+  t0: number,
+): Promise<Stages> {
+  await collectAgentLogs(home, logs);
   const times = new Map<string, Times>();
   const r = await pool.query<{
     id: string;
@@ -88,8 +103,7 @@ export async function measureStages(pool: Pool, home: string, t0: number): Promi
       running: row.running?.getTime(),
       completed: row.completed?.getTime(),
     });
-  for (const file of await agentLogs(home)) {
-    const text = await readFile(file, 'utf8').catch(() => '');
+  for (const text of logs.values()) {
     for (const line of text.split('\n')) {
       if (!line.startsWith('{')) continue;
       let l: { container?: string; msg?: string; time?: string; ran_at?: number; exit_seen_at?: number };

@@ -6,7 +6,7 @@
 // the last request final. Prints lifecycles/s, with --seconds the ratio to the ideal (work / slots), and
 // where each slot's time goes between two containers (bench/e2e-stages.ts).
 import { execFileSync } from 'node:child_process';
-import { measureStages, stagesTable } from './e2e-stages.js';
+import { collectAgentLogs, measureStages, stagesTable } from './e2e-stages.js';
 import { startWarmBerth } from './warm-berth.js';
 
 /** Pids of processes whose command line mentions `path` (agents left behind). */
@@ -74,6 +74,7 @@ export async function run(argv: string[]): Promise<number> {
     const pool = server.store.ctx.pool;
     let final = 0;
     let last = 0;
+    const agentLogs = new Map<string, string>();
     for (;;) {
       const r = await pool.query<{ n: string; ok: string }>(
         `SELECT count(*) AS n, count(*) FILTER (WHERE outcome = 'success') AS ok
@@ -87,12 +88,13 @@ export async function run(argv: string[]): Promise<number> {
       }
       if (performance.now() - last > 10_000) {
         say(`  ${final} / ${count} final after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+        await collectAgentLogs(berth.home, agentLogs);
         last = performance.now();
       }
       await new Promise((res) => setTimeout(res, 200));
     }
     const elapsed = (performance.now() - t0) / 1000;
-    const stages = await measureStages(pool, berth.home, wallT0);
+    const stages = await measureStages(pool, berth.home, agentLogs, wallT0);
     const result = {
       count,
       instances,

@@ -472,18 +472,29 @@ export class ContainerRunner {
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };
     entry.exit = info;
     entry.phase = 'exited';
-    await ctx.journal.save();
-    await this.finish(entry, info, shipper);
+    // Journalled while the rest of the log is shipped: both are done before the exit is reported.
+    await this.finish(entry, info, shipper, ctx.journal.save());
   }
 
-  /** Ships the rest of the log and reports the exit. */
-  private async finish(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
+  /**
+   * Ships the rest of the log and reports the exit, once `journalled` (the exit's journal save, when it is
+   * still being written) resolved too.
+   */
+  private async finish(
+    entry: JournalEntry,
+    info: ExitInfo,
+    shipper: LogShipper,
+    journalled: Promise<void> = Promise.resolve(),
+  ): Promise<void> {
     const { ctx } = this;
-    if (info.oomKilled)
-      await shipper.system(
-        oomWarning(info.exitCode, true) ?? 'the container was killed: out of memory (its ram limit)',
-      );
-    await shipper.finish();
+    const shipped = (async () => {
+      if (info.oomKilled)
+        await shipper.system(
+          oomWarning(info.exitCode, true) ?? 'the container was killed: out of memory (its ram limit)',
+        );
+      await shipper.finish();
+    })();
+    await Promise.all([journalled, shipped]);
     if (ctx.stop.aborted) return;
     const body: CompleteBody = {
       exit_code: info.exitCode ?? -1,
@@ -543,11 +554,14 @@ export class ContainerRunner {
     await this.forget();
   }
 
+  /** Drops it from the journal and removes its directory, both at once (the agent pings again after). */
   private async forget(): Promise<void> {
     this.ctx.journal.containers.delete(this.id);
-    await this.ctx.journal.save();
-    await rm(this.dir(), { recursive: true, force: true }).catch((err: unknown) =>
-      this.log.warn({ dir: this.dir(), ...errorFields(err) }, 'cannot remove its directory'),
-    );
+    await Promise.all([
+      this.ctx.journal.save(),
+      rm(this.dir(), { recursive: true, force: true }).catch((err: unknown) =>
+        this.log.warn({ dir: this.dir(), ...errorFields(err) }, 'cannot remove its directory'),
+      ),
+    ]);
   }
 }
