@@ -3,8 +3,10 @@
 // driver: each instance a `berth agent` process on the process runtime), up to --instances instances of
 // one slot each (a 1-vCPU type, 1-vCPU containers). --count containers (`true`, or `sleep S` with
 // --seconds) are submitted over HTTP in batches of 1,000; the clock runs from the first submission to
-// the last request final. Prints lifecycles/s and, with --seconds, the ratio to the ideal (work / slots).
+// the last request final. Prints lifecycles/s, with --seconds the ratio to the ideal (work / slots), and
+// where each slot's time goes between two containers (bench/e2e-stages.ts).
 import { execFileSync } from 'node:child_process';
+import { collectAgentLogs, measureStages, stagesTable } from './e2e-stages.js';
 import { startWarmBerth } from './warm-berth.js';
 
 /** Pids of processes whose command line mentions `path` (agents left behind). */
@@ -42,6 +44,8 @@ export async function run(argv: string[]): Promise<number> {
     prefix: 'berth-e2e-',
     instance: { name: 'one', vcpus: 1, ram: '1GiB' },
     maxInstances: instances,
+    // The agents' `starting` and `exited` lines time the stages (bench/e2e-stages.ts).
+    agentArgs: ['--log-level', 'info'],
   });
   const { server } = berth;
   try {
@@ -51,6 +55,7 @@ export async function run(argv: string[]): Promise<number> {
     };
     const command = seconds > 0 ? ['sleep', String(seconds)] : ['true'];
     const t0 = performance.now();
+    const wallT0 = Date.now();
     for (let from = 0; from < count; from += 1_000) {
       const requests = Array.from({ length: Math.min(1_000, count - from) }, () => ({
         command,
@@ -69,6 +74,7 @@ export async function run(argv: string[]): Promise<number> {
     const pool = server.store.ctx.pool;
     let final = 0;
     let last = 0;
+    const agentLogs = new Map<string, string>();
     for (;;) {
       const r = await pool.query<{ n: string; ok: string }>(
         `SELECT count(*) AS n, count(*) FILTER (WHERE outcome = 'success') AS ok
@@ -82,11 +88,13 @@ export async function run(argv: string[]): Promise<number> {
       }
       if (performance.now() - last > 10_000) {
         say(`  ${final} / ${count} final after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+        await collectAgentLogs(berth.home, agentLogs);
         last = performance.now();
       }
       await new Promise((res) => setTimeout(res, 200));
     }
     const elapsed = (performance.now() - t0) / 1000;
+    const stages = await measureStages(pool, berth.home, agentLogs, wallT0);
     const result = {
       count,
       instances,
@@ -96,6 +104,7 @@ export async function run(argv: string[]): Promise<number> {
       /** Work / slots: the time a perfect scheduler with free instant starts would take. */
       idealSeconds: seconds > 0 ? (count * seconds) / instances : null,
       ratioToIdeal: seconds > 0 ? Number((elapsed / ((count * seconds) / instances)).toFixed(3)) : null,
+      stages,
     };
     if (json) console.log(JSON.stringify(result));
     else {
@@ -104,6 +113,7 @@ export async function run(argv: string[]): Promise<number> {
       );
       if (result.ratioToIdeal !== null)
         console.log(`  ideal (work / slots) ${result.idealSeconds} s; ratio ${result.ratioToIdeal}`);
+      console.log(stagesTable(stages));
     }
     return 0;
   } finally {

@@ -27,6 +27,8 @@ export async function startWarmBerth(o: {
   instance: { name: string; vcpus: number; ram: string };
   /** Cap on instances (default: the dispatcher's). */
   maxInstances?: number;
+  /** More `berth agent` flags for every instance's agent. */
+  agentArgs?: string[];
 }): Promise<WarmBerth> {
   const home = mkdtempSync(join(tmpdir(), o.prefix));
   chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
@@ -53,7 +55,7 @@ export async function startWarmBerth(o: {
       home,
       bootDelayMs: 0,
       runtime: 'process',
-      agentArgs: ['--ping-wait', '30s'],
+      agentArgs: ['--ping-wait', '30s', ...(o.agentArgs ?? [])],
     });
     const s = server;
     dispatcher = await startDispatcher({

@@ -63,6 +63,8 @@ export class ContainerRunner {
   private wholeNotSaved: string | null = null;
   /** The latest usage sample while it runs. */
   lastUsage: Usage | null = null;
+  /** When the runtime had started it, and when its exit was seen (ms; the exit's log line: bench/e2e.ts). */
+  private readonly seen: { ran?: number; exited?: number } = {};
   /** Resolves when the runner is finished with the container (reported, or left for the next agent). */
   readonly done: Promise<void>;
   private readonly log: Logger;
@@ -443,6 +445,7 @@ export class ContainerRunner {
     try {
       entry.startedAt = Date.now();
       handle = await this.startOrResume(runtime, spec, way, restored?.restored === true);
+      this.seen.ran = Date.now();
     } catch (err) {
       const failure = err as StartFailure;
       const cls = failure.failureClass === 'perm' ? 'perm' : 'temp';
@@ -532,6 +535,7 @@ export class ContainerRunner {
     let info: ExitInfo | 'stopped';
     try {
       info = await Promise.race([sup.wait(), stopped]);
+      this.seen.exited = Date.now();
     } catch (err) {
       const why = `the ${handle.runtime} runtime lost the container: ${(err as Error).message}`;
       await shipper.system(why).catch(() => {});
@@ -552,18 +556,29 @@ export class ContainerRunner {
     if (!info.reason && entry.killReason) info = { ...info, reason: entry.killReason };
     entry.exit = info;
     entry.phase = 'exited';
-    await ctx.journal.save();
-    await this.finish(entry, info, shipper);
+    // Journalled while the rest of the log is shipped: both are done before the exit is reported.
+    await this.finish(entry, info, shipper, ctx.journal.save());
   }
 
-  /** Ships the rest of the log and reports the exit. */
-  private async finish(entry: JournalEntry, info: ExitInfo, shipper: LogShipper): Promise<void> {
+  /**
+   * Ships the rest of the log and reports the exit, once `journalled` (the exit's journal save, when it is
+   * still being written) resolved too.
+   */
+  private async finish(
+    entry: JournalEntry,
+    info: ExitInfo,
+    shipper: LogShipper,
+    journalled: Promise<void> = Promise.resolve(),
+  ): Promise<void> {
     const { ctx } = this;
-    if (info.oomKilled)
-      await shipper.system(
-        oomWarning(info.exitCode, true) ?? 'the container was killed: out of memory (its ram limit)',
-      );
-    await shipper.finish();
+    const shipped = (async () => {
+      if (info.oomKilled)
+        await shipper.system(
+          oomWarning(info.exitCode, true) ?? 'the container was killed: out of memory (its ram limit)',
+        );
+      await shipper.finish();
+    })();
+    await Promise.all([journalled, shipped]);
     if (ctx.stop.aborted) return;
     const body: CompleteBody = {
       exit_code: info.exitCode ?? -1,
@@ -582,7 +597,7 @@ export class ContainerRunner {
           this.log.warn({ ...errorFields(err), retry_ms: d }, 'complete report failed; retrying'),
       });
       this.log.info(
-        { exit_code: body.exit_code },
+        { exit_code: body.exit_code, ran_at: this.seen.ran, exit_seen_at: this.seen.exited },
         `exited ${body.exit_code}${info.reason ? ` (${info.reason})` : ''}`,
       );
     } catch (err) {
@@ -623,12 +638,15 @@ export class ContainerRunner {
     await this.forget();
   }
 
+  /** Drops it from the journal and removes its directory, both at once (the agent pings again after). */
   private async forget(): Promise<void> {
     this.ctx.journal.containers.delete(this.id);
-    await this.ctx.journal.save();
-    await rm(this.dir(), { recursive: true, force: true }).catch((err: unknown) =>
-      this.log.warn({ dir: this.dir(), ...errorFields(err) }, 'cannot remove its directory'),
-    );
+    await Promise.all([
+      this.ctx.journal.save(),
+      rm(this.dir(), { recursive: true, force: true }).catch((err: unknown) =>
+        this.log.warn({ dir: this.dir(), ...errorFields(err) }, 'cannot remove its directory'),
+      ),
+    ]);
   }
 }
 
