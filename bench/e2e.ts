@@ -6,6 +6,7 @@
 // the last request final. Prints lifecycles/s, with --seconds the ratio to the ideal (work / slots), and
 // where each slot's time goes between two containers (bench/e2e-stages.ts).
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { collectAgentLogs, measureStages, stagesTable } from './e2e-stages.js';
 import { startWarmBerth } from './warm-berth.js';
 
@@ -19,6 +20,15 @@ function mentioning(path: string): number[] {
       .filter((pid) => pid !== process.pid);
   } catch {
     return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+/** A process's command line, for the warning (empty when it is gone). */
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 200);
+  } catch {
+    return '';
   }
 }
 
@@ -121,7 +131,8 @@ export async function run(argv: string[]): Promise<number> {
     // Agents the shutdown left running (seen once with 20 instances): say so, and end them.
     const left = mentioning(berth.home);
     if (left.length > 0) {
-      console.error(`warning: ${left.length} processes of ${berth.home} still ran after the stop; killed`);
+      console.error(`warning: ${left.length} processes of ${berth.home} still ran after the stop; killed:`);
+      for (const pid of left.slice(0, 5)) console.error(`  ${pid} ${commandOf(pid)}`);
       for (const pid of left) {
         try {
           process.kill(pid, 'SIGKILL');

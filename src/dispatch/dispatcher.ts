@@ -2,7 +2,7 @@
 // Everything it knows is rebuilt from the queue and the cloud on start, so it can be killed at any time.
 // The same code runs in `berth dispatch`, in `berth up` and in the simulator.
 import type { Driver, Tags } from '../cloud/driver.js';
-import { NotFoundError as CloudNotFound } from '../cloud/errors.js';
+import { NotFoundError as CloudNotFound, RateLimitError } from '../cloud/errors.js';
 import type { Clock } from '../model/clock.js';
 import {
   isEndingInstanceState,
@@ -39,6 +39,10 @@ import type {
   SnapshotContainer,
 } from './scheduler/types.js';
 
+/** How long shutdownAll keeps retrying destroys a rate limit refused (real time: the process is stopping). */
+const SHUTDOWN_ALL_RETRY_MS = 60_000;
+/** Rounds in a row that destroy nothing before shutdownAll gives up (the next start destroys the rest). */
+const SHUTDOWN_ALL_IDLE_ROUNDS = 6;
 /**
  * What happened, for metrics, logs, the event stream and simulation reports: every action the dispatcher
  * takes, and every one it fails to take (`error`, with the ids it concerned and the error's class).
@@ -185,6 +189,8 @@ export class Dispatcher {
   /** Run and boot times seen so far: the snapshot's estimates (run-history.ts). */
   private readonly history = new RunHistory();
   private readonly planner: IncrementalPlanner;
+  /** Instances whose last destroy a rate limit refused, and when it may be tried again (ms). */
+  private readonly destroyRefusedUntil = new Map<string, number>();
   /** The last plan, for `berth why` and tests. */
   lastPlan: Plan | null = null;
 
@@ -810,6 +816,9 @@ export class Dispatcher {
         }
         return (at) => {
           this.destroying.delete(inst.id);
+          if (err instanceof RateLimitError)
+            this.destroyRefusedUntil.set(inst.id, err.earliestRetry.getTime());
+          else this.destroyRefusedUntil.delete(inst.id);
           if (nodeErr !== null) this.failed('failNode', nodeErr, at, { node: nodeId!, ...subject });
           // Not accepted: it stays in shutdown, counted, and retryDestroys tries again after shutdown_retry.
           if (err !== null) return this.failed('destroy', err, at, subject);
@@ -870,6 +879,26 @@ export class Dispatcher {
       else this.shutdown(inst, reason, now);
     }
     await this.settled();
+    // A stopping dispatcher runs no more passes, so no retryDestroys: what the cloud's rate limit (or
+    // max_cloud_ops_per_second) refused is retried here once it may be, while each round destroys more
+    // (a `berth up` with more instances than the burst left the rest running).
+    const deadline = Date.now() + SHUTDOWN_ALL_RETRY_MS;
+    let backoff = 50;
+    for (let idle = 0; idle < SHUTDOWN_ALL_IDLE_ROUNDS;) {
+      const refused = live.filter((i) => i.state === 'shutdown' && !this.destroying.has(i.id));
+      if (refused.length === 0 || Date.now() >= deadline) break;
+      const nowMs = this.o.clock.now().getTime();
+      const at = Math.min(...refused.map((i) => this.destroyRefusedUntil.get(i.id) ?? nowMs + backoff));
+      await new Promise((r) => setTimeout(r, Math.min(Math.max(at - nowMs, 10), 5_000)));
+      for (const inst of refused) this.startDestroy(inst, this.o.clock.now(), null);
+      await this.settled();
+      // Rounds that destroy nothing (an error that is no rate limit) back off, and end after a few.
+      if (live.filter((i) => i.state === 'shutdown').length < refused.length) idle = 0;
+      else {
+        idle++;
+        backoff = Math.min(backoff * 2, 2_000);
+      }
+    }
     // Their records end now (when their billing ended), not at the next start.
     await this.o.mirror
       ?.publish([...this.instances.values()], now)

@@ -3,7 +3,9 @@
 // (src/dispatch/node-watch.ts). Each test also shows the rule still fails a node that stays silent after
 // the outage, so it is not "never fail". Real PostgreSQL queue, sim cloud, virtual clock.
 import { describe, expect, it } from 'vitest';
+import { withRateLimit } from '../../src/cloud/decorators/rate-limit.js';
 import type { DispatchQueue } from '../../src/dispatch/ports.js';
+import { systemClock } from '../../src/model/clock.js';
 import { harness, type FakeAgent } from './harness.js';
 
 /** The real queue, with its methods failing on demand ('*': all of them) as when the database is down. */
@@ -163,6 +165,19 @@ describe('a node whose instance is gone is failed', () => {
     await h.pass(d2);
     expect(lost(h)).toEqual([agent!.nodeId]);
     expect(await h.store.containers.get(id!)).toMatchObject({ state: 'Cancelled', failure_class: 'temp' });
+  });
+
+  it('shutdownAll destroys every instance even when a rate limit refuses some destroys at first', async () => {
+    const h = await harness();
+    const d = h.make();
+    await twoRunning(h, d);
+    await d.stop();
+    // One call at a time in the bucket: the second destroy of the two is refused, and no pass follows a
+    // stop to retry it (a `berth up` with more instances than the burst left agents running).
+    const d2 = h.make({ driver: withRateLimit(h.cloud, { clock: systemClock, opsPerSecond: 50, burst: 1 }) });
+    await h.pass(d2);
+    expect(await d2.shutdownAll('berth up is stopping')).toBe(2);
+    expect(h.cloud.live).toBe(0);
   });
 
   it('shutdownAll destroys every instance even when the database cannot record it; the node is failed once it is back', async () => {
