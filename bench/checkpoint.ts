@@ -2,7 +2,8 @@
 // its way agent → API → PostgreSQL → API → agent (issue 16: a vm container's ~90 MiB state file), each stage
 // alone, in MB/s: GNU tar packing and unpacking, gzip level 1 and its inverse (Node's zlib), an HTTP body
 // read whole by the server and one streamed, the INSERTs of its chunks in one transaction, the SELECT of
-// them all at once and 8 chunks a query (text results: bytea as hex), and the agent's write of the answer to a file. The data: the
+// them all at once and 8 chunks a query (text results: bytea as hex), the binary COPY in and out that the
+// store uses instead (src/store/copy-binary.ts), and the agent's write of the answer to a file. The data: the
 // file given (a real QEMU state file), else N MiB of random bytes and zeros, half each.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -11,11 +12,14 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { buffer as readBuffer } from 'node:stream/consumers';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { createPool } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
+import { COPY_HEADER, COPY_TRAILER, copyColumnBytes, copyTuple } from '../src/store/copy-binary.js';
 
 interface Args {
   mib: number;
@@ -61,7 +65,7 @@ export async function run(argv: string[]): Promise<number> {
     const ms = performance.now() - t0;
     rows.push([stage, bytes, ms]);
     console.error(
-      `${stage.padEnd(44)} ${(bytes / 1e6).toFixed(1).padStart(7)} MB ${ms.toFixed(0).padStart(6)} ms ${(bytes / 1e3 / ms).toFixed(0).padStart(6)} MB/s`,
+      `${stage.padEnd(48)} ${(bytes / 1e6).toFixed(1).padStart(7)} MB ${ms.toFixed(0).padStart(6)} ms ${(bytes / 1e3 / ms).toFixed(0).padStart(6)} MB/s`,
     );
     return r;
   };
@@ -167,7 +171,7 @@ export async function run(argv: string[]): Promise<number> {
       const r = await pool.query<{ data: Buffer }>(`SELECT data FROM chunks WHERE k = 'a' ORDER BY seq`);
       return Buffer.concat(r.rows.map((x) => x.data));
     });
-    const batched = await time('SELECT 8 chunks a query (as the store)', archive.length, async () => {
+    const batched = await time('SELECT 8 chunks a query', archive.length, async () => {
       const out: Buffer[] = [];
       for (let seq = 0; ; seq += 8) {
         const r = await pool.query<{ data: Buffer }>(
@@ -178,7 +182,41 @@ export async function run(argv: string[]): Promise<number> {
         if (r.rows.length < 8) return Buffer.concat(out);
       }
     });
-    if (!text.equals(archive) || !batched.equals(archive)) throw new Error('the chunks read back differ');
+    // As the store does (src/store/copy-binary.ts): a binary COPY each way.
+    await time(`COPY FROM binary, ${size / 1024} KiB rows (as the store)`, archive.length, async () => {
+      const c = await pool.connect();
+      try {
+        async function* rows(): AsyncGenerator<Buffer> {
+          yield COPY_HEADER;
+          for (let off = 0, seq = 0; off < archive.length; off += size, seq++)
+            yield* copyTuple([{ text: 'b' }, { int4: seq }, { bytea: archive.subarray(off, off + size) }]);
+          yield COPY_TRAILER;
+        }
+        await pipeline(
+          Readable.from(rows()),
+          c.query(copyFrom(`COPY chunks (k, seq, data) FROM STDIN (FORMAT binary)`)),
+        );
+      } finally {
+        c.release();
+      }
+    });
+    const copied = await time('COPY TO binary (as the store)', archive.length, async () => {
+      const c = await pool.connect();
+      try {
+        const out: Buffer[] = [];
+        for await (const b of copyColumnBytes(
+          c.query(
+            copyTo(`COPY (SELECT data FROM chunks WHERE k = 'b' ORDER BY seq) TO STDOUT (FORMAT binary)`),
+          ),
+        ))
+          out.push(b);
+        return Buffer.concat(out);
+      } finally {
+        c.release();
+      }
+    });
+    if (!text.equals(archive) || !batched.equals(archive) || !copied.equals(archive))
+      throw new Error('the chunks read back differ');
     await time('tar unpack (GNU tar, stdin from a Buffer)', data.length, () =>
       tar(['-x', '-f', '-', '-C', dst], archive),
     );
