@@ -63,7 +63,8 @@ function rawPut(
         authorization: `Bearer ${c.client.token}`,
         'content-type': 'application/x-tar',
         'x-berth-lock-token': c.lock,
-        ...(opts.declare ? { 'content-length': String(body.length) } : {}),
+        // Without a declared length, chunked (else node's end(body) would declare it).
+        ...(opts.declare ? { 'content-length': String(body.length) } : { 'transfer-encoding': 'chunked' }),
       },
     });
     req.on('response', (res) => {
@@ -77,7 +78,7 @@ function rawPut(
   });
 }
 
-/** Waits, up to a deadline, until no transaction of this database is open (the API's upload ended). */
+/** Waits, up to a deadline, until no transaction of this database is open (the API's call ended). */
 async function idle(): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -86,7 +87,7 @@ async function idle(): Promise<void> {
        WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`,
     );
     if (r.rows[0].n === 0) return;
-    if (Date.now() > deadline) throw new Error('an upload transaction is still open after 30 s');
+    if (Date.now() > deadline) throw new Error('a checkpoint transaction is still open after 30 s');
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -149,6 +150,44 @@ describe('checkpoints streamed through a listening API', () => {
     expect(await storedBytes(c.rid)).toBe(older.length);
     expect(await events()).toBe(before);
     expect((await download(c))!.equals(older)).toBe(true);
+  });
+
+  it('a download abandoned midway ends its transaction (no migrate event, no connection held); the next one is whole', async () => {
+    const c = await running();
+    const tar = tarOf(32 * MIB, 0);
+    await c.client.putCheckpoint(c.cid, c.lock, tar, false);
+    const migrates = async () =>
+      (
+        await t.db.pool.query(
+          `SELECT count(*)::int AS n FROM container_events WHERE container_id = $1 AND kind = 'migrate'`,
+          [c.cid],
+        )
+      ).rows[0].n as number;
+    const before = await migrates();
+    // The agent goes away after the first MiB.
+    await new Promise<void>((resolve, reject) => {
+      const req = http.get(`${url}/v1/containers/${c.cid}/checkpoint`, {
+        headers: { authorization: `Bearer ${c.client.token}`, 'x-berth-lock-token': c.lock },
+      });
+      req.on('response', (res) => {
+        expect(res.statusCode).toBe(200);
+        let got = 0;
+        res.on('data', (b: Buffer) => {
+          got += b.length;
+          if (got >= MIB) {
+            req.destroy();
+            resolve();
+          }
+        });
+      });
+      req.on('error', () => {});
+      req.on('close', () => resolve());
+      setTimeout(() => reject(new Error('no first MiB within 30 s')), 30_000).unref();
+    });
+    await idle();
+    expect(await migrates()).toBe(before);
+    expect((await download(c))!.equals(tar)).toBe(true);
+    expect(await migrates()).toBe(before + 1);
   });
 
   it('the limit refuses a body declared larger, and a chunked one once it passes the limit, keeping nothing', async () => {
