@@ -261,7 +261,7 @@ export class AgentClient {
     method: string,
     path: string,
     body: string | Buffer,
-    opts: { auth?: boolean; timeoutMs?: number; signal?: AbortSignal; headers: Record<string, string> },
+    opts: CallOptions,
   ): Promise<{ status: number; body: Buffer }> {
     const res = await this.open(method, path, body, opts);
     return { status: res.status, body: await this.read(res.body, opts.signal) };
@@ -272,7 +272,7 @@ export class AgentClient {
     method: string,
     path: string,
     body: string | Buffer,
-    opts: { auth?: boolean; timeoutMs?: number; signal?: AbortSignal; headers: Record<string, string> },
+    opts: CallOptions,
   ): Promise<{ status: number; body: IncomingMessage }> {
     const timeout = AbortSignal.timeout(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
@@ -308,6 +308,14 @@ export class AgentClient {
       throw new ApiUnreachableError(`reading the answer from ${this.baseUrl}: ${(err as Error).message}`);
     }
   }
+}
+
+/** How one call is made: with the node token (unless `auth: false`), its deadline, its caller's abort. */
+interface CallOptions {
+  auth?: boolean;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  headers: Record<string, string>;
 }
 
 /** The caller aborted the call (the agent is stopping, or a long poll was cut short on purpose). */
