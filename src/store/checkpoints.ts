@@ -153,6 +153,11 @@ export class Checkpoints {
         tx.release();
       }
     };
+    /** Mid-COPY, no query can follow: the connection is closed (PostgreSQL rolls back) and not reused. */
+    const abandon = () => {
+      tx.off('error', onError);
+      tx.release(new Error('checkpoint download abandoned'));
+    };
     let kept: { container_id: string; instance_id: string | null; bytes: number } | undefined;
     let requestId = '';
     try {
@@ -186,18 +191,26 @@ export class Checkpoints {
       return null;
     }
     const select = `COPY (SELECT data FROM checkpoint_chunks WHERE request_id = ${tx.escapeLiteral(requestId)} ORDER BY seq) TO STDOUT (FORMAT binary)`;
+    const bytes = kept.bytes;
     async function* chunks(): AsyncGenerator<Buffer> {
       let done = false;
       try {
         // The rows' bytes by a binary COPY, as they arrive (copy-binary.ts: why not a SELECT).
-        yield* copyColumnBytes(tx.query(copyTo(select)));
+        let sent = 0;
+        for await (const b of copyColumnBytes(tx.query(copyTo(select)))) {
+          sent += b.length;
+          yield b;
+        }
+        // Never a short answer under its content-length (the agent would wait for the rest): an error
+        // here cuts the connection instead.
+        if (sent !== bytes) throw new Error(`checkpoint of ${bytes} bytes read back as ${sent}`);
         done = true;
       } finally {
         if (done) await end('COMMIT');
-        else await end('ROLLBACK').catch(() => {});
+        else abandon();
       }
     }
-    return { bytes: kept.bytes, chunks: chunks() };
+    return { bytes, chunks: chunks() };
   }
 
   /** What a user may know of the checkpoints of these requests: size and time, by request id. */
