@@ -15,6 +15,7 @@ const BENCHES = [
   'e2e',
   'opportunistic',
   'snapshot-read',
+  'checkpoint',
 ] as const;
 
 async function main(): Promise<number> {

@@ -12,6 +12,7 @@
 import { spawn } from 'node:child_process';
 import { chmod, mkdir, readdir, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
+import type { Readable } from 'node:stream';
 import { retrying, type AgentClient } from './client.js';
 
 /** The signal that asks a container to write its checkpoint and exit. */
@@ -56,11 +57,15 @@ export class ApiCheckpoints {
     await openUp(into);
     if (!kept) return null;
     const t0 = performance.now();
-    const tar = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken), { signal: this.signal });
-    if (!tar) return null;
-    await runTar(['-x', '-f', '-', '-C', into, '--no-same-owner', '--no-same-permissions'], tar);
+    // Unpacked as it arrives: the archive is never held whole.
+    const unpack = (body: Readable) =>
+      runTar(['-x', '-f', '-', '-C', into, '--no-same-owner', '--no-same-permissions'], body).then(() => {});
+    const bytes = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken, unpack), {
+      signal: this.signal,
+    });
+    if (bytes === null) return null;
     await openUp(into);
-    return { bytes: tar.length, ms: performance.now() - t0 };
+    return { bytes, ms: performance.now() - t0 };
   }
 
   /**
@@ -141,8 +146,11 @@ export async function listTree(
   return { names, files, bytes };
 }
 
-/** Runs GNU tar with `input` on its stdin; resolves with its stdout, rejects with its stderr. */
-function runTar(args: string[], input: Buffer): Promise<Buffer> {
+/**
+ * Runs GNU tar with `input` on its stdin; resolves with its stdout, rejects with its stderr (or with the
+ * input stream's own error, which ends tar).
+ */
+function runTar(args: string[], input: Buffer | Readable): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const child = spawn('tar', args, { stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -158,7 +166,12 @@ function runTar(args: string[], input: Buffer): Promise<Buffer> {
           new Error(`tar ${args[0]} failed (${code}): ${Buffer.concat(err).toString().trim().slice(0, 500)}`),
         );
     });
-    child.stdin.end(input);
+    if (Buffer.isBuffer(input)) return child.stdin.end(input);
+    input.on('error', (e) => {
+      child.kill('SIGKILL');
+      reject(e);
+    });
+    input.pipe(child.stdin);
   });
 }
 

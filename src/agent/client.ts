@@ -3,6 +3,7 @@
 // later may succeed (network error, timeout, 5xx, 429), so callers retry on facts, not message text.
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
+import { Transform, type Readable } from 'node:stream';
 import { buffer as readBuffer } from 'node:stream/consumers';
 import type { Static } from '@sinclair/typebox';
 import { systemTimers } from '../model/clock.js';
@@ -69,7 +70,7 @@ export type CompleteBody = Omit<CompleteBodyT, 'lock_token'>;
 /** Extra time on top of a long poll's wait before the client gives up on the answer. */
 const LONG_POLL_SLACK_MS = 15_000;
 const DEFAULT_TIMEOUT_MS = 30_000;
-/** A checkpoint is up to checkpoint_limit bytes (64MiB by default): more time than a small call. */
+/** A checkpoint is up to checkpoint_limit bytes (256MiB by default): more time than a small call. */
 const CHECKPOINT_TIMEOUT_MS = 120_000;
 
 /** One report's answer from POST /v1/nodes/:id/reports. */
@@ -201,13 +202,44 @@ export class AgentClient {
     });
   }
 
-  /** The checkpoint (a tar archive) of the container's request, or null when none is kept. */
-  async getCheckpoint(id: string, lockToken: string): Promise<Buffer | null> {
-    const r = await this.exchange('GET', `/v1/containers/${encodeURIComponent(id)}/checkpoint`, '', {
-      headers: { [LOCK_TOKEN_HEADER]: lockToken },
-      timeoutMs: CHECKPOINT_TIMEOUT_MS,
-    });
-    return r.status === 204 ? null : r.body;
+  /**
+   * The checkpoint (a tar archive) of the container's request, handed to `unpack` as it arrives (never
+   * gathered whole); its size, or null when none is kept. A body cut off on the way is unreachable (a
+   * transient error: the call may be repeated, and `unpack` with it); `unpack`'s own failure is thrown.
+   */
+  async getCheckpoint(
+    id: string,
+    lockToken: string,
+    unpack: (body: Readable) => Promise<void>,
+  ): Promise<number | null> {
+    const opts = { headers: { [LOCK_TOKEN_HEADER]: lockToken }, timeoutMs: CHECKPOINT_TIMEOUT_MS };
+    const res = await this.open('GET', `/v1/containers/${encodeURIComponent(id)}/checkpoint`, '', opts);
+    if (res.status === 204) {
+      res.body.resume();
+      return null;
+    }
+    let bytes = 0;
+    const counted = res.body.pipe(
+      new Transform({
+        transform(b: Buffer, _enc, done) {
+          bytes += b.length;
+          done(null, b);
+        },
+      }),
+    );
+    res.body.on('error', (err) => counted.destroy(err));
+    try {
+      await unpack(counted);
+    } catch (err) {
+      if (res.body.errored || !res.body.complete)
+        throw new ApiUnreachableError(
+          `reading the checkpoint from ${this.baseUrl}: ${res.body.errored?.message ?? 'cut off'}`,
+        );
+      throw err;
+    }
+    if (!res.body.complete)
+      throw new ApiUnreachableError(`reading the checkpoint from ${this.baseUrl}: cut off`);
+    return bytes;
   }
 
   private async call<T>(
@@ -229,8 +261,19 @@ export class AgentClient {
     method: string,
     path: string,
     body: string | Buffer,
-    opts: { auth?: boolean; timeoutMs?: number; signal?: AbortSignal; headers: Record<string, string> },
+    opts: CallOptions,
   ): Promise<{ status: number; body: Buffer }> {
+    const res = await this.open(method, path, body, opts);
+    return { status: res.status, body: await this.read(res.body, opts.signal) };
+  }
+
+  /** One call up to its 2xx answer's headers: its status and unread body, or the error thrown (as exchange). */
+  private async open(
+    method: string,
+    path: string,
+    body: string | Buffer,
+    opts: CallOptions,
+  ): Promise<{ status: number; body: IncomingMessage }> {
     const timeout = AbortSignal.timeout(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
     let res: { status: number; body: IncomingMessage };
@@ -243,16 +286,8 @@ export class AgentClient {
       if (opts.signal?.aborted) throw new AbortedError();
       throw new ApiUnreachableError(`cannot reach the API at ${this.baseUrl}: ${(err as Error).message}`);
     }
-    let data: Buffer;
-    try {
-      data = Buffer.from(await readBuffer(res.body));
-    } catch (err) {
-      if (opts.signal?.aborted) throw new AbortedError();
-      throw new ApiUnreachableError(`reading the answer from ${this.baseUrl}: ${(err as Error).message}`);
-    }
-    const ok = res.status >= 200 && res.status < 300;
-    if (ok) return { status: res.status, body: data };
-    const text = data.toString('utf8');
+    if (res.status >= 200 && res.status < 300) return res;
+    const text = (await this.read(res.body, opts.signal)).toString('utf8');
     let code = 'error';
     let message = text.slice(0, 500);
     try {
@@ -264,6 +299,23 @@ export class AgentClient {
     }
     throw new ApiHttpError(res.status, code, message);
   }
+
+  private async read(body: IncomingMessage, signal?: AbortSignal): Promise<Buffer> {
+    try {
+      return await readBuffer(body);
+    } catch (err) {
+      if (signal?.aborted) throw new AbortedError();
+      throw new ApiUnreachableError(`reading the answer from ${this.baseUrl}: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** How one call is made: with the node token (unless `auth: false`), its deadline, its caller's abort. */
+interface CallOptions {
+  auth?: boolean;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  headers: Record<string, string>;
 }
 
 /** The caller aborted the call (the agent is stopping, or a long poll was cut short on purpose). */

@@ -397,12 +397,16 @@ export const PROCESS_OPTIONS = section([
   opt({
     key: 'checkpoint_limit',
     kind: size,
-    default: '64MiB',
+    default: '256MiB',
     env: 'BERTH_CHECKPOINT_LIMIT',
     flag: '--checkpoint-limit',
     help:
-      'The largest checkpoint kept per request (the tar archive of $BERTH_CHECKPOINT_DIR): the agent does not ' +
-      'upload a larger one (an event and the container log say so), and the API refuses one (0: no checkpoints).',
+      'The largest checkpoint kept per request (the tar archive of $BERTH_CHECKPOINT_DIR, or of a vm ' +
+      "container's whole state): the agent does not upload a larger one (an event and the container log say " +
+      'so), and the API refuses one (0: no checkpoints). The default fits a 256 MiB vm guest whose memory is ' +
+      'all in use (its state is at most its memory, plus its 8 MiB data disk); an idle 224 MiB guest is a ' +
+      '~98 MiB archive. The API streams it into PostgreSQL and back, never holding it whole; the agent holds ' +
+      'one archive in memory while sending it.',
     usedBy: ['agent', 'server', 'up'],
   }),
   opt({

@@ -7,11 +7,21 @@ export const CHECKPOINT_TYPE = 'application/x-tar';
 /** The header carrying the container's per-lock token on the checkpoint calls. */
 export const LOCK_TOKEN_HEADER = 'x-berth-lock-token';
 
-/** Why `data` is not a tar archive (ustar or GNU: 512-byte blocks, the magic at 257), or null. */
-export function notTar(data: Buffer): string | null {
-  if (data.length < 1024 || data.length % 512 !== 0)
-    return `expected a tar archive (a whole number of 512-byte blocks, at least 2), got ${data.length} bytes`;
-  if (data.subarray(257, 262).toString('latin1') !== 'ustar')
+/** Why an archive of `bytes` bytes cannot be a tar archive (512-byte blocks, at least 2), or null. */
+export function notTarLength(bytes: number): string | null {
+  if (bytes < 1024 || bytes % 512 !== 0)
+    return `expected a tar archive (a whole number of 512-byte blocks, at least 2), got ${bytes} bytes`;
+  return null;
+}
+
+/** Why an archive starting with `head` (its first 512 bytes at least) is not a tar archive, or null. */
+export function notTarHead(head: Buffer): string | null {
+  if (head.subarray(257, 262).toString('latin1') !== 'ustar')
     return 'expected a tar archive: its first header has no "ustar" magic';
   return null;
+}
+
+/** Why `data` is not a tar archive (ustar or GNU: 512-byte blocks, the magic at 257), or null. */
+export function notTar(data: Buffer): string | null {
+  return notTarLength(data.length) ?? notTarHead(data);
 }

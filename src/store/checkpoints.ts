@@ -5,7 +5,11 @@
 // becoming Final drops it (a trigger of migration 120). Only the agent holding the current per-lock token
 // of a Running container on its node reads or writes it; users see that it exists (size, time), never the
 // bytes.
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import type { StoreContext } from './context.js';
+import { COPY_HEADER, COPY_TRAILER, copyColumnBytes, copyTuple } from './copy-binary.js';
 import { withTx, type Queryable } from './db.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { tokenGeneration } from './secrets.js';
@@ -64,81 +68,149 @@ export class Checkpoints {
   }
 
   /**
-   * Keeps `data` (a tar archive) as the checkpoint of the container's request, replacing an older one.
-   * `reclaimed`: its container is being reclaimed, so its retry migrates (a `migrate` event says so).
+   * Keeps the archive `body` yields as the checkpoint of the container's request, replacing an older one,
+   * in chunks of CHECKPOINT_CHUNK_BYTES written as the body arrives (never the whole archive in memory;
+   * one chunk's INSERT in flight while the next is read). One transaction: a body that fails midway (cut
+   * off, over the limit, not a tar: `body` throws) leaves the older checkpoint as it was, and no part of
+   * this one. `reclaimed`: its container is being reclaimed, so its retry migrates (a `migrate` event).
    */
-  async put(c: CheckpointCaller, data: Buffer, reclaimed: boolean): Promise<CheckpointInfo> {
+  async put(
+    c: CheckpointCaller,
+    body: AsyncIterable<Buffer> | Iterable<Buffer>,
+    reclaimed: boolean,
+  ): Promise<CheckpointInfo> {
     const now = this.ctx.clock.now();
     return withTx(this.ctx.pool, async (tx) => {
       const h = await this.holder(tx, c);
       await tx.query(`DELETE FROM checkpoints WHERE request_id = $1`, [h.request_id]);
       await tx.query(
-        `INSERT INTO checkpoints (request_id, container_id, instance_id, bytes, at) VALUES ($1, $2, $3, $4, $5)`,
-        [h.request_id, c.id, h.instance_id, data.length, now],
+        `INSERT INTO checkpoints (request_id, container_id, instance_id, bytes, at) VALUES ($1, $2, $3, 0, $4)`,
+        [h.request_id, c.id, h.instance_id, now],
       );
-      const seqs: number[] = [];
-      const chunks: Buffer[] = [];
-      for (let off = 0, seq = 0; off < data.length; off += CHECKPOINT_CHUNK_BYTES, seq++) {
-        seqs.push(seq);
-        chunks.push(data.subarray(off, off + CHECKPOINT_CHUNK_BYTES));
+      let bytes = 0;
+      const requestId = h.request_id;
+      // The body's bytes in rows of CHECKPOINT_CHUNK_BYTES, by a binary COPY (copy-binary.ts: why).
+      async function* rows(): AsyncGenerator<Buffer> {
+        yield COPY_HEADER;
+        let seq = 0;
+        let chunk = Buffer.allocUnsafe(CHECKPOINT_CHUNK_BYTES);
+        let filled = 0;
+        const row = (data: Buffer) => copyTuple([{ text: requestId }, { int4: seq++ }, { bytea: data }]);
+        for await (const piece of body) {
+          bytes += piece.length;
+          for (let off = 0; off < piece.length;) {
+            const n = piece.copy(chunk, filled, off);
+            filled += n;
+            off += n;
+            if (filled === CHECKPOINT_CHUNK_BYTES) {
+              yield* row(chunk);
+              chunk = Buffer.allocUnsafe(CHECKPOINT_CHUNK_BYTES);
+              filled = 0;
+            }
+          }
+        }
+        if (filled > 0) yield* row(chunk.subarray(0, filled));
+        yield COPY_TRAILER;
       }
-      // One row per chunk; node-postgres sends each Buffer as bytea.
-      for (let i = 0; i < chunks.length; i++)
-        await tx.query(`INSERT INTO checkpoint_chunks (request_id, seq, data) VALUES ($1, $2, $3)`, [
-          h.request_id,
-          seqs[i],
-          chunks[i],
-        ]);
+      // A failing body (cut off, refused) aborts the COPY (CopyFail), and the transaction rolls back.
+      await pipeline(
+        Readable.from(rows()),
+        tx.query(copyFrom(`COPY checkpoint_chunks (request_id, seq, data) FROM STDIN (FORMAT binary)`)),
+      );
+      await tx.query(`UPDATE checkpoints SET bytes = $2 WHERE request_id = $1`, [h.request_id, bytes]);
       const events = new EventRows();
       const where = h.instance_id ? ` on instance ${h.instance_id}` : '';
       if (reclaimed)
         events.add(
           c.id,
           'migrate',
-          `migrating: its checkpoint (${data.length} bytes) was kept${where}; the retry resumes from it on an instance with room`,
-          { from: h.instance_id, bytes: data.length },
+          `migrating: its checkpoint (${bytes} bytes) was kept${where}; the retry resumes from it on an instance with room`,
+          { from: h.instance_id, bytes },
         );
-      else
-        events.add(c.id, 'checkpoint', `checkpoint kept (${data.length} bytes)${where}`, {
-          bytes: data.length,
-        });
+      else events.add(c.id, 'checkpoint', `checkpoint kept (${bytes} bytes)${where}`, { bytes });
       await tx.query(EventRows.INSERT_SQL(2), [now, ...events.params()]);
-      return { bytes: data.length, at: now, container_id: c.id, instance_id: h.instance_id };
+      return { bytes, at: now, container_id: c.id, instance_id: h.instance_id };
     });
   }
 
   /**
    * The checkpoint of the container's request, for its agent to restore before starting it, or null when
-   * there is none. A `migrate` event on the container names where the checkpoint was written and where it
-   * resumes.
+   * there is none: its size, and its chunks to read once, in order, from one transaction (a newer put
+   * cannot mix into it) that ends when they are read to the end (committing the `migrate` event that names
+   * where the checkpoint was written and where it resumes) or abandoned (rolled back: no event). The caller
+   * must read `chunks` or call its `return()`: the transaction holds a connection until then.
    */
-  async take(c: CheckpointCaller): Promise<Buffer | null> {
+  async take(c: CheckpointCaller): Promise<{ bytes: number; chunks: AsyncGenerator<Buffer> } | null> {
     const now = this.ctx.clock.now();
-    return withTx(this.ctx.pool, async (tx) => {
+    const tx = await this.ctx.pool.connect();
+    const onError = () => {}; // as withTx: a connection dying mid-way fails the next query instead
+    tx.on('error', onError);
+    const end = async (sql: 'COMMIT' | 'ROLLBACK') => {
+      try {
+        await tx.query(sql);
+      } finally {
+        tx.off('error', onError);
+        tx.release();
+      }
+    };
+    /** Mid-COPY, no query can follow: the connection is closed (PostgreSQL rolls back) and not reused. */
+    const abandon = () => {
+      tx.off('error', onError);
+      tx.release(new Error('checkpoint download abandoned'));
+    };
+    let kept: { container_id: string; instance_id: string | null; bytes: number } | undefined;
+    let requestId = '';
+    try {
+      await tx.query('BEGIN');
       const h = await this.holder(tx, c);
-      const k = await tx.query<{ container_id: string; instance_id: string | null; bytes: string }>(
-        `SELECT container_id, instance_id, bytes FROM checkpoints WHERE request_id = $1`,
-        [h.request_id],
-      );
-      const kept = k.rows[0];
-      if (!kept) return null;
-      const r = await tx.query<{ data: Buffer }>(
-        `SELECT data FROM checkpoint_chunks WHERE request_id = $1 ORDER BY seq`,
-        [h.request_id],
-      );
-      const data = Buffer.concat(r.rows.map((row) => row.data));
-      const from = kept.instance_id ?? 'an unknown instance';
-      const to = h.instance_id ?? 'an unknown instance';
-      const events = new EventRows();
-      events.add(
-        c.id,
-        'migrate',
-        `resumes from the checkpoint of ${kept.container_id} (${data.length} bytes): from instance ${from} to ${to}`,
-        { from: kept.instance_id, to: h.instance_id, container: kept.container_id, bytes: data.length },
-      );
-      await tx.query(EventRows.INSERT_SQL(2), [now, ...events.params()]);
-      return data;
-    });
+      requestId = h.request_id;
+      kept = (
+        await tx.query<{ container_id: string; instance_id: string | null; bytes: string }>(
+          `SELECT container_id, instance_id, bytes FROM checkpoints WHERE request_id = $1`,
+          [h.request_id],
+        )
+      ).rows.map((r) => ({ ...r, bytes: Number(r.bytes) }))[0];
+      if (kept) {
+        const from = kept.instance_id ?? 'an unknown instance';
+        const to = h.instance_id ?? 'an unknown instance';
+        const events = new EventRows();
+        events.add(
+          c.id,
+          'migrate',
+          `resumes from the checkpoint of ${kept.container_id} (${kept.bytes} bytes): from instance ${from} to ${to}`,
+          { from: kept.instance_id, to: h.instance_id, container: kept.container_id, bytes: kept.bytes },
+        );
+        await tx.query(EventRows.INSERT_SQL(2), [now, ...events.params()]);
+      }
+    } catch (err) {
+      await end('ROLLBACK').catch(() => {});
+      throw err;
+    }
+    if (!kept) {
+      await end('COMMIT');
+      return null;
+    }
+    const select = `COPY (SELECT data FROM checkpoint_chunks WHERE request_id = ${tx.escapeLiteral(requestId)} ORDER BY seq) TO STDOUT (FORMAT binary)`;
+    const bytes = kept.bytes;
+    async function* chunks(): AsyncGenerator<Buffer> {
+      let done = false;
+      try {
+        // The rows' bytes by a binary COPY, as they arrive (copy-binary.ts: why not a SELECT).
+        let sent = 0;
+        for await (const b of copyColumnBytes(tx.query(copyTo(select)))) {
+          sent += b.length;
+          yield b;
+        }
+        // Never a short answer under its content-length (the agent would wait for the rest): an error
+        // here cuts the connection instead.
+        if (sent !== bytes) throw new Error(`checkpoint of ${bytes} bytes read back as ${sent}`);
+        done = true;
+      } finally {
+        if (done) await end('COMMIT');
+        else abandon();
+      }
+    }
+    return { bytes, chunks: chunks() };
   }
 
   /** What a user may know of the checkpoints of these requests: size and time, by request id. */

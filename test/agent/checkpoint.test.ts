@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { ApiCheckpoints } from '../../src/agent/checkpoint.js';
 import { notTar } from '../../src/model/checkpoint.js';
 
@@ -30,7 +31,11 @@ function memoryApi() {
         kept.tar = tar;
         kept.reclaimed = reclaimed;
       },
-      getCheckpoint: async () => kept.tar,
+      getCheckpoint: async (_id: string, _token: string, unpack: (body: Readable) => Promise<void>) => {
+        if (!kept.tar) return null;
+        await unpack(Readable.from([kept.tar]));
+        return kept.tar.length;
+      },
     },
   };
 }

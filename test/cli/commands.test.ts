@@ -259,7 +259,7 @@ describe('checkpoints (issue 16)', () => {
     // A real (empty) tar archive: two zero blocks after a header with the ustar magic.
     const tar = Buffer.alloc(2048);
     tar.write('ustar', 257, 'latin1');
-    await w.t.store.checkpoints.put({ id: cid, node: w.node.id, token: lock }, tar, false);
+    await w.t.store.checkpoints.put({ id: cid, node: w.node.id, token: lock }, [tar], false);
     expect((await w.berth(['show', cid])).stdout).toMatch(
       new RegExp(`checkpoint: 2(\\.0)? ?KiB kept \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z by ${cid}`),
     );

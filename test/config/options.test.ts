@@ -73,7 +73,7 @@ describe('loadConfig', () => {
       pressure_margin: 32 * 1024 ** 2,
       pressure_psi: null,
       pressure_cpu: null,
-      checkpoint_limit: 64 * 1024 ** 2,
+      checkpoint_limit: 256 * 1024 ** 2,
       checkpoint_wait: 5_000,
       instance_ram: null,
       instance_vcpus: null,

@@ -8,7 +8,8 @@ import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
 import { ContainerParams } from '../schemas.js';
 import type { Api, ApiDeps } from '../server.js';
-import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER, notTar } from '../../model/checkpoint.js';
+import { Readable } from 'node:stream';
+import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER, notTarHead, notTarLength } from '../../model/checkpoint.js';
 
 const CheckpointQuery = Type.Object(
   { reclaimed: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])) },
@@ -25,14 +26,50 @@ function caller(req: { headers: Record<string, unknown>; params: { id: string } 
   return { id: req.params.id, node: nodeId, token };
 }
 
+const invalidBody = (problem: string) =>
+  new HttpError(400, 'invalid', `body: ${problem}`, [{ field: 'body', problem }]);
+const tooLarge = (limit: number) =>
+  new HttpError(413, 'too_large', `body: a checkpoint is at most ${limit} bytes (checkpoint_limit)`, [
+    { field: 'body', problem: `is over the checkpoint limit of ${limit} bytes (checkpoint_limit)` },
+  ]);
+
+/**
+ * The checkpoint body's bytes as they arrive, refused (thrown, so that the store's transaction rolls back)
+ * past `limit` bytes or when it is not a tar archive: its first header is checked as soon as it is in,
+ * its length at the end.
+ */
+async function* tarBody(
+  body: AsyncIterable<Buffer>,
+  limit: number,
+  declared: number | null,
+): AsyncGenerator<Buffer> {
+  let bytes = 0;
+  let head: Buffer | null = Buffer.alloc(0);
+  for await (const piece of body) {
+    bytes += piece.length;
+    if (bytes > limit) throw tooLarge(limit);
+    if (head === null) {
+      yield piece;
+      continue;
+    }
+    head = Buffer.concat([head, piece]);
+    if (head.length < 512) continue;
+    const bad = notTarHead(head);
+    if (bad) throw invalidBody(bad);
+    yield head;
+    head = null;
+  }
+  if (declared !== null && bytes !== declared)
+    throw invalidBody(`ended after ${bytes} of the ${declared} bytes its content-length declared`);
+  const bad = notTarLength(bytes);
+  if (bad) throw invalidBody(bad);
+}
+
 export function checkpointRoutes(app: Api, deps: ApiDeps, limitBytes: number): void {
   const { store } = deps;
-  // Tar bodies arrive as one Buffer, up to the checkpoint limit (the agent does not send larger ones).
-  app.addContentTypeParser(
-    CHECKPOINT_TYPE,
-    { parseAs: 'buffer', bodyLimit: limitBytes },
-    (_req, body, done) => done(null, body),
-  );
+  // Tar bodies are not read here: the handler streams them into the store as they arrive (tarBody checks
+  // the limit and the format on the way), never holding a whole archive.
+  app.addContentTypeParser(CHECKPOINT_TYPE, (_req, payload, done) => done(null, payload));
 
   app.put(
     '/v1/containers/:id/checkpoint',
@@ -51,13 +88,20 @@ export function checkpointRoutes(app: Api, deps: ApiDeps, limitBytes: number): v
       const type = String(req.headers['content-type'] ?? '')
         .split(';')[0]!
         .trim();
-      if (type !== CHECKPOINT_TYPE || !Buffer.isBuffer(req.body))
+      if (type !== CHECKPOINT_TYPE || !(req.body instanceof Readable))
         throw new HttpError(415, 'unsupported_media_type', `content-type: expected ${CHECKPOINT_TYPE}`, [
           { field: 'content-type', problem: `expected ${CHECKPOINT_TYPE}, got ${type || 'none'}` },
         ]);
-      const bad = notTar(req.body);
-      if (bad) throw new HttpError(400, 'invalid', `body: ${bad}`, [{ field: 'body', problem: bad }]);
-      const info = await store.checkpoints.put(c, req.body, req.query.reclaimed === 'true');
+      // A declared length is judged before anything is read or stored; a chunked body as it arrives.
+      const header = req.headers['content-length'];
+      const declared = header === undefined ? null : Number(header);
+      if (declared !== null) {
+        if (declared > limitBytes) throw tooLarge(limitBytes);
+        const bad = notTarLength(declared);
+        if (bad) throw invalidBody(bad);
+      }
+      const body = tarBody(req.body, limitBytes, declared);
+      const info = await store.checkpoints.put(c, body, req.query.reclaimed === 'true');
       return { bytes: info.bytes, at: info.at };
     },
   );
@@ -74,9 +118,13 @@ export function checkpointRoutes(app: Api, deps: ApiDeps, limitBytes: number): v
       config: { scopes: ['node'] },
     },
     async (req, reply) => {
-      const data = await store.checkpoints.take(caller(req, who(req).nodeId));
-      if (data === null) return reply.code(204).send();
-      return reply.type(CHECKPOINT_TYPE).send(data);
+      const kept = await store.checkpoints.take(caller(req, who(req).nodeId));
+      if (kept === null) return reply.code(204).send();
+      // Chunk by chunk from the store's transaction to the socket (a closed socket ends the transaction).
+      return reply
+        .type(CHECKPOINT_TYPE)
+        .header('content-length', kept.bytes)
+        .send(Readable.from(kept.chunks, { objectMode: false }));
     },
   );
 }
