@@ -13,10 +13,12 @@
 //   journal.json             containers this agent is responsible for (see journal.ts)
 //   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
 //   containers/<id>/system.log  the agent's own lines for the container's log
+//   sandbox-probe.json       a passed sandbox probe's key (probe-cache.ts); a one-shot agent keeps it in
+//                            the dir above its work dir, shared by the node's jobs, so it outlives the job
 import { homedir, hostname } from 'node:os';
 import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { text } from 'node:stream/consumers';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { PROCESS_OPTIONS } from '../config/options.js';
 import {
@@ -148,6 +150,9 @@ function checkpointsOf(
 }
 
 /** The declared default of --ping-wait (src/config/options.ts). */
+/** The node's record of a passed sandbox probe (probe-cache.ts), in the agents' shared dir. */
+export const SANDBOX_PROBE_FILE = 'sandbox-probe.json';
+
 export const DEFAULT_PING_WAIT_MS = PROCESS_OPTIONS.defaultOf('ping_wait');
 
 export class Agent {
@@ -340,6 +345,8 @@ export class Agent {
       process: {
         sandbox,
         bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
+        // A one-shot agent's work dir is its job's alone; the node's agents share the dir above it.
+        probeCache: join(opts.once ? dirname(opts.workDir) : opts.workDir, SANDBOX_PROBE_FILE),
         // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
         hide: [
           opts.workDir,
