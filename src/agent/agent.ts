@@ -44,6 +44,7 @@ import {
   retrying,
   type NodeReportState,
   type PingAnswer,
+  type StartOrder,
   type UsageSample,
 } from './client.js';
 import { readCredentials, writeCredentials } from './credentials.js';
@@ -168,6 +169,8 @@ export class Agent {
   private readonly imds: ImdsClient | null;
   /** One-shot mode: the container's runner once it was launched. */
   private onceRunner: ContainerRunner | null = null;
+  /** One-shot mode: its container's order from the registration's answer (already started), if any. */
+  private registeredStart: StartOrder[] = [];
   private sendUsage: boolean;
   private readonly log: Logger;
   /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
@@ -221,6 +224,7 @@ export class Agent {
       checkpointWaitMs: opts.checkpointWaitMs ?? PROCESS_OPTIONS.defaultOf('checkpoint_wait'),
     };
     for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
+    for (const order of this.registeredStart) this.launch(ctx, order);
     const watching = this.imds ? this.watchNotices(this.imds) : null;
     // A one-shot agent (a SLURM job) runs no opportunistic container: nothing to reclaim, no sampling.
     const pressure = opts.once
@@ -452,18 +456,19 @@ export class Agent {
       ...(this.instanceId ? { instance_id: this.instanceId } : {}),
     };
     try {
-      const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
+      const r = await retrying(() => this.client.register(opts.nodeId, secret, info, opts.once ?? null), {
         signal: this.stopper.signal,
         onRetry: (err, d) => this.log.warn({ ...errorFields(err), retry_ms: d }, 'register failed; retrying'),
       });
       this.client.token = r.token;
+      this.registeredStart = r.start ?? [];
     } catch (err) {
       if (err instanceof AbortedError) throw err;
       throw new AgentFatalError(`registration of node ${opts.nodeId} refused: ${(err as Error).message}`);
     }
     // A one-shot agent never restarts: its token stays in memory only.
     if (!opts.once) await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
-    this.log.info('registered');
+    this.log.info({ started: this.registeredStart.map((o) => o.id) }, 'registered');
   }
 
   private track(runner: ContainerRunner): void {
@@ -571,15 +576,18 @@ export class Agent {
           .get(id)
           ?.setFrozen(want)
           .then(() => this.wakeup.abort()); // report it frozen (or not) at once
-    for (const order of ans.start) {
-      if (this.runners.has(order.id)) continue;
-      if (this.draining) continue; // left Locked: the dispatcher unlocks it
-      if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) continue;
-      this.log.info({ container: order.id }, 'starting');
-      const runner = ContainerRunner.launch(ctx, order);
-      if (this.opts.once) this.onceRunner = runner;
-      this.track(runner);
-    }
+    for (const order of ans.start) this.launch(ctx, order);
+  }
+
+  /** Starts an order's container, unless it runs already, the node drains, or it is not this one-shot's. */
+  private launch(ctx: RunnerContext, order: StartOrder): void {
+    if (this.runners.has(order.id)) return;
+    if (this.draining) return; // left Locked: the dispatcher unlocks it
+    if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) return;
+    this.log.info({ container: order.id }, 'starting');
+    const runner = ContainerRunner.launch(ctx, order);
+    if (this.opts.once) this.onceRunner = runner;
+    this.track(runner);
   }
 
   /** Kills everything this agent runs and throws: it must not run anything for a failed node. */

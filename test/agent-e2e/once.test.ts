@@ -86,6 +86,14 @@ describe('berth agent --once', () => {
     expect(existsSync(join(dirname(node.workDir), SANDBOX_PROBE_FILE))).toBe(true);
     // No opportunistic containers on SLURM: no pressure watcher probing and sampling cgroups.
     expect(a.output()).not.toContain('pressure watcher');
+    // Its container was started by the registration's answer: no first ping, no start report.
+    const lines = a
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'));
+    const registered = lines.map((l) => JSON.parse(l) as { msg?: string; started?: string[] });
+    expect(registered.find((l) => l.msg === 'registered')?.started, a.output()).toEqual([cid]);
+    expect(a.output()).not.toContain('start already recorded');
   });
 
   it('exits at once when its container is not assigned to its node (cancelled or given back)', async () => {
