@@ -4,7 +4,7 @@
 // batch script runs it (`node … agent --once ID`, the secret on stdin), timed from the spawn through its log
 // lines (JSON, ms) to its exit. Prints the p50/p90 of each phase. Numbers depend on the machine's load.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config/options.js';
@@ -68,6 +68,7 @@ export async function run(argv: string[]): Promise<number> {
       const node = await queue.createNode('slurm', 'bench', 'agent');
       await queue.assign([{ id, instance: `slurm-job-${i}`, node: node.nodeId }], DISPATCHER);
       await queue.bindNode(node.nodeId, `slurm-job-${i}`);
+      const cpu0 = childrenCpuMs();
       const marks = await timeAgent(bin, {
         id,
         apiUrl: server.url,
@@ -76,6 +77,7 @@ export async function run(argv: string[]): Promise<number> {
         workDir: join(home, 'work', id),
         trace: argv.includes('--trace'),
       });
+      marks.set(CPU_MARK, childrenCpuMs() - cpu0);
       for (const [k, v] of marks) (times.get(k) ?? times.set(k, []).get(k)!).push(v);
     }
   } finally {
@@ -83,13 +85,27 @@ export async function run(argv: string[]): Promise<number> {
     rmSync(home, { recursive: true, force: true });
   }
   console.log(`one-shot agent (${entry} entry), ${runs} runs, ms from spawn: p50 / p90`);
-  for (const [k] of [...MARKS, ['process exited']]) {
+  for (const [k] of [...MARKS, ['process exited'], [CPU_MARK]]) {
     const v = (times.get(k) ?? []).sort((a, b) => a - b);
     console.log(
       `  ${k.padEnd(32)} ${v.length ? `${pct(v, 50).toFixed(0)} / ${pct(v, 90).toFixed(0)}` : '—'}`,
     );
   }
   return 0;
+}
+
+/** The agent's CPU time: user + system of it and the children it waited for (bwrap, the shim, the container). */
+const CPU_MARK = 'CPU ms (agent and its children)';
+
+/**
+ * CPU time of this process's children that were waited for, in ms (/proc/self/stat cutime + cstime, in
+ * clock ticks of 10 ms): the agent's, once it exited. The embedded PostgreSQL is not counted until it stops.
+ */
+function childrenCpuMs(): number {
+  // Fields after the command name (which may hold spaces and parentheses: cut at the last one).
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[13]) + Number(f[14])) * 10; // cutime, cstime: fields 16 and 17 of stat(5)
 }
 
 function valueOf(argv: string[], flag: string): string | undefined {

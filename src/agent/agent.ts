@@ -13,10 +13,12 @@
 //   journal.json             containers this agent is responsible for (see journal.ts)
 //   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
 //   containers/<id>/system.log  the agent's own lines for the container's log
+//   sandbox-probe.json       a passed sandbox probe's key (probe-cache.ts); a one-shot agent keeps it in
+//                            the dir above its work dir, shared by the node's jobs, so it outlives the job
 import { homedir, hostname } from 'node:os';
 import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { text } from 'node:stream/consumers';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { errorFields, silentLogger, type Logger } from '../log/logger.js';
 import { PROCESS_OPTIONS } from '../config/options.js';
 import {
@@ -42,6 +44,7 @@ import {
   retrying,
   type NodeReportState,
   type PingAnswer,
+  type StartOrder,
   type UsageSample,
 } from './client.js';
 import { readCredentials, writeCredentials } from './credentials.js';
@@ -148,6 +151,9 @@ function checkpointsOf(
 }
 
 /** The declared default of --ping-wait (src/config/options.ts). */
+/** The node's record of a passed sandbox probe (probe-cache.ts), in the agents' shared dir. */
+export const SANDBOX_PROBE_FILE = 'sandbox-probe.json';
+
 export const DEFAULT_PING_WAIT_MS = PROCESS_OPTIONS.defaultOf('ping_wait');
 
 export class Agent {
@@ -163,6 +169,8 @@ export class Agent {
   private readonly imds: ImdsClient | null;
   /** One-shot mode: the container's runner once it was launched. */
   private onceRunner: ContainerRunner | null = null;
+  /** One-shot mode: its container's order from the registration's answer (already started), if any. */
+  private registeredStart: StartOrder[] = [];
   private sendUsage: boolean;
   private readonly log: Logger;
   /** Why the runtime detection passed over better runtimes (for the registration info and the log). */
@@ -216,6 +224,7 @@ export class Agent {
       checkpointWaitMs: opts.checkpointWaitMs ?? PROCESS_OPTIONS.defaultOf('checkpoint_wait'),
     };
     for (const entry of [...this.journal.containers.values()]) this.track(ContainerRunner.resume(ctx, entry));
+    for (const order of this.registeredStart) this.launch(ctx, order);
     const watching = this.imds ? this.watchNotices(this.imds) : null;
     // A one-shot agent (a SLURM job) runs no opportunistic container: nothing to reclaim, no sampling.
     const pressure = opts.once
@@ -340,6 +349,8 @@ export class Agent {
       process: {
         sandbox,
         bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
+        // A one-shot agent's work dir is its job's alone; the node's agents share the dir above it.
+        probeCache: join(opts.once ? dirname(opts.workDir) : opts.workDir, SANDBOX_PROBE_FILE),
         // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
         hide: [
           opts.workDir,
@@ -445,18 +456,19 @@ export class Agent {
       ...(this.instanceId ? { instance_id: this.instanceId } : {}),
     };
     try {
-      const r = await retrying(() => this.client.register(opts.nodeId, secret, info), {
+      const r = await retrying(() => this.client.register(opts.nodeId, secret, info, opts.once ?? null), {
         signal: this.stopper.signal,
         onRetry: (err, d) => this.log.warn({ ...errorFields(err), retry_ms: d }, 'register failed; retrying'),
       });
       this.client.token = r.token;
+      this.registeredStart = r.start ?? [];
     } catch (err) {
       if (err instanceof AbortedError) throw err;
       throw new AgentFatalError(`registration of node ${opts.nodeId} refused: ${(err as Error).message}`);
     }
     // A one-shot agent never restarts: its token stays in memory only.
     if (!opts.once) await writeCredentials(opts.workDir, { node_id: opts.nodeId, token: this.client.token });
-    this.log.info('registered');
+    this.log.info({ started: this.registeredStart.map((o) => o.id) }, 'registered');
   }
 
   private track(runner: ContainerRunner): void {
@@ -564,15 +576,18 @@ export class Agent {
           .get(id)
           ?.setFrozen(want)
           .then(() => this.wakeup.abort()); // report it frozen (or not) at once
-    for (const order of ans.start) {
-      if (this.runners.has(order.id)) continue;
-      if (this.draining) continue; // left Locked: the dispatcher unlocks it
-      if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) continue;
-      this.log.info({ container: order.id }, 'starting');
-      const runner = ContainerRunner.launch(ctx, order);
-      if (this.opts.once) this.onceRunner = runner;
-      this.track(runner);
-    }
+    for (const order of ans.start) this.launch(ctx, order);
+  }
+
+  /** Starts an order's container, unless it runs already, the node drains, or it is not this one-shot's. */
+  private launch(ctx: RunnerContext, order: StartOrder): void {
+    if (this.runners.has(order.id)) return;
+    if (this.draining) return; // left Locked: the dispatcher unlocks it
+    if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) return;
+    this.log.info({ container: order.id }, 'starting');
+    const runner = ContainerRunner.launch(ctx, order);
+    if (this.opts.once) this.onceRunner = runner;
+    this.track(runner);
   }
 
   /** Kills everything this agent runs and throws: it must not run anything for a failed node. */

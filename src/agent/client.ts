@@ -123,13 +123,19 @@ export class AgentClient {
     if (!o.ok) throw new ApiHttpError(o.error.status, o.error.code, o.error.message);
   }
 
-  /** `info`: flat facts about this agent (the schema admits strings, numbers, booleans and lists of them). */
+  /**
+   * `info`: flat facts about this agent (the schema admits strings, numbers, booleans and lists of them).
+   * `once`: a one-shot agent's container; the answer's `start` then holds its order, already started, when
+   * it is Locked to this node (an API without this answer: none, and the first ping finds it).
+   */
   async register(
     nodeId: string,
     secret: string,
     info: NonNullable<RegisterBodyT['info']>,
-  ): Promise<{ node: { id: string }; token: string }> {
-    return this.call('POST', '/v1/nodes/register', { node_id: nodeId, secret, info }, { auth: false });
+    once: string | null = null,
+  ): Promise<{ node: { id: string }; token: string; start?: StartOrder[] }> {
+    const body = { node_id: nodeId, secret, info, ...(once ? { once } : {}) };
+    return this.call('POST', '/v1/nodes/register', body, { auth: false });
   }
 
   /** The long poll: resolves when there is work, or after body.wait_ms; `signal` aborts it early. */

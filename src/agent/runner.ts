@@ -400,11 +400,13 @@ export class ContainerRunner {
     ctx.journal.containers.set(entry.id, entry);
     await ctx.journal.save();
     try {
-      await retrying(() => ctx.client.start(order.id, order.lock_token), {
-        signal: ctx.stop,
-        onRetry: (err, d) =>
-          this.log.warn({ ...errorFields(err), retry_ms: d }, 'start report failed; retrying'),
-      });
+      // Started with the order (a one-shot agent's registration): nothing to report.
+      if (!order.started)
+        await retrying(() => ctx.client.start(order.id, order.lock_token), {
+          signal: ctx.stop,
+          onRetry: (err, d) =>
+            this.log.warn({ ...errorFields(err), retry_ms: d }, 'start report failed; retrying'),
+        });
     } catch (err) {
       if (err instanceof AbortedError) return; // the next agent finds it in the journal
       if (!(err instanceof ApiHttpError && err.status === 409 && (await this.stillOurs(entry)))) {

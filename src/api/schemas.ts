@@ -384,6 +384,11 @@ export const RegisterBody = Type.Object(
     node_id: NodeId,
     secret: Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_-]+$' }),
     info: Type.Optional(Dict(Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$' }), InfoValue, 64)),
+    /**
+     * A one-shot agent's container (`berth agent --once`): when it is Locked to this node, the answer
+     * carries its start order, already marked started (Running), saving the first ping and the start report.
+     */
+    once: Type.Optional(ContainerId),
   },
   { additionalProperties: false },
 );

@@ -51,6 +51,8 @@ export interface StartOrder {
   opportunistic?: boolean;
   /** Its request has a kept checkpoint (src/store/checkpoints.ts): the agent downloads it before starting. */
   checkpoint?: boolean;
+  /** Already Running: its start was recorded with the order (a one-shot agent's registration). */
+  started?: boolean;
 }
 
 export interface NodeWork {

@@ -5,8 +5,9 @@
 // (scripts/bundle-agent.mjs), as a SLURM job does.
 import { spawn } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SANDBOX_PROBE_FILE } from '../../src/agent/agent.js';
 import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
 import { assertBuilt, BIN, ROOT } from '../helpers/cli.js';
 import { itIf } from '../helpers/needs.js';
@@ -81,8 +82,18 @@ describe('berth agent --once', () => {
     expect(await h.text(cid, 'stdout')).toBe('hello\n');
     expect(existsSync(node.workDir)).toBe(false);
     expect(seen.has('token')).toBe(false);
+    // The passed sandbox probe outlives the job, for the node's next one (test/agent/probe-cache.test.ts).
+    expect(existsSync(join(dirname(node.workDir), SANDBOX_PROBE_FILE))).toBe(true);
     // No opportunistic containers on SLURM: no pressure watcher probing and sampling cgroups.
     expect(a.output()).not.toContain('pressure watcher');
+    // Its container was started by the registration's answer: no first ping, no start report.
+    const lines = a
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'));
+    const registered = lines.map((l) => JSON.parse(l) as { msg?: string; started?: string[] });
+    expect(registered.find((l) => l.msg === 'registered')?.started, a.output()).toEqual([cid]);
+    expect(a.output()).not.toContain('start already recorded');
   });
 
   it('exits at once when its container is not assigned to its node (cancelled or given back)', async () => {

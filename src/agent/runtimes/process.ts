@@ -38,6 +38,8 @@ export interface ProcessRuntimeOptions {
   bwrap?: string;
   /** The cgroup under which containers' groups are created (default `berth`). */
   cgroupParent?: string;
+  /** Where a passed sandbox probe is remembered between agents on this node (probe-cache.ts); none: not. */
+  probeCache?: string | null;
 }
 
 /** Runs containers with no image as sandboxed host processes in a cgroup. */
@@ -57,7 +59,7 @@ export class ProcessRuntime implements Runtime {
   /** null when containers can run here; limits depend on cgroup permission (see start's warning). */
   async available(): Promise<string | null> {
     if (this.sandbox === 'none') return null;
-    const tools = await probeSandbox(this.opts.bwrap);
+    const tools = await probeSandbox(this.opts.bwrap, this.opts.probeCache ?? null);
     return typeof tools === 'string'
       ? `${tools}; image-less containers are refused (the unsafe alternative: process sandbox "none")`
       : null;
@@ -129,7 +131,7 @@ export class ProcessRuntime implements Runtime {
     const env = { PATH: DEFAULT_PATH, HOME: scratchDir, TMPDIR: scratchDir, ...spec.env };
     const cwd = spec.cwd ?? scratchDir;
     if (this.sandbox === 'none') return { command: spec.command, env, cwd };
-    const tools = await probeSandbox(this.opts.bwrap);
+    const tools = await probeSandbox(this.opts.bwrap, this.opts.probeCache ?? null);
     if (typeof tools === 'string') throw new RuntimeTransientError(this.name, tools);
     const plan = await sandboxPlan(tools, {
       id: spec.id,

@@ -22,6 +22,7 @@ import { constants } from 'node:fs';
 import { access, lstat, readlink } from 'node:fs/promises';
 import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { probePassed, recordPassed, sandboxProbeKey } from './probe-cache.js';
 
 const exec = promisify(execFile);
 
@@ -89,43 +90,59 @@ const probes = new Map<string, Promise<SandboxTools | string>>();
 
 /**
  * The tools, or why the sandbox cannot run here (bwrap missing, namespaces refused by the kernel or a
- * security module). Probed once per bwrap path by running a real sandbox with `/bin/true`.
+ * security module). Probed once per bwrap path and cache file in a process by running a real sandbox with
+ * `/bin/true`; with `cacheFile`, a probe that passed with the same key before (probe-cache.ts) is not run
+ * again (the one-shot agent: one process per container).
  */
-export function probeSandbox(bwrapName = 'bwrap'): Promise<SandboxTools | string> {
-  let p = probes.get(bwrapName);
+export function probeSandbox(
+  bwrapName = 'bwrap',
+  cacheFile: string | null = null,
+): Promise<SandboxTools | string> {
+  const memo = `${bwrapName}\0${cacheFile ?? ''}`;
+  let p = probes.get(memo);
   if (!p) {
-    p = (async () => {
-      const bwrap = await findExecutable(bwrapName);
-      if (!bwrap)
-        return `bubblewrap not found (${bwrapName}; apt-get install bubblewrap, or give its path: --bwrap, BERTH_BWRAP)`;
-      const root = process.getuid?.() === 0;
-      const setpriv = root ? await findExecutable('/usr/bin/setpriv') : null;
-      if (root && !setpriv) return '/usr/bin/setpriv not found (util-linux)';
-      const tools = { bwrap, setpriv };
-      const argv = [
-        ...namespaceArgs('none', root),
-        '--ro-bind',
-        '/',
-        '/',
-        '--proc',
-        '/proc',
-        '--dev',
-        '/dev',
-        '--',
-        ...dropArgs(tools, sandboxUid('probe')),
-        '/bin/true',
-      ];
-      try {
-        await exec(bwrap, argv, { timeout: 10_000 });
-      } catch (err) {
-        const e = err as { stderr?: string; message: string };
-        return `bubblewrap cannot create a sandbox here: ${(e.stderr ?? '').trim() || e.message}`;
-      }
-      return tools;
-    })();
-    probes.set(bwrapName, p);
+    p = probeSandboxNow(bwrapName, cacheFile);
+    probes.set(memo, p);
   }
   return p;
+}
+
+/** probeSandbox without the in-process memo: reads (and after a passed probe writes) the cache file. */
+export async function probeSandboxNow(
+  bwrapName: string,
+  cacheFile: string | null,
+): Promise<SandboxTools | string> {
+  const bwrap = await findExecutable(bwrapName);
+  if (!bwrap)
+    return `bubblewrap not found (${bwrapName}; apt-get install bubblewrap, or give its path: --bwrap, BERTH_BWRAP)`;
+  const root = process.getuid?.() === 0;
+  const setpriv = root ? await findExecutable('/usr/bin/setpriv') : null;
+  if (root && !setpriv) return '/usr/bin/setpriv not found (util-linux)';
+  const tools = { bwrap, setpriv };
+  const key = cacheFile ? await sandboxProbeKey([bwrap, setpriv]).catch(() => null) : null;
+  if (cacheFile && key && (await probePassed(cacheFile, key))) return tools;
+  const argv = [
+    ...namespaceArgs('none', root),
+    '--ro-bind',
+    '/',
+    '/',
+    '--proc',
+    '/proc',
+    '--dev',
+    '/dev',
+    '--',
+    ...dropArgs(tools, sandboxUid('probe')),
+    '/bin/true',
+  ];
+  try {
+    await exec(bwrap, argv, { timeout: 10_000 });
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    return `bubblewrap cannot create a sandbox here: ${(e.stderr ?? '').trim() || e.message}`;
+  }
+  // Not recorded (a read-only or missing dir): the next agent probes again, nothing else changes.
+  if (cacheFile && key) await recordPassed(cacheFile, key).catch(() => {});
+  return tools;
 }
 
 function namespaceArgs(network: NetworkSetting, root: boolean): string[] {
