@@ -32,7 +32,7 @@ function kill(pid: number) {
  * Another process holding the lock (the compiled module, as `berth up` runs it); it also starts a detached
  * `sleep` after taking the lock, as berth up starts PostgreSQL and agents. Resolves once it holds the lock.
  */
-async function holder(h: string): Promise<{ pid: number; sleeper: number }> {
+async function holder(h: string): Promise<{ pid: number; sleeper: number; exited: Promise<unknown> }> {
   assertBuilt();
   const code = `
     import { spawn } from 'node:child_process';
@@ -48,11 +48,15 @@ async function holder(h: string): Promise<{ pid: number; sleeper: number }> {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   cleanups.push(() => kill(child.pid!));
+  // Reaped: every thread of the holder has exited and its files are closed. Its /proc state reads 'Z'
+  // earlier, while Node's other threads may still hold the descriptor table, and so the lock (a CI run saw
+  // the lock still busy right after that).
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   const sleeper = Number(await until(() => out.trim(), 30_000, 'the holder to take the lock'));
   cleanups.push(() => kill(sleeper));
-  return { pid: child.pid!, sleeper };
+  return { pid: child.pid!, sleeper, exited };
 }
 
 describe('BERTH_HOME lock', () => {
@@ -76,16 +80,13 @@ describe('BERTH_HOME lock', () => {
 
   it('a SIGKILLed holder leaves no stale lock, though a process it started still runs', async () => {
     const h = home();
-    const { pid, sleeper } = await holder(h);
+    const { pid, sleeper, exited } = await holder(h);
     await expect(lockHome(h, 'berth up')).rejects.toThrow(
       `berth up is already running on ${h} (pid ${pid}, API http://127.0.0.1:1234)`,
     );
     kill(pid);
-    await until(
-      async () => !(await isAlive((await processRef(pid)) ?? { pid, startTicks: -2 })),
-      30_000,
-      'the holder to die',
-    );
+    await exited;
+    expect(await isAlive((await processRef(pid)) ?? { pid, startTicks: -2 })).toBe(false);
     expect(await processRef(sleeper)).not.toBeNull(); // the holder's child lives on, and does not hold the lock
     const lock = await lockHome(h, 'berth up');
     lock.release();
