@@ -1,7 +1,7 @@
 // The user commands (issue 10 items 5-9, 11, 13, 15) run in-process against a real API server:
 // following every attempt, why from the data, output safe for a terminal, cancel and priority, and the
 // submit flags SLURM and AWS Batch users expect.
-import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { RequestRecord } from '../../src/store/records.js';
 import { cliWorld } from '../helpers/cli-inproc.js';
 import { until } from '../helpers/cli.js';
@@ -11,6 +11,7 @@ let w: Awaited<ReturnType<typeof cliWorld>>;
 beforeAll(async () => {
   w = await cliWorld();
 });
+afterAll(() => w?.close());
 afterEach(() => vi.restoreAllMocks());
 
 /** Submits through the CLI and returns the request id it printed. */

@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, vi } from 'vitest';
+import { vi } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { testApi } from './api.js';
 
@@ -19,8 +19,8 @@ export async function cliWorld() {
   await t.app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = t.app.server.address() as { port: number };
   const url = `http://127.0.0.1:${port}`;
+  // Removed by close(): an afterAll registered here, inside the caller's beforeAll, never ran.
   const home = mkdtempSync(join(tmpdir(), 'berth-cli-'));
-  afterAll(() => rmSync(home, { recursive: true, force: true }));
   const node = await t.node();
   let out = { stdout: '', stderr: '' };
 
@@ -102,5 +102,7 @@ export async function cliWorld() {
     return (await t.store.requests.get(requestId)).container_id!;
   }
 
-  return { t, url, home, node, berth, runAttempt, current, output: () => out };
+  /** Removes the world's BERTH_HOME (call it from the test file's afterAll). */
+  const close = () => rmSync(home, { recursive: true, force: true });
+  return { t, url, home, node, berth, runAttempt, current, output: () => out, close };
 }
