@@ -36,18 +36,12 @@ function tarOf(random: number, zeros: number): Buffer {
 /** A Running container on a node of its own, and that node's agent client. */
 async function running(): Promise<{ rid: string; cid: string; lock: string; client: AgentClient }> {
   const n = await t.node();
-  const r = (
-    await t.call(t.tokens.alice, {
-      method: 'POST',
-      url: '/v1/requests',
-      payload: { command: ['true'], ram: '64MiB', opportunistic: true },
-    })
-  ).json();
-  const lock = await t.place(r.container_id, n);
+  const { rid, cid } = await t.submit({ command: ['true'], ram: '64MiB', opportunistic: true });
+  const lock = await t.place(cid, n);
   const client = new AgentClient(url, n.id);
   client.token = n.token;
-  await client.start(r.container_id, lock);
-  return { rid: r.id, cid: r.container_id, lock, client };
+  await client.start(cid, lock);
+  return { rid, cid, lock, client };
 }
 
 /** A raw PUT of the checkpoint, its status and answer; `cut`: the socket is destroyed after that many bytes. */

@@ -35,16 +35,7 @@ async function running(n: { id: string; token: string; instanceId: string }, cid
   return token;
 }
 
-async function submit(): Promise<{ rid: string; cid: string }> {
-  const r = (
-    await t.call(t.tokens.alice, {
-      method: 'POST',
-      url: '/v1/requests',
-      payload: { command: ['true'], ram: '64MiB', opportunistic: true },
-    })
-  ).json();
-  return { rid: r.id, cid: r.container_id };
-}
+const submit = () => t.submit({ command: ['true'], ram: '64MiB', opportunistic: true });
 
 const put = (
   node: string,

@@ -48,6 +48,11 @@ export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
     });
     return lock.locks[0].token as string;
   };
+  /** Alice submits one request; its id and its container's. */
+  const submit = async (payload: Record<string, unknown>) => {
+    const r = (await call(alice, { method: 'POST', url: '/v1/requests', payload })).json();
+    return { rid: r.id as string, cid: r.container_id as string };
+  };
   return {
     app: app as FastifyInstance,
     store,
@@ -57,5 +62,6 @@ export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
     call,
     node,
     place,
+    submit,
   };
 }
