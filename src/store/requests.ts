@@ -1,5 +1,6 @@
 // Container requests: submit (one or a batch), read, list with filters and cursor pages, cancel,
 // change priority. Submitting creates the request and its first container in one transaction.
+import { Coalescer, type CoalescerOptions } from '../lib/coalescer.js';
 import { newId } from '../model/ids.js';
 import type { RequestSpec } from '../model/request.js';
 import type { RequestState } from '../model/types.js';
@@ -22,20 +23,69 @@ export interface RequestFilter {
   limit?: number;
 }
 
+/** One request to insert and its owner. */
+interface Submission {
+  owner: string;
+  spec: RequestSpec;
+}
+
+/**
+ * Single submissions per commit and commits in flight: concurrent callers' requests share a statement and
+ * its flush to disk (docs/PERFORMANCE.md, "Session 7: single submissions").
+ */
+export const SUBMISSION_BATCHING: CoalescerOptions = { maxItems: 1000, maxInFlight: 2 };
+
 export class Requests {
+  private readonly single: Coalescer<Submission, RequestRecord | Error>;
+
   constructor(
     private readonly ctx: StoreContext,
     private readonly transitions: Transitions,
-  ) {}
+    batching: CoalescerOptions = SUBMISSION_BATCHING,
+  ) {
+    this.single = new Coalescer((items) => this.commitSingles(items), batching);
+  }
+
+  /** Group commits of single submissions, their items, and the items waiting (tests and the benchmark). */
+  get singleStats(): { calls: number; items: number; pending: number } {
+    return { ...this.single.stats, pending: this.single.pending };
+  }
 
   /**
    * Submits requests for `owner`: each gets a Queued container, all of them in one statement (a batch is
-   * all or nothing). Single submissions are not group-committed across callers: with that, the chaos
-   * run's longest stall under load grew from ≤ 7 s to 8.7–12.5 s (session 5; cause not found), for no
-   * measured gain in submissions per second (docs/PERFORMANCE.md, "Store throughput").
+   * all or nothing). A single request is group-committed with other callers' (SUBMISSION_BATCHING); one
+   * the database refuses fails alone, with its own error.
    */
   async create(owner: string, specs: RequestSpec[]): Promise<RequestRecord[]> {
-    if (specs.length === 0) return [];
+    if (specs.length === 1) {
+      const out = await this.single.submit({ owner, spec: specs[0]! });
+      if (out instanceof Error) throw out;
+      return [out];
+    }
+    return this.insert(specs.map((spec) => ({ owner, spec })));
+  }
+
+  /** One group of single submissions; when it fails as a whole, each alone (one cannot fail another). */
+  private async commitSingles(items: Submission[]): Promise<(RequestRecord | Error)[]> {
+    try {
+      return await this.insert(items);
+    } catch (err) {
+      if (items.length === 1) return [err instanceof Error ? err : new Error(String(err))];
+      return Promise.all(
+        items.map((it) =>
+          this.insert([it]).then(
+            (r) => r[0]!,
+            (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+          ),
+        ),
+      );
+    }
+  }
+
+  /** Inserts the requests and their first containers: one statement whatever their number. */
+  private async insert(items: Submission[]): Promise<RequestRecord[]> {
+    if (items.length === 0) return [];
+    const specs = items.map((it) => it.spec);
     const now = this.ctx.clock.now();
     const ms = now.getTime();
     const rids = specs.map(() => newId('r', ms));
@@ -51,15 +101,15 @@ export class Requests {
            preemptible, max_run_time_ms, run_after, instance_types, priority, container_count_max,
            max_temp_retries, retry_on_failure, state, container_id, created_at, updated_at, secret_env, labels,
            opportunistic, ram_retry_factor)
-         SELECT u.id, $2, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
+         SELECT u.id, u.owner, u.name, u.image, u.command::jsonb, u.env::jsonb, u.cwd, u.vcpus, u.ram, u.scratch, u.gpus,
            u.preemptible, u.max_run_time_ms, u.run_after, u.instance_types::text[], u.priority, u.ccm, u.mtr, u.rof,
            'Committed', u.cid, $1, $1, u.secret_env::jsonb, u.labels::jsonb, u.opportunistic, u.rrf
          FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::float8[],
            $10::int8[], $11::int8[], $12::int4[], $13::bool[], $14::int8[], $15::timestamptz[], $16::text[],
            $17::int4[], $18::int4[], $19::int4[], $20::bool[], $21::text[], $22::text[], $23::text[], $24::bool[],
-           $25::float8[])
+           $25::float8[], $2::text[])
            AS u(id, name, image, command, env, cwd, vcpus, ram, scratch, gpus, preemptible, max_run_time_ms,
-                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env, labels, opportunistic, rrf)
+                run_after, instance_types, priority, ccm, mtr, rof, cid, secret_env, labels, opportunistic, rrf, owner)
          RETURNING ${REQUEST_ROW_COLUMNS}),
        c AS (
          INSERT INTO containers (id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
@@ -72,7 +122,7 @@ export class Requests {
        SELECT r.* FROM r`,
       values: [
         now,
-        owner,
+        items.map((it) => it.owner),
         rids,
         col((s) => s.name),
         col((s) => s.image),

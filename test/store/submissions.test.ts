@@ -1,5 +1,5 @@
-// Submissions (src/store/requests.ts): concurrent callers each get their own request, and one that the
-// database refuses fails alone. A batch stays all or nothing.
+// Single submissions are group-committed (src/store/requests.ts): concurrent callers share a statement,
+// each gets its own request, and one that the database refuses fails alone. A batch stays all or nothing.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { normalizeRequest, type RequestSpec } from '../../src/model/request.js';
 import type { Store } from '../../src/store/store.js';
@@ -33,11 +33,13 @@ async function rowsNamed(prefix: string) {
 }
 
 describe('single submissions', () => {
-  it('concurrent callers each get their own request with its owner', async () => {
+  it('share statements when concurrent, each caller getting its own request with its owner', async () => {
+    const calls0 = store.requests.singleStats.calls;
     const n = 40;
     const made = await Promise.all(
       Array.from({ length: n }, (_, i) => store.requests.create(`owner${i % 3}`, [spec(`group-${i}`)])),
     );
+    expect(store.requests.singleStats.calls - calls0).toBeLessThan(n);
     made.forEach(([r], i) => {
       expect(r!.name).toBe(`group-${i}`);
       expect(r!.owner).toBe(`owner${i % 3}`);
@@ -55,7 +57,7 @@ describe('single submissions', () => {
     }
   });
 
-  it('one the database refuses fails alone; the others are recorded', async () => {
+  it('one the database refuses fails alone; the others of its group are recorded', async () => {
     const results = await Promise.allSettled([
       ...Array.from({ length: 5 }, (_, i) => store.requests.create('bob', [spec(`mixed-${i}`)])),
       store.requests.create('bob', [refused()]),
