@@ -1,4 +1,5 @@
-// `npm run bench -- queue [--json] [--seconds N] [--rows N]`: the queue service's throughput and latency.
+// `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single]`: the queue service's
+// throughput and latency (`--only single`: the single submissions alone, to compare one change's cost).
 // A real `berth server` (its own embedded PostgreSQL in a temp BERTH_HOME) in a child process, loaded by
 // clients in this process over HTTP; store lifecycles run in-process against the same database.
 import { spawn } from 'node:child_process';
@@ -30,17 +31,25 @@ interface Args {
   rows: number;
   /** Restart the server's PostgreSQL with pg_stat_statements and print each phase's profile. */
   profile: boolean;
+  /** Only the single submissions' phase. */
+  onlySingle: boolean;
 }
 
 function parse(args: string[]): Args {
-  const out: Args = { json: false, seconds: 5, rows: 1_000_000, profile: false };
+  const out: Args = { json: false, seconds: 5, rows: 1_000_000, profile: false, onlySingle: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--json') out.json = true;
     else if (a === '--seconds') out.seconds = Number(args[++i]);
     else if (a === '--rows') out.rows = Number(args[++i]);
     else if (a === '--profile') out.profile = true;
-    else throw new Error(`unknown option ${a} (expected --json, --seconds N, --rows N, --profile)`);
+    else if (a === '--only') {
+      if (args[++i] !== 'single') throw new Error(`--only: expected single, got ${args[i] ?? 'nothing'}`);
+      out.onlySingle = true;
+    } else
+      throw new Error(
+        `unknown option ${a} (expected --json, --seconds N, --rows N, --profile, --only single)`,
+      );
   }
   if (!(out.seconds > 0) || !(out.rows >= 0)) throw new Error('--seconds and --rows take positive numbers');
   return out;
@@ -182,6 +191,13 @@ export async function run(argv: string[]): Promise<number> {
       load(16, args.seconds, async () => (await post('/v1/requests', spec), 1)),
     );
     say(`  ${single.toFixed(0)}/s`);
+    if (args.onlySingle) {
+      await pool.end();
+      agent.destroy();
+      if (args.json) console.log(JSON.stringify({ single_submissions_per_s: Math.round(single) }));
+      else console.log(`single submissions/s (16 clients):   ${Math.round(single)} (target ≥ 3,000)`);
+      return 0;
+    }
     say(`batched submissions (1,000 per call), 4 clients, ${args.seconds}s…`);
     const batch = Array.from({ length: 1000 }, () => spec);
     const batched = await profiled('batched', () =>

@@ -144,6 +144,8 @@ export function printCpuProfile(say: (s: string) => void, dir: string, windows: 
       let t = prof.startTime;
       let busy = 0;
       const stacks = new Map<string, number>();
+      // Inclusive: a sample counts once for every place on its stack (what a package costs with its callees).
+      const inclusive = new Map<string, number>();
       prof.samples.forEach((s, i) => {
         t += prof.timeDeltas[i]!;
         const n = byId.get(s)!;
@@ -163,16 +165,24 @@ export function printCpuProfile(say: (s: string) => void, dir: string, windows: 
         }
         const key = frames.join(' < ');
         stacks.set(key, (stacks.get(key) ?? 0) + 1);
+        const on = new Set<string>();
+        for (let id: number | undefined = s; id !== undefined; id = parent.get(id)) {
+          const f = byId.get(id)!;
+          const p = where(f);
+          on.add(p.startsWith('src/') ? `${p} ${f.callFrame.functionName || '(anonymous)'}` : p);
+        }
+        for (const p of on) inclusive.set(p, (inclusive.get(p) ?? 0) + 1);
       });
       if (busy === 0) continue;
-      const show = (title: string, m: Map<string, number>) => {
+      const show = (title: string, m: Map<string, number>, rows = top) => {
         say(`  server CPU profile, ${w.phase}, ${busy} busy samples, self time by ${title}:`);
-        for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, top))
+        for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, rows))
           say(`    ${((100 * v) / busy).toFixed(1).padStart(5)}% ${k}`);
       };
       show('place', byPlace);
       show('function', byFunction);
       show('stack', stacks);
+      show('place with its callees (ours by function)', inclusive, 3 * top);
     }
   }
 }
