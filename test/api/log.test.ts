@@ -1,5 +1,5 @@
 // The server's log: one line per HTTP request at debug (none at info), with method, path, route and
-// status and never the bearer token.
+// status and its request id, and never the bearer token.
 import { describe, expect, it } from 'vitest';
 import { buildApi } from '../../src/api/server.js';
 import { captureLog } from '../helpers/log.js';
@@ -37,6 +37,9 @@ describe('API request log', () => {
     ]);
     for (const e of requests)
       expect(e).toMatchObject({ level: 20, component: 'api', ms: expect.any(Number) });
+    // At debug each request's lines carry its own id (a child logger per request; none above debug).
+    expect(new Set(requests.map((e) => e.reqId)).size).toBe(requests.length);
+    expect(requests.every((e) => typeof e.reqId === 'string')).toBe(true);
     expect(info.entries().filter((e) => e.msg === 'request')).toEqual([]);
     expect(debug.lines.join('')).not.toContain(token);
   });
