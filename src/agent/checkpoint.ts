@@ -12,7 +12,7 @@
 import { spawn } from 'node:child_process';
 import { chmod, mkdir, readdir, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { retrying, type AgentClient } from './client.js';
 
 /** The signal that asks a container to write its checkpoint and exit. */
@@ -161,7 +161,14 @@ function packing(from: string, names: string[], limit: number): Packing {
     ],
     { stdio: ['pipe', 'pipe', 'pipe'] },
   );
-  const stream = new PassThrough();
+  // Counted on the way: past the limit, it fails before passing the bytes on (and tar is killed).
+  const stream: Transform = new Transform({
+    transform(b: Buffer, _enc, done) {
+      p.bytes += b.length;
+      if (p.bytes > limit) return fail(new OverLimitError(p.bytes));
+      done(null, b);
+    },
+  });
   const p: Packing = { stream, bytes: 0, failure: null };
   const err: Buffer[] = [];
   const fail = (e: Error) => {
@@ -169,10 +176,6 @@ function packing(from: string, names: string[], limit: number): Packing {
     stream.destroy(e);
   };
   child.stderr.on('data', (b: Buffer) => err.push(b));
-  child.stdout.on('data', (b: Buffer) => {
-    p.bytes += b.length;
-    if (p.bytes > limit) fail(new OverLimitError(p.bytes));
-  });
   child.stdout.pipe(stream, { end: false });
   child.on('error', fail);
   child.on('close', (code, sig) => {
