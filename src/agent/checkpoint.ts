@@ -2,10 +2,11 @@
 // named by $BERTH_CHECKPOINT_DIR, inside its own writable space. When the agent reclaims it, it sends
 // SIGUSR1: the application writes what it needs to continue into that directory and exits; the agent
 // waits for the exit at most `checkpoint_wait`, then kills it. Whatever the directory holds when the
-// container ended (and not after a success) is sent to the API as a tar archive, up to `checkpoint_limit`
-// bytes, and kept there for the request's next attempt (src/store/checkpoints.ts): its agent, on any
-// instance, downloads it into its own $BERTH_CHECKPOINT_DIR before the container starts. The request's end
-// (success or not) drops it on the server.
+// container ended (and not after a success) is sent to the API as a tar archive (packed into the upload as
+// it goes: tar's output is the request's body), up to `checkpoint_limit` bytes, and kept there for the
+// request's next attempt (src/store/checkpoints.ts): its agent, on any instance, downloads it into its own
+// $BERTH_CHECKPOINT_DIR before the container starts. The request's end (success or not) drops it on the
+// server.
 //
 // The archive holds regular files and directories only (no links, devices or fifos the container could
 // plant), packed and unpacked by GNU tar, which every Debian host has.
