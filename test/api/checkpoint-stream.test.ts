@@ -330,6 +330,19 @@ describe("the agent's checkpoint packed into its upload (tar's output is the bod
     await noTarLeft();
   });
 
+  it('a stale lock token is refused before any byte is stored: a 409, tar stopped, nothing kept', async () => {
+    const c = await running();
+    const from = temp();
+    // Sparse, 64 GiB: sent on after the refusal, it would keep tar reading for minutes.
+    writeFileSync(join(from, 'state'), '');
+    truncateSync(join(from, 'state'), 64 * 1024 * MIB);
+    const a = agentSide({ ...c, lock: `${c.lock}0` }, 128 * 1024 * MIB);
+    await expect(a.store.keep(a.owner, from, true)).rejects.toMatchObject({ status: 409 });
+    await idle();
+    expect((await t.store.checkpoints.infoOf([c.rid])).size).toBe(0);
+    await noTarLeft();
+  });
+
   it("the API's limit refuses the agent's stream once it passes it: a 413, nothing kept, tar stopped", async () => {
     const c = await running();
     const from = temp();
