@@ -2,7 +2,10 @@
 // listening API and the agent's own client: streamed into PostgreSQL as it arrives and out of it chunk by
 // chunk (src/api/routes/checkpoints.ts, src/store/checkpoints.ts), byte-exact; a body cut off midway keeps
 // nothing of itself (the older checkpoint stays whole); the limit refuses a body, declared or chunked,
-// with the field named and nothing kept. The small cases (auth, token, format) are checkpoints.test.ts.
+// with the field named and nothing kept. Then the agent's side (src/agent/checkpoint.ts) against it: GNU tar
+// packs straight into the upload; a tar failing half-way, a refusal (limit, stale token) or a failed
+// attempt keeps nothing of itself and leaves no tar running; a retry packs again. The small cases (auth,
+// token, format) are checkpoints.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
