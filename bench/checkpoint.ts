@@ -3,7 +3,9 @@
 // alone, in MB/s: GNU tar packing and unpacking, gzip level 1 and its inverse (Node's zlib), an HTTP body
 // read whole by the server and one streamed, the INSERTs of its chunks in one transaction, the SELECT of
 // them all at once and 8 chunks a query (text results: bytea as hex), the binary COPY in and out that the
-// store uses instead (src/store/copy-binary.ts), and the agent's write of the answer to a file. The data: the
+// store uses instead (src/store/copy-binary.ts), the agent's write of the answer to a file, and the agent's
+// upload as it was (tar packs the whole archive, then it is sent) and as it is (tar's output is the body: the
+// agent's own ApiCheckpoints.keep and AgentClient, src/agent/checkpoint.ts). The data: the
 // file given (a real QEMU state file), else N MiB of random bytes and zeros, half each.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -17,6 +19,8 @@ import { pipeline } from 'node:stream/promises';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { buffer as readBuffer } from 'node:stream/consumers';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { ApiCheckpoints } from '../src/agent/checkpoint.js';
+import { AgentClient } from '../src/agent/client.js';
 import { createPool } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { COPY_HEADER, COPY_TRAILER, copyColumnBytes, copyTuple } from '../src/store/copy-binary.js';
@@ -139,6 +143,20 @@ export async function run(argv: string[]): Promise<number> {
     });
     await time('HTTP PUT, body streamed', archive.length, async () => {
       await put('/stream');
+      await received;
+    });
+    // The agent's upload (the server reads it as it arrives, as the API does): packed whole then sent, as
+    // before; packed into the body as it is sent, as now.
+    const client = new AgentClient(`http://127.0.0.1:${port}`);
+    const owner = { id: 'bench', lockToken: 'bench' };
+    await time('agent: tar packs whole, then PUT (before)', archive.length, async () => {
+      const whole = await tar(['-c', '-f', '-', '-C', src, 'state'], null);
+      await client.putCheckpoint(owner.id, owner.lockToken, whole, false);
+      await received;
+    });
+    await time('agent: tar piped into a chunked PUT (keep)', archive.length, async () => {
+      const k = await new ApiCheckpoints(client, 4 * archive.length).keep(owner, src, false);
+      if (!k?.kept) throw new Error(`not kept: ${k?.line}`);
       await received;
     });
     await time(

@@ -2,17 +2,18 @@
 // named by $BERTH_CHECKPOINT_DIR, inside its own writable space. When the agent reclaims it, it sends
 // SIGUSR1: the application writes what it needs to continue into that directory and exits; the agent
 // waits for the exit at most `checkpoint_wait`, then kills it. Whatever the directory holds when the
-// container ended (and not after a success) is sent to the API as a tar archive, up to `checkpoint_limit`
-// bytes, and kept there for the request's next attempt (src/store/checkpoints.ts): its agent, on any
-// instance, downloads it into its own $BERTH_CHECKPOINT_DIR before the container starts. The request's end
-// (success or not) drops it on the server.
+// container ended (and not after a success) is sent to the API as a tar archive (packed into the upload as
+// it goes: tar's output is the request's body), up to `checkpoint_limit` bytes, and kept there for the
+// request's next attempt (src/store/checkpoints.ts): its agent, on any instance, downloads it into its own
+// $BERTH_CHECKPOINT_DIR before the container starts. The request's end (success or not) drops it on the
+// server.
 //
 // The archive holds regular files and directories only (no links, devices or fifos the container could
 // plant), packed and unpacked by GNU tar, which every Debian host has.
 import { spawn } from 'node:child_process';
 import { chmod, mkdir, readdir, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { retrying, type AgentClient } from './client.js';
 
 /** The signal that asks a container to write its checkpoint and exit. */
@@ -79,30 +80,30 @@ export class ApiCheckpoints {
     if (tree === null || tree.files === 0) return null;
     // The files' bytes bound the archive's from below: no need to pack what cannot be sent.
     if (tree.bytes > this.limitBytes) return overLimit(tree.bytes, this.limitBytes);
-    const tar = await runTar(
-      [
-        '-c',
-        '-f',
-        '-',
-        '-C',
-        from,
-        '--no-recursion',
-        '--numeric-owner',
-        '--owner=0',
-        '--group=0',
-        '--null',
-        '-T',
-        '-',
-      ],
-      Buffer.from(tree.names.map((n) => `${n}\0`).join('')),
-    );
-    if (tar.length > this.limitBytes) return overLimit(tar.length, this.limitBytes);
-    await retrying(() => this.client.putCheckpoint(c.id, c.lockToken, tar, reclaimed), {
-      signal: this.signal,
-    });
+    // Packed into the upload: tar's output is the request's body as it comes (no archive file, the first
+    // bytes leave as soon as tar starts). A stream is not replayable: each attempt runs tar again.
+    let bytes = 0;
+    try {
+      await retrying(
+        async () => {
+          const pack = packing(from, tree.names, this.limitBytes);
+          try {
+            await this.client.putCheckpoint(c.id, c.lockToken, pack.stream, reclaimed);
+          } catch (err) {
+            // tar's own failure cut the upload off: it is the cause (not the API's, not retried).
+            throw pack.failure ?? err;
+          }
+          bytes = pack.bytes;
+        },
+        { signal: this.signal },
+      );
+    } catch (err) {
+      if (err instanceof OverLimitError) return overLimit(err.bytes, this.limitBytes, true);
+      throw err;
+    }
     return {
       kept: true,
-      line: `checkpoint kept: ${tree.files} file(s), ${tree.bytes} bytes (a ${tar.length}-byte archive, packed and sent in ${Math.round(performance.now() - t0)} ms), for the next attempt`,
+      line: `checkpoint kept: ${tree.files} file(s), ${tree.bytes} bytes (a ${bytes}-byte archive, packed and sent in ${Math.round(performance.now() - t0)} ms), for the next attempt`,
     };
   }
 }
@@ -113,10 +114,87 @@ export interface Kept {
   line: string;
 }
 
-const overLimit = (bytes: number, limit: number): Kept => ({
+/** `atLeast`: packing stopped when the archive passed the limit, after `bytes` bytes. */
+const overLimit = (bytes: number, limit: number, atLeast = false): Kept => ({
   kept: false,
-  line: `checkpoint of ${bytes} bytes not kept: over the checkpoint limit of ${limit} bytes`,
+  line: `checkpoint of ${atLeast ? 'at least ' : ''}${bytes} bytes not kept: over the checkpoint limit of ${limit} bytes`,
 });
+
+/** The archive passed the limit while it was packed (after `bytes` bytes): tar was stopped. */
+class OverLimitError extends Error {
+  override name = 'OverLimitError';
+  constructor(readonly bytes: number) {
+    super(`the checkpoint archive passed its limit after ${bytes} bytes`);
+  }
+}
+
+/** One run of tar packing a checkpoint, its archive read from `stream` as tar writes it. */
+interface Packing {
+  /**
+   * The archive. It ends only once tar exited with success, so an upload is never complete with part of
+   * an archive; it fails (and the upload is cut off) when tar fails or the archive passes the limit.
+   * Destroying it kills tar.
+   */
+  stream: Readable;
+  /** The archive's bytes read so far. */
+  bytes: number;
+  /** Why packing failed on its own (tar's error, OverLimitError), or null. */
+  failure: Error | null;
+}
+
+/** Starts GNU tar packing `names` (below `from`; regular files and directories, parents first). */
+function packing(from: string, names: string[], limit: number): Packing {
+  const child = spawn(
+    'tar',
+    [
+      '-c',
+      '-f',
+      '-',
+      '-C',
+      from,
+      '--no-recursion',
+      '--numeric-owner',
+      '--owner=0',
+      '--group=0',
+      '--null',
+      '-T',
+      '-',
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  // Counted on the way: past the limit, it fails before passing the bytes on (and tar is killed).
+  const stream: Transform = new Transform({
+    transform(b: Buffer, _enc, done) {
+      p.bytes += b.length;
+      if (p.bytes > limit) return fail(new OverLimitError(p.bytes));
+      done(null, b);
+    },
+  });
+  const p: Packing = { stream, bytes: 0, failure: null };
+  const err: Buffer[] = [];
+  const fail = (e: Error) => {
+    p.failure ??= e;
+    stream.destroy(e);
+  };
+  child.stderr.on('data', (b: Buffer) => err.push(b));
+  child.stdout.pipe(stream, { end: false });
+  child.on('error', fail);
+  child.on('close', (code, sig) => {
+    if (stream.destroyed) return;
+    if (code === 0) stream.end();
+    else
+      fail(
+        new Error(`tar -c failed (${code ?? sig}): ${Buffer.concat(err).toString().trim().slice(0, 500)}`),
+      );
+  });
+  // Whoever ends it early (a failure, the request refused or cut off): tar is not left running.
+  stream.on('close', () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  child.stdin.on('error', () => {}); // tar exiting early: its exit code says why
+  child.stdin.end(Buffer.from(names.map((n) => `${n}\0`).join('')));
+  return p;
+}
 
 /**
  * The regular files and directories below `dir` (names relative to it, parents first), with the files'
@@ -147,10 +225,10 @@ export async function listTree(
 }
 
 /**
- * Runs GNU tar with `input` on its stdin; resolves with its stdout, rejects with its stderr (or with the
- * input stream's own error, which ends tar).
+ * Runs GNU tar (unpacking) with `input` on its stdin; resolves with its stdout, rejects with its stderr
+ * (or with the input stream's own error, which ends tar).
  */
-function runTar(args: string[], input: Buffer | Readable): Promise<Buffer> {
+function runTar(args: string[], input: Readable): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const child = spawn('tar', args, { stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -166,7 +244,6 @@ function runTar(args: string[], input: Buffer | Readable): Promise<Buffer> {
           new Error(`tar ${args[0]} failed (${code}): ${Buffer.concat(err).toString().trim().slice(0, 500)}`),
         );
     });
-    if (Buffer.isBuffer(input)) return child.stdin.end(input);
     input.on('error', (e) => {
       child.kill('SIGKILL');
       reject(e);

@@ -2,15 +2,28 @@
 // listening API and the agent's own client: streamed into PostgreSQL as it arrives and out of it chunk by
 // chunk (src/api/routes/checkpoints.ts, src/store/checkpoints.ts), byte-exact; a body cut off midway keeps
 // nothing of itself (the older checkpoint stays whole); the limit refuses a body, declared or chunked,
-// with the field named and nothing kept. The small cases (auth, token, format) are checkpoints.test.ts.
+// with the field named and nothing kept. Then the agent's side (src/agent/checkpoint.ts) against it: GNU tar
+// packs straight into the upload; a tar failing half-way, a refusal (limit, stale token) or a failed
+// attempt keeps nothing of itself and leaves no tar running; a retry packs again. The small cases (auth,
+// token, format) are checkpoints.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentClient } from '../../src/agent/client.js';
+import type { Readable } from 'node:stream';
+import { ApiCheckpoints } from '../../src/agent/checkpoint.js';
+import { AgentClient, ApiUnreachableError } from '../../src/agent/client.js';
 import { testApi } from '../helpers/api.js';
 
 const MIB = 1024 * 1024;
@@ -199,5 +212,154 @@ describe('checkpoints streamed through a listening API', () => {
       expect((await t.store.checkpoints.infoOf([c.rid])).size).toBe(0);
       expect(await storedBytes(c.rid)).toBe(0);
     }
+  });
+});
+
+/** A temp directory of this file's (removed after it). */
+function temp(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-ckpt-stream-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** The tar processes this test process started that still run (or wait to be reaped). */
+function tarChildren(): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      // "pid (comm) state ppid ...": comm may hold spaces, so split after its closing parenthesis.
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const [comm, rest] = [
+        stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+        stat.slice(stat.lastIndexOf(')') + 2),
+      ];
+      if (comm === 'tar' && Number(rest.split(' ')[1]) === process.pid) pids.push(Number(name));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return pids;
+}
+
+/** Waits, up to a deadline, until no tar started here is left. */
+async function noTarLeft(): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (tarChildren().length > 0) {
+    if (Date.now() > deadline) throw new Error(`tar still running after 30 s: ${tarChildren().join(' ')}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The agent's checkpoints over the container's client; `put` may stand in front of its upload. */
+function agentSide(
+  c: { cid: string; lock: string; client: AgentClient },
+  limit: number,
+  put?: (tar: Readable, real: () => Promise<void>) => Promise<void>,
+) {
+  const client = {
+    putCheckpoint: (id: string, token: string, tar: Buffer | Readable, reclaimed: boolean) => {
+      const real = () => c.client.putCheckpoint(id, token, tar, reclaimed);
+      return put ? put(tar as Readable, real) : real();
+    },
+    getCheckpoint: c.client.getCheckpoint.bind(c.client),
+  };
+  return { owner: { id: c.cid, lockToken: c.lock }, store: new ApiCheckpoints(client, limit) };
+}
+
+describe("the agent's checkpoint packed into its upload (tar's output is the body)", () => {
+  it('a directory goes up as tar packs it, and the next attempt unpacks the same files', async () => {
+    const c = await running();
+    const from = temp();
+    const state = Buffer.concat([randomBytes(8 * MIB), Buffer.alloc(8 * MIB)]);
+    writeFileSync(join(from, 'state'), state);
+    writeFileSync(join(from, 'machine.json'), '{"ram":224}');
+    const a = agentSide(c, LIMIT);
+    const k = await a.store.keep(a.owner, from, true);
+    expect(k).toEqual({
+      kept: true,
+      line: expect.stringMatching(/^checkpoint kept: 2 file\(s\), 16777227 bytes \(a \d+-byte archive/),
+    });
+    const bytes = Number(/a (\d+)-byte archive/.exec(k!.line)![1]);
+    expect((await t.store.checkpoints.infoOf([c.rid])).get(c.rid)).toMatchObject({ bytes });
+    const into = join(temp(), 'next');
+    expect((await a.store.restore(a.owner, into, true))?.bytes).toBe(bytes);
+    expect(readFileSync(join(into, 'state')).equals(state)).toBe(true);
+    expect(readFileSync(join(into, 'machine.json'), 'utf8')).toBe('{"ram":224}');
+    await noTarLeft();
+  });
+
+  it('a tar that fails half-way (a file vanished) cuts its upload off: the older checkpoint stays, whole', async () => {
+    const c = await running();
+    const older = tarOf(MIB, 0);
+    await c.client.putCheckpoint(c.cid, c.lock, older, false);
+    const from = temp();
+    // tar blocks in the middle of "a" (the upload reads it no faster than it goes out) when "b" vanishes.
+    writeFileSync(join(from, 'a'), randomBytes(16 * MIB));
+    writeFileSync(join(from, 'b'), 'gone before tar reaches it');
+    let sent = 0;
+    const a = agentSide(c, LIMIT, async (tar, real) => {
+      unlinkSync(join(from, 'b'));
+      tar.on('data', (b: Buffer) => (sent += b.length));
+      return real();
+    });
+    await expect(a.store.keep(a.owner, from, true)).rejects.toThrow(/tar -c failed \(2\): .*b: Cannot stat/);
+    expect(sent).toBeGreaterThan(MIB); // it did fail half-way, with bytes sent
+    await idle();
+    expect((await t.store.checkpoints.infoOf([c.rid])).get(c.rid)).toMatchObject({ bytes: older.length });
+    expect(await storedBytes(c.rid)).toBe(older.length);
+    expect((await download(c))!.equals(older)).toBe(true);
+    await noTarLeft();
+  });
+
+  it('an upload that fails on the way is retried with a new tar, and the archive kept is whole', async () => {
+    const c = await running();
+    const from = temp();
+    const state = randomBytes(12 * MIB);
+    writeFileSync(join(from, 'state'), state);
+    let calls = 0;
+    const a = agentSide(c, LIMIT, async (tar, real) => {
+      if (++calls > 1) return real();
+      // The first attempt's connection breaks after a MiB: its stream is dropped (its tar must end).
+      let got = 0;
+      for await (const b of tar) if ((got += (b as Buffer).length) >= MIB) break;
+      throw new ApiUnreachableError('cut off');
+    });
+    expect((await a.store.keep(a.owner, from, false))?.kept).toBe(true);
+    expect(calls).toBe(2);
+    const into = join(temp(), 'next');
+    await a.store.restore(a.owner, into, true);
+    expect(readFileSync(join(into, 'state')).equals(state)).toBe(true);
+    await noTarLeft();
+  });
+
+  it('a stale lock token is refused before any byte is stored: a 409, tar stopped, nothing kept', async () => {
+    const c = await running();
+    const from = temp();
+    // Sparse, 64 GiB: sent on after the refusal, it would keep tar reading for minutes.
+    writeFileSync(join(from, 'state'), '');
+    truncateSync(join(from, 'state'), 64 * 1024 * MIB);
+    const a = agentSide({ ...c, lock: `${c.lock}0` }, 128 * 1024 * MIB);
+    await expect(a.store.keep(a.owner, from, true)).rejects.toMatchObject({ status: 409 });
+    await idle();
+    expect((await t.store.checkpoints.infoOf([c.rid])).size).toBe(0);
+    await noTarLeft();
+  });
+
+  it("the API's limit refuses the agent's stream once it passes it: a 413, nothing kept, tar stopped", async () => {
+    const c = await running();
+    const from = temp();
+    // Sparse: tar reads zeros without a disk behind them.
+    writeFileSync(join(from, 'state'), '');
+    truncateSync(join(from, 'state'), LIMIT + 8 * MIB);
+    const a = agentSide(c, 4 * LIMIT);
+    await expect(a.store.keep(a.owner, from, true)).rejects.toMatchObject({
+      status: 413,
+      message: expect.stringMatching(/checkpoint is at most 134217728 bytes \(checkpoint_limit\)/),
+    });
+    await idle();
+    expect((await t.store.checkpoints.infoOf([c.rid])).size).toBe(0);
+    expect(await storedBytes(c.rid)).toBe(0);
+    await noTarLeft();
   });
 });
