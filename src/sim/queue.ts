@@ -559,12 +559,20 @@ export class SimQueue implements DispatchQueue {
 
   /**
    * The agent froze an opportunistic container a guaranteed one claimed capacity from, and gives it back:
-   * Cancelled temp (retried after the backoff, not counted against container_count_max), as the real
-   * agent's requeue report.
+   * the real agent's report (src/agent/runner.ts, reclaim): Cancelled temp and reclaimed, with the reason
+   * `reclaimed: <why>`, so decideRetry retries it at once, spending neither an attempt nor a temp retry,
+   * and it resumes from its checkpoint (SimQueueOptions.resume) as a vacated one does.
    */
-  requeueFrozen(id: string, nodeId: string, gen: number, reason: string): void {
+  requeueFrozen(id: string, nodeId: string, gen: number, why: string): void {
     const c = this.check('cancel', id, { kind: 'agent', node: nodeId, generation: gen });
-    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass: 'temp', reason, retryable: true });
+    this.finish(c, {
+      state: 'Cancelled',
+      exitCode: null,
+      failureClass: 'temp',
+      reason: `reclaimed: ${why}`,
+      retryable: true,
+      reclaimed: true,
+    });
   }
 
   /** The container's facts for the shared rules (src/model/transitions.ts). */

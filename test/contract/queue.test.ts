@@ -364,6 +364,25 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       expect(await ids(s)).toContain(retry);
     });
 
+    it("the agent's reclaim of a borrower (claimed back) is retried at once, spending neither attempts nor temp retries", async () => {
+      const s = await make();
+      const r = await s.submit({ maxTempRetries: 0, containerCountMax: 1 });
+      const c = await running(s, r);
+      const other = await s.node('i-2');
+      expect((await s.reclaim(c.id, other, 'memory claimed back')).ok).toBe(false);
+      expect(await s.reclaim(c.id, c.node, 'memory claimed back')).toEqual({ id: c.id, ok: true });
+      expect(await s.container(c.id)).toMatchObject({
+        state: 'Cancelled',
+        failureClass: 'temp',
+        reason: 'reclaimed: memory claimed back',
+      });
+      const retry = await s.current(r);
+      expect(retry).not.toBe(c.id);
+      expect(await s.container(retry)).toMatchObject({ state: 'Queued', runAfter: null, attempt: 2 });
+      expect(await s.request(r)).toMatchObject({ final: false, attempts: 0, tempFailures: 0 });
+      expect(await ids(s)).toContain(retry);
+    });
+
     it("a temp retry waits for the request's own run_after when that is later than the backoff", async () => {
       const s = await make();
       const r = await s.submit({ runAfterMs: 3_600_000 });
