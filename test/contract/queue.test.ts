@@ -26,6 +26,15 @@ async function running(s: Subject, request: string, instance = 'i-1') {
   return p;
 }
 
+/** The request's next attempt is Queued and runnable now, and it spent neither an attempt nor a temp retry. */
+async function retriedAtOnce(s: Subject, request: string, was: string) {
+  const retry = await s.current(request);
+  expect(retry).not.toBe(was);
+  expect(await s.container(retry)).toMatchObject({ state: 'Queued', runAfter: null, attempt: 2 });
+  expect(await s.request(request)).toMatchObject({ final: false, attempts: 0, tempFailures: 0 });
+  expect(await ids(s)).toContain(retry);
+}
+
 const ids = async (s: Subject, dispatcher = D) =>
   (await s.queue.containers(dispatcher, s.clock.now())).map((c) => c.id).sort();
 
@@ -357,11 +366,7 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       const c = await running(s, r);
       const item = { id: c.id, failureClass: 'temp' as const, reason: 'vacated: i-1', reclaimed: true };
       expect(await s.queue.cancel([item], D)).toEqual([{ id: c.id, ok: true }]);
-      const retry = await s.current(r);
-      expect(retry).not.toBe(c.id);
-      expect(await s.container(retry)).toMatchObject({ state: 'Queued', runAfter: null, attempt: 2 });
-      expect(await s.request(r)).toMatchObject({ final: false, attempts: 0, tempFailures: 0 });
-      expect(await ids(s)).toContain(retry);
+      await retriedAtOnce(s, r, c.id);
     });
 
     it("the agent's reclaim of a borrower (claimed back) is retried at once, spending neither attempts nor temp retries", async () => {
@@ -376,11 +381,7 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
         failureClass: 'temp',
         reason: 'reclaimed: memory claimed back',
       });
-      const retry = await s.current(r);
-      expect(retry).not.toBe(c.id);
-      expect(await s.container(retry)).toMatchObject({ state: 'Queued', runAfter: null, attempt: 2 });
-      expect(await s.request(r)).toMatchObject({ final: false, attempts: 0, tempFailures: 0 });
-      expect(await ids(s)).toContain(retry);
+      await retriedAtOnce(s, r, c.id);
     });
 
     it("a temp retry waits for the request's own run_after when that is later than the backoff", async () => {
