@@ -16,7 +16,7 @@
 // Cost: every operation is O(1) on maps (plus the caller's ids); containers() walks only the non-final
 // containers, never the history.
 import type { Rng } from '../model/clock.js';
-import { decideRetry, grownRam, retryRunAfter, type ContainerEnd } from '../model/retry.js';
+import { decideRetry, grownRam, reclaimedReason, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
 import {
   REASONS,
@@ -559,8 +559,8 @@ export class SimQueue implements DispatchQueue {
 
   /**
    * The agent froze an opportunistic container a guaranteed one claimed capacity from, and gives it back:
-   * the real agent's report (src/agent/runner.ts, reclaim): Cancelled temp and reclaimed, with the reason
-   * `reclaimed: <why>`, so decideRetry retries it at once, spending neither an attempt nor a temp retry,
+   * the real agent's report (src/agent/runner.ts, reclaim): Cancelled temp and reclaimed, with its reason
+   * (reclaimedReason), so decideRetry retries it at once, spending neither an attempt nor a temp retry,
    * and it resumes from its checkpoint (SimQueueOptions.resume) as a vacated one does.
    */
   requeueFrozen(id: string, nodeId: string, gen: number, why: string): void {
@@ -569,7 +569,7 @@ export class SimQueue implements DispatchQueue {
       state: 'Cancelled',
       exitCode: null,
       failureClass: 'temp',
-      reason: `reclaimed: ${why}`,
+      reason: reclaimedReason(why),
       retryable: true,
       reclaimed: true,
     });

@@ -6,6 +6,7 @@ import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import type { DispatchQueue, ItemOutcome } from '../../src/dispatch/ports.js';
 import { ManualClock, seededRng } from '../../src/model/clock.js';
 import { normalizeRequest } from '../../src/model/request.js';
+import { reclaimedReason } from '../../src/model/retry.js';
 import type { ContainerState, FailureClass } from '../../src/model/types.js';
 import { SimQueue } from '../../src/sim/queue.js';
 import { Store } from '../../src/store/store.js';
@@ -186,7 +187,7 @@ export function pgSubjects(): SubjectFactory {
       async reclaim(id, node, why) {
         const token = tokens.get(id) ?? '0.none';
         return asOutcome(id, () =>
-          store.containers.cancel(id, { kind: 'node', nodeId: node, token }, 'temp', `reclaimed: ${why}`, {
+          store.containers.cancel(id, { kind: 'node', nodeId: node, token }, 'temp', reclaimedReason(why), {
             reclaimed: true,
           }),
         );
