@@ -24,27 +24,13 @@ import { AgentClient } from '../src/agent/client.js';
 import { createPool } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { COPY_HEADER, COPY_TRAILER, copyColumnBytes, copyTuple } from '../src/store/copy-binary.js';
+import { benchArgs, opt } from './args.js';
 
-interface Args {
-  mib: number;
-  file: string | null;
-  chunkKib: number;
-}
-
-function parse(argv: string[]): Args {
-  const out: Args = { mib: 96, file: null, chunkKib: 1024 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--mib') out.mib = Number(argv[++i]);
-    else if (a === '--file') out.file = argv[++i] ?? null;
-    else if (a === '--chunk-kib') out.chunkKib = Number(argv[++i]);
-    else throw new Error(`unknown option ${a} (expected --mib N, --file PATH, --chunk-kib K)`);
-  }
-  if (!(out.mib > 0)) throw new Error('--mib takes a number > 0');
-  if (!Number.isInteger(out.chunkKib) || out.chunkKib < 1)
-    throw new Error('--chunk-kib takes a whole number ≥ 1');
-  return out;
-}
+const OPTIONS = {
+  mib: opt.number(96, 'MiB of data (half random, half zeros) when no --file'),
+  file: opt.text(undefined, 'a file to use as the data (a real QEMU state file)'),
+  'chunk-kib': opt.int(1024, 'KiB per stored chunk'),
+};
 
 function tar(args: string[], input: Buffer | null): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -60,7 +46,7 @@ function tar(args: string[], input: Buffer | null): Promise<Buffer> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parse(argv);
+  const args = benchArgs('checkpoint', argv, OPTIONS);
   const home = mkdtempSync(join(tmpdir(), 'berth-bench-ckpt-'));
   const rows: [string, number, number][] = [];
   const time = async <T>(stage: string, bytes: number, f: () => Promise<T> | T): Promise<T> => {
@@ -89,7 +75,7 @@ export async function run(argv: string[]): Promise<number> {
     await import('node:fs/promises').then((fs) => Promise.all([fs.mkdir(src), fs.mkdir(dst)]));
     writeFileSync(join(src, 'state'), data);
     console.error(
-      `data: ${args.file ?? `${args.mib} MiB random + zero`} (${data.length} bytes), chunks of ${args.chunkKib} KiB`,
+      `data: ${args.file ?? `${args.mib} MiB random + zero`} (${data.length} bytes), chunks of ${args['chunk-kib']} KiB`,
     );
 
     const archive = await time('tar pack (GNU tar, stdout to a Buffer)', data.length, () =>
@@ -173,7 +159,7 @@ export async function run(argv: string[]): Promise<number> {
     // PostgreSQL: the chunks' INSERTs in one transaction, then their SELECT (bytea as hex text).
     await pool.query(`CREATE TABLE chunks (k text, seq integer, data bytea NOT NULL, PRIMARY KEY (k, seq))`);
     await pool.query(`ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTERNAL`);
-    const size = args.chunkKib * 1024;
+    const size = args['chunk-kib'] * 1024;
     await time(`INSERT ${size / 1024} KiB chunks, one transaction`, archive.length, async () => {
       const c = await pool.connect();
       try {

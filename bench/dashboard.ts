@@ -12,25 +12,13 @@ import { createPool, withDatabase } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
+import { benchArgs, opt } from './args.js';
 
-interface Args {
-  queued: number;
-  runs: number;
-  json: boolean;
-}
-
-function parse(argv: string[]): Args {
-  const out: Args = { queued: 100_000, runs: 30, json: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--queued') out.queued = Number(argv[++i]);
-    else if (a === '--runs') out.runs = Number(argv[++i]);
-    else if (a === '--json') out.json = true;
-    else throw new Error(`unknown option ${a} (expected --queued N, --runs N, --json)`);
-  }
-  if (!(out.queued >= 0) || !(out.runs >= 1)) throw new Error('--queued and --runs take positive numbers');
-  return out;
-}
+const OPTIONS = {
+  queued: opt.int(100_000, 'Queued containers', 0),
+  runs: opt.int(30, 'fetches of each page'),
+  json: opt.flag('print JSON'),
+};
 
 const pct = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -102,7 +90,7 @@ export async function fill(store: Store, queued: number): Promise<void> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parse(argv);
+  const args = benchArgs('dashboard', argv, OPTIONS);
   const say = (s: string) => !args.json && console.error(s);
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-dash-'));
   chmodSync(dir, 0o755); // as root, PostgreSQL runs as postgres and must reach it

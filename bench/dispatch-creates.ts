@@ -29,7 +29,8 @@ import { createPool, withDatabase } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
-import { BENCH_TYPE, flag, latenciesOf } from './ec2.js';
+import { BENCH_TYPE, EC2_OPTIONS } from './ec2.js';
+import { benchArgs, opt } from './args.js';
 
 interface Row {
   latencyMs: number;
@@ -61,17 +62,15 @@ async function timed<T>(into: number[], f: () => Promise<T>): Promise<T> {
 }
 
 export async function run(args: string[]): Promise<number> {
-  const json = args.includes('--json');
-  const containers = Number(flag(args, '--containers', '100'));
-  const levels = flag(args, '--concurrency', '1,10,50').split(',').map(Number);
-  const latencies = latenciesOf(args);
+  const a = benchArgs('dispatch-creates', args, {
+    ...EC2_OPTIONS,
+    containers: opt.int(100, 'containers submitted per run (one instance each)'),
+    'sync-interval': opt.text('10s', "the dispatcher's sync_interval"),
+  });
+  const { json, containers, concurrency: levels, latency: latencies } = a;
   // The dispatcher's sync_interval (default 10 s): a pass that syncs awaits DescribeInstances before it
   // starts any create, so at a high API latency the syncs are part of what is measured.
-  const timers = DISPATCHER_TIMERS.parse({ sync_interval: flag(args, '--sync-interval', '10s') });
-  if (!Number.isInteger(containers) || containers < 1 || levels.some((c) => !Number.isInteger(c) || c < 1)) {
-    console.error('--containers and --concurrency: expected whole numbers >= 1');
-    return 2;
-  }
+  const timers = DISPATCHER_TIMERS.parse({ sync_interval: a['sync-interval'] });
   const dir = mkdtempSync(join(tmpdir(), 'berth-bench-creates-'));
   chmodSync(dir, 0o755); // as root, PostgreSQL runs as postgres and must reach it
   const pg = await startEmbedded({ dataDir: join(dir, 'pgdata') });

@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { parseEc2Config } from '../src/cloud/ec2/config.js';
 import { Ec2Driver } from '../src/cloud/ec2/driver.js';
 import { Ec2Emulator, EMULATOR_CREDENTIALS } from '../src/cloud/ec2-emu/emulator.js';
-import { parseDuration } from '../src/model/units.js';
+import { benchArgs, opt } from './args.js';
 
 interface Row {
   latencyMs: number;
@@ -21,10 +21,12 @@ interface Row {
   medianCreateMs: number;
 }
 
-export function flag(args: string[], name: string, dflt: string): string {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1]! : dflt;
-}
+/** The options the EC2 benches share (this one and dispatch-creates). */
+export const EC2_OPTIONS = {
+  json: opt.flag('print JSON'),
+  concurrency: opt.ints('1,10,50', 'creates in flight, one run each'),
+  latency: opt.durations('50ms,1s', "the emulator's API latency, one run each"),
+};
 
 /** The instance type every create of the EC2 benches asks for. */
 export const BENCH_TYPE = {
@@ -38,22 +40,13 @@ export const BENCH_TYPE = {
   preemptible: false,
 };
 
-/** The latencies of `--latency` (default 50 ms and 1 s). */
-export function latenciesOf(args: string[]): number[] {
-  return flag(args, '--latency', '50ms,1s')
-    .split(',')
-    .map((s) => parseDuration(s));
-}
-
 export async function run(args: string[]): Promise<number> {
-  const json = args.includes('--json');
-  const creates = Number(flag(args, '--creates', '100'));
-  const levels = flag(args, '--concurrency', '1,10,50').split(',').map(Number);
-  const latencies = latenciesOf(args);
-  if (!Number.isInteger(creates) || creates < 1 || levels.some((c) => !Number.isInteger(c) || c < 1)) {
-    console.error('--creates and --concurrency: expected whole numbers >= 1');
-    return 2;
-  }
+  const {
+    json,
+    creates,
+    concurrency: levels,
+    latency: latencies,
+  } = benchArgs('ec2', args, { ...EC2_OPTIONS, creates: opt.int(100, 'instances created per run') });
   const emu = await Ec2Emulator.start({ boot: false });
   const rows: Row[] = [];
   try {
@@ -82,6 +75,7 @@ export async function run(args: string[]): Promise<number> {
                 api_url: 'http://127.0.0.1:9',
                 node_id: node,
                 bootstrap_secret: 'x'.repeat(43),
+                instance_type: type.name,
               }),
             );
             times.push(performance.now() - s);

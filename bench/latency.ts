@@ -3,20 +3,17 @@
 // instance); each run submits a `true` container over HTTP and waits for it to finish; the latency is
 // the server-side started_at − queued_at, so the measurement itself adds no polling delay.
 import { startWarmBerth } from './warm-berth.js';
+import { benchArgs, opt } from './args.js';
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let runs = 100;
-  let json = false;
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--json') json = true;
-    else if (argv[i] === '--runs') runs = Number(argv[++i]);
-    else throw new Error(`unknown option ${argv[i]} (expected --json, --runs N)`);
-  }
-  if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs takes a whole number ≥ 1');
+  const { runs, json } = benchArgs('latency', argv, {
+    json: opt.flag('print JSON'),
+    runs: opt.int(100, 'submissions'),
+  });
   const say = (s: string) => !json && console.error(s);
   say('starting Berth and waiting for the warm instance…');
   const berth = await startWarmBerth({

@@ -6,6 +6,7 @@
 //   flood  `yes | head -c SIZE` (far past the limit): what is stored, and the time from the container's
 //          end to its exit being recorded (what the log limit caps).
 import { startWarmBerth, type WarmBerth } from './warm-berth.js';
+import { benchArgs, opt } from './args.js';
 
 interface Shipped {
   container: string;
@@ -60,18 +61,15 @@ async function runOne(b: WarmBerth, command: string[]): Promise<Shipped> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let json = false;
-  let lines = 2_500_000;
-  let floodMiB = 256;
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--json') json = true;
-    else if (argv[i] === '--lines') lines = Number(argv[++i]);
-    else if (argv[i] === '--flood') floodMiB = Number(argv[++i]);
-    else throw new Error(`unknown option ${argv[i]} (expected --json, --lines N, --flood MiB)`);
-  }
-  if (!(Number.isInteger(lines) && lines > 0)) throw new Error('--lines takes a whole number > 0');
-  if (!(Number.isInteger(floodMiB) && floodMiB > 0))
-    throw new Error('--flood takes a whole number of MiB > 0');
+  const {
+    json,
+    lines,
+    flood: floodMiB,
+  } = benchArgs('log-shipping', argv, {
+    json: opt.flag('print JSON'),
+    lines: opt.int(2_500_000, 'lines the chatty container prints'),
+    flood: opt.int(256, 'MiB the flooding container writes'),
+  });
   const say = (s: string) => !json && console.error(s);
   say('starting Berth and waiting for the warm instance…');
   const berth = await startWarmBerth({

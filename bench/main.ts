@@ -1,4 +1,7 @@
-// `npm run bench -- NAME [args]`: runs bench/NAME.ts. Each benchmark module exports `run(args)`.
+// `npm run bench -- NAME [args]`: runs bench/NAME.ts. Each benchmark module exports `run(args)`; a bench's
+// options are read by bench/args.ts (`npm run bench -- NAME --help` prints them).
+import { UsageError } from './args.js';
+
 const BENCHES = [
   'queue',
   'peer',
@@ -37,6 +40,11 @@ async function main(): Promise<number> {
 main().then(
   (code) => (process.exitCode = code),
   (err) => {
+    if (err instanceof UsageError) {
+      (err.exitCode === 0 ? console.log : console.error)(err.message);
+      process.exitCode = err.exitCode;
+      return;
+    }
     console.error(err);
     process.exitCode = 1;
   },

@@ -11,17 +11,11 @@ import { namedRng } from '../src/model/clock.js';
 import { defaultSimConfig } from '../src/sim/config.js';
 import { runSimulation, type SimJob, type RunResult } from '../src/sim/run.js';
 import { prepareWorkload } from '../src/sim/workload/prepare.js';
+import { benchArgs, opt, UsageError } from './args.js';
 
 const TRACES = ['KTH-SP2-1996-2.1-cln', 'lublin_256'].map((t) =>
   resolve(import.meta.dirname, '../../../shared/traces', `${t}.swf.gz`),
 );
-
-function flag(args: string[], name: string): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < args.length; i++)
-    if (args[i] === name && args[i + 1] !== undefined) out.push(args[++i]!);
-  return out;
-}
 
 /** The jobs with a synthetic use (see the file comment): fraction in [lo, hi] of CPUs and of memory. */
 function withUse(jobs: SimJob[], lo: number, hi: number, seed: number): SimJob[] {
@@ -55,17 +49,27 @@ const VARIANTS = [
 const pct = (x: number, y: number) => `${y >= x ? '+' : ''}${(((y - x) / x) * 100).toFixed(1)}%`;
 
 export async function run(args: string[]): Promise<number> {
-  const traces = flag(args, '--trace');
-  const only = flag(args, '--variant');
-  const limit = flag(args, '--limit')[0];
-  const [lo, hi] = (flag(args, '--use')[0] ?? '0.1-0.9').split('-').map(Number) as [number, number];
+  const {
+    trace: traces,
+    variant: only,
+    limit,
+    use,
+  } = benchArgs('opportunistic', args, {
+    trace: opt.repeated('an SWF trace (default: KTH-SP2-1996-2.1-cln and lublin_256 from the shared traces)'),
+    variant: opt.repeated('run only this variant (by name) besides the base'),
+    limit: opt.int(undefined, 'use only the first N jobs of each trace'),
+    use: opt.text('0.1-0.9', "the synthetic use's range, MIN-MAX, fractions of the request"),
+  });
+  const [lo, hi] = use.split('-').map(Number) as [number, number];
+  if (!(lo >= 0 && hi <= 1 && lo <= hi))
+    throw new UsageError(`--use: expected MIN-MAX within 0-1, got ${use}`);
   const seed = 1;
   const rows: string[] = [
     '| trace | jobs | run | cost | utilization vcpu / ram | wait p50 / p99 s | opportunistic | grew | claims back | requeued | vacated | guaranteed short |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const path of traces.length > 0 ? traces : TRACES) {
-    const w = prepareWorkload(path, limit === undefined ? {} : { limit: Number(limit) });
+    const w = prepareWorkload(path, limit === undefined ? {} : { limit });
     const jobs = withUse(w.jobs, lo, hi, seed);
     let base: RunResult | null = null;
     for (const v of VARIANTS) {

@@ -19,34 +19,15 @@ import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
 import { cpuSample, printProfile, topStatements } from './store-profile.js';
+import { benchArgs, opt } from './args.js';
 
-interface Args {
-  json: boolean;
-  jobs: number;
-  workers: number;
-  /** Restart PostgreSQL with pg_stat_statements and print the Berth phase's profile (store-profile.ts). */
-  profile: boolean;
-  /** Lock, then assign, in two statements (the dispatcher's shape before lockAssign). */
-  separate: boolean;
-}
-
-function parse(args: string[]): Args {
-  const out: Args = { json: false, jobs: 20_000, workers: 32, profile: false, separate: false };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    if (a === '--json') out.json = true;
-    else if (a === '--jobs') out.jobs = Number(args[++i]);
-    else if (a === '--workers') out.workers = Number(args[++i]);
-    else if (a === '--profile') out.profile = true;
-    else if (a === '--separate') out.separate = true;
-    else
-      throw new Error(`unknown option ${a} (expected --json, --jobs N, --workers N, --profile, --separate)`);
-  }
-  if (!Number.isInteger(out.jobs) || out.jobs < 1000) throw new Error('--jobs takes a whole number ≥ 1000');
-  if (!Number.isInteger(out.workers) || out.workers < 1)
-    throw new Error('--workers takes a whole number ≥ 1');
-  return out;
-}
+const OPTIONS = {
+  json: opt.flag('print JSON'),
+  jobs: opt.int(20_000, 'jobs and containers', 1000),
+  workers: opt.int(32, 'workers and agents'),
+  profile: opt.flag("restart PostgreSQL with pg_stat_statements and print the Berth phase's profile"),
+  separate: opt.flag("lock, then assign, in two statements (the dispatcher's shape before lockAssign)"),
+};
 
 const BATCH = 1000;
 /** Jobs the worker pool fetches (and locks) at once: its docs' advice for many fast jobs. */
@@ -174,7 +155,7 @@ async function berth(
 const quiet = new Logger(() => () => {});
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parse(argv);
+  const args = benchArgs('peer', argv, OPTIONS);
   const say = (s: string) => !args.json && console.error(s);
   const home = mkdtempSync(join(tmpdir(), 'berth-peer-'));
   say('starting the embedded PostgreSQL…');

@@ -15,8 +15,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cgroupSampler, PressureWatcher, type ReclaimEvent } from '../src/agent/pressure.js';
 import { CGROUP_ROOT, cgroupAt, probeCgroups } from '../src/agent/runtimes/cgroup.js';
-import { createRuntime, type RuntimeName } from '../src/agent/runtimes/detect.js';
+import { createRuntime } from '../src/agent/runtimes/detect.js';
 import type { RunHandle, RunSpec } from '../src/agent/runtimes/types.js';
+import { benchArgs, opt } from './args.js';
 
 const MiB = 1024 * 1024;
 
@@ -24,11 +25,6 @@ const allocator = (mib: number, stepMs: number, holdMs: number) =>
   `const held = []; let n = 0; const step = () => { if (n >= ${mib}) { console.log('holding'); ` +
   `setTimeout(() => {}, ${holdMs}); return; } held.push(Buffer.alloc(4 * 1048576, 1)); n += 4; ` +
   `setTimeout(step, ${stepMs}); }; step();`;
-
-function arg(args: string[], name: string, def: string): string {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1]! : def;
-}
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -43,9 +39,15 @@ async function until(f: () => Promise<boolean>, ms: number, what: string): Promi
 }
 
 export async function run(args: string[]): Promise<number> {
-  const runs = Number(arg(args, '--runs', '10'));
-  const intervalMs = Number(arg(args, '--interval', '20'));
-  const runtime = arg(args, '--runtime', 'process') as RuntimeName;
+  const {
+    runs,
+    interval: intervalMs,
+    runtime,
+  } = benchArgs('pressure', args, {
+    runs: opt.int(10, 'reclaims measured'),
+    interval: opt.int(20, "the pressure watcher's sampling interval, ms"),
+    runtime: opt.oneOf(['process', 'runc'] as const, 'process', 'the runtime the containers run on'),
+  });
   const host = await probeCgroups();
   if (host.unusable) {
     console.error(`cgroups unusable: ${host.unusable}`);

@@ -25,6 +25,7 @@ import {
 import { ensureRootfs } from '../src/agent/runtimes/image.js';
 import { ociConfig } from '../src/agent/runtimes/oci.js';
 import type { RunHandle, RunSpec, Runtime } from '../src/agent/runtimes/types.js';
+import { benchArgs, opt } from './args.js';
 
 // A full collection before each heap reading, or the per-container heap is mostly garbage noise.
 setFlagsFromString('--expose_gc');
@@ -243,23 +244,17 @@ function round(n: number): number {
 }
 
 export async function run(args: string[]): Promise<number> {
-  const json = args.includes('--json');
-  const opt = (flag: string): string | undefined => {
-    const i = args.indexOf(flag);
-    return i >= 0 ? args[i + 1] : undefined;
-  };
-  const runs = Number(opt('--runs') ?? 30);
-  const hold = Number(opt('--hold') ?? 10);
-  const names = (opt('--runtimes')?.split(',') ?? [...DETECT_ORDER]) as RuntimeName[];
-  for (const n of names)
-    if (!(RUNTIME_NAMES as readonly string[]).includes(n)) {
-      console.error(`--runtimes: expected a list of ${RUNTIME_NAMES.join(', ')}, got ${n}`);
-      return 2;
-    }
-  if (!(runs > 0 && hold > 0)) {
-    console.error('--runs and --hold: expected numbers > 0');
-    return 2;
-  }
+  const {
+    json,
+    runs,
+    hold,
+    runtimes: names,
+  } = benchArgs('runtime', args, {
+    json: opt.flag('print JSON'),
+    runs: opt.int(30, 'timed runs of each runtime'),
+    runtimes: opt.someOf(RUNTIME_NAMES, DETECT_ORDER, 'the runtimes measured'),
+    hold: opt.int(10, 'containers held running for the memory figure'),
+  });
   const results: Result[] = [];
   for (const n of names) results.push(await benchOne(n, runs, hold));
   if (json) {

@@ -13,43 +13,20 @@ import type { InstanceType } from '../src/model/types.js';
 import { plan } from '../src/dispatch/scheduler/plan.js';
 import { IncrementalPlanner } from '../src/dispatch/scheduler/incremental.js';
 import type { Plan, Snapshot, SnapshotContainer, SnapshotInstance } from '../src/dispatch/scheduler/types.js';
+import { benchArgs, opt, type Values } from './args.js';
 
 const GiB = 1024 ** 3;
 const NOW = new Date('2026-01-01T00:00:00Z');
 
-interface Args {
-  queued: number;
-  instances: number;
-  types: number;
-  json: boolean;
-  seed: number;
-  minReps: number;
-}
-
-function parseArgs(argv: string[]): Args {
-  const a: Args = { queued: 10_000, instances: 1_000, types: 50, json: false, seed: 1, minReps: 5 };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i]!;
-    if (flag === '--json') {
-      a.json = true;
-      continue;
-    }
-    const key = {
-      '--queued': 'queued',
-      '--instances': 'instances',
-      '--types': 'types',
-      '--seed': 'seed',
-      '--min-reps': 'minReps',
-    }[flag] as 'queued' | 'instances' | 'types' | 'seed' | 'minReps' | undefined;
-    const v = Number(argv[++i]);
-    if (key === undefined || !Number.isInteger(v) || v < 0)
-      throw new Error(
-        `${flag}: expected --queued N, --instances M, --types K, --seed S, --min-reps R or --json`,
-      );
-    a[key] = v;
-  }
-  return a;
-}
+const OPTIONS = {
+  queued: opt.int(10_000, 'Queued containers', 0),
+  instances: opt.int(1_000, 'instances', 0),
+  types: opt.int(50, 'instance types', 0),
+  json: opt.flag('print JSON'),
+  seed: opt.int(1, 'seed of the random snapshot', 0),
+  'min-reps': opt.int(5, 'timed passes at the least', 0),
+};
+type Args = Values<typeof OPTIONS>;
 
 const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)]!;
 
@@ -227,24 +204,18 @@ function time(
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let args: Args;
-  try {
-    args = parseArgs(argv);
-  } catch (err) {
-    console.error((err as Error).message);
-    return 2;
-  }
+  const args = benchArgs('scheduler', argv, OPTIONS);
   const s = buildSnapshot(args);
-  const first = time(s, args.minReps);
+  const first = time(s, args['min-reps']);
   const count = (p: Plan, op: string) => p.actions.filter((a) => a.op === op).length;
   const steady = applied(s, first.last);
-  const still = time(steady, args.minReps);
+  const still = time(steady, args['min-reps']);
   const placedAgain = count(still.last, 'start') + count(still.last, 'lock') + count(still.last, 'create');
   // The dispatcher's pass with nothing changed: the incremental planner, handed a new snapshot object
   // made of the same parts (as the container view hands over the same array).
   const incremental = new IncrementalPlanner();
   incremental.plan(steady);
-  const reuse = time(steady, args.minReps, (snap) => incremental.plan({ ...snap }));
+  const reuse = time(steady, args['min-reps'], (snap) => incremental.plan({ ...snap }));
   const result = {
     queued: args.queued,
     instances: args.instances,

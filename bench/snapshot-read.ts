@@ -13,31 +13,18 @@ import { createPool } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
+import { benchArgs, opt } from './args.js';
 
-interface Args {
-  queued: number;
-  reps: number;
-  json: boolean;
-}
-
-function parse(argv: string[]): Args {
-  const out: Args = { queued: 100_000, reps: 7, json: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--json') out.json = true;
-    else if (a === '--queued') out.queued = Number(argv[++i]);
-    else if (a === '--reps') out.reps = Number(argv[++i]);
-    else throw new Error(`unknown option ${a} (expected --queued N, --reps R, --json)`);
-  }
-  if (!Number.isInteger(out.queued) || out.queued < 1) throw new Error('--queued takes a whole number ≥ 1');
-  if (!Number.isInteger(out.reps) || out.reps < 1) throw new Error('--reps takes a whole number ≥ 1');
-  return out;
-}
+const OPTIONS = {
+  queued: opt.int(100_000, 'Queued containers'),
+  reps: opt.int(7, 'reads of each kind'),
+  json: opt.flag('print JSON'),
+};
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parse(argv);
+  const args = benchArgs('snapshot-read', argv, OPTIONS);
   const say = (s: string) => !args.json && console.error(s);
   const home = mkdtempSync(join(tmpdir(), 'berth-snapshot-read-'));
   const pg = await startEmbedded({ dataDir: join(home, 'pgdata') });

@@ -6,6 +6,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errorFields, type Logger } from '../log/logger.js';
 import { oomWarning } from '../model/exit.js';
+import { reclaimedReason } from '../model/retry.js';
 import { Supervisor } from './supervisor.js';
 import type { StartFailure } from './runtimes/errors.js';
 import type { ExitInfo, RunHandle, Runtime, RunSpec, Usage, WholeState } from './runtimes/types.js';
@@ -172,7 +173,7 @@ export class ContainerRunner {
     const entry = this.ctx.journal.containers.get(this.id);
     const sup = this.supervisor;
     if (!entry || !sup || entry.handBack) return;
-    entry.handBack = { cause: 'reclaim', reason: `reclaimed: ${why}` };
+    entry.handBack = { cause: 'reclaim', reason: reclaimedReason(why) };
     const frozen = sup.handle.freeze();
     void this.ctx.journal.save().catch(() => {});
     await frozen;

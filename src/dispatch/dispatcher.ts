@@ -452,10 +452,10 @@ export class Dispatcher {
       plan.actions.filter((a): a is Extract<Action, { op: K }> => a.op === op);
     const toLock = of('lock').map((a) => a.container);
     const starts = this.placeable(of('start'), now);
-    // What this pass locks and places on a ready instance: locked and assigned in one queue call when the
-    // queue has one (one statement, one row version), else lock then assign.
+    // What this pass locks and places on a ready instance: locked and assigned in one queue call (one
+    // statement, one row version); the rest is locked here and assigned below.
     const locking = new Set(toLock);
-    const direct = o.queue.lockAssign ? starts.filter((it) => locking.has(it.id)) : [];
+    const direct = starts.filter((it) => locking.has(it.id));
     const directIds = new Set(direct.map((it) => it.id));
     const granted = new Set([
       ...(await this.tryLock(
@@ -463,7 +463,7 @@ export class Dispatcher {
         (ids) => o.queue.lock(ids, o.id),
         now,
       )),
-      ...(await this.tryLock([...directIds], () => o.queue.lockAssign!(direct, o.id), now)),
+      ...(await this.tryLock([...directIds], () => o.queue.lockAssign(direct, o.id), now)),
     ]);
     const refused = new Set(toLock.filter((id) => !granted.has(id)));
     if (toLock.length > 0)

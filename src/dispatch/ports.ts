@@ -112,9 +112,10 @@ export interface DispatchQueue {
   /**
    * lock() and assign() of the same containers in one step (one statement on PostgreSQL): returns the ids
    * locked, each placed on its item's instance; the others were taken or changed meanwhile and are
-   * untouched. Optional: without it the dispatcher calls lock() then assign().
+   * untouched (the first item of an id wins). Both queues have it, so the simulator runs the act step
+   * production runs.
    */
-  lockAssign?(items: AssignItem[], dispatcherId: string): Promise<string[]>;
+  lockAssign(items: AssignItem[], dispatcherId: string): Promise<string[]>;
   /** Places Locked containers on instances (their nodes, if registered, then start them). */
   assign(items: AssignItem[], dispatcherId: string): Promise<ItemOutcome[]>;
   /** Locked → Queued by the lock holder (or Cancelled perm past max_dispatch_attempts). */

@@ -29,6 +29,11 @@ export interface ContainerEnd {
   reclaimed?: boolean;
 }
 
+/** The reason of a reclaimed container's cancel (the agent's report, and the simulator's). */
+export function reclaimedReason(why: string): string {
+  return `reclaimed: ${why}`;
+}
+
 /** The request's retry budget and policy. */
 export interface RetryState {
   priority: number;

@@ -102,7 +102,7 @@ export class ClaimBack {
         o.id,
         nodeId,
         o.generation,
-        'frozen and requeued: a guaranteed container claimed its capacity back',
+        'a guaranteed container claimed its capacity back',
       );
       this.stats.requeued++;
       live = live.filter((c) => c !== o);

@@ -7,7 +7,7 @@
 //
 // | from    | to        | who (here)                                                     |
 // |---------|-----------|----------------------------------------------------------------|
-// | Queued  | Locked    | lock(): priority > 0 and run_after passed; lock_count += 1     |
+// | Queued  | Locked    | lock() or lockAssign() (placed too): priority > 0 and run_after passed; lock_count += 1 |
 // | Locked  | Queued    | unlock() by the holder, failNode(), release() or a lost dispatcher; the max_dispatch_attempts-th requeue cancels perm |
 // | Locked  | Running   | start() by the agent of the assigned node with the current lock generation |
 // | Running | Complete  | complete() by that agent                                       |
@@ -16,7 +16,7 @@
 // Cost: every operation is O(1) on maps (plus the caller's ids); containers() walks only the non-final
 // containers, never the history.
 import type { Rng } from '../model/clock.js';
-import { decideRetry, grownRam, retryRunAfter, type ContainerEnd } from '../model/retry.js';
+import { decideRetry, grownRam, reclaimedReason, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
 import {
   REASONS,
@@ -43,6 +43,7 @@ import type {
 import { queuedText, type WaitingGroup } from '../dispatch/scheduler/statuses.js';
 import type { SnapshotContainer } from '../dispatch/scheduler/types.js';
 import { ConflictError, ForbiddenError, NotFoundError, refusalError } from '../store/errors.js';
+import { firstOfEach } from '../store/transitions/outcome.js';
 import { SimNodes } from './nodes.js';
 
 /** The owner of every simulated request (the store's owner column; the simulator has one user). */
@@ -289,19 +290,34 @@ export class SimQueue implements DispatchQueue {
   }
 
   async lock(ids: string[], dispatcherId: string): Promise<string[]> {
-    const actor = { kind: 'dispatcher' as const, id: dispatcherId };
+    return ids.filter((id) => this.lockOne(id, dispatcherId));
+  }
+
+  /**
+   * The store's lockAssign (src/store/transitions/lock.ts): each item's container, when it may be locked
+   * now, is locked and placed in one step (the lock guard only: the assign guard holds by construction;
+   * the first item of an id wins); the others are untouched.
+   */
+  async lockAssign(items: AssignItem[], dispatcherId: string): Promise<string[]> {
     const got: string[] = [];
-    for (const id of ids) {
-      if (this.refused('lock', id, actor)) continue;
-      const c = this.byId.get(id)!;
-      c.state = 'Locked';
-      this.touch(c);
-      c.lockedBy = dispatcherId;
-      c.generation++;
-      c.lockCount++;
-      got.push(id);
-    }
+    for (const it of firstOfEach(items))
+      if (this.lockOne(it.id, dispatcherId)) {
+        this.assignOne(it.id, dispatcherId, it.instance, it.node);
+        got.push(it.id);
+      }
     return got;
+  }
+
+  /** Queued → Locked when the shared rules allow it; whether it was locked. */
+  private lockOne(id: string, dispatcherId: string): boolean {
+    if (this.refused('lock', id, { kind: 'dispatcher', id: dispatcherId })) return false;
+    const c = this.byId.get(id)!;
+    c.state = 'Locked';
+    this.touch(c);
+    c.lockedBy = dispatcherId;
+    c.generation++;
+    c.lockCount++;
+    return true;
   }
 
   async maxDispatchAttempts(): Promise<number> {
@@ -543,12 +559,20 @@ export class SimQueue implements DispatchQueue {
 
   /**
    * The agent froze an opportunistic container a guaranteed one claimed capacity from, and gives it back:
-   * Cancelled temp (retried after the backoff, not counted against container_count_max), as the real
-   * agent's requeue report.
+   * the real agent's report (src/agent/runner.ts, reclaim): Cancelled temp and reclaimed, with its reason
+   * (reclaimedReason), so decideRetry retries it at once, spending neither an attempt nor a temp retry,
+   * and it resumes from its checkpoint (SimQueueOptions.resume) as a vacated one does.
    */
-  requeueFrozen(id: string, nodeId: string, gen: number, reason: string): void {
+  requeueFrozen(id: string, nodeId: string, gen: number, why: string): void {
     const c = this.check('cancel', id, { kind: 'agent', node: nodeId, generation: gen });
-    this.finish(c, { state: 'Cancelled', exitCode: null, failureClass: 'temp', reason, retryable: true });
+    this.finish(c, {
+      state: 'Cancelled',
+      exitCode: null,
+      failureClass: 'temp',
+      reason: reclaimedReason(why),
+      retryable: true,
+      reclaimed: true,
+    });
   }
 
   /** The container's facts for the shared rules (src/model/transitions.ts). */

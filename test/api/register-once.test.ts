@@ -1,7 +1,7 @@
 // A one-shot agent's registration (`once`: the container a SLURM job was started for): the answer carries
 // that container's start order, already started, when it is Locked to the node; otherwise no order and
 // nothing changed. The lock token and every later check are those of the ordinary start report.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { testApi } from '../helpers/api.js';
 
 const t = await testApi();
@@ -80,6 +80,31 @@ describe('POST /v1/nodes/register with once', () => {
     const r2 = await register(n2, { once: elsewhere });
     expect(r2.json().start).toEqual([]);
     expect(await stateOf(elsewhere)).toBe('Locked');
+  });
+
+  it("reads only the one container's start order: workFor's answer for a Locked one, none otherwise", async () => {
+    const n = await newNode();
+    await register(n);
+    const [mine, queued, elsewhere] = [await submit(), await submit(), await submit()];
+    await t.place(mine, n);
+    await t.place(elsewhere, await newNode());
+    const whole = (await t.store.containers.workFor(n.id, [])).start;
+    expect(whole.map((o) => o.id)).toEqual([mine]);
+    expect(await t.store.containers.startOrderFor(n.id, mine)).toEqual(whole[0]);
+    for (const id of [queued, elsewhere, 'c-nope'])
+      expect(await t.store.containers.startOrderFor(n.id, id), id).toBeNull();
+    // The registration asks for that one order, never the node's whole work.
+    const n2 = await newNode();
+    const cid = await submit();
+    await t.place(cid, n2);
+    const workFor = vi.spyOn(t.store.containers, 'workFor');
+    try {
+      const r = await register(n2, { once: cid });
+      expect(r.json().start.map((o: { id: string }) => o.id)).toEqual([cid]);
+      expect(workFor).not.toHaveBeenCalled();
+    } finally {
+      workFor.mockRestore();
+    }
   });
 
   it('without once the answer is as before: no start', async () => {

@@ -26,6 +26,15 @@ async function running(s: Subject, request: string, instance = 'i-1') {
   return p;
 }
 
+/** The request's next attempt is Queued and runnable now, and it spent neither an attempt nor a temp retry. */
+async function retriedAtOnce(s: Subject, request: string, was: string) {
+  const retry = await s.current(request);
+  expect(retry).not.toBe(was);
+  expect(await s.container(retry)).toMatchObject({ state: 'Queued', runAfter: null, attempt: 2 });
+  expect(await s.request(request)).toMatchObject({ final: false, attempts: 0, tempFailures: 0 });
+  expect(await ids(s)).toContain(retry);
+}
+
 const ids = async (s: Subject, dispatcher = D) =>
   (await s.queue.containers(dispatcher, s.clock.now())).map((c) => c.id).sort();
 
@@ -103,6 +112,78 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       ]);
       expect(await s.container(ia)).toMatchObject({ state: 'Locked', instance: 'i-1' });
       expect(await s.container(ib)).toMatchObject({ state: 'Locked', instance: null });
+    });
+  });
+
+  describe('lockAssign (lock and assign in one step)', () => {
+    it('locks and places what may be locked: the same container as lock then assign, and its agent starts it', async () => {
+      const s = await make();
+      const [one, two] = [await s.current(await s.submit()), await s.current(await s.submit())];
+      const node = await s.node('i-1');
+      expect(await s.queue.lockAssign([{ id: one, instance: 'i-1', node }], D)).toEqual([one]);
+      await s.queue.lock([two], D);
+      await s.queue.assign([{ id: two, instance: 'i-1', node }], D);
+      const view = await s.container(one);
+      expect(view).toMatchObject({ state: 'Locked', lockedBy: D, lockCount: 1, instance: 'i-1' });
+      expect(view).toEqual(await s.container(two));
+      expect(await s.start(one, node)).toEqual({ id: one, ok: true });
+      expect(await s.container(one)).toMatchObject({ state: 'Running', instance: 'i-1' });
+    });
+
+    it('a container that changed since the snapshot is untouched (taken, cancelled, withdrawn, later, unknown)', async () => {
+      const s = await make();
+      const [taken, cancelled, withdrawn, later, requeued] = [
+        await s.current(await s.submit()),
+        await s.current(await s.submit()),
+        await s.current(await s.submit({ priority: 0 })),
+        await s.current(await s.submit({ runAfterMs: 60_000 })),
+        await s.current(await s.submit()),
+      ];
+      await s.queue.lock([taken], OTHER);
+      await s.queue.cancel([{ id: cancelled, failureClass: 'user', reason: 'gone' }], D);
+      await s.queue.lock([requeued], OTHER);
+      await s.queue.unlock([{ id: requeued, reason: 'no room' }], OTHER);
+      const node = await s.node('i-1');
+      const untouched = [taken, cancelled, withdrawn, later];
+      const before = await Promise.all(untouched.map((id) => s.container(id)));
+      const items = [...untouched, requeued, 'nope'].map((id) => ({ id, instance: 'i-1', node }));
+      expect(await s.queue.lockAssign(items, D)).toEqual([requeued]);
+      expect(await Promise.all(untouched.map((id) => s.container(id)))).toEqual(before);
+      expect(await s.container(taken)).toMatchObject({ state: 'Locked', lockedBy: OTHER, instance: null });
+      expect(await s.container(requeued)).toMatchObject({ state: 'Locked', lockCount: 2, instance: 'i-1' });
+    });
+
+    it('onto a node that failed meanwhile: placed all the same (the next pass sees it on its instance)', async () => {
+      const s = await make();
+      const id = await s.current(await s.submit());
+      const node = await s.node('i-1');
+      await s.queue.failNode(node, 'no ping for 90s');
+      expect(await s.queue.lockAssign([{ id, instance: 'i-1', node }], D)).toEqual([id]);
+      expect(await s.container(id)).toMatchObject({ state: 'Locked', lockedBy: D, instance: 'i-1' });
+      const view = (await s.queue.containers(D, s.clock.now())).find((c) => c.id === id);
+      expect(view).toMatchObject({ state: 'Locked', instance: 'i-1', lockCount: 1 });
+      // Failing it again changes nothing: the failure was handled before the container came.
+      await s.queue.failNode(node, 'again');
+      expect((await s.container(id)).state).toBe('Locked');
+    });
+
+    it("places as many as it is given on one instance (capacity is the scheduler's); the first item of an id wins", async () => {
+      const s = await make();
+      const ids = [
+        await s.current(await s.submit()),
+        await s.current(await s.submit()),
+        await s.current(await s.submit()),
+      ];
+      const [n1, n2] = [await s.node('i-1'), await s.node('i-2')];
+      const items = [
+        ...ids.map((id) => ({ id, instance: 'i-1', node: n1 })),
+        { id: ids[0]!, instance: 'i-2', node: n2 },
+      ];
+      expect((await s.queue.lockAssign(items, D)).sort()).toEqual([...ids].sort());
+      for (const id of ids)
+        expect(await s.container(id)).toMatchObject({ state: 'Locked', lockCount: 1, instance: 'i-1' });
+      expect((await s.start(ids[0]!, n2)).ok).toBe(false);
+      expect(await s.start(ids[0]!, n1)).toEqual({ id: ids[0], ok: true });
     });
   });
 
@@ -285,11 +366,22 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       const c = await running(s, r);
       const item = { id: c.id, failureClass: 'temp' as const, reason: 'vacated: i-1', reclaimed: true };
       expect(await s.queue.cancel([item], D)).toEqual([{ id: c.id, ok: true }]);
-      const retry = await s.current(r);
-      expect(retry).not.toBe(c.id);
-      expect(await s.container(retry)).toMatchObject({ state: 'Queued', runAfter: null, attempt: 2 });
-      expect(await s.request(r)).toMatchObject({ final: false, attempts: 0, tempFailures: 0 });
-      expect(await ids(s)).toContain(retry);
+      await retriedAtOnce(s, r, c.id);
+    });
+
+    it("the agent's reclaim of a borrower (claimed back) is retried at once, spending neither attempts nor temp retries", async () => {
+      const s = await make();
+      const r = await s.submit({ maxTempRetries: 0, containerCountMax: 1 });
+      const c = await running(s, r);
+      const other = await s.node('i-2');
+      expect((await s.reclaim(c.id, other, 'memory claimed back')).ok).toBe(false);
+      expect(await s.reclaim(c.id, c.node, 'memory claimed back')).toEqual({ id: c.id, ok: true });
+      expect(await s.container(c.id)).toMatchObject({
+        state: 'Cancelled',
+        failureClass: 'temp',
+        reason: 'reclaimed: memory claimed back',
+      });
+      await retriedAtOnce(s, r, c.id);
     });
 
     it("a temp retry waits for the request's own run_after when that is later than the backoff", async () => {

@@ -6,6 +6,7 @@ import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import type { DispatchQueue, ItemOutcome } from '../../src/dispatch/ports.js';
 import { ManualClock, seededRng } from '../../src/model/clock.js';
 import { normalizeRequest } from '../../src/model/request.js';
+import { reclaimedReason } from '../../src/model/retry.js';
 import type { ContainerState, FailureClass } from '../../src/model/types.js';
 import { SimQueue } from '../../src/sim/queue.js';
 import { Store } from '../../src/store/store.js';
@@ -65,6 +66,11 @@ export interface Subject {
   /** The agent of `node` reports a start / an exit, holding the container's current per-lock token. */
   start(id: string, node: string, opts?: { staleToken?: boolean }): Promise<ItemOutcome>;
   complete(id: string, node: string, exitCode: number, oomKilled?: boolean): Promise<ItemOutcome>;
+  /**
+   * The agent of `node` gives back an opportunistic container whose capacity was claimed back (the real
+   * agent's report: a temp cancel, reclaimed, reason `reclaimed: <why>`; the simulator's requeueFrozen).
+   */
+  reclaim(id: string, node: string, why: string): Promise<ItemOutcome>;
   /** The status text `berth why` shows for a container (the store's, or the simulator's). */
   status(id: string): Promise<string | null>;
   /** The database (PostgreSQL only), for cases that reach under the store. */
@@ -178,6 +184,14 @@ export function pgSubjects(): SubjectFactory {
           store.containers.complete(id, node, t, { exitCode, oomKilled, usage: null }),
         );
       },
+      async reclaim(id, node, why) {
+        const token = tokens.get(id) ?? '0.none';
+        return asOutcome(id, () =>
+          store.containers.cancel(id, { kind: 'node', nodeId: node, token }, 'temp', reclaimedReason(why), {
+            reclaimed: true,
+          }),
+        );
+      },
     };
   };
 }
@@ -257,6 +271,9 @@ export function simSubjects(): SubjectFactory {
       },
       async complete(id, node, exitCode, oomKilled = false) {
         return asOutcome(id, () => queue.complete(id, node, gens.get(id) ?? -1, exitCode, oomKilled));
+      },
+      async reclaim(id, node, why) {
+        return asOutcome(id, () => queue.requeueFrozen(id, node, gens.get(id) ?? -1, why));
       },
     };
   };

@@ -1,5 +1,6 @@
 // The dispatcher against a real PostgreSQL queue and the sim cloud on a virtual clock.
 import { describe, expect, it } from 'vitest';
+import type { AssignItem } from '../../src/dispatch/ports.js';
 import { ConflictError } from '../../src/store/errors.js';
 import { harness } from './harness.js';
 
@@ -257,10 +258,24 @@ describe('dispatcher batches', () => {
     const run = async (combined: boolean) => {
       const h = await harness();
       const calls: string[] = [];
-      // The real queue, recording its calls; without lockAssign when not `combined` (lock, then assign).
-      const queue = new Proxy(h.queue, {
+      // The real queue, recording its calls; when not `combined`, its lockAssign is the old path: lock,
+      // then assign what was locked (two calls).
+      const queue: typeof h.queue = new Proxy(h.queue, {
         get(target, key, receiver) {
-          if (key === 'lockAssign' && !combined) return undefined;
+          if (key === 'lockAssign' && !combined)
+            return async (items: AssignItem[], d: string) => {
+              const got = new Set(
+                await queue.lock(
+                  items.map((it) => it.id),
+                  d,
+                ),
+              );
+              await queue.assign(
+                items.filter((it) => got.has(it.id)),
+                d,
+              );
+              return [...got];
+            };
           const v = Reflect.get(target, key, receiver) as unknown;
           if (typeof v !== 'function') return v;
           return (...args: unknown[]) => {

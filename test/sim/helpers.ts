@@ -1,6 +1,6 @@
 // Shared builders for the simulator harness tests.
 import { parseSimConfig, type SimConfig } from '../../src/sim/config.js';
-import type { SimJob } from '../../src/sim/run.js';
+import { runSimulation, type RunResult, type SimJob } from '../../src/sim/run.js';
 
 export const GiB = 1024 ** 3;
 
@@ -29,6 +29,26 @@ export function smallConfig(extra: Record<string, unknown> = {}): SimConfig {
     scheduler: { idle_timeout: '60s' },
     ...extra,
   });
+}
+
+/** A hand-computed run: `jobs` on smallConfig(`extra`), the berth policy, seed 1. */
+export function simulateSmall(jobs: SimJob[], extra: Record<string, unknown> = {}): Promise<RunResult> {
+  return runSimulation({ jobs, config: smallConfig(extra), seed: 1, policy: 'berth' });
+}
+
+/** The containers of job `id` in a run: its attempts, in order. */
+export function attemptsOf(r: RunResult, id: string): RunResult['record']['containers'] {
+  return r.record.containers.filter((c) => c.id === id || c.id.startsWith(`${id}#`));
+}
+
+/** When each attempt of job `id` started, in seconds from the run's start (null: it never did). */
+export function startsOf(r: RunResult, id: string): (number | null)[] {
+  return attemptsOf(r, id).map((c) => (c.start === null ? null : (c.start - r.record.startTime!) / 1000));
+}
+
+/** When each attempt of job `id` ended, in seconds from the run's start (null: it never did). */
+export function endsOf(r: RunResult, id: string): (number | null)[] {
+  return attemptsOf(r, id).map((c) => (c.end === null ? null : (c.end - r.record.startTime!) / 1000));
 }
 
 /** A 1.5 instance: a diamond split → (left, right) → merge, listed out of order. */

@@ -62,8 +62,11 @@ describe('opportunistic containers in the simulator', () => {
     expect(w.q.get('o2')).toMatchObject({ state: 'Cancelled', failureClass: 'temp' });
     expect(w.q.get('o1').state).toBe('Running');
     expect(w.q.get('g').state).toBe('Running');
-    // The requests retry (temp: not counted against container_count_max).
-    expect(w.q.get('o2').request.current).not.toBe('o2');
+    // Reclaimed, as the real agent reports it: retried at once, spending neither an attempt nor a temp retry.
+    expect(w.q.get('o2').reason).toBe('reclaimed: a guaranteed container claimed its capacity back');
+    const retry = w.q.get(w.q.get('o2').request.current);
+    expect(retry).toMatchObject({ attempt: 2, state: 'Queued', runAfter: null });
+    expect(retry.request).toMatchObject({ attempts: 0, tempFailures: 0 });
   });
 
   it('a guaranteed container that cannot fit even alone is counted short (the guarantee broken)', async () => {

@@ -3,8 +3,8 @@
 // (opportunistic_any_type) instead of booting small instances, then are vacated when the lender ends
 // (opportunistic_vacate) so the big instance can go. Hand-computed times.
 import { describe, expect, it } from 'vitest';
-import { runSimulation, type RunResult } from '../../src/sim/run.js';
-import { GiB, job, smallConfig } from './helpers.js';
+import type { RunResult } from '../../src/sim/run.js';
+import { endsOf, GiB, job, simulateSmall, startsOf } from './helpers.js';
 
 // c1: 1 vcpu at $0.36/h; t8: 8 vcpus at $3.60/h, ten times that: beyond max_price_factor (1.5) for a
 // 1-vcpu job. A fixed 60 s boot.
@@ -30,24 +30,13 @@ const jobs = [
 ];
 
 const simulate = (anyType: boolean, vacate: boolean, resume = false) =>
-  runSimulation({
-    jobs,
-    config: smallConfig({
-      catalog,
-      scheduler: { opportunistic_any_type: anyType, opportunistic_vacate: vacate, idle_timeout: '0s' },
-      opportunistic: { fraction: 0, claim_probability: 0, resume, move_time: '5s' },
-    }),
-    seed: 1,
-    policy: 'berth',
+  simulateSmall(jobs, {
+    catalog,
+    scheduler: { opportunistic_any_type: anyType, opportunistic_vacate: vacate, idle_timeout: '0s' },
+    opportunistic: { fraction: 0, claim_probability: 0, resume, move_time: '5s' },
   });
 
 const created = (r: RunResult, type: string) => r.record.instances.filter((i) => i.type === type).length;
-const attempts = (r: RunResult, id: string) =>
-  r.record.containers.filter((c) => c.id.startsWith(`${id}#`) || c.id === id);
-const startOf = (r: RunResult, id: string) =>
-  attempts(r, id).map((c) => (c.start === null ? null : (c.start - r.record.startTime!) / 1000));
-const endOf = (r: RunResult, id: string) =>
-  attempts(r, id).map((c) => (c.end === null ? null : (c.end - r.record.startTime!) / 1000));
 
 describe('opportunistic packing in the simulator', () => {
   it('borrowers use the big instance while its lender runs, and are vacated when it ends', async () => {
@@ -66,15 +55,15 @@ describe('opportunistic packing in the simulator', () => {
     expect(created(off, 'c1')).toBe(6);
     // Any type: o1–o4 start on g's t8 at 600 s, no c1 booted for them; o5, o6 too at 3000 s, but then
     // keep the t8 alive until 6600 s for two 1-vcpu jobs.
-    expect(startOf(anyType, 'o1')).toEqual([600]);
+    expect(startsOf(anyType, 'o1')).toEqual([600]);
     expect(created(anyType, 'c1')).toBe(0);
     expect(anyType.stats.opportunistic.vacated).toBe(0);
     // And vacate: when g ends at 3660 s, o5 and o6 are requeued (no retry spent) and boot a c1 each.
     expect(both.stats.opportunistic.vacated).toBe(2);
     expect(created(both, 'c1')).toBe(2);
-    expect(startOf(both, 'o5')).toEqual([3000, 3720]);
+    expect(startsOf(both, 'o5')).toEqual([3000, 3720]);
     // Started over, the retry runs its whole 3600 s.
-    expect(endOf(both, 'o5')).toEqual([3660, 7320]);
+    expect(endsOf(both, 'o5')).toEqual([3660, 7320]);
     expect(both.report.cost.total).toBeLessThan(anyType.report.cost.total);
     expect(both.report.cost.total).toBeLessThan(off.report.cost.total);
   });
@@ -83,7 +72,7 @@ describe('opportunistic packing in the simulator', () => {
     const r = await simulate(true, true, true);
     expect(r.stats.opportunistic.vacated).toBe(2);
     // o5 ran 3000–3660 on the t8: its retry starts at 3720 and runs 3600 − 660 + 5 s.
-    expect(endOf(r, 'o5')).toEqual([3660, 3720 + 2940 + 5]);
+    expect(endsOf(r, 'o5')).toEqual([3660, 3720 + 2940 + 5]);
     expect(r.record.containers.filter((c) => c.exitCode === 0).length).toBe(jobs.length);
   });
 });

@@ -45,13 +45,14 @@ export function nodeRoutes(app: Api, deps: ApiDeps): void {
     async (req, reply) => {
       const b = req.body;
       const { node, token } = await store.nodes.register(b.node_id, b.secret, b.info ?? {});
-      if (!b.once) return reply.status(201).send({ node, token });
+      const once = b.once;
+      if (!once) return reply.status(201).send({ node, token });
       // A one-shot agent: its container, if Locked to this node, started as its start report would (the
       // same transition and lock token check); otherwise none, and the agent's first ping says why. The
       // node is registered by now: a failure here must not lose its token (the secret is used up), so it
       // answers without an order and the agent's ping and start report do it the ordinary way.
       const start = await (async () => {
-        const order = (await store.containers.workFor(node.id, [])).start.find((o) => o.id === b.once);
+        const order = await store.containers.startOrderFor(node.id, once);
         if (!order) return [];
         const [started] = await sendReports(deps, [
           toReport({ kind: 'start', id: order.id, lock_token: order.lock_token }, node.id),
@@ -59,7 +60,7 @@ export function nodeRoutes(app: Api, deps: ApiDeps): void {
         return started!.ok ? [{ ...order, started: true }] : [];
       })().catch((err: unknown) => {
         req.log.warn(
-          { err, container: b.once },
+          { err, container: once },
           "starting a one-shot agent's container at registration failed",
         );
         return [];
