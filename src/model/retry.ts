@@ -103,7 +103,8 @@ export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => numbe
       delayMs: 0,
       attempts: req.attempts,
       tempFailures: req.tempFailures,
-      reason: `reclaimed: ${end.reason ?? 'its borrowed capacity was claimed back'}`,
+      // The reclaim's own words (the agent's reclaimedReason, the dispatcher's vacate) already say why.
+      reason: end.reason ?? reclaimedReason('its borrowed capacity was claimed back'),
     };
   }
   if (end.state === 'Cancelled' && end.failureClass === 'temp') {

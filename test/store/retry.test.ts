@@ -80,6 +80,14 @@ describe('retries (DESIGN §3.3)', () => {
         message: 'reclaimed: memory pressure',
       },
     ]);
+    // The retry's words are the reclaim's own, said once ("reclaimed: reclaimed: …" before).
+    const retried = await store.ctx.pool.query(
+      `SELECT message FROM container_events WHERE container_id = $1 AND kind = 'retry'`,
+      [first],
+    );
+    expect(retried.rows).toEqual([
+      { message: expect.stringMatching(/^retried as \S+: reclaimed: memory pressure$/) },
+    ]);
     // A plain temp failure still counts.
     const a = await run(store, cid);
     await store.containers.cancel(
