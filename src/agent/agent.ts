@@ -169,6 +169,8 @@ export class Agent {
   private readonly imds: ImdsClient | null;
   /** One-shot mode: the container's runner once it was launched. */
   private onceRunner: ContainerRunner | null = null;
+  /** One-shot mode: the container it runs now (--once, then each one its allocation was given next). */
+  private onceId: string | null = null;
   /** One-shot mode: its container's order from the registration's answer (already started), if any. */
   private registeredStart: StartOrder[] = [];
   private sendUsage: boolean;
@@ -323,6 +325,7 @@ export class Agent {
    * (temp) so that it is retried; the agent exits once that is reported.
    */
   hostEnding(reason: string): void {
+    this.draining = true; // asks for no next container
     if (!this.onceRunner) {
       this.stop();
       return;
@@ -503,7 +506,11 @@ export class Agent {
     let lastError = '';
     const once = this.opts.once ?? null;
     while (!stop.aborted) {
-      if (once && this.onceRunner && this.runners.size === 0) return; // reported: the job is done
+      if (once && this.onceRunner && this.runners.size === 0) {
+        // Reported: the allocation runs the next container that fits it, or the job is done.
+        if (!(await this.nextInAllocation(ctx))) return;
+        continue;
+      }
       if (this.wakeup.signal.aborted) this.wakeup = new AbortController();
       const state = this.state();
       const usage = this.usage();
@@ -583,11 +590,36 @@ export class Agent {
   private launch(ctx: RunnerContext, order: StartOrder): void {
     if (this.runners.has(order.id)) return;
     if (this.draining) return; // left Locked: the dispatcher unlocks it
-    if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) return;
+    if (this.opts.once && (order.id !== (this.onceId ?? this.opts.once) || this.onceRunner)) return;
     this.log.info({ container: order.id }, 'starting');
     const runner = ContainerRunner.launch(ctx, order);
     if (this.opts.once) this.onceRunner = runner;
     this.track(runner);
+  }
+
+  /**
+   * One-shot mode, its container reported: asks the API for the next container that fits this SLURM job's
+   * allocation (already started, moved from a job that has not started) and launches it. False: none (reuse
+   * off, limits reached, nothing fits, SLURM ending the job, or the API failed: a container moved whose
+   * answer was lost is Running here with no agent, and the dispatcher retries it when this job ends).
+   */
+  private async nextInAllocation(ctx: RunnerContext): Promise<boolean> {
+    if (this.draining || this.stopper.signal.aborted) return false;
+    let orders: StartOrder[];
+    try {
+      orders = await this.client.next(this.opts.nodeId, this.stopper.signal);
+    } catch (err) {
+      if (!(err instanceof AbortedError))
+        this.log.warn(errorFields(err), 'asking for a next container failed: the job ends');
+      return false;
+    }
+    const order = orders[0];
+    if (!order || this.draining) return false;
+    this.onceId = order.id;
+    this.onceRunner = null;
+    this.log.info({ container: order.id }, "the next container, in this job's allocation");
+    this.launch(ctx, order);
+    return this.onceRunner !== null;
   }
 
   /** Kills everything this agent runs and throws: it must not run anything for a failed node. */

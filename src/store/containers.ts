@@ -233,15 +233,10 @@ export class Containers {
    * token), and which of the containers it reports running it must kill (cancelled, or no longer its own).
    */
   async workFor(nodeId: string, running: string[], paused?: string[]): Promise<NodeWork> {
-    const key = await this.t.lockKey();
-    const start = await this.ctx.pool.query(
-      `SELECT c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
-         r.cwd, r.max_run_time_ms, c.opportunistic,
-         EXISTS (SELECT 1 FROM checkpoints k WHERE k.request_id = c.request_id) AS has_checkpoint
-       FROM containers c JOIN container_requests r ON r.id = c.request_id
-       WHERE c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2)) ORDER BY c.id`,
-      [nodeId, running],
-    );
+    const start = await this.startOrders(`c.node_id = $1 AND c.state = 'Locked' AND NOT (c.id = ANY($2))`, [
+      nodeId,
+      running,
+    ]);
     const live = await this.ctx.pool.query<PauseRow>(
       `SELECT id, state, pause_wanted, paused FROM containers
        WHERE id = ANY($1) AND node_id = $2 AND state IN ('Locked', 'Running')`,
@@ -249,26 +244,52 @@ export class Containers {
     );
     const keep = new Set(live.rows.map((r) => r.id));
     return {
-      start: start.rows.map((r) => ({
-        id: r.id,
-        request_id: r.request_id,
-        lock_token: lockToken(key, r.id, r.lock_generation),
-        image: r.image,
-        command: r.command,
-        env: r.env,
-        secret_env: r.secret_env,
-        cwd: r.cwd,
-        vcpus: r.vcpus,
-        ram: r.ram,
-        scratch: r.scratch,
-        gpus: r.gpus,
-        max_run_time_ms: r.max_run_time_ms,
-        ...(r.opportunistic ? { opportunistic: true } : {}),
-        ...(r.has_checkpoint ? { checkpoint: true } : {}),
-      })),
+      start,
       kill: running.filter((id) => !keep.has(id)),
       ...pauseOrders(live.rows, paused),
     };
+  }
+
+  /** Start orders of the containers `where` selects (c: containers, r: their requests), by id. */
+  private async startOrders(where: string, params: unknown[]): Promise<StartOrder[]> {
+    const key = await this.t.lockKey();
+    const r = await this.ctx.pool.query(
+      `SELECT c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
+         r.cwd, r.max_run_time_ms, c.opportunistic,
+         EXISTS (SELECT 1 FROM checkpoints k WHERE k.request_id = c.request_id) AS has_checkpoint
+       FROM containers c JOIN container_requests r ON r.id = c.request_id
+       WHERE ${where} ORDER BY c.id`,
+      params,
+    );
+    return r.rows.map((r) => ({
+      id: r.id,
+      request_id: r.request_id,
+      lock_token: lockToken(key, r.id, r.lock_generation),
+      image: r.image,
+      command: r.command,
+      env: r.env,
+      secret_env: r.secret_env,
+      cwd: r.cwd,
+      vcpus: r.vcpus,
+      ram: r.ram,
+      scratch: r.scratch,
+      gpus: r.gpus,
+      max_run_time_ms: r.max_run_time_ms,
+      ...(r.opportunistic ? { opportunistic: true } : {}),
+      ...(r.has_checkpoint ? { checkpoint: true } : {}),
+    }));
+  }
+
+  /**
+   * A SLURM job's node that ran its container: the next container that fits its allocation, moved to it and
+   * started (transitions/move.ts), as a start order marked started; none when nothing fits.
+   */
+  async nextInAllocation(nodeId: string): Promise<StartOrder[]> {
+    const moved = await this.t.moveToAllocation(nodeId);
+    if (!moved) return [];
+    const orders = await this.startOrders(`c.id = $1 AND c.node_id = $2`, [moved.id, nodeId]);
+    // Read after the move: a cancel in between leaves the row here (Cancelled); its agent hears the kill.
+    return orders.map((o) => ({ ...o, started: true }));
   }
 
   /**

@@ -24,8 +24,8 @@ import {
   type SlurmMemory,
   type SlurmPlan,
 } from './plan.js';
-import { containerStates, heldContainers, liveNodes, runnableQueued } from './queue.js';
-import { batchScript, sbatchArgs } from './sbatch.js';
+import { containerStates, heldContainers, liveNodes, recordAllocations, runnableQueued } from './queue.js';
+import { batchScript, sbatchArgs, type Allocation } from './sbatch.js';
 import { isLive, jobMarker, type SlurmJob, type SqueueSelect } from './squeue.js';
 
 /** What happened, for logs and tests. */
@@ -211,7 +211,7 @@ export class SlurmDispatcher {
    * once, then records the jobs, the refusals and the give-backs in one call each.
    */
   private async submitAll(submits: Extract<SlurmAction, { op: 'submit' }>[]): Promise<void> {
-    const { cfg, slurm } = this.o;
+    const { cfg, slurm, store } = this.o;
     let granted: Set<string>;
     try {
       granted = new Set(
@@ -225,7 +225,14 @@ export class SlurmDispatcher {
       return;
     }
     const perm: (CancelItem & { node?: string })[] = [];
-    const todo: { c: QueuedContainer; nice: number; args: string[]; node: string; secret: string }[] = [];
+    const todo: {
+      c: QueuedContainer;
+      nice: number;
+      args: string[];
+      allocation: Allocation;
+      node: string;
+      secret: string;
+    }[] = [];
     try {
       for (const s of submits) {
         if (!granted.has(s.container.id)) continue;
@@ -238,11 +245,18 @@ export class SlurmDispatcher {
             ...s,
             c: s.container,
             args: args.args,
+            allocation: args.allocation,
             node: node.nodeId,
             secret: node.bootstrapSecret,
           });
         }
       }
+      // What each job asks for, on its node: a started job may take a container whose job asks for no more.
+      await recordAllocations(
+        store.ctx.pool,
+        todo.map((t) => ({ node: t.node, allocation: t.allocation })),
+        cfg.reuseAllocation,
+      );
       const refused = refusals(
         await this.queue.assign(
           todo.map((t) => ({ id: t.c.id, instance: SUBMITTING_INSTANCE, node: t.node })),

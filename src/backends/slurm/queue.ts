@@ -1,7 +1,9 @@
 // What the slurm dispatcher reads from PostgreSQL in a pass. Its writes are the store's transitions
 // through the dispatcher queue (src/dispatch/pg-queue.ts): lock, assign, unlock, cancel, nodes.
 import type { Db } from '../../store/db.js';
+import type { ReuseConfig } from './config.js';
 import type { HeldContainer, NodeInfo, QueuedContainer } from './plan.js';
+import type { Allocation } from './sbatch.js';
 
 /** Containers this dispatcher holds (the locked_by index). */
 export async function heldContainers(pool: Db, dispatcherId: string): Promise<HeldContainer[]> {
@@ -60,4 +62,28 @@ export async function containerStates(pool: Db, ids: string[]): Promise<Map<stri
   const r = await pool.query(`SELECT id, state FROM containers WHERE id = ANY($1)`, [ids]);
   for (const row of r.rows) out.set(row.id, row.state);
   return out;
+}
+
+/**
+ * Records on each node what its job asks SLURM for, with the reuse limits and a run count of 1 (the store's
+ * move transition, src/store/transitions/move.ts, reads them): one statement for a pass's submissions.
+ */
+export async function recordAllocations(
+  pool: Db,
+  items: { node: string; allocation: Allocation }[],
+  reuse: ReuseConfig,
+): Promise<void> {
+  if (items.length === 0) return;
+  const limits =
+    reuse.enabled && reuse.maxContainers > 1
+      ? { max_containers: reuse.maxContainers, max_ms: reuse.maxTimeMs }
+      : null;
+  await pool.query(
+    `UPDATE nodes n SET allocation = a.allocation
+     FROM unnest($1::text[], $2::jsonb[]) AS a(id, allocation) WHERE n.id = a.id`,
+    [
+      items.map((it) => it.node),
+      items.map((it) => JSON.stringify({ ...it.allocation, reuse: limits, runs: 1 })),
+    ],
+  );
 }
