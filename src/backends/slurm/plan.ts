@@ -166,9 +166,11 @@ export function planSlurm(s: SlurmSnapshot, cfg: PlanConfig): SlurmPlan {
     const live = liveByName.get(c.id) ?? [];
     // The job of its node (its own, or the allocation it was moved to); unbound, its own by name.
     const job = bound !== null ? liveById.get(bound) : live[0];
+    // Its node's job named after another container: it was moved into that job's allocation.
+    const nodeJob = bound !== null ? jobsById.get(bound) : undefined;
+    if (nodeJob && nodeJob.name !== c.id) movedTo.set(c.id, nodeJob.id);
     if (job) {
       claimed.add(job.id);
-      if (job.name !== c.id) movedTo.set(c.id, job.id);
       if (bound === null && node) actions.push({ op: 'bind', container: c.id, node: node.id, job: job.id });
     }
     if (c.nodeId) keepNodes.add(c.nodeId);
