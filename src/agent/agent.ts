@@ -4,9 +4,11 @@
 // re-attach to containers that kept running and report those that ended while it was down.
 //
 // One-shot mode (`--once CONTAINER`, the slurm backend's jobs): the same registration, runtimes, limits,
-// logs and reports, for that one container only; the agent exits when it has reported it (or at once when
-// the container is not assigned to its node), never saves its token, removes its work dir, and on SIGTERM
-// (SLURM ending the job) stops the container and reports it cancelled (temp), so it is retried.
+// logs and reports, for that one container only; when it has reported it, it asks for the next container
+// that fits its job's allocation (allocation reuse, docs/SLURM.md) and runs that one the same way, and exits
+// when there is none (or at once when its container is not assigned to its node). It never saves its token,
+// removes its work dir, and on SIGTERM (SLURM ending the job) stops the container and reports it cancelled
+// (temp), so it is retried.
 //
 // Work dir layout:
 //   node-token.json          the node token (0600), so a restart does not need the used-up secret

@@ -303,6 +303,15 @@ export class SlurmDispatcher {
         if (r.ok) {
           this.memory = clearBackoff(this.memory);
           bound.push({ c: t.c, node: t.node, job: r.jobId, nice: t.nice });
+          // The node is bound at once (its job exists): a started job of this pass's may then take its
+          // container (allocation reuse), and a restart finds the job by the node. Bound even if its
+          // container moved on meanwhile (a cancel): the plan then scancels the orphan job and retires the
+          // node once the job ended.
+          await this.queue
+            .bindNode(t.node, jobInstance(r.jobId))
+            .catch((err: unknown) =>
+              this.emit({ kind: 'error', op: 'bind', message: `${t.c.id}: ${(err as Error).message}` }),
+            );
           continue;
         }
         const { failure } = r;
@@ -339,9 +348,6 @@ export class SlurmDispatcher {
           ),
         );
         for (const b of bound) {
-          // Bound even if its container moved on meanwhile (a cancel): the plan then scancels the orphan job
-          // and retires the node once the job ended.
-          await this.queue.bindNode(b.node, jobInstance(b.job));
           const why = refused.get(b.c.id);
           this.emit(
             why === undefined
