@@ -151,11 +151,7 @@ describe('berth agent --once', () => {
       };
       const a = allocationOf(spec, cfg);
       if (!a.ok) throw new Error(a.reason);
-      await recordAllocations(
-        h.store.ctx.pool,
-        [{ node: node.id, allocation: a.allocation }],
-        cfg.reuseAllocation,
-      );
+      await recordAllocations(h.store.ctx.pool, [{ node: node.id, allocation: a.allocation }], cfg);
       expect(await h.store.containers.lock([id], 'c1/t1')).toHaveLength(1);
       await h.store.containers.assign(id, 'c1/t1', node.instanceId, node.id);
       return { node, id };

@@ -62,7 +62,7 @@ async function placed(cluster: string, s: Spec = {}, reuse: Record<string, unkno
     cfg,
   );
   if (!a.ok) throw new Error(a.reason);
-  await recordAllocations(store.ctx.pool, [{ node: node.id, allocation: a.allocation }], cfg.reuseAllocation);
+  await recordAllocations(store.ctx.pool, [{ node: node.id, allocation: a.allocation }], cfg);
   const [lock] = await store.containers.lock([id], holder);
   const job = String(jobSeq++);
   await store.containers.assign(id, holder, `slurm-job-${job}`, node.id);
@@ -123,7 +123,7 @@ describe('moving a Locked container into a started allocation', () => {
     await placed('m3', { vcpus: 3 }); // more CPUs
     await placed('m3', { ram: 3 * GIB }); // more memory
     await placed('m3', { instanceTypes: ['big'] }); // a constraint the allocation was not given
-    await placed('m3', { maxRunTimeMs: 30 * MIN }); // a longer time limit
+    await placed('m3', { maxRunTimeMs: 25 * MIN }); // more than the 25 min allocation has left
     await placed('m3', {}); // no time limit: only an allocation without one takes it
     await placed('m3-other', { vcpus: 1, maxRunTimeMs: MIN }); // another dispatcher's
     const started = await placed('m3', { maxRunTimeMs: MIN });
@@ -135,9 +135,11 @@ describe('moving a Locked container into a started allocation', () => {
 
   it('counts the time the allocation has left', async () => {
     const asker = await finished('m4', { maxRunTimeMs: 20 * MIN });
-    await placed('m4', { maxRunTimeMs: 10 * MIN }); // --time = 15 min with the 5 min margin
-    clock.advance(11 * MIN); // 25 min allocation, 14 left
+    await placed('m4', { maxRunTimeMs: 10 * MIN }); // needs 10 min and 20 s (kill grace, report)
+    clock.advance(15 * MIN); // a 25 min allocation: 10 min left
     expect(await store.containers.nextInAllocation(asker.node)).toEqual([]);
+    const shorter = await placed('m4', { maxRunTimeMs: 9 * MIN });
+    expect((await store.containers.nextInAllocation(asker.node)).map((o) => o.id)).toEqual([shorter.id]);
   });
 
   it('stops at max_containers and max_time, and not at all with reuse off', async () => {

@@ -255,7 +255,7 @@ export class SlurmDispatcher {
       await recordAllocations(
         store.ctx.pool,
         todo.map((t) => ({ node: t.node, allocation: t.allocation })),
-        cfg.reuseAllocation,
+        cfg,
       );
       const refused = refusals(
         await this.queue.assign(

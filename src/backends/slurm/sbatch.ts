@@ -35,6 +35,8 @@ export interface Allocation {
   gpus: number;
   /** `--time` in minutes; null: none (the partition's default limit). */
   time_min: number | null;
+  /** The container's own max_run_time (ms; null: none), which time_margin separates from `--time`. */
+  run_ms: number | null;
   partition: string | null;
   account: string | null;
   constraint: string | null;
@@ -72,6 +74,7 @@ export function allocationOf(
       gpus: c.gpus,
       time_min:
         c.maxRunTimeMs === null ? null : Math.max(1, Math.ceil((c.maxRunTimeMs + cfg.timeMarginMs) / 60_000)),
+      run_ms: c.maxRunTimeMs,
       partition: cfg.partition,
       account: cfg.account,
       constraint,

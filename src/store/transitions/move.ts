@@ -20,16 +20,17 @@ export interface MovedRow {
 }
 
 // Whether the candidate's allocation (ca) fits the asker's (aa) with `age` seconds of it gone: no more of
-// each resource, the same partition and account, no constraint or the same one, and a time limit within
-// what is left (an allocation without --time takes any; a candidate without one only such an allocation).
+// each resource, the same partition and account, no constraint or the same one, and its container's
+// max_run_time plus the asker's slack (to stop and report it) within what is left of the asker's --time (an
+// allocation without --time takes any; a container without max_run_time only such an allocation).
 const FITS = `(ca->>'cpus')::int <= (aa->>'cpus')::int
   AND (ca->>'mem_mib')::bigint <= (aa->>'mem_mib')::bigint
   AND (ca->>'tmp_mib')::bigint <= (aa->>'tmp_mib')::bigint
   AND (ca->>'gpus')::int <= (aa->>'gpus')::int
   AND ca->'partition' = aa->'partition' AND ca->'account' = aa->'account'
   AND (ca->'constraint' = 'null'::jsonb OR ca->'constraint' = aa->'constraint')
-  AND (aa->'time_min' = 'null'::jsonb OR (ca->'time_min' <> 'null'::jsonb
-       AND (ca->>'time_min')::float8 * 60 <= (aa->>'time_min')::float8 * 60 - age))`;
+  AND (aa->'time_min' = 'null'::jsonb OR (ca->'run_ms' <> 'null'::jsonb
+       AND (ca->>'run_ms')::float8 + (aa->'reuse'->>'slack_ms')::float8 <= ((aa->>'time_min')::float8 * 60 - age) * 1000))`;
 
 // $1 now, $2 the asking node, $3 the states a start may come from, $4 the job instance prefix.
 // The asker: bound to a SLURM job, registered, with reuse on, under its limits, and running nothing now.
