@@ -25,6 +25,8 @@ export interface BerthSlurmOptions {
   cpus: number;
   realMemoryMiB: number;
   schedulerParameters: string | null;
+  /** reuse_allocation.enabled: a started job runs further containers that fit it. */
+  reuse: boolean;
   say: (line: string) => void;
 }
 
@@ -63,6 +65,7 @@ export async function runBerthOnSlurmJobs(
       work_dir: join(home, 'work'),
       // The one-shot agent answers at once when its container ends; no need for a shorter long poll.
       agent_ping_wait: '30s',
+      reuse_allocation: { enabled: o.reuse },
     });
     const s = server;
     // squeue's share of a pass (it lists every job SLURM still keeps, finished ones included).

@@ -136,8 +136,8 @@ describe('slurm backend: one allocation, several containers', () => {
     async () => {
       await withDispatcher(
         [
-          { name: 'quick-a', priority: 900, command: ['true'], max_run_time: '5m' },
-          { name: 'quick-b', priority: 900, command: ['true'], max_run_time: '5m' },
+          { name: 'quick-a', priority: 900, command: ['true'], max_run_time: '15m' },
+          { name: 'quick-b', priority: 900, command: ['true'], max_run_time: '15m' },
           { name: 'long-1', priority: 500, command: ['sleep', '600'], max_run_time: '15m' },
           { name: 'long-2', priority: 500, command: ['sleep', '600'], max_run_time: '15m' },
           { name: 'long-3', priority: 500, command: ['sleep', '600'], max_run_time: '15m' },
