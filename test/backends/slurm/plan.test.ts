@@ -447,6 +447,15 @@ describe('planSlurm: a container moved into another job’s allocation', () => {
     ]);
   });
 
+  it('priority 0 while it runs there: cancelled (user), its agent stops it; its own job superseded', () => {
+    expect(
+      ops({ held: [{ ...moved, priority: 0 }], nodes, jobs: [running, job('2', 'c2')], others }),
+    ).toEqual([
+      { op: 'cancel', container: 'c2', class: 'user', reason: 'priority is 0 (withdrawn)' },
+      { op: 'scancel', job: '2', reason: 'superseded: its container runs in the allocation of SLURM job 1' },
+    ]);
+  });
+
   it('a silent agent in the reused allocation: cancelled (temp), that job scancelled', () => {
     const silent = [node('n-c1', '1', { lastPingAt: ago(120) }), node('n-c2', '2')];
     expect(ops({ held: [moved], nodes: silent, jobs: [running], others })).toEqual([
