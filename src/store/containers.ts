@@ -229,6 +229,18 @@ export class Containers {
   }
 
   /**
+   * The start order of one container, when it is Locked to the node (what workFor would list for it, read
+   * for that container alone: a one-shot agent's registration); null otherwise.
+   */
+  async startOrderFor(nodeId: string, containerId: string): Promise<StartOrder | null> {
+    const [order] = await this.startOrders(`c.node_id = $1 AND c.state = 'Locked' AND c.id = $2`, [
+      nodeId,
+      containerId,
+    ]);
+    return order ?? null;
+  }
+
+  /**
    * What a node should do: containers assigned to it and not yet started (with their spec and per-lock
    * token), and which of the containers it reports running it must kill (cancelled, or no longer its own).
    */
