@@ -26,12 +26,14 @@ interface Args {
   submit: SubmitMode;
   slurmSched: keyof typeof SLURM_SCHED;
   sides: { slurm: boolean; berth: boolean; berthSlurm: boolean };
+  /** Berth on SLURM: whether a started job runs further containers (reuse_allocation.enabled). */
+  reuse: boolean;
 }
 
 const SIDES = ['slurm', 'berth', 'berth-slurm'] as const;
 
 const USAGE =
-  'options: --jobs N (1000), --json, --concurrency K (8 submissions in flight), --berth-submit single|batch, --slurm-sched tuned|stock, --only slurm|berth|berth-slurm (comma-separated list)';
+  'options: --jobs N (1000), --json, --concurrency K (8 submissions in flight), --berth-submit single|batch, --slurm-sched tuned|stock, --only slurm|berth|berth-slurm (comma-separated list), --slurm-reuse on|off (on)';
 
 function parse(argv: string[]): Args {
   const a: Args = {
@@ -41,6 +43,7 @@ function parse(argv: string[]): Args {
     submit: 'single',
     slurmSched: 'tuned',
     sides: { slurm: true, berth: true, berthSlurm: true },
+    reuse: true,
   };
   const value = (i: number, name: string) => {
     const v = argv[i];
@@ -61,6 +64,10 @@ function parse(argv: string[]): Args {
       const v = value(++i, k);
       if (v !== 'tuned' && v !== 'stock') throw new Error(`--slurm-sched: expected tuned or stock, got ${v}`);
       a.slurmSched = v;
+    } else if (k === '--slurm-reuse') {
+      const v = value(++i, k);
+      if (v !== 'on' && v !== 'off') throw new Error(`--slurm-reuse: expected on or off, got ${v}`);
+      a.reuse = v === 'on';
     } else if (k === '--only') {
       const v = value(++i, k).split(',');
       for (const x of v)
@@ -232,11 +239,12 @@ export async function run(argv: string[]): Promise<number> {
       cpus: nCpus,
       realMemoryMiB: machine.node_ram_mib,
       schedulerParameters: SLURM_SCHED[a.slurmSched],
+      reuse: a.reuse,
       say,
     });
     out.berth_on_slurm = {
       ...report(r, before),
-      submission: `one POST /v1/requests per job, ${a.concurrency} at a time; one sbatch per job by the dispatcher`,
+      submission: `one POST /v1/requests per job, ${a.concurrency} at a time; one sbatch per job by the dispatcher; allocation reuse ${a.reuse ? 'on' : 'off'}`,
     };
     say(`berth on slurm: done in ${out.berth_on_slurm.all_finished_s} s`);
   }

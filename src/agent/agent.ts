@@ -4,9 +4,11 @@
 // re-attach to containers that kept running and report those that ended while it was down.
 //
 // One-shot mode (`--once CONTAINER`, the slurm backend's jobs): the same registration, runtimes, limits,
-// logs and reports, for that one container only; the agent exits when it has reported it (or at once when
-// the container is not assigned to its node), never saves its token, removes its work dir, and on SIGTERM
-// (SLURM ending the job) stops the container and reports it cancelled (temp), so it is retried.
+// logs and reports, for that one container only; when it has reported it, it asks for the next container
+// that fits its job's allocation (allocation reuse, docs/SLURM.md) and runs that one the same way, and exits
+// when there is none (or at once when its container is not assigned to its node). It never saves its token,
+// removes its work dir, and on SIGTERM (SLURM ending the job) stops the container and reports it cancelled
+// (temp), so it is retried.
 //
 // Work dir layout:
 //   node-token.json          the node token (0600), so a restart does not need the used-up secret
@@ -169,6 +171,8 @@ export class Agent {
   private readonly imds: ImdsClient | null;
   /** One-shot mode: the container's runner once it was launched. */
   private onceRunner: ContainerRunner | null = null;
+  /** One-shot mode: the container it runs now (--once, then each one its allocation was given next). */
+  private onceId: string | null = null;
   /** One-shot mode: its container's order from the registration's answer (already started), if any. */
   private registeredStart: StartOrder[] = [];
   private sendUsage: boolean;
@@ -323,6 +327,7 @@ export class Agent {
    * (temp) so that it is retried; the agent exits once that is reported.
    */
   hostEnding(reason: string): void {
+    this.draining = true; // asks for no next container
     if (!this.onceRunner) {
       this.stop();
       return;
@@ -503,7 +508,11 @@ export class Agent {
     let lastError = '';
     const once = this.opts.once ?? null;
     while (!stop.aborted) {
-      if (once && this.onceRunner && this.runners.size === 0) return; // reported: the job is done
+      if (once && this.onceRunner && this.runners.size === 0) {
+        // Reported: the allocation runs the next container that fits it, or the job is done.
+        if (!(await this.nextInAllocation(ctx))) return;
+        continue;
+      }
       if (this.wakeup.signal.aborted) this.wakeup = new AbortController();
       const state = this.state();
       const usage = this.usage();
@@ -583,11 +592,36 @@ export class Agent {
   private launch(ctx: RunnerContext, order: StartOrder): void {
     if (this.runners.has(order.id)) return;
     if (this.draining) return; // left Locked: the dispatcher unlocks it
-    if (this.opts.once && (order.id !== this.opts.once || this.onceRunner)) return;
+    if (this.opts.once && (order.id !== (this.onceId ?? this.opts.once) || this.onceRunner)) return;
     this.log.info({ container: order.id }, 'starting');
     const runner = ContainerRunner.launch(ctx, order);
     if (this.opts.once) this.onceRunner = runner;
     this.track(runner);
+  }
+
+  /**
+   * One-shot mode, its container reported: asks the API for the next container that fits this SLURM job's
+   * allocation (already started, moved from a job that has not started) and launches it. False: none (reuse
+   * off, limits reached, nothing fits, SLURM ending the job, or the API failed: a container moved whose
+   * answer was lost is Running here with no agent, and the dispatcher retries it when this job ends).
+   */
+  private async nextInAllocation(ctx: RunnerContext): Promise<boolean> {
+    if (this.draining || this.stopper.signal.aborted) return false;
+    let orders: StartOrder[];
+    try {
+      orders = await this.client.next(this.opts.nodeId, this.stopper.signal);
+    } catch (err) {
+      if (!(err instanceof AbortedError))
+        this.log.warn(errorFields(err), 'asking for a next container failed: the job ends');
+      return false;
+    }
+    const order = orders[0];
+    if (!order || this.draining) return false;
+    this.onceId = order.id;
+    this.onceRunner = null;
+    this.log.info({ container: order.id }, "the next container, in this job's allocation");
+    this.launch(ctx, order);
+    return this.onceRunner !== null;
   }
 
   /** Kills everything this agent runs and throws: it must not run anything for a failed node. */

@@ -139,6 +139,20 @@ export class AgentClient {
     return this.call('POST', '/v1/nodes/register', body, { auth: false });
   }
 
+  /**
+   * A SLURM job's one-shot agent, its container reported: the next container that fits its allocation, already
+   * started (none: the job ends). An API without this route answers 404, which means none.
+   */
+  async next(nodeId: string, signal?: AbortSignal): Promise<StartOrder[]> {
+    const r = await this.call<{ start: StartOrder[] }>(
+      'POST',
+      `/v1/nodes/${encodeURIComponent(nodeId)}/next`,
+      {},
+      { signal },
+    );
+    return r.start;
+  }
+
   /** The long poll: resolves when there is work, or after body.wait_ms; `signal` aborts it early. */
   async ping(nodeId: string, body: PingBody, signal?: AbortSignal): Promise<PingAnswer> {
     return this.call('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/ping`, body, {

@@ -395,6 +395,9 @@ export const RegisterBody = Type.Object(
 
 export type RegisterBodyT = Static<typeof RegisterBody>;
 
+/** A SLURM job's one-shot agent asking for the next container its allocation fits (nothing to say). */
+export const NextBody = Type.Object({}, { additionalProperties: false });
+
 export const NodeReportStateSchema = Type.Union([
   Type.Literal('idle'),
   Type.Literal('busy'),

@@ -317,4 +317,16 @@ export class Containers {
       ],
     );
   }
+
+  /**
+   * A SLURM job's node that ran its container: the next container that fits its allocation, moved to it and
+   * started (transitions/move.ts), as a start order marked started; none when nothing fits.
+   */
+  async nextInAllocation(nodeId: string): Promise<StartOrder[]> {
+    const moved = await this.t.moveToAllocation(nodeId);
+    if (!moved) return [];
+    const orders = await this.startOrders(`c.id = $1 AND c.node_id = $2`, [moved.id, nodeId]);
+    // Read after the move: a cancel in between leaves the row here (Cancelled); its agent hears the kill.
+    return orders.map((o) => ({ ...o, started: true }));
+  }
 }

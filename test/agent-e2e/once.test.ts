@@ -9,6 +9,9 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SANDBOX_PROBE_FILE } from '../../src/agent/agent.js';
 import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
+import { parseSlurmConfig } from '../../src/backends/slurm/config.js';
+import { recordAllocations } from '../../src/backends/slurm/queue.js';
+import { allocationOf } from '../../src/backends/slurm/sbatch.js';
 import { assertBuilt, BIN, ROOT } from '../helpers/cli.js';
 import { itIf } from '../helpers/needs.js';
 import { Harness, until } from './harness.js';
@@ -128,6 +131,51 @@ describe('berth agent --once', () => {
     expect(req.container_id).not.toBe(cid);
     expect((await h.store.containers.get(req.container_id!)).state).toBe('Queued');
     expect(existsSync(node.workDir)).toBe(false);
+  });
+
+  it('with allocation reuse: runs the next container its allocation fits, then exits; the superseded job’s agent exits at once', async () => {
+    // Placed as the slurm dispatcher places them: locked by cluster/tag, nodes bound to jobs, allocations
+    // recorded (1 CPU each, from the sbatch options' owner).
+    const cfg = parseSlurmConfig({ cluster: 'c1', tag: 't1' });
+    const place = async (job: string, command: string[], priority: number) => {
+      const node = await h.node(`slurm-job-${job}`);
+      const id = await h.submit({ command, priority });
+      const spec = {
+        id,
+        vcpus: 1,
+        ram: 64 * 2 ** 20,
+        scratch: 0,
+        gpus: 0,
+        instanceTypes: null,
+        maxRunTimeMs: null,
+      };
+      const a = allocationOf(spec, cfg);
+      if (!a.ok) throw new Error(a.reason);
+      await recordAllocations(h.store.ctx.pool, [{ node: node.id, allocation: a.allocation }], cfg);
+      expect(await h.store.containers.lock([id], 'c1/t1')).toHaveLength(1);
+      await h.store.containers.assign(id, 'c1/t1', node.instanceId, node.id);
+      return { node, id };
+    };
+    const first = await place('901', ['sh', '-c', 'echo first'], 500);
+    const next = await place('902', ['sh', '-c', 'echo next; exit 2'], 500);
+    const a = once(first.node, first.id, ['--log-level', 'info']);
+    expect(await a.exited, a.output()).toBe(0);
+    expect(await h.store.containers.get(first.id)).toMatchObject({ state: 'Complete', exit_code: 0 });
+    // The next one ran in the same job, with its logs and exit, reported with its new token.
+    expect(await h.store.containers.get(next.id)).toMatchObject({
+      state: 'Complete',
+      exit_code: 2,
+      node_id: first.node.id,
+      instance_id: 'slurm-job-901',
+    });
+    expect(await h.text(next.id, 'stdout')).toBe('next\n');
+    expect(a.output()).toContain("the next container, in this job's allocation");
+    expect(existsSync(first.node.workDir)).toBe(false);
+    // Its own job started anyway: its agent finds the container gone and exits 0 at once, changing nothing.
+    const late = once(next.node, next.id);
+    expect(await late.exited, late.output()).toBe(0);
+    expect(late.output()).toContain('not assigned to this node');
+    expect((await h.store.containers.get(next.id)).state).toBe('Complete');
   });
 
   it('runs from the bundle: npm run build made it after tsc, so bin/berth.js picks it', () => {

@@ -98,6 +98,7 @@ const ENDPOINTS: {
   },
   { method: 'GET', path: '/v1/nodes', allowed: ['admin', 'dispatcher'] },
   { method: 'POST', path: '/v1/nodes/:node/ping', body: () => ({ state: 'idle' }), allowed: ['node'] },
+  { method: 'POST', path: '/v1/nodes/:node/next', body: () => ({}), allowed: ['node'] },
   { method: 'POST', path: '/v1/tokens', body: () => ({ scope: 'user', owner: 'carol' }), allowed: ['admin'] },
   { method: 'GET', path: '/v1/tokens', allowed: ['admin'] },
   { method: 'DELETE', path: '/v1/tokens/999999', allowed: ['admin'] },

@@ -104,6 +104,7 @@ function examples(): Record<string, Example> {
       params: n,
       body: { state: 'idle', running: [], usage: {}, paused: [] },
     },
+    'POST /v1/nodes/{id}/next': { who: 'node', params: n, body: {} },
     'POST /v1/nodes/{id}/reports': {
       who: 'node',
       params: n,

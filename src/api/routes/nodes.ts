@@ -3,7 +3,7 @@
 // is assigned (a notification) or `wait` passes.
 import { who } from '../auth.js';
 import { HttpError } from '../errors.js';
-import { NodeCreateBody, NodeParams, PingBody, RegisterBody, ReportsBody } from '../schemas.js';
+import { NextBody, NodeCreateBody, NodeParams, PingBody, RegisterBody, ReportsBody } from '../schemas.js';
 import type { Api, ApiDeps } from '../server.js';
 import { reportResult, sendReports, toReport } from './reports.js';
 
@@ -130,6 +130,26 @@ export function nodeRoutes(app: Api, deps: ApiDeps): void {
       } finally {
         waiter.close();
       }
+    },
+  );
+
+  app.post(
+    '/v1/nodes/:id/next',
+    {
+      schema: {
+        params: NodeParams,
+        body: NextBody,
+        tags: ['agent'],
+        summary:
+          "A SLURM job's one-shot agent, its container reported: the next container that fits its allocation, already started (none: the job ends)",
+      },
+      config: { scopes: ['node'] },
+    },
+    async (req) => {
+      const id = req.params.id;
+      if (who(req).nodeId !== id)
+        throw new HttpError(403, 'forbidden', 'a node token may only ask for work for its own node');
+      return { start: await store.containers.nextInAllocation(id) };
     },
   );
 

@@ -66,6 +66,37 @@ const envValue: Kind<string> = {
   },
 };
 
+/**
+ * The reuse_allocation keys: a job SLURM has started asks, after its container, for the next container of
+ * this dispatcher that fits what the job was given (docs/SLURM.md, "One allocation, several containers").
+ */
+export const REUSE_OPTIONS = section([
+  opt({
+    key: 'enabled',
+    kind: bool,
+    default: true,
+    help: 'Whether a job that ran its container takes the next one that fits it (instead of ending).',
+  }),
+  opt({
+    key: 'max_containers',
+    field: 'maxContainers',
+    kind: int(1),
+    default: 100,
+    help: 'Most containers one job runs (its own included); 1 is the same as `enabled: false`.',
+  }),
+  opt({
+    key: 'max_time',
+    field: 'maxTimeMs',
+    kind: duration({ above0: true }),
+    default: '1h',
+    help:
+      'A job takes no further container once it has run this long, so that it gives its CPUs back to ' +
+      "SLURM's scheduling (and other users) at least this often.",
+  }),
+]);
+
+export type ReuseConfig = Infer<(typeof REUSE_OPTIONS.options)[number]>;
+
 /** Every key of the slurm backend's config, with its default and meaning. */
 export const SLURM_OPTIONS = section([
   opt({
@@ -198,6 +229,13 @@ export const SLURM_OPTIONS = section([
     kind: int(1),
     default: 10_000,
     help: "Most SLURM jobs of this dispatcher at once (pending and running); keep it under the site's MaxSubmitJobs.",
+  }),
+  opt({
+    key: 'reuse_allocation',
+    field: 'reuseAllocation',
+    kind: REUSE_OPTIONS,
+    default: {},
+    help: 'One allocation, several containers: the keys below.',
   }),
   opt({
     key: 'nice_spread',

@@ -24,8 +24,8 @@ import {
   type SlurmMemory,
   type SlurmPlan,
 } from './plan.js';
-import { containerStates, heldContainers, liveNodes, runnableQueued } from './queue.js';
-import { batchScript, sbatchArgs } from './sbatch.js';
+import { containerStates, heldContainers, liveNodes, recordAllocations, runnableQueued } from './queue.js';
+import { batchScript, sbatchArgs, type Allocation } from './sbatch.js';
 import { isLive, jobMarker, type SlurmJob, type SqueueSelect } from './squeue.js';
 
 /** What happened, for logs and tests. */
@@ -211,7 +211,7 @@ export class SlurmDispatcher {
    * once, then records the jobs, the refusals and the give-backs in one call each.
    */
   private async submitAll(submits: Extract<SlurmAction, { op: 'submit' }>[]): Promise<void> {
-    const { cfg, slurm } = this.o;
+    const { cfg, slurm, store } = this.o;
     let granted: Set<string>;
     try {
       granted = new Set(
@@ -225,7 +225,14 @@ export class SlurmDispatcher {
       return;
     }
     const perm: (CancelItem & { node?: string })[] = [];
-    const todo: { c: QueuedContainer; nice: number; args: string[]; node: string; secret: string }[] = [];
+    const todo: {
+      c: QueuedContainer;
+      nice: number;
+      args: string[];
+      allocation: Allocation;
+      node: string;
+      secret: string;
+    }[] = [];
     try {
       for (const s of submits) {
         if (!granted.has(s.container.id)) continue;
@@ -238,11 +245,18 @@ export class SlurmDispatcher {
             ...s,
             c: s.container,
             args: args.args,
+            allocation: args.allocation,
             node: node.nodeId,
             secret: node.bootstrapSecret,
           });
         }
       }
+      // What each job asks for, on its node: a started job may take a container whose job asks for no more.
+      await recordAllocations(
+        store.ctx.pool,
+        todo.map((t) => ({ node: t.node, allocation: t.allocation })),
+        cfg,
+      );
       const refused = refusals(
         await this.queue.assign(
           todo.map((t) => ({ id: t.c.id, instance: SUBMITTING_INSTANCE, node: t.node })),
@@ -289,6 +303,15 @@ export class SlurmDispatcher {
         if (r.ok) {
           this.memory = clearBackoff(this.memory);
           bound.push({ c: t.c, node: t.node, job: r.jobId, nice: t.nice });
+          // The node is bound at once (its job exists): a started job of this pass's may then take its
+          // container (allocation reuse), and a restart finds the job by the node. Bound even if its
+          // container moved on meanwhile (a cancel): the plan then scancels the orphan job and retires the
+          // node once the job ended.
+          await this.queue
+            .bindNode(t.node, jobInstance(r.jobId))
+            .catch((err: unknown) =>
+              this.emit({ kind: 'error', op: 'bind', message: `${t.c.id}: ${(err as Error).message}` }),
+            );
           continue;
         }
         const { failure } = r;
@@ -325,9 +348,6 @@ export class SlurmDispatcher {
           ),
         );
         for (const b of bound) {
-          // Bound even if its container moved on meanwhile (a cancel): the plan then scancels the orphan job
-          // and retires the node once the job ended.
-          await this.queue.bindNode(b.node, jobInstance(b.job));
           const why = refused.get(b.c.id);
           this.emit(
             why === undefined

@@ -1,7 +1,9 @@
 // One pass of the slurm backend as a pure function (like the cloud scheduler's plan): from the database's
 // containers and nodes and squeue's jobs, the actions that bring the two into line and a status text for
 // every waiting container. The only link is the job name (the container id); the job ↔ node binding is
-// recorded on the node (instance_id `slurm-job-ID`). What the process remembers between passes (backoff,
+// recorded on the node (instance_id `slurm-job-ID`), and a held container is judged by the job of its node:
+// with allocation reuse (docs/SLURM.md) a started job runs further containers, each moved to its node from
+// a node whose job had not started (src/store/transitions/move.ts). What the process remembers between passes (backoff,
 // released and orphaned jobs) is an input, and its next value an output, so this stays a function.
 //
 // | container (by this dispatcher)  | its SLURM job                      | action                                |
@@ -11,12 +13,14 @@
 // | Locked                          | pending                            | renice to Berth's order; status       |
 // | Locked                          | pending, held for BadConstraints   | release once, then cancel (perm)      |
 // | Locked                          | running                            | status: its agent is starting it      |
+// | Running in another allocation   | its own job, pending               | scancel (superseded; not a failure)   |
+// | Running in another allocation   | its own job, started anyway        | its agent exits; scancel after orphan_grace |
 // | Locked, no node                 | —                                  | unlock (nothing was submitted)        |
 // | Locked, node not bound to a job | none live                          | unlock after submit_grace             |
 // | Locked, bound                   | ended or gone                      | unlock                                |
 // | Locked, priority 0 (withdrawn)  | any                                | unlock; scancel a live job            |
 // | Running, priority 0 (withdrawn) | running                            | cancel (user): its agent stops it     |
-// | Running                         | ended or gone                      | cancel (temp): retried                |
+// | Running                         | its node's job ended or gone       | cancel (temp): retried                |
 // | Running                         | running, agent silent              | cancel (temp), scancel                |
 // | anything else (ended, unlocked) | live                               | scancel (pending: now; else after orphan_grace) |
 // | —                               | node with neither container nor live job | retire the node (token revoked) |
@@ -137,6 +141,9 @@ export function planSlurm(s: SlurmSnapshot, cfg: PlanConfig): SlurmPlan {
   const released = new Set(s.memory.released);
   const nodes = new Map(s.nodes.map((n) => [n.id, n]));
   const jobsById = new Map(s.jobs.map((j) => [j.id, j]));
+  const liveById = new Map(s.jobs.filter(isLive).map((j) => [j.id, j]));
+  /** Held containers running in another job's allocation, with that job: their own jobs are superseded. */
+  const movedTo = new Map<string, string>();
   const liveByName = new Map<string, SlurmJob[]>();
   /** Each name's newest job in any state (how an ended one ended). */
   const lastByName = new Map<string, SlurmJob>();
@@ -157,7 +164,11 @@ export function planSlurm(s: SlurmSnapshot, cfg: PlanConfig): SlurmPlan {
     const node = c.nodeId ? nodes.get(c.nodeId) : undefined;
     const bound = boundJob(node);
     const live = liveByName.get(c.id) ?? [];
-    const job = bound !== null ? live.find((j) => j.id === bound) : live[0];
+    // The job of its node (its own, or the allocation it was moved to); unbound, its own by name.
+    const job = bound !== null ? liveById.get(bound) : live[0];
+    // Its node's job named after another container: it was moved into that job's allocation.
+    const nodeJob = bound !== null ? jobsById.get(bound) : undefined;
+    if (nodeJob && nodeJob.name !== c.id) movedTo.set(c.id, nodeJob.id);
     if (job) {
       claimed.add(job.id);
       if (bound === null && node) actions.push({ op: 'bind', container: c.id, node: node.id, job: job.id });
@@ -268,7 +279,13 @@ export function planSlurm(s: SlurmSnapshot, cfg: PlanConfig): SlurmPlan {
     const state = heldIds.has(name) ? 'held' : queuedIds.has(name) ? 'Queued' : s.others.get(name);
     // Not in this database (or not looked up): not ours to touch.
     if (state === null || state === undefined) continue;
-    const why = state === 'held' ? "another job is its container's current one" : `its container is ${state}`;
+    const moved = movedTo.get(name);
+    const why =
+      moved !== undefined
+        ? `superseded: its container runs in the allocation of SLURM job ${moved}`
+        : state === 'held'
+          ? "another job is its container's current one"
+          : `its container is ${state}`;
     for (const job of jobs) {
       if (claimed.has(job.id)) continue;
       if (state === 'Queued') blocked.add(name);

@@ -1,7 +1,9 @@
 // What the slurm dispatcher reads from PostgreSQL in a pass. Its writes are the store's transitions
 // through the dispatcher queue (src/dispatch/pg-queue.ts): lock, assign, unlock, cancel, nodes.
 import type { Db } from '../../store/db.js';
+import type { SlurmConfig } from './config.js';
 import type { HeldContainer, NodeInfo, QueuedContainer } from './plan.js';
+import type { Allocation } from './sbatch.js';
 
 /** Containers this dispatcher holds (the locked_by index). */
 export async function heldContainers(pool: Db, dispatcherId: string): Promise<HeldContainer[]> {
@@ -60,4 +62,35 @@ export async function containerStates(pool: Db, ids: string[]): Promise<Map<stri
   const r = await pool.query(`SELECT id, state FROM containers WHERE id = ANY($1)`, [ids]);
   for (const row of r.rows) out.set(row.id, row.state);
   return out;
+}
+
+/**
+ * Records on each node what its job asks SLURM for, with the reuse limits and a run count of 1 (the store's
+ * move transition, src/store/transitions/move.ts, reads them): one statement for a pass's submissions.
+ * `slack_ms`: what a moved container needs beyond its max_run_time in what is left of the allocation (its
+ * agent stops it in agent_kill_grace and reports it; 10 s for that report).
+ */
+export async function recordAllocations(
+  pool: Db,
+  items: { node: string; allocation: Allocation }[],
+  cfg: Pick<SlurmConfig, 'reuseAllocation' | 'agentKillGraceMs'>,
+): Promise<void> {
+  if (items.length === 0) return;
+  const reuse = cfg.reuseAllocation;
+  const limits =
+    reuse.enabled && reuse.maxContainers > 1
+      ? {
+          max_containers: reuse.maxContainers,
+          max_ms: reuse.maxTimeMs,
+          slack_ms: cfg.agentKillGraceMs + 10_000,
+        }
+      : null;
+  await pool.query(
+    `UPDATE nodes n SET allocation = a.allocation
+     FROM unnest($1::text[], $2::jsonb[]) AS a(id, allocation) WHERE n.id = a.id`,
+    [
+      items.map((it) => it.node),
+      items.map((it) => JSON.stringify({ ...it.allocation, reuse: limits, runs: 1 })),
+    ],
+  );
 }

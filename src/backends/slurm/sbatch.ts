@@ -24,33 +24,34 @@ export type SbatchConfig = Pick<
 export const NICE_MAX = 2_147_483_645;
 
 /**
- * sbatch's options for a container: job name = container id, the dispatcher's marker as the comment, no
- * requeue (Berth retries), its resources, time and constraints, then the site's extra options. An
- * instance type without a feature mapping is refused with a reason. The job's environment is sbatch's own
- * (submitEnvironment), not the dispatcher's.
+ * What a job asks SLURM for (its resource options), as recorded on its node record: an allocation another
+ * container may reuse when it asks for no more than this (the store's move transition compares two of them).
+ * Null fields are options the job does not pass.
  */
-export function sbatchArgs(
+export interface Allocation {
+  cpus: number;
+  mem_mib: number;
+  tmp_mib: number;
+  gpus: number;
+  /** `--time` in minutes; null: none (the partition's default limit). */
+  time_min: number | null;
+  /** The container's own max_run_time (ms; null: none), which time_margin separates from `--time`. */
+  run_ms: number | null;
+  partition: string | null;
+  account: string | null;
+  constraint: string | null;
+}
+
+/**
+ * A container's allocation: CPUs rounded up, ram + ram_overhead, scratch, GPUs, max_run_time + time_margin,
+ * partition, account, and its instance types mapped to node features. An instance type without a feature
+ * mapping is refused with a reason.
+ */
+export function allocationOf(
   c: SubmitSpec,
   cfg: SbatchConfig,
-  o: { nice: number; marker: string },
-): { ok: true; args: string[] } | { ok: false; reason: string } {
-  const args = [
-    '--parsable',
-    `--job-name=${c.id}`,
-    `--comment=${o.marker}`,
-    '--no-requeue',
-    `--nice=${Math.min(NICE_MAX, Math.max(0, Math.round(o.nice)))}`,
-    '--nodes=1',
-    '--ntasks=1',
-    `--cpus-per-task=${Math.max(1, Math.ceil(c.vcpus))}`,
-    `--mem=${Math.ceil((c.ram + cfg.ramOverhead) / MIB)}M`,
-  ];
-  if (c.scratch > 0) args.push(`--tmp=${Math.ceil(c.scratch / MIB)}M`);
-  if (c.gpus > 0) args.push(`--gres=gpu:${c.gpus}`);
-  if (c.maxRunTimeMs !== null)
-    args.push(`--time=${Math.max(1, Math.ceil((c.maxRunTimeMs + cfg.timeMarginMs) / 60_000))}`);
-  if (cfg.partition) args.push(`--partition=${cfg.partition}`);
-  if (cfg.account) args.push(`--account=${cfg.account}`);
+): { ok: true; allocation: Allocation } | { ok: false; reason: string } {
+  let constraint: string | null = null;
   if (c.instanceTypes && c.instanceTypes.length > 0) {
     const missing = c.instanceTypes.filter((t) => cfg.features[t] === undefined);
     if (missing.length > 0) {
@@ -62,10 +63,57 @@ export function sbatchArgs(
           `in this cluster's "features" (${known.length ? `known: ${known.join(', ')}` : 'none configured'})`,
       };
     }
-    args.push(`--constraint=${[...new Set(c.instanceTypes.map((t) => cfg.features[t]!))].join('|')}`);
+    constraint = [...new Set(c.instanceTypes.map((t) => cfg.features[t]!))].join('|');
   }
+  return {
+    ok: true,
+    allocation: {
+      cpus: Math.max(1, Math.ceil(c.vcpus)),
+      mem_mib: Math.ceil((c.ram + cfg.ramOverhead) / MIB),
+      tmp_mib: Math.ceil(c.scratch / MIB),
+      gpus: c.gpus,
+      time_min:
+        c.maxRunTimeMs === null ? null : Math.max(1, Math.ceil((c.maxRunTimeMs + cfg.timeMarginMs) / 60_000)),
+      run_ms: c.maxRunTimeMs,
+      partition: cfg.partition,
+      account: cfg.account,
+      constraint,
+    },
+  };
+}
+
+/**
+ * sbatch's options for a container: job name = container id, the dispatcher's marker as the comment, no
+ * requeue (Berth retries), its allocation (allocationOf), then the site's extra options. The job's
+ * environment is sbatch's own (submitEnvironment), not the dispatcher's.
+ */
+export function sbatchArgs(
+  c: SubmitSpec,
+  cfg: SbatchConfig,
+  o: { nice: number; marker: string },
+): { ok: true; args: string[]; allocation: Allocation } | { ok: false; reason: string } {
+  const r = allocationOf(c, cfg);
+  if (!r.ok) return r;
+  const a = r.allocation;
+  const args = [
+    '--parsable',
+    `--job-name=${c.id}`,
+    `--comment=${o.marker}`,
+    '--no-requeue',
+    `--nice=${Math.min(NICE_MAX, Math.max(0, Math.round(o.nice)))}`,
+    '--nodes=1',
+    '--ntasks=1',
+    `--cpus-per-task=${a.cpus}`,
+    `--mem=${a.mem_mib}M`,
+  ];
+  if (a.tmp_mib > 0) args.push(`--tmp=${a.tmp_mib}M`);
+  if (a.gpus > 0) args.push(`--gres=gpu:${a.gpus}`);
+  if (a.time_min !== null) args.push(`--time=${a.time_min}`);
+  if (a.partition) args.push(`--partition=${a.partition}`);
+  if (a.account) args.push(`--account=${a.account}`);
+  if (a.constraint !== null) args.push(`--constraint=${a.constraint}`);
   args.push(`--output=${cfg.jobOutput}`, '--chdir=/tmp', ...cfg.sbatchArgs);
-  return { ok: true, args };
+  return { ok: true, args, allocation: a };
 }
 
 /** A word for a POSIX shell, single-quoted. */

@@ -13,7 +13,8 @@
 // | Locked → Running      | start.ts    | one statement                                                  |
 // | → Complete/Cancelled  | end.ts      | one transaction: end + lock requests; finalise/retry + events  |
 // | Locked → Queued       | requeue.ts  | one transaction: lock rows, decide, requeue; over-limit → end  |
-import type { Actor } from '../../model/transitions.js';
+// | Locked → Running, moved | move.ts   | one statement: pick, move to the asking node's allocation, start |
+import { statesFrom, type Actor } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import { withRetriedTx, type Tx } from '../db.js';
 import { lockKey, lockToken, tokenGeneration } from '../secrets.js';
@@ -21,6 +22,7 @@ import { assignContainers, type AssignItem } from './assign.js';
 import { endContainers, type EndItem, type EndOutcome, type Ending } from './end.js';
 import { lockAssign, lockIds, lockNext, type LockedRow } from './lock.js';
 import type { Outcome } from './outcome.js';
+import { moveToAllocation } from './move.js';
 import { requeueContainers, type RequeueItem } from './requeue.js';
 import { startContainers } from './start.js';
 
@@ -111,6 +113,16 @@ export class Transitions {
     const key = await this.lockKey();
     const withGen = items.map((it) => ({ ...it, generation: tokenGeneration(key, it.id, it.token) }));
     return retried(() => startContainers(this.ctx, this.ctx.pool, withGen));
+  }
+
+  /**
+   * Locked → Running on `nodeId`: the next container that fits the node's SLURM allocation, moved from a node
+   * whose job has not started (move.ts); null when none fits or the node takes no more.
+   */
+  async moveToAllocation(nodeId: string): Promise<(GrantedLock & { from: string }) | null> {
+    const row = await retried(() => moveToAllocation(this.ctx, this.ctx.pool, nodeId, statesFrom('start')));
+    if (!row) return null;
+    return { id: row.id, token: await this.token(row.id, row.lock_generation), from: row.from_node };
   }
 
   /** → Complete or Cancelled (see end.ts), in `tx` or a transaction of its own. */

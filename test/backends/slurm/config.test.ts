@@ -22,6 +22,7 @@ describe('slurm config', () => {
       jobOutput: '/dev/null',
       maxJobs: 10_000,
       niceSpread: 100,
+      reuseAllocation: { enabled: true, maxContainers: 100, maxTimeMs: 3_600_000 },
     });
     expect(c.agentCommand[0]).toBe(process.execPath);
     expect(c.agentCommand[1]).toMatch(/bin\/berth\.js$/);
@@ -62,6 +63,12 @@ describe('slurm config', () => {
     [{ max_jobs: 0 }, /^f\.json: max_jobs: expected .*, got 0/],
     [{ lower_nice: 'yes' }, /^f\.json: lower_nice: expected .*, got "yes"/],
     [{ api_url: 'ftp://x' }, /^f\.json: api_url: expected .*http/],
+    [
+      { reuse_allocation: { max_containers: 0 } },
+      /^f\.json: reuse_allocation\.max_containers: expected .*, got 0/,
+    ],
+    [{ reuse_allocation: { max_time: 'long' } }, /^f\.json: reuse_allocation\.max_time: .*duration/],
+    [{ reuse_allocation: { enable: true } }, 'f.json: reuse_allocation.enable: unknown field'],
   ])('%j is refused with the file and the key named', (value, message) => {
     const dir = mkdtempSync(join(tmpdir(), 'berth-slurm-config-'));
     try {

@@ -391,3 +391,83 @@ describe('planSlurm: jobs nobody holds', () => {
     expect(ops({ jobs: [job('4', 'c-other')], others: new Map([['c-other', null]]) })).toEqual([]);
   });
 });
+
+describe('planSlurm: a container moved into another job’s allocation', () => {
+  // c2 ran first in SLURM job 1 (named c1, whose container is Complete); c2's own job 2 has not started.
+  const moved = held('c2', { state: 'Running', nodeId: 'n-c1' });
+  const nodes = [node('n-c1', '1'), node('n-c2', '2')];
+  const running = job('1', 'c1', { state: 'RUNNING', reason: 'None', nodes: 'node1' });
+  const others = new Map([['c1', 'Complete']]);
+
+  it('keeps it running by the job of its node, and scancels its own pending job as superseded', () => {
+    expect(ops({ held: [moved], nodes, jobs: [running, job('2', 'c2')], others })).toEqual([
+      { op: 'scancel', job: '2', reason: 'superseded: its container runs in the allocation of SLURM job 1' },
+    ]);
+  });
+
+  it('its own job starting anyway: scancelled after orphan_grace (its agent finds nothing and exits)', () => {
+    const own = job('2', 'c2', { state: 'RUNNING', reason: 'None', nodes: 'node2' });
+    const first = plan({ held: [moved], nodes, jobs: [running, own], others });
+    expect(first.actions).toEqual([]);
+    const later = planSlurm(
+      snap({
+        held: [moved],
+        nodes: nodes.map((n) => ({ ...n, lastPingAt: NOW })),
+        jobs: [running, own],
+        others,
+        memory: first.memory,
+        now: new Date(NOW.getTime() + 60_000),
+      }),
+      cfg,
+    );
+    expect(later.actions).toEqual([
+      {
+        op: 'scancel',
+        job: '2',
+        reason:
+          'superseded: its container runs in the allocation of SLURM job 1 and the job still runs after 60s',
+      },
+    ]);
+  });
+
+  it('its own job vanishing does not cancel it; its node’s job ending does (temp), and retires that node', () => {
+    expect(ops({ held: [moved], nodes, jobs: [running], others })).toEqual([
+      { op: 'retire', node: 'n-c2', reason: 'its SLURM job ended' },
+    ]);
+    const ended = job('1', 'c1', { state: 'TIMEOUT', reason: 'None' });
+    expect(ops({ held: [moved], nodes, jobs: [ended, job('2', 'c2')], others })).toEqual([
+      {
+        op: 'cancel',
+        container: 'c2',
+        class: 'temp',
+        reason: 'SLURM job 1 ended: TIMEOUT while the container was running',
+      },
+      { op: 'retire', node: 'n-c1', reason: 'its SLURM job ended' },
+      { op: 'scancel', job: '2', reason: 'superseded: its container runs in the allocation of SLURM job 1' },
+    ]);
+  });
+
+  it('priority 0 while it runs there: cancelled (user), its agent stops it; its own job superseded', () => {
+    expect(
+      ops({ held: [{ ...moved, priority: 0 }], nodes, jobs: [running, job('2', 'c2')], others }),
+    ).toEqual([
+      { op: 'cancel', container: 'c2', class: 'user', reason: 'priority is 0 (withdrawn)' },
+      { op: 'scancel', job: '2', reason: 'superseded: its container runs in the allocation of SLURM job 1' },
+    ]);
+  });
+
+  it('a silent agent in the reused allocation: cancelled (temp), that job scancelled', () => {
+    const silent = [node('n-c1', '1', { lastPingAt: ago(120) }), node('n-c2', '2')];
+    expect(ops({ held: [moved], nodes: silent, jobs: [running], others })).toEqual([
+      {
+        op: 'cancel',
+        container: 'c2',
+        class: 'temp',
+        reason: 'its agent in SLURM job 1 sent no ping for 120s (node_lost_after 60s)',
+      },
+      { op: 'scancel', job: '1', reason: 'its agent went silent' },
+      { op: 'retire', node: 'n-c1', reason: 'its agent went silent' },
+      { op: 'retire', node: 'n-c2', reason: 'its SLURM job ended' },
+    ]);
+  });
+});
