@@ -400,32 +400,7 @@ export class ContainerRunner {
     };
     ctx.journal.containers.set(entry.id, entry);
     await ctx.journal.save();
-    try {
-      // Started with the order (a one-shot agent's registration): nothing to report.
-      if (!order.started)
-        await retrying(() => ctx.client.start(order.id, order.lock_token), {
-          signal: ctx.stop,
-          onRetry: (err, d) =>
-            this.log.warn({ ...errorFields(err), retry_ms: d }, 'start report failed; retrying'),
-        });
-    } catch (err) {
-      if (err instanceof AbortedError) return; // the next agent finds it in the journal
-      if (!(err instanceof ApiHttpError && err.status === 409 && (await this.stillOurs(entry)))) {
-        this.log.warn(errorFields(err), 'the API refused the start; not running it');
-        await this.forget();
-        return;
-      }
-      // An earlier attempt was accepted but its answer was lost (connection cut): it is Running and ours.
-      this.log.info('start already recorded by an earlier attempt');
-    }
-    entry.startReported = true;
-    if (this.killRequested) {
-      await this.cancel(entry, 'temp', `killed before it started: ${this.killRequested}`);
-      return;
-    }
     const way = this.checkpointWay(entry);
-    const restored = way ? await this.restoreCheckpoint(entry, way.dir, order) : null;
-    this.restoredCheckpoint = restored?.line ?? null;
     const checkpointDir = way?.kind === 'app' ? way.dir : null;
     const spec: RunSpec = {
       id: order.id,
@@ -444,10 +419,52 @@ export class ContainerRunner {
       ...(order.opportunistic ? { opportunistic: true } : {}),
       workDir: runDir,
     };
+    // Prepared (directories, cgroup, sandbox plan) while the start is reported: only the spawn waits for
+    // the API's answer. A whole-state resume (startOrResume) has no prepare step.
+    const preparing = runtime.prepare && way?.kind !== 'whole' ? settled(runtime.prepare(spec)) : null;
+    /** The start will not happen: what was prepared goes (a failed prepare left nothing). */
+    const abandon = async () => {
+      const p = await preparing;
+      if (p?.ok) await p.value.abandon();
+    };
+    try {
+      // Started with the order (a one-shot agent's registration): nothing to report.
+      if (!order.started)
+        await retrying(() => ctx.client.start(order.id, order.lock_token), {
+          signal: ctx.stop,
+          onRetry: (err, d) =>
+            this.log.warn({ ...errorFields(err), retry_ms: d }, 'start report failed; retrying'),
+        });
+    } catch (err) {
+      if (err instanceof AbortedError) {
+        await abandon();
+        return; // the next agent finds it in the journal
+      }
+      if (!(err instanceof ApiHttpError && err.status === 409 && (await this.stillOurs(entry)))) {
+        this.log.warn(errorFields(err), 'the API refused the start; not running it');
+        await abandon();
+        await this.forget();
+        return;
+      }
+      // An earlier attempt was accepted but its answer was lost (connection cut): it is Running and ours.
+      this.log.info('start already recorded by an earlier attempt');
+    }
+    entry.startReported = true;
+    if (this.killRequested) {
+      await abandon();
+      await this.cancel(entry, 'temp', `killed before it started: ${this.killRequested}`);
+      return;
+    }
+    const restored = way ? await this.restoreCheckpoint(entry, way.dir, order) : null;
+    this.restoredCheckpoint = restored?.line ?? null;
     let handle: RunHandle;
     try {
       entry.startedAt = Date.now();
-      handle = await this.startOrResume(runtime, spec, way, restored?.restored === true);
+      if (preparing) {
+        const p = await preparing;
+        if (!p.ok) throw p.error;
+        handle = await p.value.start();
+      } else handle = await this.startOrResume(runtime, spec, way, restored?.restored === true);
       this.seen.ran = Date.now();
     } catch (err) {
       const failure = err as StartFailure;
@@ -651,6 +668,14 @@ export class ContainerRunner {
       ),
     ]);
   }
+}
+
+/** A promise's outcome, held without rejecting (the runner awaits it later, maybe never). */
+function settled<T>(p: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
+  return p.then(
+    (value) => ({ ok: true as const, value }),
+    (error: unknown) => ({ ok: false as const, error }),
+  );
 }
 
 /** How a container's state goes to its next attempt (ContainerRunner.checkpointWay), and where it is kept. */

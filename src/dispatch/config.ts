@@ -152,7 +152,7 @@ export const DISPATCH_OPTIONS = section(
       field: 'tickIntervalMs',
       kind: duration({ above0: true }),
       default: '1s',
-      help: 'Safety tick: a pass at least this often even without notifications.',
+      help: 'Safety tick: a full pass at least this often, even without notifications (finished containers alone wake quick placing passes: docs/ARCHITECTURE.md).',
     }),
     opt({
       key: 'max_cloud_ops_per_second',

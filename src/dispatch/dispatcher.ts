@@ -121,6 +121,20 @@ interface PendingCreate {
   forContainers: string[];
 }
 
+/**
+ * The actions of `plan` that place a container on an instance ready for it (`ready`): each start, and the
+ * lock of a container it starts (locked and assigned in one queue call). A quick pass carries out these
+ * only: every one is an action of the full plan, on an instance where the plan found room.
+ */
+export function placingActions(plan: Plan, ready: (instance: string) => boolean): Action[] {
+  const placing = new Set(
+    plan.actions
+      .filter((a) => a.op === 'start' && ready(a.instance))
+      .map((a) => (a as { container: string }).container),
+  );
+  return plan.actions.filter((a) => (a.op === 'start' || a.op === 'lock') && placing.has(a.container));
+}
+
 /** What a finished background operation changes, applied between passes. */
 type Outcome = (at: Date) => void;
 
@@ -191,6 +205,8 @@ export class Dispatcher {
   private readonly planner: IncrementalPlanner;
   /** Instances whose last destroy a rate limit refused, and when it may be tried again (ms). */
   private readonly destroyRefusedUntil = new Map<string, number>();
+  /** max_dispatch_attempts as the last full pass read it (null: no full pass yet); quick passes use it. */
+  private maxAttempts: number | null = null;
   /** The last plan, for `berth why` and tests. */
   lastPlan: Plan | null = null;
 
@@ -251,6 +267,41 @@ export class Dispatcher {
     return this.running;
   }
 
+  /**
+   * A placing pass (the loop runs one when only finished containers woke it): the containers' changes are
+   * read with the lease's heartbeat, and the plan of the snapshot built from them and the instances the
+   * last full pass saw places into the freed slots (placingActions: lock and assign in one queue call).
+   * Nothing else is read or done: the next full pass, on its normal pacing, carries out the rest. Before
+   * any full pass, or without the queue's lockAssign, it is a full pass.
+   */
+  quickTick(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (this.maxAttempts === null || !this.o.queue.lockAssign) return this.tick();
+    this.running ??= this.quickPass(this.maxAttempts).finally(() => (this.running = null));
+    return this.running;
+  }
+
+  private async quickPass(maxDispatchAttempts: number): Promise<void> {
+    const o = this.o;
+    const now = o.clock.now();
+    const [held, containers] = await Promise.all([
+      o.queue.heartbeat(o.id, o.cluster, o.tag, now, o.dispatcherLostAfterMs),
+      this.view.read(o.queue, o.id, now, o.fullReloadPasses),
+    ]);
+    if (!held) throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
+    this.applyOutcomes(now);
+    this.holdContainers(containers);
+    const snapshot = this.snapshot(now, containers, maxDispatchAttempts);
+    const plan = this.planOf(snapshot);
+    await this.act({ ...plan, actions: placingActions(plan, (id) => this.ready(id)) }, now);
+  }
+
+  /** Whether an instance takes work now (its agent is there): where placeable() places. */
+  private ready(id: string): boolean {
+    const inst = this.instances.get(id);
+    return !!inst?.nodeId && (inst.state === 'idle' || inst.state === 'running');
+  }
+
   private async pass(): Promise<void> {
     const o = this.o;
     const now = o.clock.now();
@@ -274,9 +325,25 @@ export class Dispatcher {
     await this.observe(nodes, containers, now);
     this.retryDestroys(now);
 
-    const snapshot: Snapshot = {
+    this.maxAttempts = await o.queue.maxDispatchAttempts();
+    const snapshot = this.snapshot(now, containers, this.maxAttempts);
+    const plan = this.planOf(snapshot);
+    await this.act(plan, now);
+    await this.statusWriter.save(plan.statuses, now);
+    if (o.mirror)
+      await o.mirror.publish([...this.instances.values(), ...this.goneUnpublished.splice(0)], now, {
+        instanceTypes: o.instanceTypes,
+        config: snapshot.config,
+        cloud: snapshot.cloud,
+      });
+  }
+
+  /** What a pass plans from: the instances as this dispatcher holds them, and `containers`. */
+  private snapshot(now: Date, containers: SnapshotContainer[], maxDispatchAttempts: number): Snapshot {
+    const o = this.o;
+    return {
       now,
-      config: { ...o.config, maxDispatchAttempts: await o.queue.maxDispatchAttempts() },
+      config: { ...o.config, maxDispatchAttempts },
       instanceTypes: o.instanceTypes,
       instances: [
         ...[...this.instances.values()]
@@ -297,20 +364,17 @@ export class Dispatcher {
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
     };
-    // Run-time and boot estimates for wait_for_running, from what this dispatcher saw (run-history.ts).
+  }
+
+  /** The plan of a snapshot, with the run-time and boot estimates of wait_for_running (run-history.ts). */
+  private planOf(snapshot: Snapshot): Plan {
+    const o = this.o;
     const learn = o.config.waitForRunning || o.config.bootAhead > 0;
     if (learn) this.history.fill(snapshot);
     const plan = this.planner.plan(snapshot);
     if (learn) this.history.started(snapshot, plan);
     this.lastPlan = plan;
-    await this.act(plan, now);
-    await this.statusWriter.save(plan.statuses, now);
-    if (o.mirror)
-      await o.mirror.publish([...this.instances.values(), ...this.goneUnpublished.splice(0)], now, {
-        instanceTypes: o.instanceTypes,
-        config: snapshot.config,
-        cloud: snapshot.cloud,
-      });
+    return plan;
   }
 
   /** Reconciles with the cloud's list (DESIGN §6.1 sync). */
@@ -364,13 +428,9 @@ export class Dispatcher {
 
   /** Updates instance states from nodes and assignments; fails lost nodes. */
   private async observe(nodes: NodeView[], containers: SnapshotContainer[], now: Date): Promise<void> {
-    const byInstance = new Map<string, string[]>();
-    for (const c of containers)
-      if (c.instance)
-        (byInstance.get(c.instance) ?? byInstance.set(c.instance, []).get(c.instance)!).push(c.id);
+    this.holdContainers(containers);
     const nodeById = new Map(nodes.map((n) => [n.id, n]));
     for (const inst of this.instances.values()) {
-      inst.containers = byInstance.get(inst.id) ?? [];
       if (isEndingInstanceState(inst.state)) continue;
       const node = inst.nodeId ? nodeById.get(inst.nodeId) : undefined;
       if (node?.state === 'failed') {
@@ -425,6 +485,15 @@ export class Dispatcher {
         continue;
       await this.failNode(node.id, node.instanceId, 'its instance is gone', now);
     }
+  }
+
+  /** Each instance's containers, from the containers' view. */
+  private holdContainers(containers: SnapshotContainer[]): void {
+    const byInstance = new Map<string, string[]>();
+    for (const c of containers)
+      if (c.instance)
+        (byInstance.get(c.instance) ?? byInstance.set(c.instance, []).get(c.instance)!).push(c.id);
+    for (const inst of this.instances.values()) inst.containers = byInstance.get(inst.id) ?? [];
   }
 
   private async failNode(

@@ -15,8 +15,16 @@ export interface PassLoop {
   poke(): void;
 }
 
+/** The payload of a finished container's notification (store/transitions/end.ts). */
+const FINISH = 'finish';
+
 export function runPassLoop(o: {
   tick: () => Promise<void>;
+  /**
+   * A placing pass (Dispatcher.quickTick), run instead of a full pass when only finished containers woke
+   * the loop and the last full pass is less than intervalMs old. Absent: every pass is a full one.
+   */
+  quick?: () => Promise<void>;
   notifier: Notifier | null;
   intervalMs: number;
   /** The berth_dispatch payloads that wake a pass (src/store/wake.ts's senders); default all of them. */
@@ -33,12 +41,28 @@ export function runPassLoop(o: {
   let wake: (() => void) | null = null;
   /** A poke came while a pass ran: the next pass starts without waiting. */
   let poked = false;
+  /** The payloads that woke the loop since the last pass started (the wait's own filter applies). */
+  const woken = new Set<string>();
+  const unsubscribe =
+    o.quick && o.notifier
+      ? o.notifier.subscribe('berth_dispatch', (p) => {
+          if (!o.wakeOn || o.wakeOn.includes(p)) woken.add(p);
+        })
+      : () => {};
+  /** When the last full pass started (ms, performance.now()). */
+  let lastFull = -Infinity;
+  /** The first pass, a poke and a safety tick (nothing woke the wait) are full passes. */
+  let full = true;
   const done = (async () => {
     while (!stopped) {
-      poked = false;
       const t0 = performance.now();
+      const quick =
+        o.quick && !full && !poked && t0 - lastFull < o.intervalMs && [...woken].every((p) => p === FINISH);
+      poked = false;
+      woken.clear();
+      if (!quick) lastFull = t0;
       try {
-        await o.tick();
+        await (quick ? o.quick!() : o.tick());
       } catch (err) {
         if (err instanceof LeaseLostError) {
           o.onLeaseLost(err);
@@ -55,7 +79,9 @@ export function runPassLoop(o: {
         new Promise<void>((r) => (wake = r)),
       ]);
       clearTimeout(timer);
+      full = woken.size === 0;
     }
+    unsubscribe();
   })();
   return {
     done,

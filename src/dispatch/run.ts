@@ -100,6 +100,7 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
 
   loop = runPassLoop({
     tick: () => dispatcher.tick(),
+    quick: () => dispatcher.quickTick(),
     notifier: o.notifier,
     intervalMs: cfg.tickIntervalMs,
     onLeaseLost: (err) => logger.error(errorFields(err), 'stopping: the lease is lost'),

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentFatalError } from '../../src/agent/agent.js';
 import type { CompleteBody } from '../../src/agent/client.js';
+import { containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
 import { isAlive } from '../../src/agent/runtimes/procfs.js';
 import { assertBuilt } from '../helpers/cli.js';
 import { Harness, until } from './harness.js';
@@ -89,6 +90,48 @@ describe('agent lifecycle', () => {
       expect(s.journalled?.exit?.exitCode).toBe(runs[i]!.code);
       expect(s.stdout).toBe(runs[i]!.out);
     }
+  });
+
+  it('a start refused (cancelled meanwhile) removes what was prepared while it was reported: no directory, no cgroup', async () => {
+    const node = await h.node();
+    const { agent, lines } = h.startAgent(node);
+    const host = await probeCgroups();
+    const prepared = async (id: string) => {
+      const dirs = host.unusable === null ? await containerCgroup(host, id).dirs() : [];
+      return dirs.filter((d) => existsSync(d)).length;
+    };
+    const start = agent.client.start.bind(agent.client);
+    agent.client.start = async (id: string, token: string) => {
+      // The runtime prepares while the start is reported: its scratch dir and cgroup appear meanwhile.
+      await until(
+        async () =>
+          existsSync(join(node.workDir, 'containers', id, 'run', 'scratch')) &&
+          (host.unusable !== null || (await prepared(id)) > 0),
+        15_000,
+        `container ${id} prepared while its start is reported`,
+      );
+      await h.store.containers.cancel(
+        id,
+        { kind: 'user', owner: null },
+        'user',
+        'cancelled before its start',
+      );
+      return start(id, token);
+    };
+    const cid = await h.submitAndAssign(node, { command: ['sh', '-c', 'echo must not run'] });
+    ids.push(cid);
+    await until(
+      () => lines.includes(`container ${cid}: the API refused the start; not running it`),
+      15_000,
+      'the refused start',
+    );
+    await until(
+      async () => !existsSync(join(node.workDir, 'containers', cid)) && (await prepared(cid)) === 0,
+      15_000,
+      `container ${cid}'s directory and cgroup removed`,
+    );
+    expect((await h.store.containers.get(cid)).state).toBe('Cancelled');
+    expect(await h.text(cid, 'stdout')).toBe('');
   });
 
   it('SIGKILLed and restarted: re-attaches, reports the exit that happened meanwhile, loses no log line', async () => {

@@ -2,6 +2,8 @@
 // (process.test.ts, runc.test.ts, docker.test.ts, podman.test.ts call `runtimeConformance`).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect } from 'vitest';
 import { Supervisor } from '../../src/agent/supervisor.js';
@@ -118,6 +120,23 @@ export function runtimeConformance(
       const again = await collect(h);
       expect(again.stdout.length).toBe(out.stdout.length);
     });
+
+    // Runtimes that split their start (Runtime.prepare): the agent prepares while the start is reported.
+    if (runtime.prepare) {
+      const prepare = runtime.prepare.bind(runtime);
+      it('prepare then start runs it; prepare then abandon leaves nothing (no cgroup, no scratch)', async () => {
+        const h = track(await (await prepare(await spec(image, sh('echo prepared')))).start());
+        const [out, info] = await Promise.all([collect(h), h.wait()]);
+        expect(info.exitCode).toBe(0);
+        expect(out.stdout).toBe('prepared\n');
+        const s = await spec(image, sh('echo must not run'));
+        const p = await prepare(s);
+        await p.abandon();
+        expect(await leftovers(probes.held), 'what prepare made, after abandon').toEqual([]);
+        expect(existsSync(join(s.workDir, 'scratch')), 'its scratch dir').toBe(false);
+        expect(existsSync(join(s.workDir, 'stdout')), 'it never ran').toBe(false);
+      });
+    }
 
     // The cases that depend on the host's cgroups, shared with the cgroup v2 guest (cases.ts).
     for (const c of RUNTIME_CASES) it(c.name, () => c.run(runtime, image).then(() => {}));

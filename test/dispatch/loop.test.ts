@@ -92,4 +92,47 @@ describe('runPassLoop', () => {
       await notifier.stop();
     }
   });
+
+  it('a finished container alone wakes a quick placing pass; any other payload, or one with it, a full pass', async () => {
+    const notifier = new Notifier(db.url);
+    await notifier.start();
+    const passes: string[] = [];
+    const loop = runPassLoop({
+      tick: async () => void passes.push('full'),
+      quick: async () => void passes.push('quick'),
+      notifier,
+      intervalMs: 3_600_000, // the last full pass is always recent enough
+      onLeaseLost: () => {},
+      onPassFailed: () => {},
+    });
+    // Both sent in one statement, they arrive in one wait.
+    const notify = (...payloads: string[]) =>
+      db.pool.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', ['berth_dispatch', payloads]);
+    // The loop's LISTEN is in place once a probe on a channel listened to after it arrives (one connection
+    // runs its LISTENs in order); probes are sent until one does.
+    let probed = false;
+    const unprobe = notifier.subscribe('berth_test_probe', () => (probed = true));
+    const listening = () =>
+      until(
+        async () => (await db.pool.query("SELECT pg_notify('berth_test_probe', 'x')"), probed),
+        10_000,
+        'the LISTENs in place',
+      );
+    try {
+      await until(() => passes.length === 1, 10_000, 'the first pass');
+      await listening();
+      await notify('finish');
+      await until(() => passes.length === 2, 10_000, 'a pass for the finish');
+      await notify('queue');
+      await until(() => passes.length === 3, 10_000, 'a pass for new work');
+      await notify('finish', 'node');
+      await until(() => passes.length >= 4, 10_000, 'a pass for both');
+      // (Two notifications in one wait may wake one more pass after it: the waiter saw the second too.)
+      expect(passes.slice(0, 4)).toEqual(['full', 'quick', 'full', 'full']);
+    } finally {
+      await loop.stop();
+      unprobe();
+      await notifier.stop();
+    }
+  });
 });

@@ -11,7 +11,14 @@ import { CGROUP_ROOT, cgroupAt, containerCgroup, killCgroup, probeCgroups, type 
 import { RuntimeTransientError } from './errors.js';
 import { probeSandbox, sandboxPlan, type NetworkSetting, type SandboxSetting } from './sandbox.js';
 import { ShimHandle, clearRunFiles, readRunState, spawnShim, writeRunState, type RunState } from './shim.js';
-import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
+import {
+  RunSpecError,
+  validateSpec,
+  type PreparedStart,
+  type RunHandle,
+  type RunSpec,
+  type Runtime,
+} from './types.js';
 
 /** The sandbox's options file in the work dir (0600; the shim removes it once bwrap has it open). */
 const SANDBOX_ARGS = 'sandbox.args';
@@ -66,6 +73,11 @@ export class ProcessRuntime implements Runtime {
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
+    return (await this.prepare(spec)).start();
+  }
+
+  /** Checks, scratch dir, cgroup and sandbox plan; the shim's spawn is left to the PreparedStart. */
+  async prepare(spec: RunSpec): Promise<PreparedStart> {
     validateSpec(spec);
     if (spec.image)
       throw new RunSpecError(`image: the process runtime runs no image, got ${JSON.stringify(spec.image)}`);
@@ -99,31 +111,43 @@ export class ProcessRuntime implements Runtime {
       ]
         .filter(Boolean)
         .join('; ');
-    const startedAt = Date.now();
-    let shim;
-    try {
-      shim = await spawnShim({
-        workDir: spec.workDir,
-        cgroupProcs: cgroup ? cgroup.procsFiles() : [],
-        ...args,
-      });
-    } catch (err) {
+    /** What prepare made, removed when the start fails or is abandoned. */
+    const undo = async () => {
       if (args.fd3File) await rm(args.fd3File, { force: true });
       await cgroup?.remove();
-      throw err;
-    }
-    const state: RunState = {
-      runtime: this.name,
-      id: spec.id,
-      shim: shim.ref,
-      startedAt,
-      cgroup: cgroup?.path ?? null,
-      sandboxed: args.fd3File !== undefined,
-      warning,
-      extra: {},
     };
-    await writeRunState(spec.workDir, state);
-    return new ShimHandle(state, spec.workDir, { cgroup, scratchDir }, shim.child);
+    return {
+      start: async () => {
+        const startedAt = Date.now();
+        let shim;
+        try {
+          shim = await spawnShim({
+            workDir: spec.workDir,
+            cgroupProcs: cgroup ? cgroup.procsFiles() : [],
+            ...args,
+          });
+        } catch (err) {
+          await undo();
+          throw err;
+        }
+        const state: RunState = {
+          runtime: this.name,
+          id: spec.id,
+          shim: shim.ref,
+          startedAt,
+          cgroup: cgroup?.path ?? null,
+          sandboxed: args.fd3File !== undefined,
+          warning,
+          extra: {},
+        };
+        await writeRunState(spec.workDir, state);
+        return new ShimHandle(state, spec.workDir, { cgroup, scratchDir }, shim.child);
+      },
+      abandon: async () => {
+        await undo().catch(() => {});
+        await rm(scratchDir, { recursive: true, force: true }).catch(() => {});
+      },
+    };
   }
 
   /** What the shim runs: the command in its sandbox, or (sandbox "none") the bare command. */

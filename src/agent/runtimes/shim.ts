@@ -96,8 +96,8 @@ export async function spawnShim(opts: {
   // The shim joins its cgroups itself before it starts the command (the command is never outside its
   // limits); the agent places it there too, so that when start() returns the shim is in its group
   // (a loaded host may not have run the shim's first line yet). Joining twice is harmless.
-  for (const f of opts.cgroupProcs) await joinCgroup(f, pid);
-  const ref = await processRef(pid);
+  // The joins (one per hierarchy under cgroup v1) and the shim's identity are read all at once.
+  const [ref] = await Promise.all([processRef(pid), ...opts.cgroupProcs.map((f) => joinCgroup(f, pid))]);
   // The shim may already have exited (e.g. `true`); its start time then does not matter.
   return { child, ref: ref ?? { pid, startTicks: -1 } };
 }

@@ -108,6 +108,13 @@ export interface Runtime {
   /** null when usable here, else why not (shown to operators and in skipped tests). */
   available(): Promise<string | null>;
   start(spec: RunSpec): Promise<RunHandle>;
+  /**
+   * The start in two steps, where the runtime can split it: everything but the spawn (checks, directories,
+   * cgroup, sandbox plan), then the spawn alone (PreparedStart.start). The agent prepares while the start
+   * is reported and spawns only once it was accepted; a refused start abandons what was prepared. Absent:
+   * the agent calls start() after the report.
+   */
+  prepare?(spec: RunSpec): Promise<PreparedStart>;
   /** Finds a container started earlier (possibly by a previous agent); null if this runtime has no trace of it. */
   reattach(id: string, workDir: string): Promise<RunHandle | null>;
   /**
@@ -122,6 +129,14 @@ export interface Runtime {
    * the next attempt, on any instance, resumes it where it stood. Absent: the runtime cannot.
    */
   readonly wholeState?: WholeState;
+}
+
+/** A container made ready by Runtime.prepare: only its spawn is left. Exactly one of the two is called. */
+export interface PreparedStart {
+  /** Spawns it; what Runtime.start returns. A failure leaves nothing behind (as start's does). */
+  start(): Promise<RunHandle>;
+  /** Removes what prepare made (its cgroup, its run files): it will not run. Never throws. */
+  abandon(): Promise<void>;
 }
 
 /** A runtime's whole-state checkpoints (Runtime.wholeState). */
