@@ -29,6 +29,7 @@ import { endedText, pendingStatus, reasonText, startingStatus } from './reasons.
 import { planNice, reniceCalls, type NiceJob } from './nice.js';
 import { sbatchArgs, type SbatchConfig, type SubmitSpec } from './sbatch.js';
 import type { SlurmConfig } from './config.js';
+import { SLURM_JOB_INSTANCE_PREFIX } from '../../store/transitions/move.js';
 
 /** A container this dispatcher holds. */
 export interface HeldContainer {
@@ -113,7 +114,8 @@ export interface SlurmPlan {
   memory: SlurmMemory;
 }
 
-export const JOB_INSTANCE_PREFIX = 'slurm-job-';
+/** A node bound to a SLURM job has the instance id `slurm-job-ID` (one owner: the store's move transition). */
+const JOB_INSTANCE_PREFIX = SLURM_JOB_INSTANCE_PREFIX;
 /** The instance id a container has between its assignment and sbatch's answer. */
 export const SUBMITTING_INSTANCE = 'slurm-submitting';
 
