@@ -272,11 +272,11 @@ export class Dispatcher {
    * read with the lease's heartbeat, and the plan of the snapshot built from them and the instances the
    * last full pass saw places into the freed slots (placingActions: lock and assign in one queue call).
    * Nothing else is read or done: the next full pass, on its normal pacing, carries out the rest. Before
-   * any full pass, or without the queue's lockAssign, it is a full pass.
+   * any full pass it is a full pass.
    */
   quickTick(): Promise<void> {
     if (this.stopped) return Promise.resolve();
-    if (this.maxAttempts === null || !this.o.queue.lockAssign) return this.tick();
+    if (this.maxAttempts === null) return this.tick();
     this.running ??= this.quickPass(this.maxAttempts).finally(() => (this.running = null));
     return this.running;
   }
