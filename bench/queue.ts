@@ -1,5 +1,5 @@
-// `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single]`: the queue service's
-// throughput and latency (`--only single`: the single submissions alone, to compare one change's cost).
+// `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single]` (`--help`): the
+// queue service's throughput and latency (`--only single`: the single submissions alone, to compare one change's cost).
 // A real `berth server` (its own embedded PostgreSQL in a temp BERTH_HOME) in a child process, loaded by
 // clients in this process over HTTP; store lifecycles run in-process against the same database.
 import { spawn } from 'node:child_process';
@@ -13,6 +13,7 @@ import { createPool } from '../src/store/db.js';
 import { reachableDataDir } from '../src/store/embedded.js';
 import { Reports } from '../src/store/reports.js';
 import { Store } from '../src/store/store.js';
+import { benchArgs, opt } from './args.js';
 import {
   cpuSample,
   monotonicUs,
@@ -25,35 +26,13 @@ import {
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 
-interface Args {
-  json: boolean;
-  seconds: number;
-  rows: number;
-  /** Restart the server's PostgreSQL with pg_stat_statements and print each phase's profile. */
-  profile: boolean;
-  /** Only the single submissions' phase. */
-  onlySingle: boolean;
-}
-
-function parse(args: string[]): Args {
-  const out: Args = { json: false, seconds: 5, rows: 1_000_000, profile: false, onlySingle: false };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    if (a === '--json') out.json = true;
-    else if (a === '--seconds') out.seconds = Number(args[++i]);
-    else if (a === '--rows') out.rows = Number(args[++i]);
-    else if (a === '--profile') out.profile = true;
-    else if (a === '--only') {
-      if (args[++i] !== 'single') throw new Error(`--only: expected single, got ${args[i] ?? 'nothing'}`);
-      out.onlySingle = true;
-    } else
-      throw new Error(
-        `unknown option ${a} (expected --json, --seconds N, --rows N, --profile, --only single)`,
-      );
-  }
-  if (!(out.seconds > 0) || !(out.rows >= 0)) throw new Error('--seconds and --rows take positive numbers');
-  return out;
-}
+const OPTIONS = {
+  json: opt.flag('print JSON'),
+  seconds: opt.number(5, 'seconds each throughput phase runs'),
+  rows: opt.int(1_000_000, 'containers to fill the tables with for the listing latencies', 0),
+  profile: opt.flag("restart the server's PostgreSQL with pg_stat_statements and print each phase's profile"),
+  only: opt.oneOf(['all', 'single'] as const, 'all', 'run only this phase (single: the single submissions)'),
+};
 
 function pct(sorted: number[], p: number): number {
   return sorted.length === 0
@@ -89,7 +68,7 @@ async function load(workers: number, seconds: number, op: () => Promise<number>)
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parse(argv);
+  const args = benchArgs('queue', argv, OPTIONS);
   const say = (s: string) => !args.json && console.error(s);
   const home = mkdtempSync(join(tmpdir(), 'berth-bench-'));
   chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
@@ -191,7 +170,7 @@ export async function run(argv: string[]): Promise<number> {
       load(16, args.seconds, async () => (await post('/v1/requests', spec), 1)),
     );
     say(`  ${single.toFixed(0)}/s`);
-    if (args.onlySingle) {
+    if (args.only === 'single') {
       await pool.end();
       agent.destroy();
       if (args.json) console.log(JSON.stringify({ single_submissions_per_s: Math.round(single) }));
