@@ -1,5 +1,6 @@
 // `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single]` (`--help`): the
-// queue service's throughput and latency (`--only single`: the single submissions alone, to compare one change's cost).
+// queue service's throughput and latency (`--only single`: the single submissions alone, to compare one
+// change's cost).
 // A real `berth server` (its own embedded PostgreSQL in a temp BERTH_HOME) in a child process, loaded by
 // clients in this process over HTTP; store lifecycles run in-process against the same database.
 import { spawn } from 'node:child_process';
