@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { collectAgentLogs, measureStages, stagesTable } from './e2e-stages.js';
 import { startWarmBerth } from './warm-berth.js';
+import { benchArgs, opt } from './args.js';
 
 /** Pids of processes whose command line mentions `path` (agents left behind). */
 function mentioning(path: string): number[] {
@@ -32,22 +33,15 @@ function commandOf(pid: number): string {
   }
 }
 
+const OPTIONS = {
+  count: opt.int(10_000, 'containers to run'),
+  instances: opt.int(20, 'local instances at most (one slot each)'),
+  seconds: opt.number(0, 'each container runs `sleep X` (0: `true`)', false),
+  json: opt.flag('print JSON'),
+};
+
 export async function run(argv: string[]): Promise<number> {
-  let count = 10_000;
-  let instances = 20;
-  let seconds = 0;
-  let json = false;
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--json') json = true;
-    else if (argv[i] === '--count') count = Number(argv[++i]);
-    else if (argv[i] === '--instances') instances = Number(argv[++i]);
-    else if (argv[i] === '--seconds') seconds = Number(argv[++i]);
-    else
-      throw new Error(`unknown option ${argv[i]} (expected --count N, --instances N, --seconds S, --json)`);
-  }
-  if (!Number.isInteger(count) || count < 1) throw new Error('--count takes a whole number ≥ 1');
-  if (!Number.isInteger(instances) || instances < 1) throw new Error('--instances takes a whole number ≥ 1');
-  if (!(seconds >= 0)) throw new Error('--seconds takes a number of seconds ≥ 0');
+  const { count, instances, seconds, json } = benchArgs('e2e', argv, OPTIONS);
   const say = (s: string) => !json && console.error(s);
   say(`starting Berth (up to ${instances} local instances)…`);
   const berth = await startWarmBerth({

@@ -12,6 +12,7 @@ import { PgQueue } from '../src/dispatch/pg-queue.js';
 import { defaultBerthBin } from '../src/cloud/local/driver.js';
 import { startServer } from '../src/server/server.js';
 import { pct } from './vs-slurm/common.js';
+import { benchArgs, opt } from './args.js';
 
 const DISPATCHER = 'bench/slurm-agent';
 
@@ -24,12 +25,20 @@ const MARKS: [string, RegExp][] = [
   ['exit reported', /^exited /],
 ];
 
+const OPTIONS = {
+  runs: opt.int(20, 'one-shot agents run one after the other'),
+  entry: opt.oneOf(
+    ['agent', 'modules', 'full'] as const,
+    'agent',
+    'agent: bin/berth.js (the bundle), modules: tsc output, full: the whole CLI',
+  ),
+  trace: opt.flag("print each agent's log lines"),
+  'cpu-prof': opt.text(undefined, 'each agent writes a V8 CPU profile into this directory'),
+};
+
 export async function run(argv: string[]): Promise<number> {
-  const runs = Number(valueOf(argv, '--runs') ?? 20);
-  const entry = valueOf(argv, '--entry') ?? 'agent';
-  if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs: expected a positive integer');
-  const entries = ['agent', 'modules', 'full'];
-  if (!entries.includes(entry)) throw new Error(`--entry: expected one of ${entries.join(', ')}`);
+  const o = benchArgs('slurm-agent', argv, OPTIONS);
+  const { runs, entry } = o;
   // `agent`: bin/berth.js, as a SLURM job runs it (the one-file bundle of `npm run build`). `modules`: the
   // agent's command from tsc's modules, one by one (bin/berth.js before the bundle). `full`: the whole CLI
   // loaded, as bin/berth.js did for every command before it picked the agent's alone.
@@ -45,7 +54,7 @@ export async function run(argv: string[]): Promise<number> {
           'agent',
         ];
   // --cpu-prof DIR: each agent writes a V8 CPU profile there (open it in Chrome's DevTools).
-  const profDir = valueOf(argv, '--cpu-prof');
+  const profDir = o['cpu-prof'];
   if (profDir) bin.unshift('--cpu-prof', '--cpu-prof-interval', '200', '--cpu-prof-dir', profDir);
   const home = mkdtempSync(join(tmpdir(), 'berth-slurm-agent-'));
   chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
@@ -75,7 +84,7 @@ export async function run(argv: string[]): Promise<number> {
         nodeId: node.nodeId,
         secret: node.bootstrapSecret,
         workDir: join(home, 'work', id),
-        trace: argv.includes('--trace'),
+        trace: o.trace,
       });
       marks.set(CPU_MARK, childrenCpuMs() - cpu0);
       for (const [k, v] of marks) (times.get(k) ?? times.set(k, []).get(k)!).push(v);
@@ -106,11 +115,6 @@ function childrenCpuMs(): number {
   const stat = readFileSync('/proc/self/stat', 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(f[13]) + Number(f[14])) * 10; // cutime, cstime: fields 16 and 17 of stat(5)
-}
-
-function valueOf(argv: string[], flag: string): string | undefined {
-  const i = argv.indexOf(flag);
-  return i >= 0 ? argv[i + 1] : undefined;
 }
 
 /** Runs one one-shot agent; the ms from the spawn to each mark. */

@@ -10,6 +10,7 @@ import { runBerthJobs, type SubmitMode } from './vs-slurm/berth.js';
 import { runBerthOnSlurmJobs } from './vs-slurm/berth-slurm.js';
 import { pct, type SideResult } from './vs-slurm/common.js';
 import { missingSlurmPrograms, runSlurmJobs, SLURM_INSTALL, startSlurm } from './vs-slurm/slurm.js';
+import { benchArgs, opt } from './args.js';
 
 /**
  * SLURM's scheduler settings for the comparison. `tuned`: batch_sched_delay=0 — by default (3 s) slurmctld
@@ -32,60 +33,35 @@ interface Args {
 
 const SIDES = ['slurm', 'berth', 'berth-slurm'] as const;
 
-const USAGE =
-  'options: --jobs N (1000), --json, --concurrency K (8 submissions in flight), --berth-submit single|batch, --slurm-sched tuned|stock, --only slurm|berth|berth-slurm (comma-separated list), --slurm-reuse on|off (on)';
+const OPTIONS = {
+  jobs: opt.int(1000, 'trivial jobs on each side'),
+  json: opt.flag('print JSON'),
+  concurrency: opt.int(8, 'submissions in flight'),
+  'berth-submit': opt.oneOf(
+    ['single', 'batch'] as const,
+    'single',
+    "Berth's submissions: one per call, or batched",
+  ),
+  'slurm-sched': opt.oneOf(['tuned', 'stock'] as const, 'tuned', "SLURM's SchedulerParameters"),
+  only: opt.someOf(SIDES, SIDES, 'the sides to run'),
+  'slurm-reuse': opt.oneOf(['on', 'off'] as const, 'on', 'Berth on SLURM: reuse_allocation.enabled'),
+};
 
 function parse(argv: string[]): Args {
-  const a: Args = {
-    jobs: 1000,
-    json: false,
-    concurrency: 8,
-    submit: 'single',
-    slurmSched: 'tuned',
-    sides: { slurm: true, berth: true, berthSlurm: true },
-    reuse: true,
+  const o = benchArgs('vs-slurm', argv, OPTIONS);
+  return {
+    jobs: o.jobs,
+    json: o.json,
+    concurrency: o.concurrency,
+    submit: o['berth-submit'],
+    slurmSched: o['slurm-sched'],
+    sides: {
+      slurm: o.only.includes('slurm'),
+      berth: o.only.includes('berth'),
+      berthSlurm: o.only.includes('berth-slurm'),
+    },
+    reuse: o['slurm-reuse'] === 'on',
   };
-  const value = (i: number, name: string) => {
-    const v = argv[i];
-    if (v === undefined) throw new Error(`${name} needs a value (${USAGE})`);
-    return v;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i];
-    if (k === '--json') a.json = true;
-    else if (k === '--jobs') a.jobs = Number(value(++i, k));
-    else if (k === '--concurrency') a.concurrency = Number(value(++i, k));
-    else if (k === '--berth-submit') {
-      const v = value(++i, k);
-      if (v !== 'single' && v !== 'batch')
-        throw new Error(`--berth-submit: expected single or batch, got ${v}`);
-      a.submit = v;
-    } else if (k === '--slurm-sched') {
-      const v = value(++i, k);
-      if (v !== 'tuned' && v !== 'stock') throw new Error(`--slurm-sched: expected tuned or stock, got ${v}`);
-      a.slurmSched = v;
-    } else if (k === '--slurm-reuse') {
-      const v = value(++i, k);
-      if (v !== 'on' && v !== 'off') throw new Error(`--slurm-reuse: expected on or off, got ${v}`);
-      a.reuse = v === 'on';
-    } else if (k === '--only') {
-      const v = value(++i, k).split(',');
-      for (const x of v)
-        if (!(SIDES as readonly string[]).includes(x))
-          throw new Error(`--only: expected ${SIDES.join(', ')} (or a comma-separated list), got ${x}`);
-      a.sides = {
-        slurm: v.includes('slurm'),
-        berth: v.includes('berth'),
-        berthSlurm: v.includes('berth-slurm'),
-      };
-    } else throw new Error(`unknown option ${k} (${USAGE})`);
-  }
-  for (const [name, v] of [
-    ['--jobs', a.jobs],
-    ['--concurrency', a.concurrency],
-  ] as const)
-    if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: expected a whole number ≥ 1, got ${v}`);
-  return a;
 }
 
 interface SideReport {
