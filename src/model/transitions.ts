@@ -8,6 +8,7 @@ import {
   CONTAINER_TRANSITIONS,
   isFinalContainerState,
   type ContainerState,
+  type NodeState,
 } from './types.js';
 
 /** The container facts a transition's guard looks at. Times in ms. */
@@ -37,6 +38,21 @@ export type Actor =
   | { kind: 'node'; node: string }
   /** The system (an unsatisfiable request, a withdrawn one): no actor check. */
   | { kind: 'system' };
+
+/** The node a transition targets (assign's, or the reporting agent's): its state, null when unknown. */
+export interface NodeFacts {
+  id: string;
+  state: NodeState | null;
+}
+
+/**
+ * Whether a node may be given work and start it: it is known and has not been declared failed (DESIGN
+ * §3.4). A failed node's Locked containers were requeued when it failed; one placed there afterwards (a
+ * plan from a snapshot taken before the failure) would wait for a start that must never come.
+ */
+export function nodeTakesWork(state: NodeState | null): boolean {
+  return state !== null && state !== 'failed';
+}
 
 export type TransitionKind = 'lock' | 'requeue' | 'assign' | 'start' | 'complete' | 'cancel';
 
@@ -70,7 +86,9 @@ const conflict = (reason: string): Refusal => ({ code: 'conflict', reason });
 
 /**
  * Why `actor` may not make transition `kind` on the container (`c` undefined: there is none), or null
- * when it may. `nowMs` decides whether a run_after has passed.
+ * when it may. `nowMs` decides whether a run_after has passed. `node`: the node an assign places it on,
+ * or the node of the agent reporting a start; one that does not take work (nodeTakesWork) refuses both,
+ * after the other checks.
  */
 export function refusal(
   kind: TransitionKind,
@@ -78,17 +96,36 @@ export function refusal(
   c: ContainerFacts | undefined,
   actor: Actor,
   nowMs: number,
+  node?: NodeFacts | null,
 ): Refusal | null {
   if (c === undefined) return { code: 'not_found', reason: `container ${id} not found` };
   // A refused state names the transition; for unlock and assign it is checked before the holder (a
   // holder means nothing once the container moved on), for the others after who asks.
-  if (kind === 'requeue' || kind === 'assign') return stateRefusal(kind, c) ?? actorRefusal(kind, c, actor);
+  if (kind === 'requeue') return stateRefusal(kind, c) ?? actorRefusal(kind, c, actor);
+  if (kind === 'assign')
+    return stateRefusal(kind, c) ?? actorRefusal(kind, c, actor) ?? nodeRefusal(kind, c.id, node);
   const r = actorRefusal(kind, c, actor) ?? stateRefusal(kind, c);
+  if (kind === 'start') return r ?? nodeRefusal(kind, c.id, node);
   if (r || kind !== 'lock') return r;
   if (c.priority <= 0) return conflict(`container ${c.id} has priority 0 (withdrawn)`);
   if (c.runAfter !== null && c.runAfter > nowMs)
     return conflict(`container ${c.id} may not run before ${new Date(c.runAfter).toISOString()}`);
   return null;
+}
+
+/** Why a container may not be placed on, or started by, `node` (null or absent: no node named), or null. */
+export function nodeRefusal(
+  kind: 'assign' | 'start',
+  id: string,
+  node: NodeFacts | null | undefined,
+): Refusal | null {
+  if (node == null || nodeTakesWork(node.state)) return null;
+  const why = node.state === null ? `node ${node.id} is unknown` : `node ${node.id} was declared failed`;
+  return conflict(
+    kind === 'start'
+      ? `${why}; it may not start container ${id}`
+      : `${why}; container ${id} is not placed on it`,
+  );
 }
 
 function stateRefusal(kind: TransitionKind, c: ContainerFacts): Refusal | null {

@@ -7,9 +7,10 @@
 //
 // | from    | to        | who (here)                                                     |
 // |---------|-----------|----------------------------------------------------------------|
-// | Queued  | Locked    | lock() or lockAssign() (placed too): priority > 0 and run_after passed; lock_count += 1 |
+// | Queued  | Locked    | lock() or lockAssign() (placed too, on a node that takes work): priority > 0 and run_after passed; lock_count += 1 |
+// | Locked  | Locked    | assign() by the holder, on a node that takes work (known, not failed) |
 // | Locked  | Queued    | unlock() by the holder, failNode(), release() or a lost dispatcher; the max_dispatch_attempts-th requeue cancels perm |
-// | Locked  | Running   | start() by the agent of the assigned node with the current lock generation |
+// | Locked  | Running   | start() by the agent of the assigned node with the current lock generation; not from a failed node |
 // | Running | Complete  | complete() by that agent                                       |
 // | any     | Cancelled | cancel() (holder, or a Queued one nobody holds), failNode() for Running (temp) |
 //
@@ -19,11 +20,13 @@ import type { Rng } from '../model/clock.js';
 import { decideRetry, grownRam, reclaimedReason, retryRunAfter, type ContainerEnd } from '../model/retry.js';
 import { REQUEST_DEFAULTS } from '../model/request.js';
 import {
+  nodeRefusal,
   REASONS,
   refusal,
   requeueDecision,
   type Actor,
   type ContainerFacts,
+  type NodeFacts,
   type Refusal,
   type TransitionKind,
 } from '../model/transitions.js';
@@ -295,13 +298,14 @@ export class SimQueue implements DispatchQueue {
 
   /**
    * The store's lockAssign (src/store/transitions/lock.ts): each item's container, when it may be locked
-   * now, is locked and placed in one step (the lock guard only: the assign guard holds by construction;
-   * the first item of an id wins); the others are untouched.
+   * now onto a node that takes work, is locked and placed in one step (the lock guard and the node's: the
+   * assign guard's holder and state hold by construction; the first item of an id wins); the others are
+   * untouched.
    */
   async lockAssign(items: AssignItem[], dispatcherId: string): Promise<string[]> {
     const got: string[] = [];
     for (const it of firstOfEach(items))
-      if (this.lockOne(it.id, dispatcherId)) {
+      if (!nodeRefusal('assign', it.id, this.nodeFacts(it.node)) && this.lockOne(it.id, dispatcherId)) {
         this.assignOne(it.id, dispatcherId, it.instance, it.node);
         got.push(it.id);
       }
@@ -345,7 +349,7 @@ export class SimQueue implements DispatchQueue {
   }
 
   private assignOne(id: string, dispatcherId: string, instanceId: string, nodeId: string | null): void {
-    const c = this.check('assign', id, { kind: 'dispatcher', id: dispatcherId });
+    const c = this.check('assign', id, { kind: 'dispatcher', id: dispatcherId }, nodeId);
     this.detach(c);
     c.instance = instanceId;
     this.touch(c);
@@ -353,8 +357,9 @@ export class SimQueue implements DispatchQueue {
     const node = nodeId === null ? undefined : this.nodeTable.get(nodeId);
     if (node !== undefined) {
       node.assigned.add(id);
-      // Like the store's pg_notify: a registered agent hears about new work at once.
-      if (node.registeredAt !== null && node.state !== 'failed') this.observer.assigned?.(node.id, c);
+      // Like the store's pg_notify: a registered agent hears about new work at once (the node is not
+      // failed: the assign guard saw to that).
+      if (node.registeredAt !== null) this.observer.assigned?.(node.id, c);
     }
   }
 
@@ -451,7 +456,7 @@ export class SimQueue implements DispatchQueue {
 
   /** Locked → Running by the node's agent holding lock generation `gen`. */
   start(id: string, nodeId: string, gen: number): void {
-    const c = this.check('start', id, { kind: 'agent', node: nodeId, generation: gen });
+    const c = this.check('start', id, { kind: 'agent', node: nodeId, generation: gen }, nodeId);
     c.state = 'Running';
     c.startedAt = this.o.now();
     this.touch(c);
@@ -591,15 +596,26 @@ export class SimQueue implements DispatchQueue {
     };
   }
 
-  /** Why `actor` may not make the transition (the shared rules), or null. */
-  private refused(kind: TransitionKind, id: string, actor: Actor): Refusal | null {
+  /** The facts of the node a transition targets (null: none named), for the shared rules. */
+  private nodeFacts(nodeId: string | null): NodeFacts | null {
+    return nodeId === null ? null : { id: nodeId, state: this.nodeTable.get(nodeId)?.state ?? null };
+  }
+
+  /** Why `actor` may not make the transition (the shared rules; `nodeId`: the node it targets), or null. */
+  private refused(
+    kind: TransitionKind,
+    id: string,
+    actor: Actor,
+    nodeId: string | null = null,
+  ): Refusal | null {
     const c = this.byId.get(id);
-    return refusal(kind, id, c === undefined ? undefined : this.facts(c), actor, this.o.now());
+    const facts = c === undefined ? undefined : this.facts(c);
+    return refusal(kind, id, facts, actor, this.o.now(), this.nodeFacts(nodeId));
   }
 
   /** The container, when `actor` may make the transition; else its refusal, thrown as the store does. */
-  private check(kind: TransitionKind, id: string, actor: Actor): SimContainer {
-    const r = this.refused(kind, id, actor);
+  private check(kind: TransitionKind, id: string, actor: Actor, nodeId: string | null = null): SimContainer {
+    const r = this.refused(kind, id, actor, nodeId);
     if (r) throw refusalError(r);
     return this.byId.get(id)!;
   }

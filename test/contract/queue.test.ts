@@ -113,6 +113,33 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       expect(await s.container(ia)).toMatchObject({ state: 'Locked', instance: 'i-1' });
       expect(await s.container(ib)).toMatchObject({ state: 'Locked', instance: null });
     });
+
+    it('onto a node that failed meanwhile, or an unknown one: refused; still Locked by the holder, unplaced', async () => {
+      const s = await make();
+      const [id, other] = [await s.current(await s.submit()), await s.current(await s.submit())];
+      await s.queue.lock([id, other], D);
+      const [node, live] = [await s.node('i-1'), await s.node('i-2')];
+      await s.queue.failNode(node, 'no ping for 90s');
+      const items = [
+        { id, instance: 'i-1', node },
+        { id: other, instance: 'i-9', node: 'n-unknown' },
+      ];
+      expect(await s.queue.assign(items, D)).toEqual([
+        { id, ok: false, reason: `node ${node} was declared failed; container ${id} is not placed on it` },
+        { id: other, ok: false, reason: `node n-unknown is unknown; container ${other} is not placed on it` },
+      ]);
+      for (const c of [id, other])
+        expect(await s.container(c)).toMatchObject({
+          state: 'Locked',
+          lockedBy: D,
+          lockCount: 1,
+          instance: null,
+        });
+      // Failing the node again finds nothing of it; the next pass places it elsewhere.
+      await s.queue.failNode(node, 'again');
+      expect((await s.container(id)).state).toBe('Locked');
+      expect(await s.queue.assign([{ id, instance: 'i-2', node: live }], D)).toEqual([{ id, ok: true }]);
+    });
   });
 
   describe('lockAssign (lock and assign in one step)', () => {
@@ -153,18 +180,24 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
       expect(await s.container(requeued)).toMatchObject({ state: 'Locked', lockCount: 2, instance: 'i-1' });
     });
 
-    it('onto a node that failed meanwhile: placed all the same (the next pass sees it on its instance)', async () => {
+    it('onto a node that failed meanwhile, or an unknown one: not locked, still Queued, no lock spent', async () => {
       const s = await make();
-      const id = await s.current(await s.submit());
-      const node = await s.node('i-1');
+      const [id, other] = [await s.current(await s.submit()), await s.current(await s.submit())];
+      const [node, live] = [await s.node('i-1'), await s.node('i-2')];
       await s.queue.failNode(node, 'no ping for 90s');
-      expect(await s.queue.lockAssign([{ id, instance: 'i-1', node }], D)).toEqual([id]);
-      expect(await s.container(id)).toMatchObject({ state: 'Locked', lockedBy: D, instance: 'i-1' });
-      const view = (await s.queue.containers(D, s.clock.now())).find((c) => c.id === id);
-      expect(view).toMatchObject({ state: 'Locked', instance: 'i-1', lockCount: 1 });
-      // Failing it again changes nothing: the failure was handled before the container came.
-      await s.queue.failNode(node, 'again');
-      expect((await s.container(id)).state).toBe('Locked');
+      const before = await s.container(id);
+      const items = [
+        { id, instance: 'i-1', node },
+        { id: other, instance: 'i-9', node: 'n-unknown' },
+      ];
+      expect(await s.queue.lockAssign(items, D)).toEqual([]);
+      expect(await s.container(id)).toEqual(before);
+      expect(await s.container(id)).toMatchObject({ state: 'Queued', lockedBy: null, lockCount: 0 });
+      expect(await s.container(other)).toMatchObject({ state: 'Queued', lockCount: 0, instance: null });
+      expect(await ids(s)).toEqual([id, other].sort());
+      // The next pass places it on a live node.
+      expect(await s.queue.lockAssign([{ id, instance: 'i-2', node: live }], D)).toEqual([id]);
+      expect(await s.container(id)).toMatchObject({ state: 'Locked', lockCount: 1, instance: 'i-2' });
     });
 
     it("places as many as it is given on one instance (capacity is the scheduler's); the first item of an id wins", async () => {
@@ -213,6 +246,19 @@ describe.each(SUBJECTS)('the %s queue', (_name, make) => {
         ok: false,
         reason: `illegal transition for container ${id}: Complete → Complete`,
       });
+    });
+
+    it('a start from a node declared failed is refused, as a stale token is; the container is unchanged', async () => {
+      const s = await make();
+      const { id, node } = await placed(s, await s.submit());
+      const before = await s.container(id);
+      await s.markFailed(node);
+      expect(await s.start(id, node)).toEqual({
+        id,
+        ok: false,
+        reason: `node ${node} was declared failed; it may not start container ${id}`,
+      });
+      expect(await s.container(id)).toEqual(before);
     });
 
     it('a Locked container cannot complete, and a token from before an unlock is stale', async () => {

@@ -8,6 +8,7 @@ import { ManualClock, seededRng } from '../../src/model/clock.js';
 import { normalizeRequest } from '../../src/model/request.js';
 import { reclaimedReason } from '../../src/model/retry.js';
 import type { ContainerState, FailureClass } from '../../src/model/types.js';
+import type { SimNodes } from '../../src/sim/nodes.js';
 import { SimQueue } from '../../src/sim/queue.js';
 import { Store } from '../../src/store/store.js';
 import type { Db } from '../../src/store/db.js';
@@ -63,6 +64,11 @@ export interface Subject {
   request(request: string): Promise<RequestView>;
   /** A node for an instance, its agent registered. */
   node(instance: string, cluster?: string, tag?: string): Promise<string>;
+  /**
+   * Marks `node` failed as a node failure racing with its agent's report leaves it for a moment: the node
+   * row says failed, what it holds is not requeued yet (failNode does both at once).
+   */
+  markFailed(node: string): Promise<void>;
   /** The agent of `node` reports a start / an exit, holding the container's current per-lock token. */
   start(id: string, node: string, opts?: { staleToken?: boolean }): Promise<ItemOutcome>;
   complete(id: string, node: string, exitCode: number, oomKilled?: boolean): Promise<ItemOutcome>;
@@ -171,6 +177,9 @@ export function pgSubjects(): SubjectFactory {
         await store.nodes.register(nodeId, bootstrapSecret, {});
         return nodeId;
       },
+      async markFailed(node) {
+        await db!.pool.query(`UPDATE nodes SET state = 'failed' WHERE id = $1`, [node]);
+      },
       async start(id, node, o = {}) {
         // The token its node would be handed; a made-up one for a container that is not locked.
         let t = await store.containers.tokenFor(id).catch(() => '0.none');
@@ -263,6 +272,11 @@ export function simSubjects(): SubjectFactory {
         await queue.bindNode(nodeId, instance);
         queue.registerNode(nodeId, bootstrapSecret, 10_000);
         return nodeId;
+      },
+      async markFailed(node) {
+        // The node table alone (failNode would requeue what the node holds too).
+        const nodes = (queue as unknown as { nodeTable: SimNodes }).nodeTable;
+        nodes.fail(nodes.find(node));
       },
       async start(id, node, o = {}) {
         const gen = queue.get(id).generation;

@@ -14,12 +14,27 @@ export interface AssignItem {
 /** The assign event's message, of a row with `instance` and `node`. */
 export const ASSIGN_MESSAGE = `'assigned to instance ' || instance || coalesce(' (node ' || node || ')', '')`;
 
-// The guard of refusal('assign'): Locked (statesFrom('assign')) and held by this dispatcher.
+/**
+ * SQL, the guard of nodeTakesWork (src/model/transitions.ts) for the nodes an assign names or whose agents
+ * report starts: a CTE `live` of those among `param` (a text[] parameter) that are known and not failed,
+ * share-locked. The lock orders the statement with a node failure (src/store/nodes.ts updates the node row
+ * first, then requeues what the node holds): a failure that committed first is seen (the row is read again
+ * after the wait) and the item refused; one that comes later waits for this statement and then finds its
+ * containers. Nothing lands on a failed node in between.
+ */
+export const LIVE_NODES = (param: string): string =>
+  `live AS (SELECT id FROM nodes WHERE id = ANY(${param}::text[]) AND state <> 'failed' ORDER BY id FOR SHARE)`;
+
+/** SQL: the node `node` (an expression; null: no node named yet, only an instance) is in `live`. */
+export const ON_LIVE_NODE = (node: string): string => `(${node} IS NULL OR ${node} IN (SELECT id FROM live))`;
+
+// The guard of refusal('assign'): Locked (statesFrom('assign')), held by this dispatcher, a live node.
 export const ASSIGN_SQL = `
-  WITH a AS (
+  WITH ${LIVE_NODES('$5')},
+  a AS (
     UPDATE containers c SET instance_id = i.instance, node_id = i.node, updated_at = $2
     FROM unnest($3::text[], $4::text[], $5::text[]) AS i(id, instance, node)
-    WHERE c.id = i.id AND c.state = ANY(${HIDDEN('$6')}) AND c.locked_by = $1
+    WHERE c.id = i.id AND c.state = ANY(${HIDDEN('$6')}) AND c.locked_by = $1 AND ${ON_LIVE_NODE('i.node')}
     RETURNING c.id, i.instance, i.node),
   e AS (
     INSERT INTO container_events (container_id, at, kind, message)
@@ -48,7 +63,7 @@ export async function assignContainers(
   return outcomes(
     q,
     'assign',
-    items.map((it) => ({ id: it.id, actor })),
+    items.map((it) => ({ id: it.id, actor, node: it.node })),
     new Map([...done].map((id) => [id, 'Locked' as const])),
     now.getTime(),
   );

@@ -5,7 +5,7 @@
 import { statesFrom } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
-import { ASSIGN_MESSAGE, wakeNodes, type AssignItem } from './assign.js';
+import { ASSIGN_MESSAGE, LIVE_NODES, ON_LIVE_NODE, wakeNodes, type AssignItem } from './assign.js';
 import { firstOfEach, HIDDEN } from './outcome.js';
 
 /** A row the lock statement granted: the per-lock token is made from its new generation. */
@@ -64,11 +64,14 @@ export async function lockNext(
 
 // Lock and assign in one update, for a pass that places what it locks on a ready instance: one row
 // version and one statement where lock then assign write two of each; both events, in that order. The
-// assign guard (Locked, held by this dispatcher) holds by construction, so the lock guard is the only one.
-export const LOCK_ASSIGN_SQL = `WITH l AS (
+// assign guard's holder and state hold by construction, so the lock guard and the assign's live node are
+// the guards. A container for a node that takes no work is not locked at all: it stays Queued with no
+// lock spent, and the dispatcher counts it refused (not placed), as any other lock it was not granted.
+export const LOCK_ASSIGN_SQL = `WITH ${LIVE_NODES('$6')},
+  l AS (
     UPDATE containers c SET ${SET}, instance_id = i.instance, node_id = i.node
     FROM unnest($4::text[], $5::text[], $6::text[]) AS i(id, instance, node)
-    WHERE c.id = i.id AND ${lockable(HIDDEN('$3'))}
+    WHERE c.id = i.id AND ${lockable(HIDDEN('$3'))} AND ${ON_LIVE_NODE('i.node')}
     RETURNING c.id, c.lock_generation, i.instance, i.node),
   e AS (INSERT INTO container_events (container_id, at, kind, message)
     SELECT id, $2, kind, message FROM (
@@ -77,7 +80,10 @@ export const LOCK_ASSIGN_SQL = `WITH l AS (
     ORDER BY id, o)
   SELECT id, lock_generation FROM l`;
 
-/** Locks and assigns each item that may be locked now; returns the rows granted (the others: untouched). */
+/**
+ * Locks and assigns each item that may be locked now onto a node that takes work; returns the rows
+ * granted (the others: untouched).
+ */
 export async function lockAssign(
   ctx: StoreContext,
   q: Queryable,

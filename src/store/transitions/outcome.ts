@@ -5,10 +5,11 @@ import {
   refusal,
   type Actor,
   type ContainerFacts,
+  type NodeFacts,
   type Refusal,
   type TransitionKind,
 } from '../../model/transitions.js';
-import type { ContainerState } from '../../model/types.js';
+import type { ContainerState, NodeState } from '../../model/types.js';
 import type { Queryable } from '../db.js';
 import { refusalError } from '../errors.js';
 
@@ -79,12 +80,23 @@ export async function readFacts(
   );
 }
 
+/** The states of the nodes among `ids` that exist. */
+async function readNodes(q: Queryable, ids: string[]): Promise<Map<string, NodeState>> {
+  if (ids.length === 0) return new Map();
+  const r = await q.query<{ id: string; state: NodeState }>(
+    `SELECT id, state FROM nodes WHERE id = ANY($1)`,
+    [ids],
+  );
+  return new Map(r.rows.map((row) => [row.id, row.state]));
+}
+
 /**
  * Outcomes for a batch whose statement carried out `done` (id → the state reached): the others are read
- * back and explained by the rules. One the rules would allow changed under the statement (a concurrent
- * transition): refused as such, to be tried again.
+ * back and explained by the rules (with the node an item targets, `node`, when it names one). One the
+ * rules would allow changed under the statement (a concurrent transition): refused as such, to be tried
+ * again.
  */
-export async function outcomes<I extends { id: string; actor: Actor }>(
+export async function outcomes<I extends { id: string; actor: Actor; node?: string | null }>(
   q: Queryable,
   kind: TransitionKind | ((item: I) => TransitionKind),
   items: I[],
@@ -99,11 +111,15 @@ export async function outcomes<I extends { id: string; actor: Actor }>(
           refused.map((it) => it.id),
         )
       : null;
+  const named = [...new Set(refused.flatMap((it) => (it.node == null ? [] : [it.node])))];
+  const nodes = await readNodes(q, named);
+  const nodeFacts = (node: string | null | undefined): NodeFacts | null =>
+    node == null ? null : { id: node, state: nodes.get(node) ?? null };
   const byId = new Map<string, Outcome>();
   for (const [id, state] of done) byId.set(id, { id, ok: true, state });
   for (const it of refused) {
     const k = typeof kind === 'function' ? kind(it) : kind;
-    const r = refusal(k, it.id, facts!.get(it.id), it.actor, nowMs);
+    const r = refusal(k, it.id, facts!.get(it.id), it.actor, nowMs, nodeFacts(it.node));
     byId.set(
       it.id,
       r

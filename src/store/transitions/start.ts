@@ -3,6 +3,7 @@
 import { statesFrom } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
+import { LIVE_NODES, ON_LIVE_NODE } from './assign.js';
 import { HIDDEN, outcomes, type Outcome } from './outcome.js';
 
 export interface StartItem {
@@ -12,12 +13,15 @@ export interface StartItem {
   generation: number | null;
 }
 
-// The guard of refusal('start') for an agent: a state the table allows, its node, its generation.
+// The guard of refusal('start') for an agent: a state the table allows, its node, its generation, and
+// its node not declared failed (a failed node's agent is told, as with a stale token; nothing changes).
 export const START_SQL = `
-  WITH s AS (
+  WITH ${LIVE_NODES('$3')},
+  s AS (
     UPDATE containers c SET state = 'Running', started_at = $1, updated_at = $1
     FROM unnest($2::text[], $3::text[], $4::int4[]) AS i(id, node, gen)
     WHERE c.id = i.id AND c.state = ANY(${HIDDEN('$5')}) AND c.node_id = i.node AND c.lock_generation = i.gen
+      AND ${ON_LIVE_NODE('i.node')}
     RETURNING c.id, i.node)
   INSERT INTO container_events (container_id, at, kind, message)
   SELECT id, $1, 'state', 'Running on node ' || node FROM s
@@ -44,6 +48,7 @@ export async function startContainers(
     items.map((it) => ({
       id: it.id,
       actor: { kind: 'agent' as const, node: it.node, generation: it.generation },
+      node: it.node,
     })),
     new Map(r.rows.map((row) => [row.id, 'Running' as const])),
     now.getTime(),
