@@ -421,12 +421,10 @@ export class ContainerRunner {
     };
     // Prepared (directories, cgroup, sandbox plan) while the start is reported: only the spawn waits for
     // the API's answer. A whole-state resume (startOrResume) has no prepare step.
-    const preparing = runtime.prepare && way?.kind !== 'whole' ? settled(runtime.prepare(spec)) : null;
+    const preparing = runtime.prepare && way?.kind !== 'whole' ? runtime.prepare(spec) : null;
+    void preparing?.catch(() => {}); // awaited below, or never (a refused start): its failure is the spawn's
     /** The start will not happen: what was prepared goes (a failed prepare left nothing). */
-    const abandon = async () => {
-      const p = await preparing;
-      if (p?.ok) await p.value.abandon();
-    };
+    const abandon = async () => (await preparing?.catch(() => null))?.abandon();
     try {
       // Started with the order (a one-shot agent's registration): nothing to report.
       if (!order.started)
@@ -460,11 +458,8 @@ export class ContainerRunner {
     let handle: RunHandle;
     try {
       entry.startedAt = Date.now();
-      if (preparing) {
-        const p = await preparing;
-        if (!p.ok) throw p.error;
-        handle = await p.value.start();
-      } else handle = await this.startOrResume(runtime, spec, way, restored?.restored === true);
+      if (preparing) handle = await (await preparing).start();
+      else handle = await this.startOrResume(runtime, spec, way, restored?.restored === true);
       this.seen.ran = Date.now();
     } catch (err) {
       const failure = err as StartFailure;
@@ -668,14 +663,6 @@ export class ContainerRunner {
       ),
     ]);
   }
-}
-
-/** A promise's outcome, held without rejecting (the runner awaits it later, maybe never). */
-function settled<T>(p: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
-  return p.then(
-    (value) => ({ ok: true as const, value }),
-    (error: unknown) => ({ ok: false as const, error }),
-  );
 }
 
 /** How a container's state goes to its next attempt (ContainerRunner.checkpointWay), and where it is kept. */
