@@ -5,6 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Notifier } from '../store/notifier.js';
 import { LeaseLostError } from './dispatcher.js';
+import { DISPATCH_WAKE } from '../store/wake.js';
 
 export interface PassLoop {
   /** Resolves when the loop ended (stop() or a lost lease); never rejects. */
@@ -14,9 +15,6 @@ export interface PassLoop {
   /** Asks for a pass now (a create or destroy in flight finished): the wait in progress ends. */
   poke(): void;
 }
-
-/** The payload of a finished container's notification (store/transitions/end.ts). */
-const FINISH = 'finish';
 
 export function runPassLoop(o: {
   tick: () => Promise<void>;
@@ -57,7 +55,11 @@ export function runPassLoop(o: {
     while (!stopped) {
       const t0 = performance.now();
       const quick =
-        o.quick && !full && !poked && t0 - lastFull < o.intervalMs && [...woken].every((p) => p === FINISH);
+        o.quick &&
+        !full &&
+        !poked &&
+        t0 - lastFull < o.intervalMs &&
+        [...woken].every((p) => p === DISPATCH_WAKE.finish);
       poked = false;
       woken.clear();
       if (!quick) lastFull = t0;

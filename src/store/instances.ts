@@ -3,6 +3,7 @@
 import type { IdleBehavior } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { NotFoundError } from './errors.js';
+import { DISPATCH_WAKE } from './wake.js';
 
 export interface InstanceRecord {
   id: string;
@@ -64,7 +65,7 @@ export class Instances {
       [id, what.idleBehavior ?? null, what.kill ?? false],
     );
     if (r.rowCount === 0) throw new NotFoundError(`instance ${id} not found`);
-    this.ctx.wake.send('berth_dispatch', 'operator');
+    this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.operator);
     return this.get(id);
   }
 }

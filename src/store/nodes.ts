@@ -9,6 +9,7 @@ import { ConflictError, NotFoundError, UnauthorizedError } from './errors.js';
 import { newSecret, sha256 } from './secrets.js';
 import type { Tokens } from './tokens.js';
 import type { Transitions } from './transitions/index.js';
+import { DISPATCH_WAKE } from './wake.js';
 
 export interface NodeRecord {
   id: string;
@@ -97,7 +98,7 @@ export class Nodes {
         [nodeId, now, JSON.stringify(info)],
       );
       // A new agent is capacity: wake the dispatcher.
-      onCommit(tx, () => this.ctx.wake.send('berth_dispatch', 'node'));
+      onCommit(tx, () => this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.node));
       const { secret: token } = await this.tokens.create({
         scope: 'node',
         owner: `node:${nodeId}`,

@@ -11,6 +11,7 @@ import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
 import { REQUEST_COLUMNS, REQUEST_ROW_COLUMNS, type RequestRecord } from './records.js';
 import type { Transitions } from './transitions/index.js';
+import { DISPATCH_WAKE } from './wake.js';
 
 export interface RequestFilter {
   owner?: string;
@@ -149,7 +150,7 @@ export class Requests {
         col((s) => s.ramRetryFactor),
       ],
     });
-    this.ctx.wake.send('berth_dispatch', 'queue');
+    this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.queue);
     // Its container's state is not read back (the row did not exist when RETURNING ran): it is Queued.
     // Set on the row itself: a copy of 1,000 rows of 30 columns was 6% of a batch's server CPU.
     const byId = new Map<string, RequestRecord>();
@@ -251,7 +252,7 @@ export class Requests {
             `priority ${before.rows[0].priority} → ${priority}${priority === 0 ? ' (withdrawn: not scheduled; killed if running)' : ''}`,
           ],
         );
-      onCommit(tx, () => this.ctx.wake.send('berth_dispatch', 'priority'));
+      onCommit(tx, () => this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.priority));
     });
     return this.get(id, owner);
   }

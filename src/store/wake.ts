@@ -7,6 +7,19 @@
 // ticks pick the change up.
 import type { Queryable } from './db.js';
 
+/**
+ * Why a berth_dispatch notification was sent (its payload): new work, a priority change, a container that
+ * ended, a node's change, an operator's request. Listeners filter on these (src/dispatch/loop.ts).
+ */
+export const DISPATCH_WAKE = {
+  queue: 'queue',
+  priority: 'priority',
+  finish: 'finish',
+  node: 'node',
+  operator: 'operator',
+} as const;
+export type DispatchWake = (typeof DISPATCH_WAKE)[keyof typeof DISPATCH_WAKE];
+
 export class Wake {
   private readonly pending = new Set<string>();
   private timer: NodeJS.Immediate | null = null;

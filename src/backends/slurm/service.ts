@@ -12,6 +12,7 @@ import { Store } from '../../store/store.js';
 import { SlurmCommands } from './commands.js';
 import type { SlurmConfig } from './config.js';
 import { SlurmDispatcher, type SlurmEvent } from './dispatcher.js';
+import { DISPATCH_WAKE } from '../../store/wake.js';
 
 export interface RunningSlurmDispatcher {
   dispatcher: SlurmDispatcher;
@@ -27,7 +28,7 @@ export interface RunningSlurmDispatcher {
  * cancelled container's pending job); woken by them, the dispatcher ran a pass, with its squeue, about twice
  * per job, taking CPU from the jobs on a shared node.
  */
-export const SLURM_WAKE_ON = ['queue', 'priority'] as const;
+export const SLURM_WAKE_ON = [DISPATCH_WAKE.queue, DISPATCH_WAKE.priority] as const;
 
 /** Runs passes until stopped (src/dispatch/loop.ts): on notifications and at least every tick_interval. */
 export async function startSlurmDispatcher(o: {

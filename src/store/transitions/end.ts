@@ -16,6 +16,7 @@ import type { Usage } from '../records.js';
 import { EventRows } from './events.js';
 import { inCancelGrace } from './grace.js';
 import { firstOfEach, outcomes, type Outcome } from './outcome.js';
+import { DISPATCH_WAKE } from '../wake.js';
 
 /** How a container ends, as the store records it. */
 export type Ending =
@@ -205,7 +206,7 @@ export async function endContainers(ctx: StoreContext, tx: Tx, items: EndItem[])
   const byId = new Map(batch.map((it) => [it.id, it]));
   const retries = await next(ctx, tx, now, ended.rows, byId);
 
-  if (ended.rows.length > 0) onCommit(tx, () => ctx.wake.send('berth_dispatch', 'finish'));
+  if (ended.rows.length > 0) onCommit(tx, () => ctx.wake.send('berth_dispatch', DISPATCH_WAKE.finish));
   for (const row of ended.rows)
     if (row.state === 'Cancelled' && row.node_id) {
       const node = row.node_id;
