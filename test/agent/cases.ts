@@ -99,9 +99,10 @@ export const cpuCase: RuntimeCase = {
       const share = (c1 - c0) / ((tc1 - tc0) / 1000);
       const available = (r1 - r0) / ((tr1 - tr0) / 1000);
       assert.ok(share < 0.7, `used ${share.toFixed(2)} CPU under a 0.5 quota`);
-      // 0.3 when half a CPU was there to take; on a saturated machine only "it did run" (a throttled group
-      // gets less than its share under contention: 0.08 beside an unlimited 0.38 was seen at load 15).
-      const floor = available >= 0.5 ? 0.3 : 0.1 * available;
+      // 0.3 when a whole idle CPU was there to take; on a busy machine only "it did run": a throttled group
+      // gets less than its share under contention (0.08 beside an unlimited 0.38 was seen at load 15, and
+      // the vm runtime's emulated guest 0.29 beside an unlimited 0.65 at load 10).
+      const floor = available >= 0.9 ? 0.3 : 0.1 * available;
       assert.ok(
         share > floor,
         `used ${share.toFixed(2)} CPU, an unlimited process got ${available.toFixed(2)} meanwhile`,
