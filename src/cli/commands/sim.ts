@@ -49,8 +49,9 @@ export function registerSim(program: Command): void {
       'exact',
     )
     .option('--json', 'print the figures as JSON')
-    .action(async (workload: string, opts: PackOpts) =>
-      (await import('./sim-pack.js')).packCommand(workload, opts),
+    .action(async (workload: string, _opts: PackOpts, cmd: Command) =>
+      // --config and --json are also `berth sim`'s options, which commander gives to the parent.
+      (await import('./sim-pack.js')).packCommand(workload, cmd.optsWithGlobals<PackOpts>()),
     );
   sim
     .command('compare <a> <b>')
