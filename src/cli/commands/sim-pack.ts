@@ -70,6 +70,7 @@ export function packCommand(workload: string, opts: PackOpts): void {
       bootMs: Math.round(bootMs),
       lookaheadMs: lookahead,
       estimates,
+      method,
     };
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return;
