@@ -5,11 +5,11 @@
 // arrive before the large job that would have had room for it. Each job goes where it adds least to the
 // bill: a bin whose life it fits inside adds nothing; a bin it widens adds the longer life's bill; a new
 // instance of its cheapest type adds its own bill. Ties go to the smallest bin (fewest vcpus).
-//
-// Fitting over an interval: the bin's use over [start, end) is highest at the job's start or at the start
-// of one of the bin's jobs inside it, so those points are the ones checked.
+// Fitting is checked over the job's whole run (pack.ts fitsBeside).
 import type { InstanceType } from '../model/types.js';
 import {
+  fitsBeside,
+  type Placed,
   pricing,
   summarize,
   type PackedInstance,
@@ -24,28 +24,7 @@ interface Bin {
   first: number;
   end: number;
   jobs: number[];
-}
-
-function fitsOver(b: Bin, j: PackJob, all: PackJob[]): boolean {
-  const s = j.start;
-  const e = s + j.duration;
-  const t = b.type;
-  if (!j.preemptible && t.preemptible) return false;
-  const points = [s];
-  for (const i of b.jobs) {
-    const x = all[i]!;
-    if (x.start > s && x.start < e) points.push(x.start);
-  }
-  for (const p of points) {
-    let [v, r, d, g] = [j.vcpus, j.ram, j.scratch, j.gpus];
-    for (const i of b.jobs) {
-      const x = all[i]!;
-      if (x.start <= p && p < x.start + x.duration)
-        [v, r, d, g] = [v + x.vcpus, r + x.ram, d + x.scratch, g + x.gpus];
-    }
-    if (v > t.vcpus || r > t.ram || d > t.scratch || g > t.gpus) return false;
-  }
-  return true;
+  placed: Placed[];
 }
 
 /** Packs the jobs largest first; deterministic. Estimates are not used: this method is clairvoyant only. */
@@ -79,16 +58,17 @@ export function packDecreasing(jobs: PackJob[], o: PackOptions): PackResult {
       if (added > bestCost + 1e-12) continue;
       const free = b.type.vcpus;
       if (!(added < bestCost - 1e-12 || best === null || free < bestFree)) continue;
-      if (!fitsOver(b, j, jobs)) continue;
+      if (!fitsBeside(b.type, j, s, b.placed)) continue;
       best = b;
       bestCost = added;
       bestFree = free;
     }
     if (best === null) {
-      best = { type: mine.type, first: s, end: e, jobs: [] };
+      best = { type: mine.type, first: s, end: e, jobs: [], placed: [] };
       bins.push(best);
     }
     best.jobs.push(i);
+    best.placed.push({ start: s, end: e, job: j });
     best.first = Math.min(best.first, s);
     best.end = Math.max(best.end, e);
   }

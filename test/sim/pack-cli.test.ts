@@ -59,10 +59,14 @@ describe('berth sim pack', () => {
       ['--estimates', 'guess'],
       '--estimates: expected one of exact, requested, user, size, got "guess"',
     );
-    await bad(['--method', 'random'], '--method: expected arrival or decreasing, got "random"');
+    await bad(['--method', 'random'], '--method: expected arrival, decreasing or wait, got "random"');
     await bad(
       ['--method', 'decreasing', '--estimates', 'requested'],
       '--method decreasing: clairvoyant only',
+    );
+    await bad(
+      ['--method', 'wait', '--max-wait', 'later'],
+      '--max-wait: expected a duration such as 60s, got "later"',
     );
     await bad(['--lookahead', 'soon'], '--lookahead: expected a duration such as 0s or 5m, got "soon"');
     const missing = await berth('sim', 'pack', join(dir, 'nope.json'));

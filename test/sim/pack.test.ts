@@ -6,6 +6,7 @@ import { PER_SECOND, EC2_BILLING } from '../../src/model/billing.js';
 import type { InstanceType } from '../../src/model/types.js';
 import { pack, packJobs, type PackJob, type PackOptions, type PackResult } from '../../src/sim/pack.js';
 import { packDecreasing } from '../../src/sim/pack-decreasing.js';
+import { packWaiting } from '../../src/sim/pack-wait.js';
 import type { Workflow, WorkloadJob } from '../../src/sim/workload/types.js';
 
 const GiB = 1024 ** 3;
@@ -106,6 +107,38 @@ describe('offline packer: hand-computed schedules', () => {
     expect(types(ahead)).toEqual(['big']);
   });
 
+  it('wait: a job waits for room when that bills less than a boot, and its child starts after it', () => {
+    // Boot 0.05 h. A (2 vcpus, 0–1 h) fills a small. P (2 vcpus) arrives at 0.9 h for 0.5 h: alone it
+    // would pay 0.55 (boot + run); waiting 0.1 h for A's room extends A's small by 0.5. C (P's child,
+    // 1 vcpu, 0.1 h) is released at P's true end, 1.5 h (not 1.4 h), and extends the same small by 0.1
+    // (alone: 0.15).
+    const boot = 0.05 * H;
+    const jobs = [job(2, 0, 1), job(2, 0.9, 0.5), job(1, 1.4, 0.1, { parents: [1] })];
+    const o = { ...NO_BOOT, bootMs: boot };
+    expect(pack(jobs, o).cost).toBeCloseTo(1.05 + 0.55 + 0.1, 9);
+    const r = packWaiting(jobs, { ...o, maxWait: 0.1 * H });
+    expect(r.starts).toEqual([0, H, 1.5 * H]);
+    expect(r.cost).toBeCloseTo(1.05 + 0.5 + 0.1, 9);
+    expect(r.instances).toBe(1);
+    // A waiting limit under 0.1 h: P boots its own small at 0.9 h; C goes beside it at 1.4 h.
+    const short = packWaiting(jobs, { ...o, maxWait: 0.09 * H });
+    expect(short.starts).toEqual([0, 0.9 * H, 1.4 * H]);
+    expect(short.cost).toBeCloseTo(1.05 + 0.55 + 0.1, 9);
+  });
+
+  it('wait: a job placed before a waiting job starts leaves it its room', () => {
+    // One 4-vcpu type. B (1 vcpu, 0–2 h) and A (2 vcpus, 0–1 h) share an instance until 2 h. X (3 vcpus)
+    // arrives at 0.95 h and waits for A's end (1 h), free. J (1 vcpu, 0.97–1.47 h) fits at its arrival
+    // (A + B + J = 4), but from 1 h on B + X + J would be 5: it gets an instance of its own.
+    const only = [type('big', 4, 2)];
+    const jobs = [job(2, 0, 1), job(1, 0, 2), job(3, 0.95, 0.5), job(1, 0.97, 0.5)];
+    const r = packWaiting(jobs, { ...NO_BOOT, types: only, maxWait: 0.1 * H });
+    checkSchedule(jobs, r, 0);
+    expect(r.starts).toEqual([0, 0, H, 0.97 * H]);
+    expect(r.schedule!.map((i) => i.jobs)).toEqual([[1, 0, 2], [3]]);
+    expect(r.cost).toBeCloseTo(4 + 1, 9);
+  });
+
   it('starts workflow tasks when their parents would end with no wait', () => {
     const wf: Workflow = {
       name: 'w',
@@ -181,7 +214,8 @@ describe('offline packer: hand-computed schedules', () => {
 });
 
 /** Checks a schedule: every job once, within its instance's life, never over the type's resources. */
-function checkSchedule(jobs: PackJob[], r: PackResult, bootMs: number): void {
+function checkSchedule(given: PackJob[], r: PackResult, bootMs: number): void {
+  const jobs = r.starts === undefined ? given : given.map((j, i) => ({ ...j, start: r.starts![i]! }));
   const seen = new Set<number>();
   for (const inst of r.schedule!) {
     for (const i of inst.jobs) {
@@ -236,9 +270,53 @@ describe('offline packer: properties', () => {
       );
     });
 
+  it('wait: a valid schedule; no job waits longer than allowed or starts before its parent ends', () => {
+    const arbChain = fc.array(
+      fc.record({
+        start: fc.integer({ min: 0, max: 4 * H }),
+        vcpus: fc.integer({ min: 1, max: 8 }),
+        duration: fc.integer({ min: 1000, max: 2 * H }),
+        parent: fc.integer({ min: -1, max: 39 }),
+      }),
+      { minLength: 1, maxLength: 40 },
+    );
+    fc.assert(
+      fc.property(arbChain, fc.integer({ min: 0, max: 600_000 }), (xs, maxWait) => {
+        // A task's zero-wait start is its parent's zero-wait end.
+        const jobs = toJobs(xs).map((j, i) => ({
+          ...j,
+          ...(xs[i]!.parent >= 0 && xs[i]!.parent < i ? { parents: [xs[i]!.parent] } : {}),
+        }));
+        jobs.forEach((j) => {
+          if (j.parents !== undefined) j.start = jobs[j.parents[0]!]!.start + jobs[j.parents[0]!]!.duration;
+        });
+        const r = packWaiting(jobs, {
+          types: catalog,
+          billing: EC2_BILLING,
+          bootMs: 60_000,
+          maxWait,
+          keepSchedule: true,
+        });
+        checkSchedule(jobs, r, 60_000);
+        jobs.forEach((j, i) => {
+          const ready =
+            j.parents === undefined ? j.start : r.starts![j.parents[0]!]! + jobs[j.parents[0]!]!.duration;
+          expect(r.starts![i]!).toBeGreaterThanOrEqual(ready);
+          expect(r.starts![i]! - ready).toBeLessThanOrEqual(maxWait);
+        });
+        expect(r.cost).toBeLessThanOrEqual(r.alone + 1e-9);
+        expect(r.cost).toBeGreaterThanOrEqual(r.lowerBound - 1e-9);
+      }),
+      { seed: 14, numRuns: 200 },
+    );
+  });
+
   it('rejects a negative boot time or lookahead, naming it', () => {
     expect(() => pack([], { ...NO_BOOT, bootMs: -1 })).toThrow(
       'bootMs: expected a non-negative number of ms, got -1',
+    );
+    expect(() => packWaiting([], { ...NO_BOOT, maxWait: -1 })).toThrow(
+      'maxWait: expected a non-negative number of ms, got -1',
     );
     expect(() => pack([], { ...NO_BOOT, lookahead: -5 })).toThrow(
       'lookahead: expected a non-negative number of ms, got -5',

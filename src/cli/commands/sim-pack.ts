@@ -7,6 +7,7 @@ import { parseDuration } from '../../model/units.js';
 import { defaultSimConfig, loadSimConfig, type SimConfig } from '../../sim/config.js';
 import { PACK_ESTIMATES, pack, packJobs } from '../../sim/pack.js';
 import { packDecreasing } from '../../sim/pack-decreasing.js';
+import { packWaiting } from '../../sim/pack-wait.js';
 import { prepareWorkload } from '../../sim/workload/prepare.js';
 import { WorkloadError } from '../../sim/workload/types.js';
 import { UsageError } from '../errors.js';
@@ -16,6 +17,7 @@ export interface PackOpts {
   lookahead: string;
   estimates: string;
   method: string;
+  maxWait: string;
   json?: boolean;
 }
 
@@ -35,10 +37,18 @@ export function packCommand(workload: string, opts: PackOpts): void {
     throw new UsageError(
       `--estimates: expected one of ${PACK_ESTIMATES.join(', ')}, got ${JSON.stringify(opts.estimates)}`,
     );
-  if (opts.method !== 'arrival' && opts.method !== 'decreasing')
-    throw new UsageError(`--method: expected arrival or decreasing, got ${JSON.stringify(opts.method)}`);
-  if (opts.method === 'decreasing' && (estimates !== 'exact' || lookahead > 0))
-    throw new UsageError('--method decreasing: clairvoyant only (--estimates exact, --lookahead 0s)');
+  if (opts.method !== 'arrival' && opts.method !== 'decreasing' && opts.method !== 'wait')
+    throw new UsageError(
+      `--method: expected arrival, decreasing or wait, got ${JSON.stringify(opts.method)}`,
+    );
+  if (opts.method !== 'arrival' && (estimates !== 'exact' || lookahead > 0))
+    throw new UsageError(`--method ${opts.method}: clairvoyant only (--estimates exact, --lookahead 0s)`);
+  let maxWait: number;
+  try {
+    maxWait = parseDuration(opts.maxWait);
+  } catch {
+    throw new UsageError(`--max-wait: expected a duration such as 60s, got ${JSON.stringify(opts.maxWait)}`);
+  }
   const method = opts.method;
   let config: SimConfig;
   let work;
@@ -51,12 +61,14 @@ export function packCommand(workload: string, opts: PackOpts): void {
     throw err;
   }
   const bootMs = mean(resolveOptions({ ...config.cloud, seed: 0 }).bootTime);
-  const r = (method === 'arrival' ? pack : packDecreasing)(packJobs(work.jobs, work.workflows, estimates), {
-    types: config.catalog,
-    billing: config.billing,
-    bootMs,
-    lookahead,
-  });
+  const input = packJobs(work.jobs, work.workflows, estimates);
+  const o = { types: config.catalog, billing: config.billing, bootMs, lookahead };
+  const r =
+    method === 'arrival'
+      ? pack(input, o)
+      : method === 'decreasing'
+        ? packDecreasing(input, o)
+        : packWaiting(input, { ...o, maxWait });
   if (opts.json) {
     const out = {
       ...r,
@@ -71,6 +83,7 @@ export function packCommand(workload: string, opts: PackOpts): void {
       lookaheadMs: lookahead,
       estimates,
       method,
+      ...(method === 'wait' ? { maxWaitMs: maxWait } : {}),
     };
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return;
@@ -78,7 +91,7 @@ export function packCommand(workload: string, opts: PackOpts): void {
   const ratio = (x: number) => (r.lowerBound > 0 ? (x / r.lowerBound).toFixed(4) : '-');
   process.stdout.write(
     [
-      `offline packer, ${method} order (zero waits, boot ${(bootMs / 1000).toFixed(1)}s billed, lookahead ${lookahead / 1000}s, ${estimates} run times): ${r.instances} instances${r.unfit > 0 ? `, ${r.unfit} jobs fit no type` : ''}`,
+      `offline packer, ${method} order (${method === 'wait' ? `waits up to ${maxWait / 1000}s, p90 ${((r.waitP90 ?? 0) / 1000).toFixed(1)}s` : 'zero waits'}, boot ${(bootMs / 1000).toFixed(1)}s billed, lookahead ${lookahead / 1000}s, ${estimates} run times): ${r.instances} instances${r.unfit > 0 ? `, ${r.unfit} jobs fit no type` : ''}`,
       `cost ${r.cost.toFixed(2)}  lower bound ${r.lowerBound.toFixed(2)}  ratio ${ratio(r.cost)}  (boot ${r.boot.toFixed(2)}, idle ${r.idle.toFixed(2)})`,
       `each job alone on its cheapest type (boot, minimum billed): ${r.alone.toFixed(2)}  ratio ${ratio(r.alone)}`,
     ].join('\n') + '\n',

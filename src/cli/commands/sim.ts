@@ -39,9 +39,10 @@ export function registerSim(program: Command): void {
     .option('--config <file>', 'simulator configuration: its catalog, billing and boot time (mean)')
     .option(
       '--method <order>',
-      'arrival (jobs in arrival order) or decreasing (first fit decreasing, clairvoyant only)',
+      'arrival (jobs in arrival order), decreasing (first fit decreasing) or wait (arrival order, a job may wait for room up to --max-wait); the last two clairvoyant only',
       'arrival',
     )
+    .option('--max-wait <duration>', 'method wait: the longest a job may wait for room', '60s')
     .option('--lookahead <duration>', 'size new instances for jobs arriving this far ahead', '0s')
     .option(
       '--estimates <kind>',
