@@ -53,39 +53,23 @@ function* releaseOrder(jobs: PackJob[], starts: number[]): Generator<number> {
   const waitingOn = jobs.map((j) => j.parents?.length ?? 0);
   const children: number[][] = jobs.map(() => []);
   jobs.forEach((j, i) => j.parents?.forEach((p) => children[p]!.push(i)));
-  // A binary heap of released jobs.
-  const heap: number[] = [];
+  // Released jobs, latest first (so the next is at the end); a job's key is fixed once it is released.
+  // Insertion by binary search: O(n) per insert, fine for the workloads' thousands of tasks.
+  const ready: number[] = [];
   const push = (i: number): void => {
-    heap.push(i);
-    for (let k = heap.length - 1; k > 0;) {
-      const up = (k - 1) >> 1;
-      if (!less(heap[k]!, heap[up]!)) break;
-      [heap[k], heap[up]] = [heap[up]!, heap[k]!];
-      k = up;
+    let [lo, hi] = [0, ready.length];
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (less(ready[mid]!, i)) hi = mid;
+      else lo = mid + 1;
     }
-  };
-  const pop = (): number => {
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      heap[0] = last;
-      for (let k = 0; ;) {
-        const [l, r] = [2 * k + 1, 2 * k + 2];
-        let m = k;
-        if (l < heap.length && less(heap[l]!, heap[m]!)) m = l;
-        if (r < heap.length && less(heap[r]!, heap[m]!)) m = r;
-        if (m === k) break;
-        [heap[k], heap[m]] = [heap[m]!, heap[k]!];
-        k = m;
-      }
-    }
-    return top;
+    ready.splice(lo, 0, i);
   };
   jobs.forEach((_, i) => {
     if (waitingOn[i] === 0) push(i);
   });
-  while (heap.length > 0) {
-    const i = pop();
+  while (ready.length > 0) {
+    const i = ready.pop()!;
     yield i;
     for (const c of children[i]!) {
       waitingOn[c] = waitingOn[c]! - 1;
