@@ -21,13 +21,15 @@
 // Ties go to a live instance, the fullest after placement. An instance whose end is more than a boot in the
 // past is dropped from the candidates: reusing it would cost more idle than a new boot.
 //
+// With estimates (PackJob.estimate, from pack-input.ts), the decisions use expected ends and the bill the
+// true ones. The other methods: pack-decreasing.ts (first fit decreasing), pack-wait.ts (jobs may wait).
+//
 // The result is achievable (a schedule exists that pays it), so the optimum is at most this; with the
-// lower bound it brackets what any scheduler could reach. It is not the optimum: a packer that delayed
-// jobs, or looked further ahead, could pay less.
+// lower bound it brackets what any scheduler could reach. It is not the optimum: a packer that looked
+// further ahead could pay less.
 import type { InstanceType } from '../model/types.js';
 import { billedMs, type BillingRule } from '../model/billing.js';
 import { costLowerBound, fits, type Demand } from './lower-bound.js';
-import type { WorkflowRun, WorkloadJob } from './workload/types.js';
 
 /** One job for the packer: a demand with its (zero-wait) start time in ms. */
 export interface PackJob extends Demand {
@@ -107,62 +109,6 @@ interface Bin {
 
 export const HOUR = 3_600_000;
 
-/**
- * Where the packer's run-time estimates come from: the true run times (clairvoyant); the users' requested
- * times (SWF field 9); or history known at the job's arrival, the median run time of the last
- * HISTORY finished jobs of the same user (`user`, SWF field 12) or the same size (`size`, vcpus).
- */
-export type PackEstimates = 'exact' | 'requested' | 'user' | 'size';
-export const PACK_ESTIMATES: readonly PackEstimates[] = ['exact', 'requested', 'user', 'size'];
-
-/** How many finished jobs a history estimate looks back on (as the dispatcher's run history: 32). */
-export const HISTORY = 32;
-
-/**
- * Zero-wait start times for SWF/JSON jobs and workflow tasks, with the run time each job is judged by.
- * Workflow tasks are always judged by their true run times (their steps' history is the dispatcher's own,
- * measured in `berth sim` itself), as are jobs the chosen source says nothing about (no requested time),
- * except under history, where a job with no history yet takes the median of all finished jobs.
- */
-export function packJobs(
-  jobs: WorkloadJob[],
-  runs: WorkflowRun[],
-  estimates: PackEstimates = 'exact',
-): PackJob[] {
-  const guess = estimates === 'user' || estimates === 'size' ? historyEstimates(jobs, estimates) : null;
-  const out: PackJob[] = jobs.map((j, i) => ({
-    ...(estimates === 'requested' && j.requestedTime !== undefined ? { estimate: j.requestedTime } : {}),
-    ...(guess !== null && guess[i] !== null ? { estimate: guess[i] } : {}),
-    start: j.arrival,
-    vcpus: j.vcpus,
-    ram: j.ram,
-    scratch: j.scratch,
-    gpus: j.gpus,
-    preemptible: j.preemptible,
-    duration: j.duration,
-  }));
-  for (const r of runs) {
-    const finish: number[] = [];
-    const base = out.length;
-    r.workflow.tasks.forEach((t, i) => {
-      let ready = r.arrival;
-      for (const p of t.parents) ready = Math.max(ready, finish[p]!);
-      finish[i] = ready + t.duration;
-      out.push({
-        start: ready,
-        vcpus: t.vcpus,
-        ram: t.ram,
-        scratch: 0,
-        gpus: 0,
-        preemptible: r.preemptible,
-        duration: t.duration,
-        ...(t.parents.length > 0 ? { parents: t.parents.map((p) => base + p) } : {}),
-      });
-    });
-  }
-  return out;
-}
-
 const estimateOf = (j: PackJob): number => j.estimate ?? j.duration;
 
 /**
@@ -200,44 +146,6 @@ export function fitsBeside(t: InstanceType, j: PackJob, s: number, placed: reado
     if (v > t.vcpus || r > t.ram || d > t.scratch || g > t.gpus) return false;
   }
   return true;
-}
-
-/** The median (lower middle) of the samples, or null. */
-function median(xs: readonly number[]): number | null {
-  if (xs.length === 0) return null;
-  const sorted = [...xs].sort((a, b) => a - b);
-  return sorted[(sorted.length - 1) >> 1]!;
-}
-
-/**
- * Per job, what history known at its arrival says of its run time: the median of the last HISTORY jobs of
- * its key (user or size) that ended by then; with none, of the last HISTORY jobs of any key; null before
- * any job ended. Jobs in `jobs` are in arrival order (Workload sorts them).
- */
-function historyEstimates(jobs: WorkloadJob[], by: 'user' | 'size'): Array<number | null> {
-  const keyOf = (j: WorkloadJob): string => (by === 'user' ? (j.user ?? '') : String(j.vcpus));
-  // Ends not yet seen, in end order: a sorted array consumed from the front (jobs are few enough).
-  const pending = jobs
-    .map((j, i) => ({ end: j.arrival + j.duration, i }))
-    .sort((a, b) => a.end - b.end || a.i - b.i);
-  let next = 0;
-  const byKey = new Map<string, number[]>();
-  const any: number[] = [];
-  const push = (xs: number[], x: number): void => {
-    xs.push(x);
-    if (xs.length > HISTORY) xs.shift();
-  };
-  return jobs.map((j) => {
-    while (next < pending.length && pending[next]!.end <= j.arrival) {
-      const done = jobs[pending[next]!.i]!;
-      let xs = byKey.get(keyOf(done));
-      if (xs === undefined) byKey.set(keyOf(done), (xs = []));
-      push(xs, done.duration);
-      push(any, done.duration);
-      next++;
-    }
-    return median(byKey.get(keyOf(j)) ?? []) ?? median(any);
-  });
 }
 
 function roomFor(b: Bin, j: PackJob): boolean {
