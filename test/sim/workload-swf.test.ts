@@ -43,6 +43,8 @@ describe('SWF parsing (hand-written trace)', () => {
       duration: 60_000,
       priority: 500,
       preemptible: false,
+      user: '1', // field 12
+      requestedTime: 100_000, // field 9
     });
     // Job 2: no allocated processors, so the requested 2; requested memory 1 GiB per processor.
     expect(w.jobs[2]).toMatchObject({ id: '2', arrival: 10_000, vcpus: 2, ram: 2 * GiB, duration: 30_000 });
@@ -87,6 +89,15 @@ describe('SWF parsing (hand-written trace)', () => {
     expect(w.jobs[0]).toMatchObject({ name: 'exe-7', usage: { cpuSeconds: 320, peakRam: 2 * GiB } });
     expect(w.jobs[1]).not.toHaveProperty('name');
     expect(w.jobs[1]).not.toHaveProperty('usage');
+  });
+
+  it('requested time (field 9) and user (field 12) are kept; -1 leaves them out; time scales with run time', () => {
+    const text =
+      ' 1 0 0 100 4 -1 -1 4 300 -1 1 42 1 -1 -1 -1 -1 -1\n 2 0 0 100 2 -1 -1 2 -1 -1 1 -1 1 -1 -1 -1 -1 -1\n';
+    const w = parseSwf(text, { durationScale: 0.5 });
+    expect(w.jobs[0]).toMatchObject({ user: '42', requestedTime: 150_000, duration: 50_000 });
+    expect(w.jobs[1]).not.toHaveProperty('user');
+    expect(w.jobs[1]).not.toHaveProperty('requestedTime');
   });
 
   it('rejects bad options naming them', () => {

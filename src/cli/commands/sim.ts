@@ -4,6 +4,7 @@
 import type { Command } from 'commander';
 import { POLICIES } from '../../sim/policy-names.js';
 import type { GatesOpts } from './sim-gates.js';
+import type { PackOpts } from './sim-pack.js';
 import type { SimOpts } from './sim-run.js';
 
 // The implementation (simulator, scheduler, report) is loaded only when the command runs, so that other
@@ -31,6 +32,27 @@ export function registerSim(program: Command): void {
     .option('--update', 'record the measured figures in the file instead of judging them')
     .action(async (opts: GatesOpts, cmd: Command) =>
       (await import('./sim-gates.js')).gatesCommand(opts, cmd),
+    );
+  sim
+    .command('pack <workload>')
+    .description('what a clairvoyant offline packer pays for a workload, against the cost lower bound')
+    .option('--config <file>', 'simulator configuration: its catalog, billing and boot time (mean)')
+    .option(
+      '--method <order>',
+      'arrival (jobs in arrival order), decreasing (first fit decreasing) or wait (arrival order, a job may wait for room up to --max-wait); the last two clairvoyant only',
+      'arrival',
+    )
+    .option('--max-wait <duration>', 'method wait: the longest a job may wait for room', '60s')
+    .option('--lookahead <duration>', 'size new instances for jobs arriving this far ahead', '0s')
+    .option(
+      '--estimates <kind>',
+      'run times the packer decides by: exact, requested (SWF field 9), user or size (median of the last 32 finished jobs of the same user / size)',
+      'exact',
+    )
+    .option('--json', 'print the figures as JSON')
+    .action(async (workload: string, _opts: PackOpts, cmd: Command) =>
+      // --config and --json are also `berth sim`'s options, which commander gives to the parent.
+      (await import('./sim-pack.js')).packCommand(workload, cmd.optsWithGlobals<PackOpts>()),
     );
   sim
     .command('compare <a> <b>')

@@ -23,6 +23,20 @@ export function sample(d: Distribution, rng: Rng): number {
   }
 }
 
+/** The distribution's mean in ms (what a deterministic model charges per draw). */
+export function mean(d: Distribution): number {
+  switch (d.kind) {
+    case 'fixed':
+      return d.ms;
+    case 'uniform':
+      return (d.minMs + d.maxMs) / 2;
+    case 'lognormal':
+      return d.medianMs * Math.exp((d.sigma * d.sigma) / 2);
+    case 'exponential':
+      return d.meanMs;
+  }
+}
+
 /** An exponentially distributed value with the given mean. */
 export function exponential(mean: number, rng: Rng): number {
   // 1 - u is in (0, 1], so the log is finite.

@@ -16,7 +16,12 @@ const scaleMs = (ms: number, f: number): number => Math.max(1, Math.round(ms * f
 
 function scaledJobs(jobs: WorkloadJob[], f: number): WorkloadJob[] {
   if (f === 1) return jobs;
-  return jobs.map((j) => ({ ...j, arrival: Math.round(j.arrival * f), duration: scaleMs(j.duration, f) }));
+  return jobs.map((j) => ({
+    ...j,
+    arrival: Math.round(j.arrival * f),
+    duration: scaleMs(j.duration, f),
+    ...(j.requestedTime === undefined ? {} : { requestedTime: scaleMs(j.requestedTime, f) }),
+  }));
 }
 
 function scaledRuns(runs: WorkflowRun[], f: number): WorkflowRun[] {

@@ -32,8 +32,10 @@ const F = {
   avgCpuTime: 5,
   usedMemKB: 6,
   reqProcs: 7,
+  reqTime: 8,
   reqMemKB: 9,
   status: 10,
+  user: 11,
   executable: 13,
 } as const;
 const STATUS_CANCELLED = 5;
@@ -73,6 +75,8 @@ export function parseSwf(text: string, options: SwfOptions = {}): Workload {
     id: string;
     submit: number;
     runTime: number;
+    reqTime: number;
+    user: number;
     procs: number;
     memKB: number;
     cpuS: number;
@@ -124,6 +128,8 @@ export function parseSwf(text: string, options: SwfOptions = {}): Workload {
       id: String(fields[F.job]),
       submit,
       runTime,
+      reqTime: fields[F.reqTime]!,
+      user: fields[F.user]!,
       procs,
       memKB,
       cpuS: fields[F.avgCpuTime]!,
@@ -143,6 +149,8 @@ export function parseSwf(text: string, options: SwfOptions = {}): Workload {
     scratch: 0,
     gpus: 0,
     duration: Math.max(1, Math.round(r.runTime * 1000 * durationScale)),
+    ...(r.user >= 0 ? { user: String(r.user) } : {}),
+    ...(r.reqTime > 0 ? { requestedTime: Math.max(1, Math.round(r.reqTime * 1000 * durationScale)) } : {}),
     priority,
     preemptible: options.preemptible ?? false,
     // Field 14 numbers the application; right-sizing groups by it.

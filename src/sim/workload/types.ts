@@ -16,6 +16,10 @@ export interface WorkloadJob {
   /** 1–1000, higher first (DESIGN §3.1). */
   priority: number;
   preemptible: boolean;
+  /** The run time its user asked for (SWF field 9, requested time), ms; absent: not recorded. */
+  requestedTime?: number;
+  /** Who submitted it (SWF field 12, user id); absent: not recorded. */
+  user?: string;
   /** What the request is called (right-sizing groups by it); default none. */
   name?: string;
   /** What the job really used, where the trace recorded it (right-sizing). */

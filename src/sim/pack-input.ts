@@ -1,0 +1,92 @@
+// The packer's input (src/sim/pack.ts): a workload's jobs and workflow tasks with their zero-wait starts,
+// and the run times the packer decides by.
+import { estimateMs } from '../dispatch/scheduler/durations.js';
+import type { PackJob } from './pack.js';
+import type { WorkflowRun, WorkloadJob } from './workload/types.js';
+
+/**
+ * Where the packer's run-time estimates come from: the true run times (clairvoyant); the users' requested
+ * times (SWF field 9); or history known at the job's arrival, the median run time of the last
+ * HISTORY finished jobs of the same user (`user`, SWF field 12) or the same size (`size`, vcpus).
+ */
+export type PackEstimates = 'exact' | 'requested' | 'user' | 'size';
+export const PACK_ESTIMATES: readonly PackEstimates[] = ['exact', 'requested', 'user', 'size'];
+
+/** How many finished jobs a history estimate looks back on (as the dispatcher's run history: 32). */
+export const HISTORY = 32;
+
+/**
+ * Zero-wait start times for SWF/JSON jobs and workflow tasks, with the run time each job is judged by.
+ * Workflow tasks are always judged by their true run times (their steps' history is the dispatcher's own,
+ * measured in `berth sim` itself), as are jobs the chosen source says nothing about (no requested time),
+ * except under history, where a job with no history yet takes the median of all finished jobs.
+ */
+export function packJobs(
+  jobs: WorkloadJob[],
+  runs: WorkflowRun[],
+  estimates: PackEstimates = 'exact',
+): PackJob[] {
+  const guess = estimates === 'user' || estimates === 'size' ? historyEstimates(jobs, estimates) : null;
+  const out: PackJob[] = jobs.map((j, i) => ({
+    ...(estimates === 'requested' && j.requestedTime !== undefined ? { estimate: j.requestedTime } : {}),
+    ...(guess !== null && guess[i] !== null ? { estimate: guess[i] } : {}),
+    start: j.arrival,
+    vcpus: j.vcpus,
+    ram: j.ram,
+    scratch: j.scratch,
+    gpus: j.gpus,
+    preemptible: j.preemptible,
+    duration: j.duration,
+  }));
+  for (const r of runs) {
+    const finish: number[] = [];
+    const base = out.length;
+    r.workflow.tasks.forEach((t, i) => {
+      let ready = r.arrival;
+      for (const p of t.parents) ready = Math.max(ready, finish[p]!);
+      finish[i] = ready + t.duration;
+      out.push({
+        start: ready,
+        vcpus: t.vcpus,
+        ram: t.ram,
+        scratch: 0,
+        gpus: 0,
+        preemptible: r.preemptible,
+        duration: t.duration,
+        ...(t.parents.length > 0 ? { parents: t.parents.map((p) => base + p) } : {}),
+      });
+    });
+  }
+  return out;
+}
+
+/**
+ * Per job, what history known at its arrival says of its run time: the median of the last HISTORY jobs of
+ * its key (user or size) that ended by then; with none, of the last HISTORY jobs of any key; null before
+ * any job ended. Jobs in `jobs` are in arrival order (Workload sorts them).
+ */
+function historyEstimates(jobs: WorkloadJob[], by: 'user' | 'size'): Array<number | null> {
+  const keyOf = (j: WorkloadJob): string => (by === 'user' ? (j.user ?? '') : String(j.vcpus));
+  // Ends not yet seen, in end order: a sorted array consumed from the front (jobs are few enough).
+  const pending = jobs
+    .map((j, i) => ({ end: j.arrival + j.duration, i }))
+    .sort((a, b) => a.end - b.end || a.i - b.i);
+  let next = 0;
+  const byKey = new Map<string, number[]>();
+  const any: number[] = [];
+  const push = (xs: number[], x: number): void => {
+    xs.push(x);
+    if (xs.length > HISTORY) xs.shift();
+  };
+  return jobs.map((j) => {
+    while (next < pending.length && pending[next]!.end <= j.arrival) {
+      const done = jobs[pending[next]!.i]!;
+      let xs = byKey.get(keyOf(done));
+      if (xs === undefined) byKey.set(keyOf(done), (xs = []));
+      push(xs, done.duration);
+      push(any, done.duration);
+      next++;
+    }
+    return estimateMs(byKey.get(keyOf(j)) ?? []) ?? estimateMs(any);
+  });
+}

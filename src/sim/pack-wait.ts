@@ -1,0 +1,147 @@
+// The offline packer's third method (src/sim/pack.ts has the model): arrival order, as `arrival`, but a job
+// may start up to `maxWait` after its arrival, on a live instance where room frees up by then. It answers
+// what waiting buys: fewer boots and less idle for a wait no job exceeds. Clairvoyant (true run times).
+//
+// Each job goes where it adds least to the bill, over every live instance and every moment it could start
+// there (its arrival, or the end of one of that instance's jobs within the wait), or a new instance of its
+// cheapest type at its arrival (booted ahead: no wait). Ties go to the earlier start, then to a live
+// instance. A job may now start after a later-arriving job, so an instance's use is not monotone any more:
+// a start is checked over the whole run (pack.ts fitsBeside).
+import type { InstanceType } from '../model/types.js';
+import {
+  fitsBeside,
+  type Placed,
+  pricing,
+  summarize,
+  type PackedInstance,
+  type PackJob,
+  type PackOptions,
+  type PackResult,
+} from './pack.js';
+
+interface Bin {
+  type: InstanceType;
+  created: number;
+  end: number;
+  /** Jobs not yet ended at the current arrival (the others cannot matter any more). */
+  running: Placed[];
+  jobs: number[];
+}
+
+/** When a job may start: its arrival, or after its parents' ends as placed (`starts`). */
+function release(j: PackJob, starts: number[], jobs?: PackJob[]): number {
+  if (j.parents === undefined || jobs === undefined) return j.start;
+  let at = Number.NEGATIVE_INFINITY;
+  for (const p of j.parents) at = Math.max(at, starts[p]! + jobs[p]!.duration);
+  return at;
+}
+
+/**
+ * Yields the jobs by release time (longer first on ties, then input order), a task once all its parents
+ * were yielded and placed: the caller sets starts[] of each yielded job before asking for the next.
+ */
+function* releaseOrder(jobs: PackJob[], starts: number[]): Generator<number> {
+  const key = (i: number): [number, number, number] => [
+    release(jobs[i]!, starts, jobs),
+    -jobs[i]!.duration,
+    i,
+  ];
+  const less = (a: number, b: number): boolean => {
+    const [x, y] = [key(a), key(b)];
+    return x[0] < y[0] || (x[0] === y[0] && (x[1] < y[1] || (x[1] === y[1] && x[2] < y[2])));
+  };
+  const waitingOn = jobs.map((j) => j.parents?.length ?? 0);
+  const children: number[][] = jobs.map(() => []);
+  jobs.forEach((j, i) => j.parents?.forEach((p) => children[p]!.push(i)));
+  // Released jobs, latest first (so the next is at the end); a job's key is fixed once it is released.
+  // Insertion by binary search: O(n) per insert, fine for the workloads' thousands of tasks.
+  const ready: number[] = [];
+  const push = (i: number): void => {
+    let [lo, hi] = [0, ready.length];
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (less(ready[mid]!, i)) hi = mid;
+      else lo = mid + 1;
+    }
+    ready.splice(lo, 0, i);
+  };
+  jobs.forEach((_, i) => {
+    if (waitingOn[i] === 0) push(i);
+  });
+  while (ready.length > 0) {
+    const i = ready.pop()!;
+    yield i;
+    for (const c of children[i]!) {
+      waitingOn[c] = waitingOn[c]! - 1;
+      if (waitingOn[c] === 0) push(c);
+    }
+  }
+}
+
+/** Packs the jobs in arrival order, each waiting at most `maxWait` ms; deterministic. */
+export function packWaiting(jobs: PackJob[], o: PackOptions & { maxWait: number }): PackResult {
+  if (!Number.isFinite(o.maxWait) || o.maxWait < 0)
+    throw new Error(`maxWait: expected a non-negative number of ms, got ${String(o.maxWait)}`);
+  const { billed, cheapestAlone } = pricing(o);
+  const starts = jobs.map((j) => j.start);
+  const order = releaseOrder(jobs, starts);
+  let live: Bin[] = [];
+  const all: Bin[] = [];
+  let alone = 0;
+  let unfit = 0;
+  for (const i of order) {
+    const j = jobs[i]!;
+    const own = cheapestAlone(j, j.duration);
+    if (own === null) {
+      unfit++;
+      continue;
+    }
+    alone += own.cost;
+    // Released: at its arrival, or a workflow task when its parents have ended (after their waits).
+    const s = release(j, starts, jobs);
+    live = live.filter((b) => b.end + o.bootMs >= s);
+    let best: { bin: Bin; at: number } | null = null;
+    let bestCost = own.cost;
+    let bestAt = s;
+    for (const b of live) {
+      b.running = b.running.filter((x) => x.end > s);
+      const times = [s, ...b.running.map((x) => x.end).filter((t) => t > s && t <= s + o.maxWait)];
+      times.sort((x, y) => x - y);
+      for (const at of times) {
+        if (!fitsBeside(b.type, j, at, b.running)) continue;
+        const e = at + j.duration;
+        const added = b.end >= e ? 0 : billed(b.type, e - b.created) - billed(b.type, b.end - b.created);
+        if (added < bestCost - 1e-12 || (added <= bestCost + 1e-12 && (best === null || at < bestAt))) {
+          best = { bin: b, at };
+          bestCost = added;
+          bestAt = at;
+        }
+        break; // later starts on this instance only cost more
+      }
+    }
+    if (best === null) {
+      const bin: Bin = { type: own.type, created: s - o.bootMs, end: s, running: [], jobs: [] };
+      live.push(bin);
+      all.push(bin);
+      best = { bin, at: s };
+    }
+    const { bin, at } = best;
+    bin.running.push({ start: at, end: at + j.duration, job: j });
+    bin.jobs.push(i);
+    bin.end = Math.max(bin.end, at + j.duration);
+    starts[i] = at;
+  }
+  const schedule: PackedInstance[] = all.map((b) => ({
+    type: b.type,
+    created: b.created,
+    end: b.end,
+    jobs: b.jobs,
+  }));
+  const started = jobs.map((j, i) => ({ ...j, start: starts[i]! }));
+  const waits = jobs.map((j, i) => starts[i]! - release(j, starts, jobs)).sort((a, b) => a - b);
+  return {
+    ...summarize(started, schedule, o, alone, unfit),
+    ...(o.keepSchedule === true ? { starts } : {}),
+    waitP90: waits.length === 0 ? 0 : waits[Math.ceil(waits.length * 0.9) - 1]!,
+  };
+}
