@@ -80,3 +80,41 @@ describe('single submissions', () => {
     expect(await rowsNamed('batch-')).toHaveLength(0);
   });
 });
+
+describe('the answer to a submission', () => {
+  it('equals a read of the request, for single and batched submissions of varied specs', async () => {
+    const varied = (i: number): RequestSpec =>
+      normalizeRequest({
+        name: `answer-${i} é`,
+        image: i % 2 ? 'debian:12' : undefined,
+        command: ['sh', '-c', `echo ${i} "ü" \\ done`],
+        env: { ZED: 'z', alpha: 'a', B_2: `${i}` },
+        secret_env: i % 2 ? { b: 's', A: 's', a_1: 's', Z: 's', _x: 's' } : undefined,
+        cwd: i % 3 ? '/work' : undefined,
+        vcpus: i % 2 ? 0.25 : 3,
+        ram: i % 2 ? '1.5GiB' : '200MiB',
+        scratch: '3GiB',
+        gpus: i % 2,
+        preemptible: i % 2 === 1,
+        opportunistic: i % 3 === 0,
+        ram_retry_factor: i % 2 ? 1.5 : undefined,
+        max_run_time: i % 2 ? '90m' : undefined,
+        run_after: i % 2 ? '2030-01-02T03:04:05.678Z' : undefined,
+        instance_types: i % 2 ? ['m5.large', 'c5.xlarge'] : undefined,
+        priority: 10 + i,
+        container_count_max: 1 + (i % 4),
+        max_temp_retries: i,
+        retry_on_failure: i % 2 === 0,
+        labels: i % 2 ? { team: 'x', Project: 'y' } : undefined,
+      });
+    const batch = await store.requests.create('dora', [varied(0), varied(1), varied(2), varied(3)]);
+    const [single] = await store.requests.create('dora', [varied(5)]);
+    for (const answer of [...batch, single!]) {
+      const read = await store.requests.get(answer.id);
+      expect(answer).toStrictEqual(read);
+      // and as the API sends it (key order aside: jsonb orders an object's keys)
+      expect(JSON.parse(JSON.stringify(answer))).toStrictEqual(JSON.parse(JSON.stringify(read)));
+    }
+    expect(batch[1]!.secret_env_keys).toEqual(['A', 'Z', '_x', 'a_1', 'b']);
+  });
+});
