@@ -114,6 +114,9 @@ describe('the answer to a submission', () => {
       expect(answer).toStrictEqual(read);
       // and as the API sends it (key order aside: jsonb orders an object's keys)
       expect(JSON.parse(JSON.stringify(answer))).toStrictEqual(JSON.parse(JSON.stringify(read)));
+      // no foreign key checks it since migration 180: the container names its own request
+      const c = await store.containers.get(answer.container_id!);
+      expect([c.request_id, c.owner, c.state, c.attempt]).toEqual([answer.id, 'dora', 'Queued', 1]);
     }
     expect(batch[1]!.secret_env_keys).toEqual(['A', 'Z', '_x', 'a_1', 'b']);
   });
