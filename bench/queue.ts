@@ -20,6 +20,7 @@ import {
   monotonicUs,
   postmasterPid,
   printCpuProfile,
+  printIndexUse,
   printProfile,
   topStatements,
   type Window,
@@ -323,6 +324,7 @@ export async function run(argv: string[]): Promise<number> {
       containers_queued: await listLatency('/v1/containers?state=Queued&limit=100'),
       requests: await listLatency('/v1/requests?limit=100'),
     };
+    if (args.profile) await printIndexUse(say, pool);
     await pool.end();
     agent.destroy();
     const result = {
