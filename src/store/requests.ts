@@ -36,6 +36,31 @@ interface Submission {
  */
 export const SUBMISSION_BATCHING: CoalescerOptions = { maxItems: 1000, maxInFlight: 2 };
 
+/** String.prototype.isWellFormed (Node 20; not in the ES2023 lib). */
+type WellFormedCheck = string & { isWellFormed(): boolean };
+const wf = (s: string | null) => s === null || (s as WellFormedCheck).isWellFormed();
+/**
+ * Whether a spec's free-text strings hold no lone surrogate (labels, env names and instance types are
+ * validated to ASCII). PostgreSQL's jsonb refuses one (a 500 for command, env, secret env), a text column
+ * stores it as U+FFFD: such a spec is stored, and answered, with U+FFFD everywhere (wellFormed).
+ */
+const specWellFormed = (s: RequestSpec) =>
+  wf(s.name) &&
+  wf(s.image) &&
+  wf(s.cwd) &&
+  s.command.every(wf) &&
+  Object.values(s.env).every(wf) &&
+  Object.values(s.secretEnv).every(wf);
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** A copy of v whose strings (values and keys) have each lone surrogate replaced by U+FFFD. */
+function wellFormed<T>(v: T): T {
+  if (typeof v === 'string') return v.replace(LONE_SURROGATE, '\ufffd') as T;
+  if (Array.isArray(v)) return v.map(wellFormed) as T;
+  if (v === null || typeof v !== 'object' || v instanceof Date) return v;
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [wellFormed(k), wellFormed(x)])) as T;
+}
+
 export class Requests {
   private readonly single: Coalescer<Submission, RequestRecord | Error>;
 
@@ -86,7 +111,7 @@ export class Requests {
   /** Inserts the requests and their first containers: one statement whatever their number. */
   private async insert(items: Submission[]): Promise<RequestRecord[]> {
     if (items.length === 0) return [];
-    const specs = items.map((it) => it.spec);
+    const specs = items.map((it) => (specWellFormed(it.spec) ? it.spec : wellFormed(it.spec)));
     const now = this.ctx.clock.now();
     const ms = now.getTime();
     const rids = specs.map(() => newId('r', ms));
@@ -154,7 +179,7 @@ export class Requests {
     this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.queue);
     // The answer is built from what was inserted, not read back: 1,000 returned rows of 30 columns were a
     // fifth of a batch's server CPU (parsing) and a sub-select per row in PostgreSQL.
-    return items.map((it, i) => submittedRecord(it.owner, it.spec, rids[i]!, cids[i]!, now));
+    return items.map((it, i) => submittedRecord(it.owner, specs[i]!, rids[i]!, cids[i]!, now));
   }
 
   /** A request by id; a non-null owner limits it to that owner's requests (others look absent). */

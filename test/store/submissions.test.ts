@@ -121,3 +121,23 @@ describe('the answer to a submission', () => {
     expect(batch[1]!.secret_env_keys).toEqual(['A', 'Z', '_x', 'a_1', 'b']);
   });
 });
+
+describe('lone surrogates', () => {
+  it('are stored and answered as U+FFFD, in text and JSON columns alike (jsonb refuses them)', async () => {
+    const odd = normalizeRequest({
+      name: 'lone \ud800 x',
+      command: ['echo', 'a\udc00', '\ud83d\ude00'],
+      env: { K: '\ud800' },
+    });
+    for (const made of [
+      await store.requests.create('erin', [odd, spec('lone-ok')]),
+      await store.requests.create('erin', [odd]),
+    ]) {
+      const answer = made[0]!;
+      expect(answer).toStrictEqual(await store.requests.get(answer.id));
+      expect(answer.name).toBe('lone \ufffd x');
+      expect(answer.command).toEqual(['echo', 'a\ufffd', '\ud83d\ude00']);
+      expect(answer.env).toEqual({ K: '\ufffd' });
+    }
+  });
+});
