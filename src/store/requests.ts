@@ -143,10 +143,9 @@ export class Requests {
            preemptible, instance_types, queued_at, run_after, created_at, updated_at, opportunistic)
          SELECT container_id, id, owner, 1, 'Queued', priority, vcpus, ram, scratch, gpus, preemptible,
            instance_types, $1, run_after, $1, $1, opportunistic FROM r
-         RETURNING id),
-       e AS (
-         INSERT INTO container_events (container_id, at, kind, message) SELECT id, $1, 'state', 'Queued: submitted' FROM c)
-       SELECT count(*) FROM r`,
+         RETURNING id)
+       -- no event row: the events read gives the submission's (SUBMITTED_EVENT)
+       SELECT count(*) FROM c`,
       values: [
         now,
         items.map((it) => it.owner),

@@ -17,8 +17,7 @@ const refused = (): RequestSpec => ({ ...spec('refused'), priority: 2 ** 40 });
 
 async function rowsNamed(prefix: string) {
   const r = await store.ctx.pool.query(
-    `SELECT r.id, r.owner, r.name, c.state, c.owner AS c_owner,
-       (SELECT count(*)::int FROM container_events e WHERE e.container_id = c.id AND e.message = 'Queued: submitted') AS events
+    `SELECT r.id, r.owner, r.name, c.id AS cid, c.state, c.owner AS c_owner
      FROM container_requests r JOIN containers c ON c.id = r.container_id WHERE r.name LIKE $1 ORDER BY r.name`,
     [`${prefix}%`],
   );
@@ -26,9 +25,9 @@ async function rowsNamed(prefix: string) {
     id: string;
     owner: string;
     name: string;
+    cid: string;
     state: string;
     c_owner: string;
-    events: number;
   }[];
 }
 
@@ -53,7 +52,8 @@ describe('single submissions', () => {
       expect(row.owner).toBe(`owner${i % 3}`);
       expect(row.c_owner).toBe(row.owner);
       expect(row.state).toBe('Queued');
-      expect(row.events).toBe(1);
+      const events = await store.containerList.events(row.cid);
+      expect(events.map((e) => e.message)).toEqual(['Queued: submitted']);
     }
   });
 
@@ -139,5 +139,39 @@ describe('lone surrogates', () => {
       expect(answer.command).toEqual(['echo', 'a\ufffd', '\ud83d\ude00']);
       expect(answer.env).toEqual({ K: '\ufffd' });
     }
+  });
+});
+
+describe("the submission's event", () => {
+  it('is given by the events read, not stored: first, at the submission, once also where an older database stored it', async () => {
+    const [fresh, old, retry] = await store.requests.create('fay', [
+      spec('ev-1'),
+      spec('ev-2'),
+      spec('ev-3'),
+    ]);
+    const pool = store.ctx.pool;
+    const stored = async (cid: string) =>
+      (await pool.query('SELECT message FROM container_events WHERE container_id = $1', [cid])).rows;
+    expect(await stored(fresh!.container_id!)).toEqual([]);
+    const evs = await store.containerList.events(fresh!.container_id!);
+    expect(evs).toStrictEqual([
+      { id: 0, at: fresh!.created_at, kind: 'state', message: 'Queued: submitted', data: null },
+    ]);
+    // paging after it leaves it out
+    expect(await store.containerList.events(fresh!.container_id!, 0)).toEqual([]);
+
+    // a container of an older database, whose submission stored the event: read once, the stored row
+    await pool.query(
+      `INSERT INTO container_events (container_id, at, kind, message) VALUES ($1, $2, 'state', 'Queued: submitted'),
+         ($1, $2, 'priority', 'priority 500 → 7')`,
+      [old!.container_id, old!.created_at],
+    );
+    const olds = await store.containerList.events(old!.container_id!);
+    expect(olds.map((e) => e.message)).toEqual(['Queued: submitted', 'priority 500 → 7']);
+    expect(olds[0]!.id).toBeGreaterThan(0);
+
+    // a later attempt was not submitted: its first event is the retry's own
+    await pool.query('UPDATE containers SET attempt = 2 WHERE id = $1', [retry!.container_id]);
+    expect(await store.containerList.events(retry!.container_id!)).toEqual([]);
   });
 });
