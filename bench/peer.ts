@@ -18,7 +18,7 @@ import { createPool, withDatabase } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
-import { cpuSample, printProfile, topStatements } from './store-profile.js';
+import { cpuSample, printIndexUse, printProfile, topStatements } from './store-profile.js';
 import { benchArgs, opt } from './args.js';
 
 const OPTIONS = {
@@ -187,6 +187,7 @@ export async function run(argv: string[]): Promise<number> {
     const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers, args.separate);
     if (stats) {
       printProfile(say, 'Berth', args.jobs, before, cpuSample(null, pg.pid), await topStatements(stats, 12));
+      await printIndexUse(say, stats);
       await stats.end();
     }
     say(`  ${b.rate.toFixed(0)} lifecycles/s (${b.perCommit.toFixed(1)} reports per commit)`);

@@ -1,6 +1,6 @@
-// `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single]` (`--help`): the
-// queue service's throughput and latency (`--only single`: the single submissions alone, to compare one
-// change's cost).
+// `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single|batched]` (`--help`):
+// the queue service's throughput and latency (`--only single` or `--only batched`: that phase alone, to
+// compare one change's cost).
 // A real `berth server` (its own embedded PostgreSQL in a temp BERTH_HOME) in a child process, loaded by
 // clients in this process over HTTP; store lifecycles run in-process against the same database.
 import { spawn } from 'node:child_process';
@@ -20,6 +20,7 @@ import {
   monotonicUs,
   postmasterPid,
   printCpuProfile,
+  printIndexUse,
   printProfile,
   topStatements,
   type Window,
@@ -32,7 +33,11 @@ const OPTIONS = {
   seconds: opt.number(5, 'seconds each throughput phase runs'),
   rows: opt.int(1_000_000, 'containers to fill the tables with for the listing latencies', 0),
   profile: opt.flag("restart the server's PostgreSQL with pg_stat_statements and print each phase's profile"),
-  only: opt.oneOf(['all', 'single'] as const, 'all', 'run only this phase (single: the single submissions)'),
+  only: opt.oneOf(
+    ['all', 'single', 'batched'] as const,
+    'all',
+    'run only this phase (single: the single submissions; batched: the batched ones)',
+  ),
 };
 
 function pct(sorted: number[], p: number): number {
@@ -166,6 +171,23 @@ export async function run(argv: string[]): Promise<number> {
       return rate;
     };
 
+    const batch = Array.from({ length: 1000 }, () => spec);
+    const batchedPhase = async () => {
+      say(`batched submissions (1,000 per call), 4 clients, ${args.seconds}s…`);
+      const rate = await profiled('batched', () =>
+        load(4, args.seconds, async () => (await post('/v1/requests/batch', { requests: batch }), 1000)),
+      );
+      say(`  ${rate.toFixed(0)}/s`);
+      return rate;
+    };
+    if (args.only === 'batched') {
+      const rate = await batchedPhase();
+      await pool.end();
+      agent.destroy();
+      if (args.json) console.log(JSON.stringify({ batched_submissions_per_s: Math.round(rate) }));
+      else console.log(`batched submissions/s (1,000/call):  ${Math.round(rate)} (target ≥ 50,000)`);
+      return 0;
+    }
     say(`single submissions, 16 clients, ${args.seconds}s…`);
     const single = await profiled('single', () =>
       load(16, args.seconds, async () => (await post('/v1/requests', spec), 1)),
@@ -178,12 +200,7 @@ export async function run(argv: string[]): Promise<number> {
       else console.log(`single submissions/s (16 clients):   ${Math.round(single)} (target ≥ 3,000)`);
       return 0;
     }
-    say(`batched submissions (1,000 per call), 4 clients, ${args.seconds}s…`);
-    const batch = Array.from({ length: 1000 }, () => spec);
-    const batched = await profiled('batched', () =>
-      load(4, args.seconds, async () => (await post('/v1/requests/batch', { requests: batch }), 1000)),
-    );
-    say(`  ${batched.toFixed(0)}/s`);
+    const batched = await batchedPhase();
 
     // Lifecycles through the store: submit, lock, assign, start, complete.
     const store = new Store(pool);
@@ -307,6 +324,7 @@ export async function run(argv: string[]): Promise<number> {
       containers_queued: await listLatency('/v1/containers?state=Queued&limit=100'),
       requests: await listLatency('/v1/requests?limit=100'),
     };
+    if (args.profile) await printIndexUse(say, pool);
     await pool.end();
     agent.destroy();
     const result = {

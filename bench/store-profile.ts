@@ -186,3 +186,28 @@ export function printCpuProfile(say: (s: string) => void, dir: string, windows: 
     }
   }
 }
+
+/**
+ * How the store's tables were used since the database's statistics began: per index of containers,
+ * container_requests and container_events its scans (idx_scan 0: no query of the run used it), and per table
+ * its updates and how many were HOT. Backends report their statistics within a second or so: read after a
+ * phase, not during it.
+ */
+export async function printIndexUse(say: (s: string) => void, pool: Db): Promise<void> {
+  const tables = await pool.query(
+    `SELECT relname, n_tup_ins::float8 AS ins, n_tup_upd::float8 AS upd, n_tup_hot_upd::float8 AS hot
+     FROM pg_stat_user_tables WHERE relname IN ('containers', 'container_requests', 'container_events')
+     ORDER BY relname`,
+  );
+  for (const t of tables.rows)
+    say(`  table ${t.relname}: ${t.ins} inserted, ${t.upd} updated (${t.hot} HOT)`);
+  const idx = await pool.query(
+    `SELECT relname, indexrelname, idx_scan::float8 AS scans, idx_tup_read::float8 AS read
+     FROM pg_stat_user_indexes WHERE relname IN ('containers', 'container_requests', 'container_events')
+     ORDER BY relname, indexrelname`,
+  );
+  for (const i of idx.rows)
+    say(
+      `    index ${i.indexrelname}: ${i.scans} scans, ${i.read} entries read${i.scans === 0 ? ' (unused)' : ''}`,
+    );
+}

@@ -4,6 +4,7 @@ import type { StoreContext } from './context.js';
 import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
 import { CONTAINER_COLUMNS, type ContainerRecord } from './records.js';
+import { SUBMITTED_EVENT } from './transitions/events.js';
 
 export interface ContainerFilter {
   owner?: string;
@@ -46,11 +47,17 @@ export class ContainerList {
     );
   }
 
-  /** A container's events in order, after event id `after`. */
-  async events(containerId: string, after = 0, limit = 1000): Promise<ContainerEvent[]> {
+  /** A container's events in order, after event id `after` (the submission's is id 0: SUBMITTED_EVENT). */
+  async events(containerId: string, after = -1, limit = 1000): Promise<ContainerEvent[]> {
     const r = await this.ctx.pool.query(
-      `SELECT id, at, kind, message, data FROM container_events WHERE container_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
-      [containerId, after, limit],
+      `SELECT id, at, kind, message, data FROM (
+         SELECT 0::int8 AS id, c.created_at AS at, $4::text AS kind, $5::text AS message, NULL::jsonb AS data
+         FROM containers c WHERE c.id = $1 AND c.attempt = 1 AND NOT EXISTS (
+           SELECT 1 FROM container_events o WHERE o.container_id = $1 AND o.kind = $4 AND o.message = $5)
+         UNION ALL
+         SELECT id, at, kind, message, data FROM container_events WHERE container_id = $1) e
+       WHERE id > $2 ORDER BY id LIMIT $3`,
+      [containerId, after, limit, SUBMITTED_EVENT.kind, SUBMITTED_EVENT.message],
     );
     return r.rows.map((row) => ({ ...row, id: Number(row.id) }));
   }

@@ -1,5 +1,6 @@
 // The API's view of requests and containers: rows as stored, snake_case, internal columns left out.
 import type { Usage } from '../api/schemas.js';
+import type { RequestSpec } from '../model/request.js';
 import type { ContainerState, FailureClass, RequestState } from '../model/types.js';
 
 export type { Usage };
@@ -86,9 +87,58 @@ export interface ContainerRecord {
 
 /** A request row's own columns (RequestRecord but for its container's state). */
 export const REQUEST_ROW_COLUMNS = `id, owner, name, image, command, env,
-  ARRAY(SELECT jsonb_object_keys(secret_env) ORDER BY 1) AS secret_env_keys, cwd, vcpus, ram, scratch, gpus, preemptible,
+  ARRAY(SELECT k FROM jsonb_object_keys(secret_env) k ORDER BY k COLLATE "C") AS secret_env_keys, cwd, vcpus, ram, scratch, gpus, preemptible,
   opportunistic, ram_retry_factor, max_run_time_ms, run_after, instance_types, priority, container_count_max, max_temp_retries, retry_on_failure,
   labels, state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at`;
+
+/**
+ * The record of a request just submitted, as a read of it returns it (REQUEST_COLUMNS; secret names in
+ * code-point order, as "C" sorts them): built from what was inserted, so a batch's answer costs PostgreSQL
+ * no RETURNING rows and the server no parsing of them. test/store/submissions.test.ts compares the two.
+ */
+export function submittedRecord(
+  owner: string,
+  spec: RequestSpec,
+  id: string,
+  containerId: string,
+  now: Date,
+): RequestRecord {
+  return {
+    id,
+    owner,
+    name: spec.name,
+    image: spec.image,
+    command: spec.command,
+    env: spec.env,
+    secret_env_keys: Object.keys(spec.secretEnv).sort(),
+    cwd: spec.cwd,
+    vcpus: spec.vcpus,
+    ram: spec.ram,
+    scratch: spec.scratch,
+    gpus: spec.gpus,
+    preemptible: spec.preemptible,
+    opportunistic: spec.opportunistic,
+    ram_retry_factor: spec.ramRetryFactor,
+    max_run_time_ms: spec.maxRunTimeMs,
+    run_after: spec.runAfter,
+    instance_types: spec.instanceTypes,
+    priority: spec.priority,
+    container_count_max: spec.containerCountMax,
+    max_temp_retries: spec.maxTempRetries,
+    retry_on_failure: spec.retryOnFailure,
+    labels: spec.labels,
+    state: 'Committed',
+    container_id: containerId,
+    attempts: 0,
+    temp_failures: 0,
+    outcome: null,
+    final_reason: null,
+    created_at: now,
+    updated_at: now,
+    container_state: 'Queued',
+    container_paused: false,
+  };
+}
 
 export const REQUEST_COLUMNS = `${REQUEST_ROW_COLUMNS},
   (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state,
