@@ -16,6 +16,7 @@ import { ContainerView } from './container-view.js';
 import { RunHistory } from './run-history.js';
 import type { DispatcherTimers } from './config.js';
 import { NodeWatch } from './node-watch.js';
+import { NodeViews, type NodeRead } from './node-view.js';
 import {
   adopt,
   IllegalInstanceTransition,
@@ -26,7 +27,7 @@ import {
   TAG,
   type PoolInstance,
 } from './pool.js';
-import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
+import type { AssignItem, DispatchQueue, ItemOutcome } from './ports.js';
 import { StatusWriter } from './status-writer.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
@@ -179,6 +180,8 @@ export class Dispatcher {
   private readonly types: Map<string, InstanceType>;
   private readonly cloud: CloudMemory;
   private readonly watch: NodeWatch;
+  /** The nodes across passes (node-view.ts). */
+  private readonly nodes = new NodeViews();
   private lastSync = -Infinity;
   private synced = false;
   private readonly statusWriter: StatusWriter;
@@ -320,7 +323,7 @@ export class Dispatcher {
     if (o.mirror) await this.applyOperatorRequests(now);
     if (o.apiHealth && this.watch.probeDue(now.getTime()))
       this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
-    const nodes = await o.queue.nodes(o.cluster, o.tag, now);
+    const nodes = await this.nodes.read(o.queue, o.cluster, o.tag, now, this.watch.lostBefore(now.getTime()));
     const containers = await this.view.read(o.queue, o.id, now, o.fullReloadPasses);
     await this.observe(nodes, containers, now);
     this.retryDestroys(now);
@@ -427,25 +430,21 @@ export class Dispatcher {
   }
 
   /** Updates instance states from nodes and assignments; fails lost nodes. */
-  private async observe(nodes: NodeView[], containers: SnapshotContainer[], now: Date): Promise<void> {
+  private async observe(read: NodeRead, containers: SnapshotContainer[], now: Date): Promise<void> {
     this.holdContainers(containers);
-    const nodeById = new Map(nodes.map((n) => [n.id, n]));
     for (const inst of this.instances.values()) {
       if (isEndingInstanceState(inst.state)) continue;
-      const node = inst.nodeId ? nodeById.get(inst.nodeId) : undefined;
+      const node = inst.nodeId ? this.nodes.get(inst.nodeId) : undefined;
       if (node?.state === 'failed') {
         this.shutdown(inst, 'its node failed', now);
         continue;
       }
-      if (
-        node &&
-        node.lastPingAt &&
-        node.state !== 'registered' &&
-        this.watch.lost(node.lastPingAt.getTime(), now.getTime())
-      ) {
-        const silent = Math.round((now.getTime() - node.lastPingAt.getTime()) / 1000);
+      // The silent ones carry their last ping (a ping alone is no change of the kept view).
+      const quiet = inst.nodeId ? read.silent.get(inst.nodeId) : undefined;
+      if (quiet?.lastPingAt && this.watch.lost(quiet.lastPingAt.getTime(), now.getTime())) {
+        const silent = Math.round((now.getTime() - quiet.lastPingAt.getTime()) / 1000);
         await this.failNode(
-          node.id,
+          quiet.id,
           inst.id,
           `no ping for ${silent}s (node_lost_after ${Math.round(this.o.nodeLostAfterMs / 1000)}s)`,
           now,
@@ -475,7 +474,7 @@ export class Dispatcher {
     if (!this.synced) return;
     // A create in flight may have bound its node already: its instance is applied between passes.
     const creating = new Set([...this.creating.values()].map((p) => p.nodeId));
-    for (const node of nodes) {
+    for (const node of this.nodes.values()) {
       if (
         node.state === 'failed' ||
         !node.instanceId ||
