@@ -12,14 +12,54 @@ export interface NodeRead {
 export class NodeViews {
   /** The listed nodes, in the order nodes() lists them (new ones last). */
   private readonly byId = new Map<string, NodeView>();
+  /** Each node's place in the list (new ones last), and the nodes bound to each instance. */
+  private readonly order = new Map<string, number>();
+  private nextOrder = 0;
+  private readonly byInstance = new Map<string, Set<string>>();
   private cursor: ChangeCursor | null = null;
 
   get(id: string): NodeView | undefined {
     return this.byId.get(id);
   }
 
-  values(): IterableIterator<NodeView> {
-    return this.byId.values();
+  /** The listed nodes bound to `instance`. */
+  boundTo(instance: string): Iterable<string> {
+    return this.byInstance.get(instance) ?? [];
+  }
+
+  /** `ids` of listed nodes, in list order. */
+  inOrder(ids: Iterable<string>): string[] {
+    return [...ids]
+      .filter((id) => this.order.has(id))
+      .sort((a, b) => this.order.get(a)! - this.order.get(b)!);
+  }
+
+  private set(n: NodeView): void {
+    const was = this.byId.get(n.id);
+    if (was === undefined) this.order.set(n.id, this.nextOrder++);
+    else this.unbind(was);
+    this.byId.set(n.id, n);
+    if (n.instanceId) {
+      let set = this.byInstance.get(n.instanceId);
+      if (set === undefined) this.byInstance.set(n.instanceId, (set = new Set()));
+      set.add(n.id);
+    }
+  }
+
+  private delete(id: string): boolean {
+    const was = this.byId.get(id);
+    if (was === undefined) return false;
+    this.unbind(was);
+    this.byId.delete(id);
+    this.order.delete(id);
+    return true;
+  }
+
+  private unbind(n: NodeView): void {
+    if (!n.instanceId) return;
+    const set = this.byInstance.get(n.instanceId);
+    set?.delete(n.id);
+    if (set?.size === 0) this.byInstance.delete(n.instanceId);
   }
 
   /** Reads what changed since the last read; `silentBefore` (ms) asks for the silent nodes too. */
@@ -43,17 +83,17 @@ export class NodeViews {
     const changed: string[] = [];
     if (ch.full) {
       const listed = new Set(ch.upserts.map((n) => n.id));
-      for (const id of this.byId.keys())
+      for (const id of [...this.byId.keys()])
         if (!listed.has(id)) {
-          this.byId.delete(id);
+          this.delete(id);
           changed.push(id);
         }
     }
-    for (const id of ch.removed) if (this.byId.delete(id)) changed.push(id);
+    for (const id of ch.removed) if (this.delete(id)) changed.push(id);
     for (const n of ch.upserts) {
       const known = this.byId.get(n.id);
       if (known !== undefined && same(known, n)) continue;
-      this.byId.set(n.id, n);
+      this.set(n);
       changed.push(n.id);
     }
     this.cursor = ch.cursor;
