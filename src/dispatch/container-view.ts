@@ -42,6 +42,8 @@ export class ContainerView {
   private byInstance = new Map<string, string[]>();
   /** Instances whose containers changed since takeTouched(). */
   private touched = new Set<string>();
+  /** How many held containers have a name (run-history.ts learns only from those). */
+  private named = 0;
   /** Containers seen arriving (by queue time) that may still be in the window, in no order. */
   private recent: Arrival[] = [];
   /** The earliest time in `recent`. */
@@ -92,6 +94,7 @@ export class ContainerView {
       if (known === undefined) continue;
       this.byId.delete(id);
       this.order.delete(id);
+      if (known.name !== undefined) this.named--;
       if (known.instance) this.detach(known.instance, id);
       changed = true;
     }
@@ -99,6 +102,7 @@ export class ContainerView {
       const known = this.byId.get(row.id);
       if (known === undefined) {
         this.arrived(row, now.getTime());
+        if (row.name !== undefined) this.named++;
         this.order.set(row.id, this.nextOrder++);
         if (row.instance) this.attach(row.instance, row.id);
       } else if (same(known, row)) continue;
@@ -106,6 +110,8 @@ export class ContainerView {
         if (known.instance) this.detach(known.instance, row.id);
         if (row.instance) this.attach(row.instance, row.id);
       }
+      if (known !== undefined)
+        this.named += Number(row.name !== undefined) - Number(known.name !== undefined);
       // A container already held keeps its place in the list (a Map keeps its keys' first insertion order).
       this.byId.set(row.id, row);
       changed = true;
@@ -120,8 +126,10 @@ export class ContainerView {
     let changed = rows.length !== this.list.length;
     const next = new Map<string, SnapshotContainer>();
     const out = new Array<SnapshotContainer>(rows.length);
+    this.named = 0;
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
+      if (row.name !== undefined) this.named++;
       const known = this.byId.get(row.id);
       let c = row;
       if (known === undefined) this.arrived(row, now.getTime());
@@ -136,6 +144,11 @@ export class ContainerView {
       this.regroup();
     }
     return this.list;
+  }
+
+  /** Whether any container held has a name. */
+  get anyNamed(): boolean {
+    return this.named > 0;
   }
 
   /** The ids of the containers on `instance` (Locked with it, or Running), in list order. */

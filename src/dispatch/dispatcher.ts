@@ -385,7 +385,7 @@ export class Dispatcher {
   private planOf(snapshot: Snapshot): Plan {
     const o = this.o;
     const learn = o.config.waitForRunning || o.config.bootAhead > 0;
-    if (learn) this.history.fill(snapshot);
+    if (learn) this.history.fill(snapshot, this.view.anyNamed);
     const plan = this.planner.plan(snapshot);
     if (learn) this.history.started(snapshot, plan);
     this.lastPlan = plan;
@@ -670,6 +670,7 @@ export class Dispatcher {
 
   /** The creates in flight, as booting instances with provisional ids (one whose instance a sync already adopted is left out). */
   private provisional(): Snapshot['instances'] {
+    if (this.creating.size === 0) return [];
     const bound = new Set<string>();
     for (const i of this.instances.values()) if (i.nodeId) bound.add(i.nodeId);
     return [...this.creating.values()]

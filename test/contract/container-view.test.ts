@@ -88,6 +88,7 @@ describe.each(SUBJECTS)('the container view fed by changes() on the %s queue', (
           expect(touched.has(inst)).toBe(true);
       }
       lastGroups.set(dispatcher, g);
+      expect(view.anyNamed).toBe(got.some((c) => c.name !== undefined));
       expect(sorted(got)).toEqual(sorted(await s.queue.containers(dispatcher, now)));
       // Read again with nothing changed: the very same array.
       const again = await view.read(queueOf(dispatcher), dispatcher, now, NEVER);
