@@ -356,25 +356,26 @@ export class Dispatcher {
   /** What a pass plans from: the instances as this dispatcher holds them, and `containers`. */
   private snapshot(now: Date, containers: SnapshotContainer[], maxDispatchAttempts: number): Snapshot {
     const o = this.o;
+    // One walk, no intermediate arrays: this runs every pass over the whole pool.
+    const instances: Snapshot['instances'] = [];
+    for (const i of this.instances.values())
+      if (i.state !== 'gone')
+        instances.push({
+          id: i.id,
+          type: i.type,
+          state: i.state,
+          idleBehavior: i.idleBehavior,
+          containers: i.containers,
+          stateSince: i.stateSince,
+          createdAt: i.createdAt,
+          ...(i.createdFor && { createdFor: i.createdFor }),
+        });
+    for (const p of this.provisional()) instances.push(p);
     return {
       now,
       config: { ...o.config, maxDispatchAttempts },
       instanceTypes: o.instanceTypes,
-      instances: [
-        ...[...this.instances.values()]
-          .filter((i) => i.state !== 'gone')
-          .map((i) => ({
-            id: i.id,
-            type: i.type,
-            state: i.state,
-            idleBehavior: i.idleBehavior,
-            containers: i.containers,
-            stateSince: i.stateSince,
-            createdAt: i.createdAt,
-            ...(i.createdFor && { createdFor: i.createdFor }),
-          })),
-        ...this.provisional(),
-      ],
+      instances,
       containers,
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
