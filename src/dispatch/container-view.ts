@@ -26,9 +26,24 @@ interface Arrival {
   key: string;
 }
 
+/** The ids of an instance's containers when it has none. */
+const NONE: string[] = Object.freeze([]) as unknown as string[];
+
 export class ContainerView {
   private byId = new Map<string, SnapshotContainer>();
   private list: SnapshotContainer[] = [];
+  /** Each held container's place in `list` (increasing; a new one gets the next number). */
+  private order = new Map<string, number>();
+  private nextOrder = 0;
+  /**
+   * The ids of each instance's containers, in list order, kept from the changes (not regrouped every
+   * pass). Copy on write: an array handed out never changes (each is frozen: a push throws).
+   */
+  private byInstance = new Map<string, string[]>();
+  /** Instances whose containers changed since takeTouched(). */
+  private touched = new Set<string>();
+  /** How many held containers have a name (run-history.ts learns only from those). */
+  private named = 0;
   /** Containers seen arriving (by queue time) that may still be in the window, in no order. */
   private recent: Arrival[] = [];
   /** The earliest time in `recent`. */
@@ -74,11 +89,29 @@ export class ContainerView {
   /** Applies what changed since the last read. */
   private apply(ch: ContainerChanges, now: Date): SnapshotContainer[] {
     let changed = false;
-    for (const id of ch.removed) if (this.byId.delete(id)) changed = true;
+    for (const id of ch.removed) {
+      const known = this.byId.get(id);
+      if (known === undefined) continue;
+      this.byId.delete(id);
+      this.order.delete(id);
+      if (known.name !== undefined) this.named--;
+      if (known.instance) this.detach(known.instance, id);
+      changed = true;
+    }
     for (const row of ch.upserts) {
       const known = this.byId.get(row.id);
-      if (known === undefined) this.arrived(row, now.getTime());
-      else if (same(known, row)) continue;
+      if (known === undefined) {
+        this.arrived(row, now.getTime());
+        if (row.name !== undefined) this.named++;
+        this.order.set(row.id, this.nextOrder++);
+        if (row.instance) this.attach(row.instance, row.id);
+      } else if (same(known, row)) continue;
+      else if (known.instance !== row.instance) {
+        if (known.instance) this.detach(known.instance, row.id);
+        if (row.instance) this.attach(row.instance, row.id);
+      }
+      if (known !== undefined)
+        this.named += Number(row.name !== undefined) - Number(known.name !== undefined);
       // A container already held keeps its place in the list (a Map keeps its keys' first insertion order).
       this.byId.set(row.id, row);
       changed = true;
@@ -93,8 +126,10 @@ export class ContainerView {
     let changed = rows.length !== this.list.length;
     const next = new Map<string, SnapshotContainer>();
     const out = new Array<SnapshotContainer>(rows.length);
+    this.named = 0;
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
+      if (row.name !== undefined) this.named++;
       const known = this.byId.get(row.id);
       let c = row;
       if (known === undefined) this.arrived(row, now.getTime());
@@ -104,8 +139,67 @@ export class ContainerView {
       out[i] = c;
     }
     this.byId = next;
-    if (changed) this.list = out;
+    if (changed) {
+      this.list = out;
+      this.regroup();
+    }
     return this.list;
+  }
+
+  /** Whether any container held has a name. */
+  get anyNamed(): boolean {
+    return this.named > 0;
+  }
+
+  /** The ids of the containers on `instance` (Locked with it, or Running), in list order. */
+  containersOf(instance: string): string[] {
+    return this.byInstance.get(instance) ?? NONE;
+  }
+
+  /** The instances whose containers changed since the last call (and forgets them). */
+  takeTouched(): Set<string> {
+    const t = this.touched;
+    this.touched = new Set();
+    return t;
+  }
+
+  /** After a whole read: places and groups from the list; instances whose group differs are touched. */
+  private regroup(): void {
+    this.order = new Map(this.list.map((c, i) => [c.id, i]));
+    this.nextOrder = this.list.length;
+    const next = new Map<string, string[]>();
+    for (const c of this.list)
+      if (c.instance) (next.get(c.instance) ?? next.set(c.instance, []).get(c.instance)!).push(c.id);
+    for (const inst of this.byInstance.keys()) if (!next.has(inst)) this.touched.add(inst);
+    const kept = new Map<string, string[]>();
+    for (const [inst, ids] of next) {
+      const was = this.byInstance.get(inst);
+      if (was !== undefined && was.length === ids.length && was.every((id, i) => id === ids[i]))
+        kept.set(inst, was);
+      else {
+        kept.set(inst, Object.freeze(ids) as string[]);
+        this.touched.add(inst);
+      }
+    }
+    this.byInstance = kept;
+  }
+
+  private detach(instance: string, id: string): void {
+    const ids = this.byInstance.get(instance)?.filter((x) => x !== id) ?? [];
+    if (ids.length === 0) this.byInstance.delete(instance);
+    else this.byInstance.set(instance, Object.freeze(ids) as string[]);
+    this.touched.add(instance);
+  }
+
+  /** Adds `id` to its instance's group at its place in the list. */
+  private attach(instance: string, id: string): void {
+    const ids = [...(this.byInstance.get(instance) ?? NONE)];
+    const at = this.order.get(id)!;
+    let i = ids.length;
+    while (i > 0 && this.order.get(ids[i - 1]!)! > at) i--;
+    ids.splice(i, 0, id);
+    this.byInstance.set(instance, Object.freeze(ids) as string[]);
+    this.touched.add(instance);
   }
 
   constructor(private readonly windowMs: number) {}

@@ -16,6 +16,7 @@ import { ContainerView } from './container-view.js';
 import { RunHistory } from './run-history.js';
 import type { DispatcherTimers } from './config.js';
 import { NodeWatch } from './node-watch.js';
+import { NodeViews, type NodeRead } from './node-view.js';
 import {
   adopt,
   IllegalInstanceTransition,
@@ -26,7 +27,7 @@ import {
   TAG,
   type PoolInstance,
 } from './pool.js';
-import type { AssignItem, DispatchQueue, ItemOutcome, NodeView } from './ports.js';
+import type { AssignItem, DispatchQueue, ItemOutcome } from './ports.js';
 import { StatusWriter } from './status-writer.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
@@ -179,6 +180,20 @@ export class Dispatcher {
   private readonly types: Map<string, InstanceType>;
   private readonly cloud: CloudMemory;
   private readonly watch: NodeWatch;
+  /** The nodes across passes (node-view.ts). */
+  private readonly nodes = new NodeViews();
+  /**
+   * Instances observe() looks at next (file comment of observe): their containers, their node or their
+   * record changed since it last did. The others would come out as they are.
+   */
+  private readonly dirty = new Set<string>();
+  /** Each instance's place in `instances` (observe goes through the dirty ones in that order). */
+  private readonly instanceOrder = new Map<string, number>();
+  private nextInstance = 0;
+  /** Instances by the id of their node. */
+  private readonly byNode = new Map<string, Set<PoolInstance>>();
+  /** Nodes not failed whose instance this dispatcher does not hold (observe fails them once synced). */
+  private readonly orphans = new Set<string>();
   private lastSync = -Infinity;
   private synced = false;
   private readonly statusWriter: StatusWriter;
@@ -290,7 +305,7 @@ export class Dispatcher {
     ]);
     if (!held) throw new LeaseLostError(`another live dispatcher holds the lease for ${o.id}`);
     this.applyOutcomes(now);
-    this.holdContainers(containers);
+    this.holdContainers();
     const snapshot = this.snapshot(now, containers, maxDispatchAttempts);
     const plan = this.planOf(snapshot);
     await this.act({ ...plan, actions: placingActions(plan, (id) => this.ready(id)) }, now);
@@ -320,9 +335,9 @@ export class Dispatcher {
     if (o.mirror) await this.applyOperatorRequests(now);
     if (o.apiHealth && this.watch.probeDue(now.getTime()))
       this.watch.apiProbed(await o.apiHealth().catch(() => false), now.getTime());
-    const nodes = await o.queue.nodes(o.cluster, o.tag, now);
+    const nodes = await this.nodes.read(o.queue, o.cluster, o.tag, now, this.watch.lostBefore(now.getTime()));
     const containers = await this.view.read(o.queue, o.id, now, o.fullReloadPasses);
-    await this.observe(nodes, containers, now);
+    await this.observe(nodes, now);
     this.retryDestroys(now);
 
     this.maxAttempts = await o.queue.maxDispatchAttempts();
@@ -341,25 +356,26 @@ export class Dispatcher {
   /** What a pass plans from: the instances as this dispatcher holds them, and `containers`. */
   private snapshot(now: Date, containers: SnapshotContainer[], maxDispatchAttempts: number): Snapshot {
     const o = this.o;
+    // One walk, no intermediate arrays: this runs every pass over the whole pool.
+    const instances: Snapshot['instances'] = [];
+    for (const i of this.instances.values())
+      if (i.state !== 'gone')
+        instances.push({
+          id: i.id,
+          type: i.type,
+          state: i.state,
+          idleBehavior: i.idleBehavior,
+          containers: i.containers,
+          stateSince: i.stateSince,
+          createdAt: i.createdAt,
+          ...(i.createdFor && { createdFor: i.createdFor }),
+        });
+    for (const p of this.provisional()) instances.push(p);
     return {
       now,
       config: { ...o.config, maxDispatchAttempts },
       instanceTypes: o.instanceTypes,
-      instances: [
-        ...[...this.instances.values()]
-          .filter((i) => i.state !== 'gone')
-          .map((i) => ({
-            id: i.id,
-            type: i.type,
-            state: i.state,
-            idleBehavior: i.idleBehavior,
-            containers: i.containers,
-            stateSince: i.stateSince,
-            createdAt: i.createdAt,
-            ...(i.createdFor && { createdFor: i.createdFor }),
-          })),
-        ...this.provisional(),
-      ],
+      instances,
       containers,
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
@@ -370,7 +386,7 @@ export class Dispatcher {
   private planOf(snapshot: Snapshot): Plan {
     const o = this.o;
     const learn = o.config.waitForRunning || o.config.bootAhead > 0;
-    if (learn) this.history.fill(snapshot);
+    if (learn) this.history.fill(snapshot, this.view.anyNamed);
     const plan = this.planner.plan(snapshot);
     if (learn) this.history.started(snapshot, plan);
     this.lastPlan = plan;
@@ -393,7 +409,7 @@ export class Dispatcher {
       if (ci.state === 'terminated') continue;
       seen.add(ci.id);
       const known = this.instances.get(ci.id);
-      if (!known) this.instances.set(ci.id, adopt(ci, this.types, now));
+      if (!known) this.addInstance(adopt(ci, this.types, now));
       else {
         if (ci.interruptionNotice && !known.interruptionNotice && known.idleBehavior !== 'drain') {
           // The cloud will reclaim it: give it no new work, and let it go as soon as it is empty.
@@ -415,7 +431,7 @@ export class Dispatcher {
       if (inst.nodeId && !isEndingInstanceState(inst.state))
         await this.failNode(inst.nodeId, inst.id, 'its instance disappeared from the cloud', now);
       this.move(inst, 'gone', now);
-      this.instances.delete(inst.id);
+      this.removeInstance(inst);
       // The mirror writes when its billing ended (its destroy) before the row becomes history.
       if (o.mirror) this.goneUnpublished.push(inst);
       this.cloud.instanceGone();
@@ -426,26 +442,70 @@ export class Dispatcher {
     this.confirmGoneAfter = null;
   }
 
-  /** Updates instance states from nodes and assignments; fails lost nodes. */
-  private async observe(nodes: NodeView[], containers: SnapshotContainer[], now: Date): Promise<void> {
-    this.holdContainers(containers);
-    const nodeById = new Map(nodes.map((n) => [n.id, n]));
-    for (const inst of this.instances.values()) {
+  /** A new instance in the pool: observe() looks at it, and at the nodes bound to it. */
+  private addInstance(inst: PoolInstance): void {
+    this.instances.set(inst.id, inst);
+    this.instanceOrder.set(inst.id, this.nextInstance++);
+    if (inst.nodeId !== null) {
+      let set = this.byNode.get(inst.nodeId);
+      if (set === undefined) this.byNode.set(inst.nodeId, (set = new Set()));
+      set.add(inst);
+    }
+    this.dirty.add(inst.id);
+    for (const n of this.nodes.boundTo(inst.id)) this.checkOrphan(n);
+  }
+
+  private removeInstance(inst: PoolInstance): void {
+    this.instances.delete(inst.id);
+    this.instanceOrder.delete(inst.id);
+    if (inst.nodeId !== null) {
+      const set = this.byNode.get(inst.nodeId);
+      set?.delete(inst);
+      if (set?.size === 0) this.byNode.delete(inst.nodeId);
+    }
+    for (const n of this.nodes.boundTo(inst.id)) this.checkOrphan(n);
+  }
+
+  /** Whether node `id` is an orphan: listed, not failed, bound to an instance this dispatcher lacks. */
+  private checkOrphan(id: string): void {
+    const node = this.nodes.get(id);
+    if (node && node.state !== 'failed' && node.instanceId && !this.instances.has(node.instanceId))
+      this.orphans.add(id);
+    else this.orphans.delete(id);
+  }
+
+  /**
+   * Updates instance states from nodes and assignments; fails lost nodes. An instance's outcome here
+   * depends only on its record, its node (and its silence) and its containers, so only the instances where
+   * one of them changed (`dirty`) are looked at, in pool order; the rest would come out as they are.
+   */
+  private async observe(read: NodeRead, now: Date): Promise<void> {
+    this.holdContainers();
+    for (const id of read.changed) {
+      this.checkOrphan(id);
+      for (const inst of this.byNode.get(id) ?? []) this.dirty.add(inst.id);
+    }
+    for (const id of read.silent.keys())
+      for (const inst of this.byNode.get(id) ?? []) this.dirty.add(inst.id);
+    const order = this.instanceOrder;
+    const look = [...this.dirty]
+      .filter((id) => order.has(id))
+      .sort((a, b) => order.get(a)! - order.get(b)!)
+      .map((id) => this.instances.get(id)!);
+    this.dirty.clear();
+    for (const inst of look) {
       if (isEndingInstanceState(inst.state)) continue;
-      const node = inst.nodeId ? nodeById.get(inst.nodeId) : undefined;
+      const node = inst.nodeId ? this.nodes.get(inst.nodeId) : undefined;
       if (node?.state === 'failed') {
         this.shutdown(inst, 'its node failed', now);
         continue;
       }
-      if (
-        node &&
-        node.lastPingAt &&
-        node.state !== 'registered' &&
-        this.watch.lost(node.lastPingAt.getTime(), now.getTime())
-      ) {
-        const silent = Math.round((now.getTime() - node.lastPingAt.getTime()) / 1000);
+      // The silent ones carry their last ping (a ping alone is no change of the kept view).
+      const quiet = inst.nodeId ? read.silent.get(inst.nodeId) : undefined;
+      if (quiet?.lastPingAt && this.watch.lost(quiet.lastPingAt.getTime(), now.getTime())) {
+        const silent = Math.round((now.getTime() - quiet.lastPingAt.getTime()) / 1000);
         await this.failNode(
-          node.id,
+          quiet.id,
           inst.id,
           `no ping for ${silent}s (node_lost_after ${Math.round(this.o.nodeLostAfterMs / 1000)}s)`,
           now,
@@ -473,27 +533,26 @@ export class Dispatcher {
     // A node whose instance the cloud no longer lists can never report again: it died while no dispatcher
     // watched, or the node's failure could not be written when the instance was shut down (database down).
     if (!this.synced) return;
+    if (this.orphans.size === 0) return;
     // A create in flight may have bound its node already: its instance is applied between passes.
     const creating = new Set([...this.creating.values()].map((p) => p.nodeId));
-    for (const node of nodes) {
-      if (
-        node.state === 'failed' ||
-        !node.instanceId ||
-        this.instances.has(node.instanceId) ||
-        creating.has(node.id)
-      )
-        continue;
+    for (const id of this.nodes.inOrder(this.orphans)) {
+      const node = this.nodes.get(id)!;
+      if (creating.has(node.id)) continue;
       await this.failNode(node.id, node.instanceId, 'its instance is gone', now);
     }
   }
 
-  /** Each instance's containers, from the containers' view. */
-  private holdContainers(containers: SnapshotContainer[]): void {
-    const byInstance = new Map<string, string[]>();
-    for (const c of containers)
-      if (c.instance)
-        (byInstance.get(c.instance) ?? byInstance.set(c.instance, []).get(c.instance)!).push(c.id);
-    for (const inst of this.instances.values()) inst.containers = byInstance.get(inst.id) ?? [];
+  /**
+   * Each instance's containers, from the containers' view (which keeps them by instance): only those of the
+   * instances whose containers changed, or that are new, or that a pass placed work on, are set again.
+   */
+  private holdContainers(): void {
+    for (const id of this.view.takeTouched()) this.dirty.add(id);
+    for (const id of this.dirty) {
+      const inst = this.instances.get(id);
+      if (inst) inst.containers = this.view.containersOf(id);
+    }
   }
 
   private async failNode(
@@ -612,6 +671,7 @@ export class Dispatcher {
 
   /** The creates in flight, as booting instances with provisional ids (one whose instance a sync already adopted is left out). */
   private provisional(): Snapshot['instances'] {
+    if (this.creating.size === 0) return [];
     const bound = new Set<string>();
     for (const i of this.instances.values()) if (i.nodeId) bound.add(i.nodeId);
     return [...this.creating.values()]
@@ -689,7 +749,9 @@ export class Dispatcher {
   /** A container the queue placed on an instance: the instance now runs it. */
   private placed(item: AssignItem, now: Date): void {
     const inst = this.instances.get(item.instance)!;
-    inst.containers.push(item.id);
+    // A new array (the view's are shared); the next pass sets it from the view again.
+    inst.containers = [...inst.containers, item.id];
+    this.dirty.add(inst.id);
     this.move(inst, 'running', now);
     this.emit({ kind: 'container-placed', at: now, container: item.id, instance: inst.id });
   }
@@ -812,7 +874,7 @@ export class Dispatcher {
           this.failed('bindNode', bindErr, at, { node: nodeId, instance: created.id, type: type.name });
         // A sync may have adopted it already (listed before the create's response came back).
         if (!this.instances.has(created.id))
-          this.instances.set(created.id, {
+          this.addInstance({
             id: created.id,
             type: type.name,
             providerType: type.providerType,
@@ -925,6 +987,7 @@ export class Dispatcher {
       if (r.kill) this.shutdown(inst, 'killed by an operator', now);
       else if (r.idleBehavior && r.idleBehavior !== inst.idleBehavior) {
         inst.idleBehavior = r.idleBehavior;
+        this.dirty.add(inst.id);
         await this.o.driver
           .setTags(inst.id, { [TAG.idle]: r.idleBehavior })
           .catch((err: unknown) => this.failed('setTags', err, now, { instance: inst.id, type: inst.type }));

@@ -60,6 +60,15 @@ export class NodeWatch {
     return this.since === null ? 0 : Math.max(0, now - Math.max(lastPingMs, this.since));
   }
 
+  /**
+   * The last pings before which a node is lost at `now` (lost() is true for exactly those), or null when
+   * none can be: the watch is off, or began less than node_lost_after ago.
+   */
+  lostBefore(now: number): number | null {
+    const before = now - this.o.lostAfterMs;
+    return this.since !== null && this.since < before ? before : null;
+  }
+
   /** True when that silence is longer than node_lost_after. */
   lost(lastPingMs: number, now: number): boolean {
     return this.silenceMs(lastPingMs, now) > this.o.lostAfterMs;

@@ -7,12 +7,14 @@ import type { Store } from '../store/store.js';
 import type { Outcome } from '../store/transitions/index.js';
 import {
   FAILED_NODE_VISIBLE_MS,
+  isSilent,
   type AssignItem,
   type CancelItem,
   type ChangeCursor,
   type ContainerChanges,
   type DispatchQueue,
   type ItemOutcome,
+  type NodeChanges,
   type NodeView,
   type StatusUpdate,
   type StoredGroup,
@@ -239,6 +241,22 @@ export class PgQueue implements DispatchQueue {
       state: row.state,
       lastPingAt: row.last_ping_at,
     }));
+  }
+
+  /**
+   * Always the whole list (`full`): a production pass reads its nodes once, against a pass of database
+   * round trips, and the nodes of a cluster are thousands at most. Silent nodes by one more query.
+   */
+  async nodeChanges(
+    cluster: string,
+    tag: string,
+    now: Date,
+    _since: ChangeCursor | null,
+    silentBefore: Date | null,
+  ): Promise<NodeChanges> {
+    const upserts = await this.nodes(cluster, tag, now);
+    const silent = silentBefore === null ? [] : upserts.filter((n) => isSilent(n, silentBefore.getTime()));
+    return { cursor: { position: 'full', now }, full: true, upserts, removed: [], silent };
   }
 
   async failNode(nodeId: string, reason: string): Promise<void> {

@@ -77,6 +77,37 @@ export interface ContainerChanges {
 }
 
 /**
+ * What changed in the nodes of a cluster/tag since a cursor, and which are silent (a pass walks what
+ * changed, not every node). A ping alone is no change: a node's lastPingAt in `upserts` is only known to be
+ * null (not yet registered) or not; the silent ones carry their real last ping.
+ */
+export interface NodeChanges {
+  /** The cursor for the next call. */
+  cursor: ChangeCursor;
+  /** true: `upserts` is every node nodes() lists now (the caller drops the rest); false: only changes. */
+  full: boolean;
+  /** Nodes as nodes() would list them that may have changed (state, instance, registration). */
+  upserts: NodeView[];
+  /** Nodes nodes() no longer lists; ids the caller does not hold may appear. */
+  removed: string[];
+  /**
+   * With `silentBefore`: the nodes listed, not failed, registered, whose last ping is before it (empty
+   * without).
+   */
+  silent: NodeView[];
+}
+
+/** Whether a listed node is silent before `before` (ms): not failed, registered, last ping before it. */
+export function isSilent(n: NodeView, before: number): boolean {
+  return (
+    n.state !== 'failed' &&
+    n.state !== 'registered' &&
+    n.lastPingAt !== null &&
+    n.lastPingAt.getTime() < before
+  );
+}
+
+/**
  * The queue and node records, for one dispatcher. Every method is one transaction (or one statement) for
  * the whole batch; batched transitions answer per item, in the order of the items. Times that decide
  * something are the dispatcher's clock (`now`), never the database's: tests and the simulator control it.
@@ -134,6 +165,18 @@ export interface DispatchQueue {
   bindNode(nodeId: string, instanceId: string): Promise<void>;
   /** Nodes of this cluster/tag; failed ones for FAILED_NODE_VISIBLE_MS after they failed. */
   nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]>;
+  /**
+   * The nodes() view incrementally (NodeChanges): with `since` null, everything nodes() lists (full);
+   * otherwise at least the nodes whose state, instance or registration changed since the cursor, or a full
+   * list. A cursor this queue can no longer answer for is refused with an error: the caller reloads.
+   */
+  nodeChanges(
+    cluster: string,
+    tag: string,
+    now: Date,
+    since: ChangeCursor | null,
+    silentBefore: Date | null,
+  ): Promise<NodeChanges>;
   /**
    * Declares a node failed: its token is revoked, its Locked containers go back to the queue and its
    * Running containers are cancelled (temp) so they are retried elsewhere.

@@ -58,25 +58,28 @@ export class RunHistory {
   private current: RunEstimates | undefined;
 
   /** Takes in a pass's snapshot and sets its estimates (none while nothing is known). */
-  fill(snap: Snapshot): void {
-    const e = this.observe(snap.containers, snap.instances, snap.now.getTime());
+  fill(snap: Snapshot, anyNamed = true): void {
+    const e = this.observe(snap.containers, snap.instances, snap.now.getTime(), anyNamed);
     if (e !== undefined) snap.estimates = e;
   }
 
   /**
    * Takes in one pass's view and returns the estimates for its snapshot: the same object as last time
    * when nothing changed (the incremental planner compares it by reference), undefined while nothing is
-   * known.
+   * known. `anyNamed` false says no container has a name: with nothing running and no fan-out pending there
+   * is nothing to learn from them, and they are not walked.
    */
   observe(
     containers: readonly SnapshotContainer[],
     instances: readonly SnapshotInstance[],
     now: number,
+    anyNamed = true,
   ): RunEstimates | undefined {
     let changed = this.observeBoots(instances);
     if (containers !== this.lastContainers) {
       this.lastContainers = containers;
-      changed = this.observeRuns(containers, now) || changed;
+      if (!anyNamed && this.running.size === 0 && !this.fanOuts.pending) this.named = false;
+      else changed = this.observeRuns(containers, now) || changed;
     }
     if (changed || this.stale) {
       this.current = this.build();

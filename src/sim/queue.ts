@@ -38,6 +38,7 @@ import type {
   ContainerChanges,
   DispatchQueue,
   ItemOutcome,
+  NodeChanges,
   NodeView,
   StatusUpdate,
   StoredGroup,
@@ -357,6 +358,7 @@ export class SimQueue implements DispatchQueue {
     const node = nodeId === null ? undefined : this.nodeTable.get(nodeId);
     if (node !== undefined) {
       node.assigned.add(id);
+      this.nodeTable.touch(node);
       // Like the store's pg_notify: a registered agent hears about new work at once (the node is not
       // failed: the assign guard saw to that).
       if (node.registeredAt !== null) this.observer.assigned?.(node.id, c);
@@ -384,11 +386,23 @@ export class SimQueue implements DispatchQueue {
   }
 
   async bindNode(nodeId: string, instanceId: string): Promise<void> {
-    this.nodeTable.find(nodeId).instanceId = instanceId;
+    const n = this.nodeTable.find(nodeId);
+    n.instanceId = instanceId;
+    this.nodeTable.touch(n);
   }
 
   async nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]> {
     return this.nodeTable.list(cluster, tag, now.getTime());
+  }
+
+  async nodeChanges(
+    cluster: string,
+    tag: string,
+    now: Date,
+    since: ChangeCursor | null,
+    silentBefore: Date | null,
+  ): Promise<NodeChanges> {
+    return this.nodeTable.changes(cluster, tag, now.getTime(), since, silentBefore?.getTime() ?? null);
   }
 
   async failNode(nodeId: string, reason: string): Promise<void> {
@@ -414,6 +428,7 @@ export class SimQueue implements DispatchQueue {
     const n = this.nodeTable.find(nodeId);
     if (n.state !== 'idle' && n.state !== 'busy') return;
     n.state = 'draining';
+    this.nodeTable.touch(n);
     this.observer.drain?.(nodeId);
   }
 
@@ -460,7 +475,9 @@ export class SimQueue implements DispatchQueue {
     c.state = 'Running';
     c.startedAt = this.o.now();
     this.touch(c);
-    this.nodeTable.get(nodeId)!.running++;
+    const n = this.nodeTable.get(nodeId)!;
+    n.running++;
+    this.nodeTable.touch(n);
     this.observer.started?.(c);
   }
 
@@ -640,6 +657,7 @@ export class SimQueue implements DispatchQueue {
     if (n !== undefined) {
       n.assigned.delete(c.id);
       if (c.state === 'Running') n.running--;
+      this.nodeTable.touch(n);
     }
   }
 

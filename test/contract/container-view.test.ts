@@ -17,6 +17,14 @@ const WINDOW_MS = 600_000;
 
 const sorted = (cs: readonly SnapshotContainer[]) => [...cs].sort((a, b) => a.id.localeCompare(b.id));
 
+/** Each instance's container ids in list order, regrouped from scratch (what the view keeps). */
+function groups(cs: readonly SnapshotContainer[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const c of cs)
+    if (c.instance) (out.get(c.instance) ?? out.set(c.instance, []).get(c.instance)!).push(c.id);
+  return out;
+}
+
 /** A whole read, as a dispatcher just started would make it. */
 async function wholeRead(queue: DispatchQueue, dispatcher: string, now: Date) {
   return new ContainerView(WINDOW_MS).read(queue, dispatcher, now, NEVER);
@@ -31,6 +39,8 @@ describe.each(SUBJECTS)('the container view fed by changes() on the %s queue', (
     const nodes = [await s.node('i-1'), await s.node('i-2')];
     const requests: string[] = [];
     let sameArrays = 0;
+    const lastGroups = new Map([D, OTHER].map((d) => [d, new Map<string, string[]>()]));
+    const wholeReads = new Map([D, OTHER].map((d) => [d, 1]));
     // OTHER's queue reports every considered container again with each change (the contract allows
     // repeats; PostgreSQL makes them while an older transaction is open): repeats must change nothing.
     const repeating: Pick<DispatchQueue, 'changes'> = {
@@ -43,7 +53,7 @@ describe.each(SUBJECTS)('the container view fed by changes() on the %s queue', (
     const queueOf = (d: string) => (d === OTHER ? repeating : s.queue);
     for (let step = 0; step < 150; step++) {
       const ids = await Promise.all(requests.map((r) => s.current(r)));
-      const op = requests.length < 4 ? 0 : Math.floor(rng() * 9);
+      const op = requests.length < 4 ? 0 : Math.floor(rng() * 11);
       const d = pick([D, OTHER]);
       const id = ids.length > 0 ? pick(ids) : '';
       const node = pick(nodes);
@@ -54,22 +64,39 @@ describe.each(SUBJECTS)('the container view fed by changes() on the %s queue', (
             priority: rng() < 0.1 ? 0 : 1 + Math.floor(rng() * 3),
           }),
         );
+      // op 9, 10: locked and placed at once (containers gather on the instances, and leave them).
+      else if (op >= 9) await s.queue.lockAssign([{ id, instance: node, node }], d);
       // op 7: the clock moves; op 8: nothing happens between two reads.
       else if (!(await randomTransition(s, rng, op, id, d, node)) && op === 7)
         s.clock.advance(rng() * 60_000);
       const dispatcher = pick([D, OTHER]);
       const view = views.get(dispatcher)!;
       const now = s.clock.now();
-      const got = await view.read(queueOf(dispatcher), dispatcher, now, NEVER);
+      // Now and then a whole read (the periodic reload): the groups are rebuilt from it.
+      const whole = rng() < 0.1;
+      if (whole) wholeReads.set(dispatcher, wholeReads.get(dispatcher)! + 1);
+      const got = await view.read(queueOf(dispatcher), dispatcher, now, whole ? 0 : NEVER);
       expect(sorted(got)).toEqual(sorted(await wholeRead(s.queue, dispatcher, now)));
+      // The instance → containers map kept from the changes equals a regrouping of the list, and every
+      // instance whose group changed is reported touched.
+      const g = groups(got);
+      const was = lastGroups.get(dispatcher)!;
+      const touched = view.takeTouched();
+      for (const inst of new Set([...g.keys(), ...was.keys()])) {
+        expect(view.containersOf(inst)).toEqual(g.get(inst) ?? []);
+        if (JSON.stringify(g.get(inst) ?? []) !== JSON.stringify(was.get(inst) ?? []))
+          expect(touched.has(inst)).toBe(true);
+      }
+      lastGroups.set(dispatcher, g);
+      expect(view.anyNamed).toBe(got.some((c) => c.name !== undefined));
       expect(sorted(got)).toEqual(sorted(await s.queue.containers(dispatcher, now)));
       // Read again with nothing changed: the very same array.
       const again = await view.read(queueOf(dispatcher), dispatcher, now, NEVER);
       expect(again).toBe(got);
       if (op === 8 && step > 0) sameArrays++;
     }
-    for (const v of views.values()) {
-      expect(v.reads.full).toBe(1);
+    for (const [d, v] of views) {
+      expect(v.reads.full).toBe(wholeReads.get(d));
       expect(v.reads.failed).toBe(0);
     }
     expect(sameArrays).toBeGreaterThan(0);

@@ -64,6 +64,10 @@ export interface Subject {
   request(request: string): Promise<RequestView>;
   /** A node for an instance, its agent registered. */
   node(instance: string, cluster?: string, tag?: string): Promise<string>;
+  /** The agent of `node` pings now (the simulator's agents ping on their own: nothing to do). */
+  ping(node: string): Promise<void>;
+  /** The agent of `node` stops pinging (PostgreSQL: pings come only from ping(), nothing to do). */
+  silence(node: string): Promise<void>;
   /**
    * Marks `node` failed as a node failure racing with its agent's report leaves it for a moment: the node
    * row says failed, what it holds is not requeued yet (failNode does both at once).
@@ -177,6 +181,10 @@ export function pgSubjects(): SubjectFactory {
         await store.nodes.register(nodeId, bootstrapSecret, {});
         return nodeId;
       },
+      async ping(node) {
+        await store.nodes.ping(node, 'idle');
+      },
+      async silence() {},
       async markFailed(node) {
         await db!.pool.query(`UPDATE nodes SET state = 'failed' WHERE id = $1`, [node]);
       },
@@ -272,6 +280,10 @@ export function simSubjects(): SubjectFactory {
         await queue.bindNode(nodeId, instance);
         queue.registerNode(nodeId, bootstrapSecret, 10_000);
         return nodeId;
+      },
+      async ping() {},
+      async silence(node) {
+        queue.stopPings(node);
       },
       async markFailed(node) {
         // The node table alone (failNode would requeue what the node holds too).

@@ -62,7 +62,7 @@ describe('the dispatcher on changes()', () => {
     const read = calls.find((c) => c.method === 'changes')!;
     expect(read.sql).toHaveLength(1);
     // Nothing else but the lease and the node list (and the queue's max_dispatch_attempts).
-    expect(new Set(methods)).toEqual(new Set(['heartbeat', 'nodes', 'changes', 'maxDispatchAttempts']));
+    expect(new Set(methods)).toEqual(new Set(['heartbeat', 'nodeChanges', 'changes', 'maxDispatchAttempts']));
     const writes = calls
       .filter((c) => c.method !== 'heartbeat')
       .flatMap((c) => c.sql)

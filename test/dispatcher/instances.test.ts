@@ -239,7 +239,7 @@ describe('creates and destroys in flight', () => {
         return async (...args: unknown[]) => {
           const call = () => (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
           if (key === 'bindNode') return (bound = call());
-          if (key === 'nodes' && arm) {
+          if (key === 'nodeChanges' && arm) {
             arm = false;
             h.cloud.controls.release('create');
             await until(() => bound !== null, 10_000, 'the node to be bound');

@@ -18,7 +18,7 @@ async function oneSlotBusy() {
       const v: unknown = Reflect.get(target, key, receiver);
       if (typeof v !== 'function') return v;
       return (...args: unknown[]) => {
-        if (key === 'nodes' || key === 'maxDispatchAttempts') reads.push(key);
+        if (key === 'nodeChanges' || key === 'maxDispatchAttempts') reads.push(key);
         return (v as (...a: unknown[]) => unknown).apply(target, args);
       };
     },
