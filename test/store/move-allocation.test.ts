@@ -26,6 +26,8 @@ interface Spec {
   priority?: number;
   maxRunTimeMs?: number | null;
   instanceTypes?: string[] | null;
+  /** More of the request (image, command, env...). */
+  more?: Record<string, unknown>;
 }
 
 /**
@@ -41,6 +43,7 @@ async function placed(cluster: string, s: Spec = {}, reuse: Record<string, unkno
     priority: s.priority ?? 500,
     ...(s.maxRunTimeMs ? { max_run_time: `${s.maxRunTimeMs / 1000}s` } : {}),
     ...(s.instanceTypes ? { instance_types: s.instanceTypes } : {}),
+    ...s.more,
   });
   const id = req.container_id!;
   const { node, bootstrapSecret } = await store.nodes.create({
@@ -108,6 +111,51 @@ describe('moving a Locked container into a started allocation', () => {
     expect((await state(high.id)).state).toBe('Complete');
     // Then the next one, and then nothing.
     expect((await store.containers.nextInAllocation(asker.node)).map((o) => o.id)).toEqual([low.id]);
+  });
+
+  it("returns the moved container's whole start order, as a one-shot registration would read it", async () => {
+    const asker = await finished('m9', { vcpus: 4, ram: 4 * GIB, maxRunTimeMs: 60 * MIN });
+    const moved = await placed('m9', {
+      vcpus: 2,
+      ram: 2 * GIB,
+      maxRunTimeMs: 30 * MIN,
+      more: {
+        image: 'debian:12',
+        command: ['sh', '-c', 'echo $A'],
+        env: { A: 'one' },
+        secret_env: { S: 'two' },
+        cwd: '/tmp',
+        scratch: 3 * GIB,
+      },
+    });
+    // Before the move, the order its own job's agent would have been given (with the old token).
+    const before = await store.containers.startOrderFor(moved.node, moved.id);
+    expect(before).not.toBeNull();
+    const orders = await store.containers.nextInAllocation(asker.node);
+    expect(orders).toHaveLength(1);
+    const { lock_token, ...order } = orders[0]!;
+    const { lock_token: oldToken, ...expected } = before!;
+    expect(order).toEqual({ ...expected, started: true });
+    expect(order).toMatchObject({
+      id: moved.id,
+      image: 'debian:12',
+      command: ['sh', '-c', 'echo $A'],
+      env: { A: 'one' },
+      secret_env: { S: 'two' },
+      cwd: '/tmp',
+      vcpus: 2,
+      ram: 2 * GIB,
+      scratch: 3 * GIB,
+      max_run_time_ms: 30 * MIN,
+    });
+    // A new lock generation: the token differs from the old one, and it is the one the store accepts.
+    expect(lock_token).not.toBe(oldToken);
+    await store.containers.complete(moved.id, asker.node, lock_token, {
+      exitCode: 0,
+      oomKilled: false,
+      usage: null,
+    });
+    expect((await state(moved.id)).state).toBe('Complete');
   });
 
   it('runs nothing while its node still holds a container', async () => {
