@@ -3,7 +3,7 @@
 // later may succeed (network error, timeout, 5xx, 429), so callers retry on facts, not message text.
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { buffer as readBuffer } from 'node:stream/consumers';
 import type { Static } from '@sinclair/typebox';
@@ -19,6 +19,7 @@ import type {
 import type { ReportBody } from '../api/schemas.js';
 import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER } from '../model/checkpoint.js';
 import { Coalescer } from '../lib/coalescer.js';
+import { counting } from '../lib/counting.js';
 import type { StartOrder } from '../store/containers.js';
 
 /** An answer from the API with a non-2xx status. */
@@ -247,15 +248,7 @@ export class AgentClient {
       res.body.resume();
       return null;
     }
-    let bytes = 0;
-    const counted = res.body.pipe(
-      new Transform({
-        transform(b: Buffer, _enc, done) {
-          bytes += b.length;
-          done(null, b);
-        },
-      }),
-    );
+    const counted = res.body.pipe(counting());
     res.body.on('error', (err) => counted.destroy(err));
     try {
       await unpack(counted);
@@ -268,7 +261,7 @@ export class AgentClient {
     }
     if (!res.body.complete)
       throw new ApiUnreachableError(`reading the checkpoint from ${this.baseUrl}: cut off`);
-    return bytes;
+    return counted.bytes;
   }
 
   private async call<T>(
