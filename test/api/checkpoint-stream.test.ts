@@ -21,7 +21,7 @@ import {
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { ApiCheckpoints } from '../../src/agent/checkpoint.js';
 import { AgentClient, ApiUnreachableError } from '../../src/agent/client.js';
 import { testApi } from '../helpers/api.js';
@@ -126,7 +126,7 @@ describe('checkpoints streamed through a listening API', () => {
     const tar = tarOf(48 * MIB, 48 * MIB);
     expect(tar.length).toBeGreaterThan(96 * MIB);
     const t0 = performance.now();
-    await c.client.putCheckpoint(c.cid, c.lock, tar, true);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([tar]), true);
     const t1 = performance.now();
     const back = await download(c);
     const t2 = performance.now();
@@ -142,7 +142,7 @@ describe('checkpoints streamed through a listening API', () => {
   it('an upload cut off midway keeps nothing of itself: the older checkpoint stays whole', async () => {
     const c = await running();
     const older = tarOf(3 * MIB, 0);
-    await c.client.putCheckpoint(c.cid, c.lock, older, false);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([older]), false);
     const events = async () =>
       (
         await t.db.pool.query(`SELECT count(*)::int AS n FROM container_events WHERE container_id = $1`, [
@@ -162,7 +162,7 @@ describe('checkpoints streamed through a listening API', () => {
   it('a download abandoned midway ends its transaction (no migrate event, no connection held); the next one is whole', async () => {
     const c = await running();
     const tar = tarOf(32 * MIB, 0);
-    await c.client.putCheckpoint(c.cid, c.lock, tar, false);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([tar]), false);
     const migrates = async () =>
       (
         await t.db.pool.query(
@@ -258,9 +258,9 @@ function agentSide(
   put?: (tar: Readable, real: () => Promise<void>) => Promise<void>,
 ) {
   const client = {
-    putCheckpoint: (id: string, token: string, tar: Buffer | Readable, reclaimed: boolean) => {
+    putCheckpoint: (id: string, token: string, tar: Readable, reclaimed: boolean) => {
       const real = () => c.client.putCheckpoint(id, token, tar, reclaimed);
-      return put ? put(tar as Readable, real) : real();
+      return put ? put(tar, real) : real();
     },
     getCheckpoint: c.client.getCheckpoint.bind(c.client),
   };
@@ -292,7 +292,7 @@ describe("the agent's checkpoint packed into its upload (tar's output is the bod
   it('a tar that fails half-way (a file vanished) cuts its upload off: the older checkpoint stays, whole', async () => {
     const c = await running();
     const older = tarOf(MIB, 0);
-    await c.client.putCheckpoint(c.cid, c.lock, older, false);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([older]), false);
     const from = temp();
     // tar blocks in the middle of "a" (the upload reads it no faster than it goes out) when "b" vanishes.
     writeFileSync(join(from, 'a'), randomBytes(16 * MIB));
