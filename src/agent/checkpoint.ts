@@ -41,6 +41,7 @@ export class ApiCheckpoints {
     private readonly client: Pick<AgentClient, 'putCheckpoint' | 'getCheckpoint'>,
     /** The most bytes sent per checkpoint (the archive); a larger one is not kept (said in its log). */
     readonly limitBytes: number,
+    /** The agent stopping: an upload or download in flight is cut off (tar killed), not retried. */
     private readonly signal?: AbortSignal,
   ) {}
 
@@ -62,7 +63,7 @@ export class ApiCheckpoints {
     // Unpacked as it arrives: the archive is never held whole.
     const unpack = (body: Readable) =>
       runTar(['-x', '-f', '-', '-C', into, '--no-same-owner', '--no-same-permissions'], body).then(() => {});
-    const bytes = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken, unpack), {
+    const bytes = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken, unpack, this.signal), {
       signal: this.signal,
     });
     if (bytes === null) return null;
@@ -89,7 +90,7 @@ export class ApiCheckpoints {
         async () => {
           const pack = packing(from, tree.names, this.limitBytes);
           try {
-            await this.client.putCheckpoint(c.id, c.lockToken, pack.stream, reclaimed);
+            await this.client.putCheckpoint(c.id, c.lockToken, pack.stream, reclaimed, this.signal);
           } catch (err) {
             // tar's own failure cut the upload off: it is the cause (not the API's, not retried).
             throw pack.failure ?? err;

@@ -217,13 +217,20 @@ export class AgentClient {
    * `reclaimed`: it is being reclaimed, so its retry migrates. The stream is sent as it is read (chunked):
    * its end ends the body, its error cuts the request off (the API then keeps nothing of it), and it is
    * destroyed when the call fails or is refused before reading it all; it cannot be sent twice, so a
-   * retry needs a new one.
+   * retry needs a new one. `signal` (the agent stopping) cuts the upload off at once (AbortedError).
    */
-  async putCheckpoint(id: string, lockToken: string, tar: Readable, reclaimed: boolean): Promise<void> {
+  async putCheckpoint(
+    id: string,
+    lockToken: string,
+    tar: Readable,
+    reclaimed: boolean,
+    signal?: AbortSignal,
+  ): Promise<void> {
     const path = `/v1/containers/${encodeURIComponent(id)}/checkpoint${reclaimed ? '?reclaimed=true' : ''}`;
     await this.exchange('PUT', path, tar, {
       headers: { 'content-type': CHECKPOINT_TYPE, [LOCK_TOKEN_HEADER]: lockToken },
       timeoutMs: CHECKPOINT_TIMEOUT_MS,
+      signal,
     });
   }
 
@@ -231,13 +238,15 @@ export class AgentClient {
    * The checkpoint (a tar archive) of the container's request, handed to `unpack` as it arrives (never
    * gathered whole); its size, or null when none is kept. A body cut off on the way is unreachable (a
    * transient error: the call may be repeated, and `unpack` with it); `unpack`'s own failure is thrown.
+   * `signal` (the agent stopping) cuts the download off at once (AbortedError).
    */
   async getCheckpoint(
     id: string,
     lockToken: string,
     unpack: (body: Readable) => Promise<void>,
+    signal?: AbortSignal,
   ): Promise<number | null> {
-    const opts = { headers: { [LOCK_TOKEN_HEADER]: lockToken }, timeoutMs: CHECKPOINT_TIMEOUT_MS };
+    const opts = { headers: { [LOCK_TOKEN_HEADER]: lockToken }, timeoutMs: CHECKPOINT_TIMEOUT_MS, signal };
     const res = await this.open('GET', `/v1/containers/${encodeURIComponent(id)}/checkpoint`, '', opts);
     if (res.status === 204) {
       res.body.resume();
@@ -248,6 +257,7 @@ export class AgentClient {
     try {
       await unpack(counted);
     } catch (err) {
+      if (signal?.aborted) throw new AbortedError();
       if (res.body.errored || !res.body.complete)
         throw new ApiUnreachableError(
           `reading the checkpoint from ${this.baseUrl}: ${res.body.errored?.message ?? 'cut off'}`,
