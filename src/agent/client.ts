@@ -439,11 +439,12 @@ function send(
         method,
         signal,
         agent: secure ? keepAlive.https : keepAlive.http,
-        // A streamed body's connection is not reused: refused before the server read all of it, the rest
-        // would stand between it and the next call.
-        headers: streamed
-          ? { ...headers, connection: 'close' }
-          : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        // A streamed body is not sent with `connection: close`: the server would close the connection
+        // right after an early refusal, with the body still arriving, and that reset may reach the agent
+        // before the answer does (a retry with a new body, again and again). Kept alive, the server reads
+        // the rest of the body away (node's http server does) until the agent, the answer read, destroys
+        // the connection (below): a refused upload's connection is never reused.
+        headers: streamed ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
       },
       (res) => {
         if (streamed && !sent)

@@ -472,4 +472,33 @@ describe("the agent's checkpoint packed into its upload (tar's output is the bod
       await slow.close();
     }
   });
+
+  it('an early refusal reaches the agent even when its answer comes back after more of the upload went out (no reset, no retry)', async () => {
+    const c = await running();
+    const from = temp();
+    // Sparse: the agent would send on for minutes; the refusals come before (409) or once past the limit (413).
+    writeFileSync(join(from, 'state'), '');
+    truncateSync(join(from, 'state'), 64 * 1024 * MIB);
+    const late = await proxy({ holdAnswer: 16 * MIB });
+    try {
+      for (const [lock, status] of [
+        [`${c.lock}0`, 409],
+        [c.lock, 413],
+      ] as const) {
+        let calls = 0;
+        const a = agentSide({ ...through(c, late.url), lock }, 128 * 1024 * MIB, async (_tar, real) => {
+          if (++calls > 1) throw new Error('the upload was tried again: the refusal was not read');
+          return real();
+        });
+        await expect(a.store.keep(a.owner, from, true)).rejects.toMatchObject({ status });
+        expect(calls).toBe(1);
+        expect(late.resets).toBe(0);
+        await noTarLeft();
+      }
+      await idle();
+      expect((await t.store.checkpoints.infoOf([c.rid])).size).toBe(0);
+    } finally {
+      await late.close();
+    }
+  });
 });
