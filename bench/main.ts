@@ -19,6 +19,7 @@ const BENCHES = [
   'opportunistic',
   'snapshot-read',
   'checkpoint',
+  'slurm-move',
 ] as const;
 
 async function main(): Promise<number> {

@@ -44,13 +44,17 @@ export const MOVE_SQL = `
       AND extract(epoch FROM ($1::timestamptz - n.registered_at)) * 1000 < (n.allocation->'reuse'->>'max_ms')::float8
       AND NOT EXISTS (SELECT 1 FROM containers x WHERE x.node_id = n.id AND x.state IN ('Locked', 'Running'))
     FOR UPDATE OF n),
+  -- The dispatcher's Locked containers walked in Berth's order (containers_locked_order, 185_...sql), the
+  -- first whose node fits taken: the fit is a per-row subquery, not a join, so that the planner walks the
+  -- index and stops (as a join, its estimate of the JSON tests made it read them all and sort).
   picked AS (
     SELECT c.id, c.node_id AS old
-    FROM a, containers c JOIN nodes o ON o.id = c.node_id, LATERAL (SELECT o.allocation AS ca) x
-    WHERE c.locked_by = a.holder AND c.state = ANY($3::text[]) AND c.priority > 0
-      AND o.id <> a.id AND o.state <> 'failed' AND o.registered_at IS NULL AND starts_with(o.instance_id, $4)
-      AND o.allocation IS NOT NULL
-      AND ${FITS}
+    FROM containers c
+    WHERE c.locked_by = (SELECT holder FROM a) AND c.state = ANY($3::text[]) AND c.priority > 0
+      AND coalesce((SELECT ${FITS}
+        FROM a, nodes o, LATERAL (SELECT o.allocation AS ca) x
+        WHERE o.id = c.node_id AND o.id <> a.id AND o.state <> 'failed' AND o.registered_at IS NULL
+          AND starts_with(o.instance_id, $4) AND o.allocation IS NOT NULL), false)
     ORDER BY c.priority DESC, c.queued_at, c.id
     LIMIT 1 FOR UPDATE OF c SKIP LOCKED),
   m AS (
