@@ -5,8 +5,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseSlurmConfig } from '../../src/backends/slurm/config.js';
 import { recordAllocations } from '../../src/backends/slurm/queue.js';
 import { allocationOf } from '../../src/backends/slurm/sbatch.js';
+import { statesFrom } from '../../src/model/transitions.js';
 import type { ManualClock } from '../../src/model/clock.js';
 import type { Store } from '../../src/store/store.js';
+import { MOVE_SQL, SLURM_JOB_INSTANCE_PREFIX } from '../../src/store/transitions/move.js';
 import { submit, testStore } from '../helpers/store.js';
 
 let store: Store;
@@ -248,5 +250,32 @@ describe('moving a Locked container into a started allocation', () => {
       const got = await Promise.all([a, b].map((x) => store.containers.nextInAllocation(x.node)));
       expect(got.flat().map((o) => o.id)).toEqual([c.id]);
     }
+  });
+
+  it('walks the Locked containers in order and stops at the first that fits (no sort of them all)', async () => {
+    const asker = await finished('plan', { vcpus: 2 });
+    for (let i = 0; i < 40; i++) await placed('plan', { priority: 100 + i, vcpus: i % 2 === 0 ? 4 : 1 });
+    await store.ctx.pool.query('ANALYZE containers');
+    const r = await store.ctx.pool.query(`EXPLAIN (FORMAT JSON) ${MOVE_SQL}`, [
+      clock.now(),
+      asker.node,
+      statesFrom('start'),
+      SLURM_JOB_INSTANCE_PREFIX,
+    ]);
+    const nodes: Record<string, unknown>[] = [];
+    const walk = (n: Record<string, unknown>) => {
+      nodes.push(n);
+      for (const c of (n.Plans as Record<string, unknown>[] | undefined) ?? []) walk(c);
+    };
+    walk((r.rows[0]['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    expect(nodes.map((n) => n['Index Name'])).toContain('containers_locked_order');
+    expect(nodes.map((n) => n['Node Type'])).not.toContain('Sort');
+    // And it takes the first that fits: the highest priority among those of 1 CPU.
+    const [order] = await store.containers.nextInAllocation(asker.node);
+    expect(
+      (await store.ctx.pool.query(`SELECT priority FROM containers WHERE id = $1`, [order!.id])).rows[0],
+    ).toEqual({
+      priority: 139,
+    });
   });
 });
