@@ -20,6 +20,7 @@ const BENCHES = [
   'snapshot-read',
   'checkpoint',
   'slurm-move',
+  'node-guard',
 ] as const;
 
 async function main(): Promise<number> {
