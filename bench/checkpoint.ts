@@ -137,7 +137,7 @@ export async function run(argv: string[]): Promise<number> {
     const owner = { id: 'bench', lockToken: 'bench' };
     await time('agent: tar packs whole, then PUT (before)', archive.length, async () => {
       const whole = await tar(['-c', '-f', '-', '-C', src, 'state'], null);
-      await client.putCheckpoint(owner.id, owner.lockToken, whole, false);
+      await client.putCheckpoint(owner.id, owner.lockToken, Readable.from([whole]), false);
       await received;
     });
     await time('agent: tar piped into a chunked PUT (keep)', archive.length, async () => {

@@ -19,6 +19,8 @@ const BENCHES = [
   'opportunistic',
   'snapshot-read',
   'checkpoint',
+  'slurm-move',
+  'node-guard',
 ] as const;
 
 async function main(): Promise<number> {

@@ -13,7 +13,8 @@
 import { spawn } from 'node:child_process';
 import { chmod, mkdir, readdir, stat } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
+import { counting, OverLimitError } from '../lib/counting.js';
 import { retrying, type AgentClient } from './client.js';
 
 /** The signal that asks a container to write its checkpoint and exit. */
@@ -40,6 +41,7 @@ export class ApiCheckpoints {
     private readonly client: Pick<AgentClient, 'putCheckpoint' | 'getCheckpoint'>,
     /** The most bytes sent per checkpoint (the archive); a larger one is not kept (said in its log). */
     readonly limitBytes: number,
+    /** The agent stopping: an upload or download in flight is cut off (tar killed), not retried. */
     private readonly signal?: AbortSignal,
   ) {}
 
@@ -61,7 +63,7 @@ export class ApiCheckpoints {
     // Unpacked as it arrives: the archive is never held whole.
     const unpack = (body: Readable) =>
       runTar(['-x', '-f', '-', '-C', into, '--no-same-owner', '--no-same-permissions'], body).then(() => {});
-    const bytes = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken, unpack), {
+    const bytes = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken, unpack, this.signal), {
       signal: this.signal,
     });
     if (bytes === null) return null;
@@ -88,7 +90,7 @@ export class ApiCheckpoints {
         async () => {
           const pack = packing(from, tree.names, this.limitBytes);
           try {
-            await this.client.putCheckpoint(c.id, c.lockToken, pack.stream, reclaimed);
+            await this.client.putCheckpoint(c.id, c.lockToken, pack.stream, reclaimed, this.signal);
           } catch (err) {
             // tar's own failure cut the upload off: it is the cause (not the API's, not retried).
             throw pack.failure ?? err;
@@ -120,14 +122,6 @@ const overLimit = (bytes: number, limit: number, atLeast = false): Kept => ({
   line: `checkpoint of ${atLeast ? 'at least ' : ''}${bytes} bytes not kept: over the checkpoint limit of ${limit} bytes`,
 });
 
-/** The archive passed the limit while it was packed (after `bytes` bytes): tar was stopped. */
-class OverLimitError extends Error {
-  override name = 'OverLimitError';
-  constructor(readonly bytes: number) {
-    super(`the checkpoint archive passed its limit after ${bytes} bytes`);
-  }
-}
-
 /** One run of tar packing a checkpoint, its archive read from `stream` as tar writes it. */
 interface Packing {
   /**
@@ -137,8 +131,8 @@ interface Packing {
    */
   stream: Readable;
   /** The archive's bytes read so far. */
-  bytes: number;
-  /** Why packing failed on its own (tar's error, OverLimitError), or null. */
+  readonly bytes: number;
+  /** Why packing failed on its own (tar's error, OverLimitError: the archive passed the limit), or null. */
   failure: Error | null;
 }
 
@@ -163,19 +157,22 @@ function packing(from: string, names: string[], limit: number): Packing {
     { stdio: ['pipe', 'pipe', 'pipe'] },
   );
   // Counted on the way: past the limit, it fails before passing the bytes on (and tar is killed).
-  const stream: Transform = new Transform({
-    transform(b: Buffer, _enc, done) {
-      p.bytes += b.length;
-      if (p.bytes > limit) return fail(new OverLimitError(p.bytes));
-      done(null, b);
+  const stream = counting(limit);
+  const p: Packing = {
+    stream,
+    get bytes() {
+      return stream.bytes;
     },
-  });
-  const p: Packing = { stream, bytes: 0, failure: null };
+    failure: null,
+  };
   const err: Buffer[] = [];
   const fail = (e: Error) => {
     p.failure ??= e;
     stream.destroy(e);
   };
+  stream.on('error', (e) => {
+    if (e instanceof OverLimitError) p.failure ??= e;
+  });
   child.stderr.on('data', (b: Buffer) => err.push(b));
   child.stdout.pipe(stream, { end: false });
   child.on('error', fail);

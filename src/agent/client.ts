@@ -3,7 +3,7 @@
 // later may succeed (network error, timeout, 5xx, 429), so callers retry on facts, not message text.
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { buffer as readBuffer } from 'node:stream/consumers';
 import type { Static } from '@sinclair/typebox';
@@ -19,6 +19,7 @@ import type {
 import type { ReportBody } from '../api/schemas.js';
 import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER } from '../model/checkpoint.js';
 import { Coalescer } from '../lib/coalescer.js';
+import { counting } from '../lib/counting.js';
 import type { StartOrder } from '../store/containers.js';
 
 /** An answer from the API with a non-2xx status. */
@@ -213,21 +214,23 @@ export class AgentClient {
 
   /**
    * Keeps `tar` as the checkpoint of the container's request (PUT /v1/containers/:id/checkpoint);
-   * `reclaimed`: it is being reclaimed, so its retry migrates. A stream is sent as it is read (chunked):
+   * `reclaimed`: it is being reclaimed, so its retry migrates. The stream is sent as it is read (chunked):
    * its end ends the body, its error cuts the request off (the API then keeps nothing of it), and it is
    * destroyed when the call fails or is refused before reading it all; it cannot be sent twice, so a
-   * retry needs a new one.
+   * retry needs a new one. `signal` (the agent stopping) cuts the upload off at once (AbortedError).
    */
   async putCheckpoint(
     id: string,
     lockToken: string,
-    tar: Buffer | Readable,
+    tar: Readable,
     reclaimed: boolean,
+    signal?: AbortSignal,
   ): Promise<void> {
     const path = `/v1/containers/${encodeURIComponent(id)}/checkpoint${reclaimed ? '?reclaimed=true' : ''}`;
     await this.exchange('PUT', path, tar, {
       headers: { 'content-type': CHECKPOINT_TYPE, [LOCK_TOKEN_HEADER]: lockToken },
       timeoutMs: CHECKPOINT_TIMEOUT_MS,
+      signal,
     });
   }
 
@@ -235,31 +238,26 @@ export class AgentClient {
    * The checkpoint (a tar archive) of the container's request, handed to `unpack` as it arrives (never
    * gathered whole); its size, or null when none is kept. A body cut off on the way is unreachable (a
    * transient error: the call may be repeated, and `unpack` with it); `unpack`'s own failure is thrown.
+   * `signal` (the agent stopping) cuts the download off at once (AbortedError).
    */
   async getCheckpoint(
     id: string,
     lockToken: string,
     unpack: (body: Readable) => Promise<void>,
+    signal?: AbortSignal,
   ): Promise<number | null> {
-    const opts = { headers: { [LOCK_TOKEN_HEADER]: lockToken }, timeoutMs: CHECKPOINT_TIMEOUT_MS };
+    const opts = { headers: { [LOCK_TOKEN_HEADER]: lockToken }, timeoutMs: CHECKPOINT_TIMEOUT_MS, signal };
     const res = await this.open('GET', `/v1/containers/${encodeURIComponent(id)}/checkpoint`, '', opts);
     if (res.status === 204) {
       res.body.resume();
       return null;
     }
-    let bytes = 0;
-    const counted = res.body.pipe(
-      new Transform({
-        transform(b: Buffer, _enc, done) {
-          bytes += b.length;
-          done(null, b);
-        },
-      }),
-    );
+    const counted = res.body.pipe(counting());
     res.body.on('error', (err) => counted.destroy(err));
     try {
       await unpack(counted);
     } catch (err) {
+      if (signal?.aborted) throw new AbortedError();
       if (res.body.errored || !res.body.complete)
         throw new ApiUnreachableError(
           `reading the checkpoint from ${this.baseUrl}: ${res.body.errored?.message ?? 'cut off'}`,
@@ -268,7 +266,7 @@ export class AgentClient {
     }
     if (!res.body.complete)
       throw new ApiUnreachableError(`reading the checkpoint from ${this.baseUrl}: cut off`);
-    return bytes;
+    return counted.bytes;
   }
 
   private async call<T>(
@@ -415,8 +413,8 @@ export async function retrying<T>(
 // the agent needs (measured: an idle Node process grows from 39 to 51 MB after one fetch, 1 MB with http).
 const keepAlive = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
 
-/** A call's body: whole, or a stream sent as it is read (chunked). */
-type Body = string | Buffer | Readable;
+/** A call's body: whole (JSON), or a stream sent as it is read (chunked). */
+type Body = string | Readable;
 
 /**
  * One HTTP request; resolves with the status and the (unread) response body once the headers are in. A
@@ -441,11 +439,12 @@ function send(
         method,
         signal,
         agent: secure ? keepAlive.https : keepAlive.http,
-        // A streamed body's connection is not reused: refused before the server read all of it, the rest
-        // would stand between it and the next call.
-        headers: streamed
-          ? { ...headers, connection: 'close' }
-          : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        // A streamed body is not sent with `connection: close`: the server would close the connection
+        // right after an early refusal, with the body still arriving, and that reset may reach the agent
+        // before the answer does (a retry with a new body, again and again). Kept alive, the server reads
+        // the rest of the body away (node's http server does) until the agent, the answer read, destroys
+        // the connection (below): a refused upload's connection is never reused.
+        headers: streamed ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
       },
       (res) => {
         if (streamed && !sent)

@@ -79,7 +79,7 @@ export interface ApiOptions {
 function pollingWaiter(): Waiter {
   let t: unknown = null;
   return {
-    next: (ms) => new Promise((r) => (t = systemTimers.setTimeout(r, ms))),
+    next: (ms) => new Promise((r) => (t = systemTimers.setTimeout(() => r([]), ms))),
     close: () => systemTimers.clearTimeout(t),
   };
 }

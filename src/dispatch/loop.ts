@@ -36,17 +36,12 @@ export function runPassLoop(o: {
 }): PassLoop {
   let stopped = false;
   const waiter = o.notifier?.waiter('berth_dispatch', o.wakeOn ?? null) ?? null;
-  let wake: (() => void) | null = null;
+  /** Ends the wait in progress (a poke, stop()). */
+  let waiting: AbortController | null = null;
   /** A poke came while a pass ran: the next pass starts without waiting. */
   let poked = false;
-  /** The payloads that woke the loop since the last pass started (the wait's own filter applies). */
-  const woken = new Set<string>();
-  const unsubscribe =
-    o.quick && o.notifier
-      ? o.notifier.subscribe('berth_dispatch', (p) => {
-          if (!o.wakeOn || o.wakeOn.includes(p)) woken.add(p);
-        })
-      : () => {};
+  /** The payloads that woke the loop (the waiter's filter, wakeOn, applied), since the last pass started. */
+  let woken: string[] = [];
   /** When the last full pass started (ms, performance.now()). */
   let lastFull = -Infinity;
   /** The first pass, a poke and a safety tick (nothing woke the wait) are full passes. */
@@ -59,9 +54,8 @@ export function runPassLoop(o: {
         !full &&
         !poked &&
         t0 - lastFull < o.intervalMs &&
-        [...woken].every((p) => p === DISPATCH_WAKE.finish);
+        woken.every((p) => p === DISPATCH_WAKE.finish);
       poked = false;
-      woken.clear();
       if (!quick) lastFull = t0;
       try {
         await (quick ? o.quick!() : o.tick());
@@ -75,27 +69,39 @@ export function runPassLoop(o: {
       o.onPass?.((performance.now() - t0) / 1000);
       if (stopped) break;
       if (poked) continue;
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        waiter ? waiter.next(o.intervalMs) : new Promise((r) => (timer = setTimeout(r, o.intervalMs))),
-        new Promise<void>((r) => (wake = r)),
-      ]);
-      clearTimeout(timer);
-      full = woken.size === 0;
+      waiting = new AbortController();
+      // What came during the pass is held by the waiter: its next() answers at once.
+      woken = waiter
+        ? await waiter.next(o.intervalMs, waiting.signal)
+        : (await sleepUnless(o.intervalMs, waiting.signal), []);
+      waiting = null;
+      full = woken.length === 0;
     }
-    unsubscribe();
   })();
   return {
     done,
     poke: () => {
       poked = true;
-      wake?.();
+      waiting?.abort();
     },
     async stop() {
       stopped = true;
-      wake?.();
+      waiting?.abort();
       await done;
       waiter?.close();
     },
   };
+}
+
+/** Sleeps `ms`, or less when `signal` aborts. */
+function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
 }

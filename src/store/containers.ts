@@ -7,7 +7,13 @@ import type { ContainerState, FailureClass } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { pauseOrders, type PauseRow } from './pause.js';
-import { CONTAINER_COLUMNS, type ContainerRecord, type Usage } from './records.js';
+import {
+  CONTAINER_COLUMNS,
+  START_ORDER_COLUMNS,
+  type ContainerRecord,
+  type StartOrderRow,
+  type Usage,
+} from './records.js';
 import { appendLogs } from './logs.js';
 import { lockToken, tokenGeneration } from './secrets.js';
 import type { GrantedLock, Transitions } from './transitions/index.js';
@@ -265,31 +271,13 @@ export class Containers {
   /** Start orders of the containers `where` selects (c: containers, r: their requests), by id. */
   private async startOrders(where: string, params: unknown[]): Promise<StartOrder[]> {
     const key = await this.t.lockKey();
-    const r = await this.ctx.pool.query(
-      `SELECT c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, r.image, r.command, r.env, r.secret_env,
-         r.cwd, r.max_run_time_ms, c.opportunistic,
-         EXISTS (SELECT 1 FROM checkpoints k WHERE k.request_id = c.request_id) AS has_checkpoint
+    const r = await this.ctx.pool.query<StartOrderRow>(
+      `SELECT ${START_ORDER_COLUMNS}
        FROM containers c JOIN container_requests r ON r.id = c.request_id
        WHERE ${where} ORDER BY c.id`,
       params,
     );
-    return r.rows.map((r) => ({
-      id: r.id,
-      request_id: r.request_id,
-      lock_token: lockToken(key, r.id, r.lock_generation),
-      image: r.image,
-      command: r.command,
-      env: r.env,
-      secret_env: r.secret_env,
-      cwd: r.cwd,
-      vcpus: r.vcpus,
-      ram: r.ram,
-      scratch: r.scratch,
-      gpus: r.gpus,
-      max_run_time_ms: r.max_run_time_ms,
-      ...(r.opportunistic ? { opportunistic: true } : {}),
-      ...(r.has_checkpoint ? { checkpoint: true } : {}),
-    }));
+    return r.rows.map((r) => startOrder(key, r));
   }
 
   /**
@@ -323,10 +311,30 @@ export class Containers {
    * started (transitions/move.ts), as a start order marked started; none when nothing fits.
    */
   async nextInAllocation(nodeId: string): Promise<StartOrder[]> {
+    // The move's statement returns what the order is made of (read with its update: one round trip).
     const moved = await this.t.moveToAllocation(nodeId);
     if (!moved) return [];
-    const orders = await this.startOrders(`c.id = $1 AND c.node_id = $2`, [moved.id, nodeId]);
-    // Read after the move: a cancel in between leaves the row here (Cancelled); its agent hears the kill.
-    return orders.map((o) => ({ ...o, started: true }));
+    return [{ ...startOrder(await this.t.lockKey(), moved), started: true }];
   }
+}
+
+/** A start order from its row (START_ORDER_COLUMNS), with its per-lock token. */
+function startOrder(key: Buffer, r: StartOrderRow): StartOrder {
+  return {
+    id: r.id,
+    request_id: r.request_id,
+    lock_token: lockToken(key, r.id, r.lock_generation),
+    image: r.image,
+    command: r.command,
+    env: r.env,
+    secret_env: r.secret_env,
+    cwd: r.cwd,
+    vcpus: r.vcpus,
+    ram: r.ram,
+    scratch: r.scratch,
+    gpus: r.gpus,
+    max_run_time_ms: r.max_run_time_ms,
+    ...(r.opportunistic ? { opportunistic: true } : {}),
+    ...(r.has_checkpoint ? { checkpoint: true } : {}),
+  };
 }

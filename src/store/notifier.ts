@@ -8,8 +8,12 @@ type Listener = (payload: string) => void;
 
 /** Waits for notifications with a given payload on one channel. */
 export interface Waiter {
-  /** Resolves on the next matching notification or after timeoutMs, whichever is first. */
-  next(timeoutMs: number): Promise<void>;
+  /**
+   * Resolves on the next matching notification, after timeoutMs, or when `signal` aborts, whichever is
+   * first, with the matching payloads received since the previous call (each once; none after a timeout
+   * or an abort with nothing received): the filter is the waiter's, and nothing it let through is lost.
+   */
+  next(timeoutMs: number, signal?: AbortSignal): Promise<string[]>;
   close(): void;
 }
 
@@ -76,32 +80,37 @@ export class Notifier {
   /** A waiter for notifications on channel whose payload is key, one of keys, or any payload (null). */
   waiter(channel: string, key: string | readonly string[] | null): Waiter {
     let pending: (() => void) | null = null;
-    let fired = false;
+    /** The matching payloads received since the last next() resolved. */
+    const fired = new Set<string>();
     const keys = key === null ? null : new Set(typeof key === 'string' ? [key] : key);
     const unsubscribe = this.subscribe(channel, (payload) => {
       if (keys !== null && !keys.has(payload)) return;
-      fired = true;
+      fired.add(payload);
       pending?.();
     });
     const blocked = this.blocked;
     const closed = () => this.closed;
+    const take = () => {
+      const got = [...fired];
+      fired.clear();
+      return got;
+    };
     return {
-      next: (timeoutMs) =>
-        new Promise<void>((resolve) => {
-          if (fired || closed()) {
-            fired = false;
-            return resolve();
-          }
+      next: (timeoutMs, signal) =>
+        new Promise<string[]>((resolve) => {
+          if (fired.size > 0 || closed() || signal?.aborted) return resolve(take());
           const t = systemTimers.setTimeout(done, timeoutMs);
           function done() {
             systemTimers.clearTimeout(t);
+            signal?.removeEventListener('abort', done);
             pending = null;
-            fired = false;
             blocked.delete(done);
-            resolve();
+            // Taken after the notifications that came in the same read (one NOTIFY statement's) are in.
+            queueMicrotask(() => resolve(take()));
           }
           pending = done;
           blocked.add(done);
+          signal?.addEventListener('abort', done, { once: true });
         }),
       close: unsubscribe,
     };

@@ -144,6 +144,33 @@ export const REQUEST_COLUMNS = `${REQUEST_ROW_COLUMNS},
   (SELECT c.state FROM containers c WHERE c.id = container_requests.container_id) AS container_state,
   (SELECT c.paused FROM containers c WHERE c.id = container_requests.container_id) AS container_paused`;
 
+/**
+ * What a start order (src/store/containers.ts) is read from: `c` a container (or a row with its columns),
+ * `r` its request.
+ */
+export const START_ORDER_COLUMNS = `c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus,
+  r.image, r.command, r.env, r.secret_env, r.cwd, r.max_run_time_ms, c.opportunistic,
+  EXISTS (SELECT 1 FROM checkpoints k WHERE k.request_id = c.request_id) AS has_checkpoint`;
+
+/** A row of START_ORDER_COLUMNS. */
+export interface StartOrderRow {
+  id: string;
+  request_id: string;
+  lock_generation: number;
+  vcpus: number;
+  ram: number;
+  scratch: number;
+  gpus: number;
+  image: string | null;
+  command: string[];
+  env: Record<string, string>;
+  secret_env: Record<string, string>;
+  cwd: string | null;
+  max_run_time_ms: number | null;
+  opportunistic: boolean;
+  has_checkpoint: boolean;
+}
+
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
   preemptible, opportunistic, pause_wanted, paused, instance_types, queued_at, run_after, locked_by, lock_count,
   instance_id, node_id, started_at, finished_at, exit_code, oom_killed, failure_class, runtime_status, usage,

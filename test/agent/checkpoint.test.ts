@@ -29,8 +29,8 @@ function memoryApi() {
     kept,
     client: {
       // As the API: kept only when the body ends (a stream that fails keeps nothing).
-      putCheckpoint: async (_id: string, _token: string, tar: Buffer | Readable, reclaimed: boolean) => {
-        kept.tar = Buffer.isBuffer(tar) ? tar : await buffer(tar);
+      putCheckpoint: async (_id: string, _token: string, tar: Readable, reclaimed: boolean) => {
+        kept.tar = await buffer(tar);
         kept.reclaimed = reclaimed;
       },
       getCheckpoint: async (_id: string, _token: string, unpack: (body: Readable) => Promise<void>) => {

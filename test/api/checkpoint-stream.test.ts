@@ -19,12 +19,14 @@ import {
   writeFileSync,
 } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { ApiCheckpoints } from '../../src/agent/checkpoint.js';
-import { AgentClient, ApiUnreachableError } from '../../src/agent/client.js';
+import { AbortedError, AgentClient, ApiUnreachableError } from '../../src/agent/client.js';
 import { testApi } from '../helpers/api.js';
+import { until } from '../helpers/cli.js';
 
 const MIB = 1024 * 1024;
 const LIMIT = 128 * MIB;
@@ -126,7 +128,7 @@ describe('checkpoints streamed through a listening API', () => {
     const tar = tarOf(48 * MIB, 48 * MIB);
     expect(tar.length).toBeGreaterThan(96 * MIB);
     const t0 = performance.now();
-    await c.client.putCheckpoint(c.cid, c.lock, tar, true);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([tar]), true);
     const t1 = performance.now();
     const back = await download(c);
     const t2 = performance.now();
@@ -142,7 +144,7 @@ describe('checkpoints streamed through a listening API', () => {
   it('an upload cut off midway keeps nothing of itself: the older checkpoint stays whole', async () => {
     const c = await running();
     const older = tarOf(3 * MIB, 0);
-    await c.client.putCheckpoint(c.cid, c.lock, older, false);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([older]), false);
     const events = async () =>
       (
         await t.db.pool.query(`SELECT count(*)::int AS n FROM container_events WHERE container_id = $1`, [
@@ -162,7 +164,7 @@ describe('checkpoints streamed through a listening API', () => {
   it('a download abandoned midway ends its transaction (no migrate event, no connection held); the next one is whole', async () => {
     const c = await running();
     const tar = tarOf(32 * MIB, 0);
-    await c.client.putCheckpoint(c.cid, c.lock, tar, false);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([tar]), false);
     const migrates = async () =>
       (
         await t.db.pool.query(
@@ -256,16 +258,94 @@ function agentSide(
   c: { cid: string; lock: string; client: AgentClient },
   limit: number,
   put?: (tar: Readable, real: () => Promise<void>) => Promise<void>,
+  stop?: AbortSignal,
 ) {
   const client = {
-    putCheckpoint: (id: string, token: string, tar: Buffer | Readable, reclaimed: boolean) => {
-      const real = () => c.client.putCheckpoint(id, token, tar, reclaimed);
-      return put ? put(tar as Readable, real) : real();
+    putCheckpoint: (id: string, token: string, tar: Readable, reclaimed: boolean, signal?: AbortSignal) => {
+      const real = () => c.client.putCheckpoint(id, token, tar, reclaimed, signal);
+      return put ? put(tar, real) : real();
     },
     getCheckpoint: c.client.getCheckpoint.bind(c.client),
   };
-  return { owner: { id: c.cid, lockToken: c.lock }, store: new ApiCheckpoints(client, limit) };
+  return { owner: { id: c.cid, lockToken: c.lock }, store: new ApiCheckpoints(client, limit, stop) };
 }
+
+/**
+ * A TCP proxy in front of the API, standing for the network between it and the agent. `trickle`: it reads
+ * the agent's bytes slowly (64 KiB per 20 ms). `holdAnswer`: the API's answer reaches the agent only after
+ * that many more of the agent's bytes went to the API (a slow return path); a reset from the API reaches the
+ * agent as a reset, and what the proxy held of the answer is lost with it (as on a real network).
+ */
+async function proxy(o: { trickle?: boolean; holdAnswer?: number } = {}) {
+  const target = new URL(url);
+  const sockets = new Set<net.Socket>();
+  const p = { url: '', toApi: 0, open: () => sockets.size, resets: 0 };
+  const server = net.createServer((agent) => {
+    const api = net.connect(Number(target.port), target.hostname);
+    sockets.add(agent).add(api);
+    let held: Buffer[] | null = o.holdAnswer === undefined ? null : [];
+    let sinceAnswer = -1;
+    const release = () => {
+      if (held === null) return;
+      for (const b of held) agent.write(b);
+      held = null;
+    };
+    agent.on('data', (b: Buffer) => {
+      p.toApi += b.length;
+      api.write(b);
+      if (sinceAnswer >= 0 && (sinceAnswer += b.length) >= o.holdAnswer!) release();
+      if (o.trickle) {
+        agent.pause();
+        setTimeout(() => agent.resume(), 20);
+      }
+    });
+    api.on('data', (b: Buffer) => {
+      if (held === null) return agent.write(b);
+      held.push(b);
+      if (sinceAnswer < 0) sinceAnswer = 0;
+    });
+    api.on('end', () => {
+      release();
+      agent.end();
+    });
+    api.on('error', () => {
+      p.resets++;
+      held = null;
+      agent.resetAndDestroy();
+    });
+    agent.on('error', () => api.destroy());
+    agent.on('close', () => (api.destroy(), sockets.delete(agent)));
+    api.on('close', () => (agent.destroy(), sockets.delete(api)));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  p.url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  return {
+    ...p,
+    get toApi() {
+      return p.toApi;
+    },
+    get resets() {
+      return p.resets;
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/** The container's agent client, through `via` (a proxy). */
+function through(c: { cid: string; lock: string; client: AgentClient }, via: string) {
+  const client = new AgentClient(via, c.client.nodeId);
+  client.token = c.client.token;
+  return { ...c, client };
+}
+
+/** Rejects after `ms`: a deadline far beyond what the awaited thing needs, far below its own timeout. */
+const deadline = (ms: number, what: string) =>
+  new Promise<never>((_, reject) => {
+    setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms).unref();
+  });
 
 describe("the agent's checkpoint packed into its upload (tar's output is the body)", () => {
   it('a directory goes up as tar packs it, and the next attempt unpacks the same files', async () => {
@@ -292,7 +372,7 @@ describe("the agent's checkpoint packed into its upload (tar's output is the bod
   it('a tar that fails half-way (a file vanished) cuts its upload off: the older checkpoint stays, whole', async () => {
     const c = await running();
     const older = tarOf(MIB, 0);
-    await c.client.putCheckpoint(c.cid, c.lock, older, false);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([older]), false);
     const from = temp();
     // tar blocks in the middle of "a" (the upload reads it no faster than it goes out) when "b" vanishes.
     writeFileSync(join(from, 'a'), randomBytes(16 * MIB));
@@ -361,5 +441,64 @@ describe("the agent's checkpoint packed into its upload (tar's output is the bod
     expect((await t.store.checkpoints.infoOf([c.rid])).size).toBe(0);
     expect(await storedBytes(c.rid)).toBe(0);
     await noTarLeft();
+  });
+
+  it('the agent stopping cuts an upload in flight off at once (a slow network): tar ended, the older checkpoint stays', async () => {
+    const c = await running();
+    const older = tarOf(MIB, 0);
+    await c.client.putCheckpoint(c.cid, c.lock, Readable.from([older]), false);
+    const from = temp();
+    // Sparse, 64 GiB: at the proxy's pace its upload would run past the client's 120 s call timeout.
+    writeFileSync(join(from, 'state'), '');
+    truncateSync(join(from, 'state'), 64 * 1024 * MIB);
+    const slow = await proxy({ trickle: true });
+    try {
+      const stop = new AbortController();
+      const a = agentSide(through(c, slow.url), 128 * 1024 * MIB, undefined, stop.signal);
+      const keeping = a.store.keep(a.owner, from, true);
+      keeping.catch(() => {});
+      await until(() => slow.toApi > MIB, 30_000, 'the upload under way');
+      stop.abort();
+      await expect(Promise.race([keeping, deadline(20_000, 'the upload cut off')])).rejects.toBeInstanceOf(
+        AbortedError,
+      );
+      await until(() => slow.open() === 0, 30_000, 'the upload connection closed');
+      await idle();
+      expect((await t.store.checkpoints.infoOf([c.rid])).get(c.rid)).toMatchObject({ bytes: older.length });
+      expect((await download(c))!.equals(older)).toBe(true);
+      // (Last: the download's connection is idle by the time the file's server closes.)
+      await noTarLeft();
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('an early refusal reaches the agent even when its answer comes back after more of the upload went out (no reset, no retry)', async () => {
+    const c = await running();
+    const from = temp();
+    // Sparse: the agent would send on for minutes; the refusals come before (409) or once past the limit (413).
+    writeFileSync(join(from, 'state'), '');
+    truncateSync(join(from, 'state'), 64 * 1024 * MIB);
+    const late = await proxy({ holdAnswer: 16 * MIB });
+    try {
+      for (const [lock, status] of [
+        [`${c.lock}0`, 409],
+        [c.lock, 413],
+      ] as const) {
+        let calls = 0;
+        const a = agentSide({ ...through(c, late.url), lock }, 128 * 1024 * MIB, async (_tar, real) => {
+          if (++calls > 1) throw new Error('the upload was tried again: the refusal was not read');
+          return real();
+        });
+        await expect(a.store.keep(a.owner, from, true)).rejects.toMatchObject({ status });
+        expect(calls).toBe(1);
+        expect(late.resets).toBe(0);
+        await noTarLeft();
+      }
+      await idle();
+      expect((await t.store.checkpoints.infoOf([c.rid])).size).toBe(0);
+    } finally {
+      await late.close();
+    }
   });
 });

@@ -136,3 +136,44 @@ describe('runPassLoop', () => {
     }
   });
 });
+
+describe('Notifier.waiter', () => {
+  it('answers with the payloads it let through since the last call, each once; none after a timeout or an abort', async () => {
+    const notifier = new Notifier(db.url);
+    await notifier.start();
+    const waiter = notifier.waiter('berth_test_wake', ['finish', 'queue']);
+    let probed = false;
+    const unprobe = notifier.subscribe('berth_test_probe', () => (probed = true));
+    const notify = (...payloads: string[]) =>
+      db.pool.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', ['berth_test_wake', payloads]);
+    try {
+      // The waiter's LISTEN is in place once a probe on a channel listened to after it arrives.
+      await until(
+        async () => (await db.pool.query("SELECT pg_notify('berth_test_probe', 'x')"), probed),
+        10_000,
+        'the LISTENs in place',
+      );
+      // Sent while nobody waits, in one statement: held, and the filter (not the caller) drops 'node'.
+      await notify('finish', 'node', 'finish', 'queue');
+      probed = false;
+      await until(
+        async () => (await db.pool.query("SELECT pg_notify('berth_test_probe', 'x')"), probed),
+        10_000,
+        'the notifications delivered',
+      );
+      expect((await waiter.next(30_000)).sort()).toEqual(['finish', 'queue']);
+      const aborted = new AbortController();
+      const waiting = waiter.next(3_600_000, aborted.signal);
+      aborted.abort();
+      expect(await waiting).toEqual([]);
+      expect(await waiter.next(1)).toEqual([]);
+      const woken = waiter.next(3_600_000);
+      await notify('node', 'queue');
+      expect(await woken).toEqual(['queue']);
+    } finally {
+      waiter.close();
+      unprobe();
+      await notifier.stop();
+    }
+  });
+});

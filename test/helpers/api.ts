@@ -7,7 +7,13 @@ import { testStore } from './store.js';
 export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
   const { store, clock, db } = await testStore();
   const app = await buildApi({ store, ...options });
-  afterAll(() => app.close());
+  afterAll(async () => {
+    const closing = app.close();
+    // A listening test's client may hold a keep-alive connection whose answer the server is still finishing
+    // (fastify keeps one open 72 s): it must not hold the close.
+    app.server.closeAllConnections();
+    await closing;
+  });
   const admin = (await store.tokens.create({ scope: 'admin', owner: 'root' })).secret;
   const alice = (await store.tokens.create({ scope: 'user', owner: 'alice' })).secret;
   const bob = (await store.tokens.create({ scope: 'user', owner: 'bob' })).secret;

@@ -5,8 +5,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseSlurmConfig } from '../../src/backends/slurm/config.js';
 import { recordAllocations } from '../../src/backends/slurm/queue.js';
 import { allocationOf } from '../../src/backends/slurm/sbatch.js';
+import { statesFrom } from '../../src/model/transitions.js';
 import type { ManualClock } from '../../src/model/clock.js';
 import type { Store } from '../../src/store/store.js';
+import { MOVE_SQL, SLURM_JOB_INSTANCE_PREFIX } from '../../src/store/transitions/move.js';
 import { submit, testStore } from '../helpers/store.js';
 
 let store: Store;
@@ -26,6 +28,8 @@ interface Spec {
   priority?: number;
   maxRunTimeMs?: number | null;
   instanceTypes?: string[] | null;
+  /** More of the request (image, command, env...). */
+  more?: Record<string, unknown>;
 }
 
 /**
@@ -41,6 +45,7 @@ async function placed(cluster: string, s: Spec = {}, reuse: Record<string, unkno
     priority: s.priority ?? 500,
     ...(s.maxRunTimeMs ? { max_run_time: `${s.maxRunTimeMs / 1000}s` } : {}),
     ...(s.instanceTypes ? { instance_types: s.instanceTypes } : {}),
+    ...s.more,
   });
   const id = req.container_id!;
   const { node, bootstrapSecret } = await store.nodes.create({
@@ -108,6 +113,51 @@ describe('moving a Locked container into a started allocation', () => {
     expect((await state(high.id)).state).toBe('Complete');
     // Then the next one, and then nothing.
     expect((await store.containers.nextInAllocation(asker.node)).map((o) => o.id)).toEqual([low.id]);
+  });
+
+  it("returns the moved container's whole start order, as a one-shot registration would read it", async () => {
+    const asker = await finished('m9', { vcpus: 4, ram: 4 * GIB, maxRunTimeMs: 60 * MIN });
+    const moved = await placed('m9', {
+      vcpus: 2,
+      ram: 2 * GIB,
+      maxRunTimeMs: 30 * MIN,
+      more: {
+        image: 'debian:12',
+        command: ['sh', '-c', 'echo $A'],
+        env: { A: 'one' },
+        secret_env: { S: 'two' },
+        cwd: '/tmp',
+        scratch: 3 * GIB,
+      },
+    });
+    // Before the move, the order its own job's agent would have been given (with the old token).
+    const before = await store.containers.startOrderFor(moved.node, moved.id);
+    expect(before).not.toBeNull();
+    const orders = await store.containers.nextInAllocation(asker.node);
+    expect(orders).toHaveLength(1);
+    const { lock_token, ...order } = orders[0]!;
+    const { lock_token: oldToken, ...expected } = before!;
+    expect(order).toEqual({ ...expected, started: true });
+    expect(order).toMatchObject({
+      id: moved.id,
+      image: 'debian:12',
+      command: ['sh', '-c', 'echo $A'],
+      env: { A: 'one' },
+      secret_env: { S: 'two' },
+      cwd: '/tmp',
+      vcpus: 2,
+      ram: 2 * GIB,
+      scratch: 3 * GIB,
+      max_run_time_ms: 30 * MIN,
+    });
+    // A new lock generation: the token differs from the old one, and it is the one the store accepts.
+    expect(lock_token).not.toBe(oldToken);
+    await store.containers.complete(moved.id, asker.node, lock_token, {
+      exitCode: 0,
+      oomKilled: false,
+      usage: null,
+    });
+    expect((await state(moved.id)).state).toBe('Complete');
   });
 
   it('runs nothing while its node still holds a container', async () => {
@@ -200,5 +250,32 @@ describe('moving a Locked container into a started allocation', () => {
       const got = await Promise.all([a, b].map((x) => store.containers.nextInAllocation(x.node)));
       expect(got.flat().map((o) => o.id)).toEqual([c.id]);
     }
+  });
+
+  it('walks the Locked containers in order and stops at the first that fits (no sort of them all)', async () => {
+    const asker = await finished('plan', { vcpus: 2 });
+    for (let i = 0; i < 40; i++) await placed('plan', { priority: 100 + i, vcpus: i % 2 === 0 ? 4 : 1 });
+    await store.ctx.pool.query('ANALYZE containers');
+    const r = await store.ctx.pool.query(`EXPLAIN (FORMAT JSON) ${MOVE_SQL}`, [
+      clock.now(),
+      asker.node,
+      statesFrom('start'),
+      SLURM_JOB_INSTANCE_PREFIX,
+    ]);
+    const nodes: Record<string, unknown>[] = [];
+    const walk = (n: Record<string, unknown>) => {
+      nodes.push(n);
+      for (const c of (n.Plans as Record<string, unknown>[] | undefined) ?? []) walk(c);
+    };
+    walk((r.rows[0]['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+    expect(nodes.map((n) => n['Index Name'])).toContain('containers_locked_order');
+    expect(nodes.map((n) => n['Node Type'])).not.toContain('Sort');
+    // And it takes the first that fits: the highest priority among those of 1 CPU.
+    const [order] = await store.containers.nextInAllocation(asker.node);
+    expect(
+      (await store.ctx.pool.query(`SELECT priority FROM containers WHERE id = $1`, [order!.id])).rows[0],
+    ).toEqual({
+      priority: 139,
+    });
   });
 });

@@ -22,7 +22,7 @@ import { assignContainers, type AssignItem } from './assign.js';
 import { endContainers, type EndItem, type EndOutcome, type Ending } from './end.js';
 import { lockAssign, lockIds, lockNext, type LockedRow } from './lock.js';
 import type { Outcome } from './outcome.js';
-import { moveToAllocation } from './move.js';
+import { moveToAllocation, type MovedRow } from './move.js';
 import { requeueContainers, type RequeueItem } from './requeue.js';
 import { startContainers } from './start.js';
 
@@ -119,10 +119,8 @@ export class Transitions {
    * Locked → Running on `nodeId`: the next container that fits the node's SLURM allocation, moved from a node
    * whose job has not started (move.ts); null when none fits or the node takes no more.
    */
-  async moveToAllocation(nodeId: string): Promise<(GrantedLock & { from: string }) | null> {
-    const row = await retried(() => moveToAllocation(this.ctx, this.ctx.pool, nodeId, statesFrom('start')));
-    if (!row) return null;
-    return { id: row.id, token: await this.token(row.id, row.lock_generation), from: row.from_node };
+  moveToAllocation(nodeId: string): Promise<MovedRow | null> {
+    return retried(() => moveToAllocation(this.ctx, this.ctx.pool, nodeId, statesFrom('start')));
   }
 
   /** → Complete or Cancelled (see end.ts), in `tx` or a transaction of its own. */

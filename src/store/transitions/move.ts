@@ -6,18 +6,16 @@
 // one-shot registration does. Race-free by construction: the update's guard is the row's state and its old
 // node, so of a second asker and the container's own job starting at that moment (start.ts's guard is the
 // state, the node and the generation), exactly one wins; SKIP LOCKED sends a second asker to another row.
+// It returns the moved container's start order (read with its update: the asker's next call in one round trip).
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
+import { START_ORDER_COLUMNS, type StartOrderRow } from '../records.js';
 
 /** The instance id of a node bound to a SLURM job (`slurm-job-ID`); only such nodes reuse allocations. */
 export const SLURM_JOB_INSTANCE_PREFIX = 'slurm-job-';
 
-/** A moved container: its new lock generation and the node it was Locked to. */
-export interface MovedRow {
-  id: string;
-  lock_generation: number;
-  from_node: string;
-}
+/** A moved container: what its start order is made of (with its new lock generation), the node it was Locked to. */
+export type MovedRow = StartOrderRow & { from_node: string };
 
 // Whether the candidate's allocation (ca) fits the asker's (aa) with `age` seconds of it gone: no more of
 // each resource, the same partition and account, no constraint or the same one, and its container's
@@ -46,13 +44,17 @@ export const MOVE_SQL = `
       AND extract(epoch FROM ($1::timestamptz - n.registered_at)) * 1000 < (n.allocation->'reuse'->>'max_ms')::float8
       AND NOT EXISTS (SELECT 1 FROM containers x WHERE x.node_id = n.id AND x.state IN ('Locked', 'Running'))
     FOR UPDATE OF n),
+  -- The dispatcher's Locked containers walked in Berth's order (containers_locked_order, 185_...sql), the
+  -- first whose node fits taken: the fit is a per-row subquery, not a join, so that the planner walks the
+  -- index and stops (as a join, its estimate of the JSON tests made it read them all and sort).
   picked AS (
     SELECT c.id, c.node_id AS old
-    FROM a, containers c JOIN nodes o ON o.id = c.node_id, LATERAL (SELECT o.allocation AS ca) x
-    WHERE c.locked_by = a.holder AND c.state = ANY($3::text[]) AND c.priority > 0
-      AND o.id <> a.id AND o.state <> 'failed' AND o.registered_at IS NULL AND starts_with(o.instance_id, $4)
-      AND o.allocation IS NOT NULL
-      AND ${FITS}
+    FROM containers c
+    WHERE c.locked_by = (SELECT holder FROM a) AND c.state = ANY($3::text[]) AND c.priority > 0
+      AND coalesce((SELECT ${FITS}
+        FROM a, nodes o, LATERAL (SELECT o.allocation AS ca) x
+        WHERE o.id = c.node_id AND o.id <> a.id AND o.state <> 'failed' AND o.registered_at IS NULL
+          AND starts_with(o.instance_id, $4) AND o.allocation IS NOT NULL), false)
     ORDER BY c.priority DESC, c.queued_at, c.id
     LIMIT 1 FOR UPDATE OF c SKIP LOCKED),
   m AS (
@@ -60,7 +62,8 @@ export const MOVE_SQL = `
       lock_generation = c.lock_generation + 1, started_at = $1, updated_at = $1
     FROM picked, a
     WHERE c.id = picked.id AND c.state = ANY($3::text[]) AND c.node_id = picked.old
-    RETURNING c.id, c.lock_generation, picked.old AS from_node),
+    RETURNING c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, c.opportunistic,
+      picked.old AS from_node),
   u AS (
     UPDATE nodes n SET allocation = jsonb_set(n.allocation, '{runs}', to_jsonb((n.allocation->>'runs')::int + 1)),
       updated_at = $1
@@ -70,7 +73,7 @@ export const MOVE_SQL = `
     SELECT m.id, $1, 'state', 'Running on node ' || a.id || ': moved to the allocation of SLURM job '
       || substr(a.instance_id, length($4) + 1) || ' (from node ' || m.from_node || ', whose job had not started)'
     FROM m, a)
-  SELECT id, lock_generation, from_node FROM m`;
+  SELECT ${START_ORDER_COLUMNS}, c.from_node FROM m c JOIN container_requests r ON r.id = c.request_id`;
 
 /** Moves the next fitting container to `nodeId`'s allocation; null when none fits (or the node may not). */
 export async function moveToAllocation(
