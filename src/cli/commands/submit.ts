@@ -135,23 +135,29 @@ export async function waitForRequest(client: Client, id: string, signal?: AbortS
 /** Exit code of `submit --wait` stopped by Ctrl-C: the shell's for SIGINT. */
 export const DETACHED_EXIT_CODE = 130;
 
-/** Waits like waitForRequest; Ctrl-C detaches, saying that the request keeps running and what to do. */
-async function waitDetachable(client: Client, id: string): Promise<number> {
-  const stop = new AbortController();
-  const onSigint = () => stop.abort(new Error('interrupted'));
-  process.once('SIGINT', onSigint);
+/**
+ * Waits like waitForRequest; Ctrl-C (`stop` aborted) detaches, saying that the request keeps running and what
+ * to do.
+ */
+async function waitDetachable(client: Client, id: string, stop: AbortSignal): Promise<number> {
   try {
-    return await waitForRequest(client, id, stop.signal);
+    return await waitForRequest(client, id, stop);
   } catch (err) {
-    if (!stop.signal.aborted) throw err;
+    if (!stop.aborted) throw err;
     console.error(
       `berth: stopped following; ${id} keeps running. Follow it again with \`berth logs -f ${id}\`, ` +
         `cancel it with \`berth cancel ${id}\`.`,
     );
     return DETACHED_EXIT_CODE;
-  } finally {
-    process.off('SIGINT', onSigint);
   }
+}
+
+/** Ctrl-C aborts the returned signal instead of ending the process, until `dispose()`. */
+function ctrlCAborts(): { signal: AbortSignal; dispose(): void } {
+  const stop = new AbortController();
+  const onSigint = () => stop.abort(new Error('interrupted'));
+  process.once('SIGINT', onSigint);
+  return { signal: stop.signal, dispose: () => process.off('SIGINT', onSigint) };
 }
 
 export function registerSubmit(program: Command): void {
@@ -216,11 +222,18 @@ export function registerSubmit(program: Command): void {
     .action(async (argv: string[], opts: SubmitOpts, cmd: Command) => {
       const client = clientFor(cmd);
       const req = await client.request<RequestRecord>('POST', '/v1/requests', buildRequestBody(opts, argv));
-      if (opts.json) console.log(JSON.stringify(req, null, 2));
-      else console.log(req.id);
-      if (opts.wait) {
-        const code = await waitDetachable(client, req.id);
-        (cmd as Command & { berthExitCode?: number }).berthExitCode = code;
+      // Ctrl-C is taken over before the id is printed: whoever reads the id may interrupt at once (a
+      // handler installed after the print left a window in which Ctrl-C killed the process instead).
+      const ctrlC = opts.wait ? ctrlCAborts() : null;
+      try {
+        if (opts.json) console.log(JSON.stringify(req, null, 2));
+        else console.log(req.id);
+        if (ctrlC) {
+          const code = await waitDetachable(client, req.id, ctrlC.signal);
+          (cmd as Command & { berthExitCode?: number }).berthExitCode = code;
+        }
+      } finally {
+        ctrlC?.dispose();
       }
     });
 }
