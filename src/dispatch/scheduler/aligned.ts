@@ -63,7 +63,6 @@ export class EndAligned {
     const now = this.pass.now;
     let best: Slot | null = null;
     let bestLeft = Infinity;
-    let bestLatest = 0;
     for (const [slot, latest] of this.latest) {
       if (!outlasts(latest, now, end - now) || !fits(shape.need, slot.free)) continue;
       // Any type it fits on (allow-list, spot or on demand), even beyond max_price_factor.
@@ -73,11 +72,9 @@ export class EndAligned {
       if (left < bestLeft || (left === bestLeft && best !== null && slot.id < best.id)) {
         best = slot;
         bestLeft = left;
-        bestLatest = latest;
       }
     }
-    // Placed later, it would outlast the instance's containers: the choice holds until then.
-    if (best !== null) this.pass.until(bestLatest - (end - now) + 1);
+    // No validUntil: a yes is acted on at once (a start or a lock), and a no stays a no as time passes.
     return best;
   }
 
