@@ -45,6 +45,20 @@ describe('end_aligned (pure planner)', () => {
     expect(startOn(world(w, { endAligned: 'off' }))).toEqual(['i-a']);
   });
 
+  it('an opportunistic occupant guarantees nothing: it may be vacated before the container ends', () => {
+    const s = snap({
+      config: { waitForRunning: false },
+      types: [T4],
+      instances: [inst('i-a', 't4', 'running'), inst('i-b', 't4', 'running')],
+      containers: [
+        running('a', 'i-a', 3, 12, 15),
+        { ...running('b', 'i-b', 2, 2, 65), opportunistic: true },
+        ctr('w', { expectedRunMs: 30 * MIN }),
+      ],
+    });
+    expect(startOn(plan(s))).toEqual(['i-a']);
+  });
+
   it('keeps the old choice when no occupant outlasts the container', () => {
     // A 90-min container ends after both (+10, +60 min): on i-a it adds 80 min (0.5333 $), on i-b 30 min
     // (0.2 $); the rule guarantees nothing here and leaves the choice to the old order: i-a.

@@ -4,7 +4,8 @@
 // the one it fills best. With that guarantee an instance beyond max_price_factor may be used too (its price
 // is paid whether or not the container goes there). Expected ends are the snapshot's estimates: a Running
 // container's `endsAt`, and now + its step's run time for a container assigned or placed in this pass
-// (durations.ts), or the container's own `expectedRunMs` where it has one. A container whose end is unknown guarantees nothing; the old choice (capacity.ts find)
+// (durations.ts), or the container's own `expectedRunMs` where it has one. An opportunistic container
+// guarantees nothing either: it may be vacated (vacate.ts) once no guaranteed one is left. A container whose end is unknown guarantees nothing; the old choice (capacity.ts find)
 // stands when no instance qualifies.
 import type { Slot } from './capacity.js';
 import { expectedRunMs } from './durations.js';
@@ -33,6 +34,7 @@ export class EndAligned {
     for (const slot of pass.capacity.slots) {
       if (slot.bin !== null) continue;
       for (const c of pass.assigned.get(slot.id) ?? []) {
+        if (c.opportunistic === true) continue;
         const end = c.state === 'Running' ? a.runningEnd(c, est?.endsAt) : a.endOf(c);
         if (end !== null && end > pass.now) a.raise(slot, end);
       }
@@ -80,7 +82,7 @@ export class EndAligned {
 
   /** The container was placed on the slot (by this rule or another): its end counts from now on. */
   placed(c: SnapshotContainer, slot: Slot): void {
-    if (slot.bin !== null) return;
+    if (slot.bin !== null || c.opportunistic === true) return;
     const end = this.endOf(c);
     if (end !== null) this.raise(slot, end);
   }
