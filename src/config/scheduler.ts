@@ -147,6 +147,13 @@ export const SCHEDULER_OPTIONS = section(
       help: "Boot ahead of fan-outs (docs/SCHEDULER.md): the most containers' worth of capacity held for containers expected to arrive when running ones end (the snapshot's `estimates`: how many arrived per end of each step, and when the running ones end), created a boot time before those ends. 0: off.",
     }),
     opt({
+      key: 'end_aligned',
+      field: 'endAligned',
+      kind: oneOf(['off', 'expected', 'history'] as const),
+      default: 'expected',
+      help: "End-aligned placement (docs/SCHEDULER.md): a waiting container whose run time is expected goes, among existing instances with room, on one where another container is expected to end no earlier than it (it adds nothing to the instance's life), the one it fills best; such an instance may be beyond max_price_factor. `expected`: only run times the containers carry themselves (in the simulator, the SWF requested time); `history`: also their step's median from history (the snapshot's `estimates`); `off`: never.",
+    }),
+    opt({
       key: 'max_running_per_user',
       field: 'maxRunningPerUser',
       kind: nullable(int(1)),

@@ -385,7 +385,7 @@ export class Dispatcher {
   /** The plan of a snapshot, with the run-time and boot estimates of wait_for_running (run-history.ts). */
   private planOf(snapshot: Snapshot): Plan {
     const o = this.o;
-    const learn = o.config.waitForRunning || o.config.bootAhead > 0;
+    const learn = o.config.waitForRunning || o.config.bootAhead > 0 || o.config.endAligned === 'history';
     if (learn) this.history.fill(snapshot, this.view.anyNamed);
     const plan = this.planner.plan(snapshot);
     if (learn) this.history.started(snapshot, plan);

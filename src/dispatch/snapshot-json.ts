@@ -218,6 +218,8 @@ function parseContainer(value: unknown, path: string): SnapshotContainer {
   if (name !== null) c.name = name;
   const startedAt = f.get('started_at', nullable(parseTime), () => null);
   if (startedAt !== null) c.startedAt = startedAt;
+  const expectedRun = f.get('expected_run', nullable(parseDuration), () => null);
+  if (expectedRun !== null) c.expectedRunMs = expectedRun;
   f.done();
   if (c.state === 'Running' && c.instance === null)
     throw new SnapshotError(f.at('instance'), 'expected the instance a Running container runs on, got null');

@@ -76,6 +76,8 @@ export interface SimRequestSpec {
   owner?: string;
   /** The request's name (run-time history by step: src/dispatch/run-history.ts); absent: none. */
   name?: string;
+  /** The run time its submitter expects, ms (end_aligned: the SWF requested time); absent: none. */
+  expectedRunMs?: number;
   /** "Do not start before" (virtual ms), as an API request's run_after. */
   runAfter?: number;
   /** Retry policy (DESIGN §3.3); defaults as for an API request. */
@@ -557,6 +559,7 @@ export class SimQueue implements DispatchQueue {
       ...(s.opportunistic ? { opportunistic: true } : {}),
       ...this.measured(c),
       ...(s.name === undefined ? {} : { name: s.name }),
+      ...(s.expectedRunMs === undefined ? {} : { expectedRunMs: s.expectedRunMs }),
       ...(c.state === 'Running' && c.startedAt !== null ? { startedAt: new Date(c.startedAt) } : {}),
     };
   }

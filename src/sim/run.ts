@@ -354,6 +354,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       durationMs: j.duration,
       exitCode: j.exitCode ?? 0,
       ...(j.name === undefined ? {} : { name: j.name }),
+      ...(j.requestedTime === undefined ? {} : { expectedRunMs: j.requestedTime }),
       ...opp,
     });
     passNow();

@@ -101,6 +101,7 @@ describe('parseSnapshot', () => {
       waitForRunning: true,
       waitMarginMs: 0,
       bootAhead: 0,
+      endAligned: 'expected',
     });
     expect(s.instanceTypes).toEqual([
       {

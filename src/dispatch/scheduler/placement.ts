@@ -5,6 +5,7 @@
 // an instance is drained for it (heads.ts) so that lower-priority work arriving all the time cannot keep
 // it waiting forever.
 import type { InstanceType } from '../../model/types.js';
+import { EndAligned } from './aligned.js';
 import { joinBin, leaveBin, openBin } from './bins.js';
 import type { Room, Slot } from './capacity.js';
 import { Freeing } from './durations.js';
@@ -121,9 +122,12 @@ class Placer {
   private readonly createdFor = new Map<string, Slot>();
   /** wait_for_running: room expected to free up before a new instance could boot (durations.ts). */
   private freeing: Freeing | null | undefined;
+  /** end_aligned: existing instances by the latest expected end of their containers (aligned.ts). */
+  private readonly aligned: EndAligned | null;
 
   constructor(private readonly pass: Pass) {
     this.unavailable = (name) => pass.limits.isUnavailable(name);
+    this.aligned = EndAligned.of(pass);
     if (pass.config.shareRule === 'expected')
       for (const slot of pass.capacity.slots)
         for (const id of pass.pool.instanceOf.get(slot.id)?.createdFor ?? []) this.createdFor.set(id, slot);
@@ -162,8 +166,10 @@ class Placer {
     const behindHead = head !== null && priority <= head.container.priority;
     // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
     const own = (flags & LOCKED) !== 0 ? this.createdFor.get(c.id) : undefined;
+    const aligned = own === undefined ? (this.aligned?.find(c, shape, priority) ?? null) : null;
     const room =
       (own !== undefined ? pass.capacity.roomOn(own, shape, priority, true, false) : null) ??
+      (aligned !== null ? { slot: aligned, growTo: -1 } : null) ??
       pass.capacity.find(shape, priority, !behindHead, alikeBehind);
     if (room !== null) return this.place(c, shape, room);
     if ((flags & OPPORTUNISTIC) !== 0) {
@@ -233,6 +239,7 @@ class Placer {
     else subtract(slot.free, shape.need);
     slot.count++;
     slot.used = true;
+    this.aligned?.placed(c, slot);
     pass.owners.add(c.owner);
     if (c.state === 'Queued') pass.placeActions.push({ op: 'lock', container: c.id });
     let action = -1;

@@ -62,6 +62,11 @@ export interface SnapshotContainer extends ContainerShape {
   name?: string;
   /** When a Running container started (run-time history, ../run-history.ts); absent: not known. */
   startedAt?: Date;
+  /**
+   * The run time its submitter expects, ms (end_aligned, aligned.ts; in the simulator the SWF requested
+   * time); absent: the step's history decides (durations.ts).
+   */
+  expectedRunMs?: number;
 }
 
 /** A running container's measured use: what opportunistic placement may borrow (opportunistic.ts). */
