@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { PgQueue, snapshotSql } from '../src/dispatch/pg-queue.js';
+import { PgQueue, snapshotSql, type PgQueueOptions } from '../src/dispatch/pg-queue.js';
 import { normalizeRequest } from '../src/model/request.js';
 import { createPool } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
@@ -42,7 +42,14 @@ export async function run(argv: string[]): Promise<number> {
       );
     await pool.query('VACUUM ANALYZE');
     const now = new Date();
-    const queues = { names: new PgQueue(store, pg.url, { names: true }), plain: new PgQueue(store, pg.url) };
+    const kinds: Record<string, PgQueueOptions> = {
+      names: { names: true },
+      'run limits': { runLimits: true },
+      plain: {},
+    };
+    const queues = Object.fromEntries(
+      Object.entries(kinds).map(([kind, o]) => [kind, new PgQueue(store, pg.url, o)]),
+    );
     const ms: Record<string, number[]> = {};
     const time = async (key: string, read: () => Promise<unknown>) => {
       const t0 = performance.now();
@@ -61,7 +68,7 @@ export async function run(argv: string[]): Promise<number> {
         await time(`changes(null) ${kind}`, () => q.changes('d', now, null));
         // PostgreSQL's own time for the containers() statement, without sending the rows.
         const plan = await pool.query(
-          `EXPLAIN (ANALYZE, FORMAT JSON) ${snapshotSql(kind === 'names').considered}`,
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${snapshotSql(kinds[kind]!).considered}`,
           ['d', now],
         );
         (ms[`server ${kind}`] ??= []).push(plan.rows[0]['QUERY PLAN'][0]['Execution Time'] as number);

@@ -29,6 +29,7 @@ import {
 } from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome } from './ports.js';
 import { StatusWriter } from './status-writer.js';
+import { learnsRunTimes } from './scheduler/durations.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type {
@@ -385,7 +386,7 @@ export class Dispatcher {
   /** The plan of a snapshot, with the run-time and boot estimates of wait_for_running (run-history.ts). */
   private planOf(snapshot: Snapshot): Plan {
     const o = this.o;
-    const learn = o.config.waitForRunning || o.config.bootAhead > 0 || o.config.endAligned === 'history';
+    const learn = learnsRunTimes(o.config);
     if (learn) this.history.fill(snapshot, this.view.anyNamed);
     const plan = this.planner.plan(snapshot);
     if (learn) this.history.started(snapshot, plan);

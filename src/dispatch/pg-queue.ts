@@ -28,6 +28,12 @@ export interface PgQueueOptions {
    * run-time estimates of `wait_for_running` read (run-history.ts). Off: the name is not read.
    */
   names?: boolean;
+  /**
+   * Whether the snapshot carries each container's request `max_run_time` as its expected run time (a
+   * sub-select per row; a limit, so never below the run time), which end-aligned placement reads
+   * (scheduler/aligned.ts). Off: no expected run time.
+   */
+  runLimits?: boolean;
 }
 
 export class PgQueue implements DispatchQueue {
@@ -39,7 +45,7 @@ export class PgQueue implements DispatchQueue {
     private readonly url: string,
     o: PgQueueOptions = {},
   ) {
-    this.sql = snapshotSql(o.names ?? false);
+    this.sql = snapshotSql(o);
   }
 
   private get pool() {
@@ -305,15 +311,18 @@ function itemOutcome(o: Outcome): ItemOutcome {
   return o.ok ? { id: o.id, ok: true } : { id: o.id, ok: false, reason: o.reason };
 }
 
-/** The snapshot's columns and the containers() query, with or without request names. */
+/** The snapshot's columns and the containers() query, with or without the request's name and limit. */
 interface SnapshotSql {
   columns: string;
   considered: string;
 }
 
-export function snapshotSql(names: boolean): SnapshotSql {
+export function snapshotSql(o: PgQueueOptions): SnapshotSql {
+  const request = (column: string) =>
+    `(SELECT r.${column} FROM container_requests r WHERE r.id = containers.request_id)`;
   const columns = `${SNAPSHOT_COLUMNS},
-  ${names ? '(SELECT r.name FROM container_requests r WHERE r.id = containers.request_id)' : 'NULL::text'} AS name`;
+  ${o.names ? request('name') : 'NULL::text'} AS name,
+  ${o.runLimits ? request('max_run_time_ms') : 'NULL::int8'} AS max_run_time_ms`;
   return {
     columns,
     // The same predicate as CONSIDERED, as two index scans.
@@ -324,7 +333,7 @@ export function snapshotSql(names: boolean): SnapshotSql {
   };
 }
 
-/** The snapshot's columns but the request name (snapshotSql adds it). */
+/** The snapshot's columns but the request's name and limit (snapshotSql adds them). */
 const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, gpus, preemptible, instance_types,
   instance_id, lock_count, owner, spot_interruptions, opportunistic,
   -- a Running container's latest usage sample (recordUsage): what opportunistic placement may borrow
@@ -361,6 +370,7 @@ interface SnapshotRow {
   usage: { cpu_seconds?: number; peak_ram?: number; wall_ms?: number } | null;
   reclaimed_from: { instance: string; at: string } | null;
   name: string | null;
+  max_run_time_ms: number | null;
   started_at: Date | null;
 }
 
@@ -396,6 +406,7 @@ function toSnapshot(row: SnapshotRow): SnapshotContainer {
       ? { reclaimedFrom: { instance: row.reclaimed_from.instance, at: Date.parse(row.reclaimed_from.at) } }
       : {}),
     ...(row.name ? { name: row.name } : {}),
+    ...(row.max_run_time_ms !== null ? { expectedRunMs: row.max_run_time_ms } : {}),
     ...(row.started_at ? { startedAt: row.started_at } : {}),
   };
 }

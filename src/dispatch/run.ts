@@ -17,6 +17,7 @@ import { runPassLoop, type PassLoop } from './loop.js';
 import { dispatcherMetrics } from './metrics.js';
 import { PgMirror } from './pg-mirror.js';
 import { PgQueue } from './pg-queue.js';
+import { learnsRunTimes, readsExpectedRuns } from './scheduler/durations.js';
 
 export interface RunningDispatcher {
   dispatcher: Dispatcher;
@@ -74,7 +75,10 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
     id,
     cluster: cfg.cluster,
     tag: cfg.tag,
-    queue: new PgQueue(o.store, o.dbUrl, { names: cfg.scheduler.waitForRunning }),
+    queue: new PgQueue(o.store, o.dbUrl, {
+      names: learnsRunTimes(cfg.scheduler),
+      runLimits: readsExpectedRuns(cfg.scheduler),
+    }),
     driver,
     clock,
     instanceTypes: cfg.instanceTypes,

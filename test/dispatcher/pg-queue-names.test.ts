@@ -1,7 +1,10 @@
-// The snapshot's request names (PgQueue's `names`): read only when wait_for_running's run-time estimates
-// need them (run-history.ts); without them, every other field of the snapshot is the same.
+// The snapshot's request names (PgQueue's `names`): read only when the run-time estimates need them
+// (run-history.ts); without them, every other field of the snapshot is the same. Likewise the request's
+// max_run_time as the container's expected run time (`runLimits`), which end-aligned placement reads.
 import { describe, expect, it } from 'vitest';
+import { parseDispatchConfig } from '../../src/dispatch/config.js';
 import { PgQueue } from '../../src/dispatch/pg-queue.js';
+import { learnsRunTimes, readsExpectedRuns } from '../../src/dispatch/scheduler/durations.js';
 import { submit, testStore } from '../helpers/store.js';
 
 describe('PgQueue names', () => {
@@ -28,5 +31,37 @@ describe('PgQueue names', () => {
     expect(next.upserts.map((c) => [c.state, c.name])).toEqual([['Locked', 'align (7)']]);
     const plainNext = await plain.changes('c/t', now, first.cursor);
     expect(plainNext.upserts.map((c) => [c.state, c.name])).toEqual([['Locked', undefined]]);
+  });
+
+  it('carries the request’s max_run_time as the expected run time only when asked', async () => {
+    const { store, db, clock } = await testStore();
+    const limited = await submit(store, 'alice', { max_run_time: '90m' });
+    const unlimited = await submit(store, 'alice', {});
+    const withLimits = new PgQueue(store, db.url, { runLimits: true });
+    const plain = new PgQueue(store, db.url);
+    const now = clock.now();
+    const byId = (list: { id: string; expectedRunMs?: number }[]) =>
+      Object.fromEntries(list.map((c) => [c.id, c.expectedRunMs]));
+
+    expect(byId(await withLimits.containers('c/t', now))).toEqual({
+      [limited.container_id!]: 90 * 60_000,
+      [unlimited.container_id!]: undefined,
+    });
+    expect((await plain.containers('c/t', now)).map((c) => c.expectedRunMs)).toEqual([undefined, undefined]);
+    const first = await withLimits.changes('c/t', now, null);
+    expect(byId(first.upserts)[limited.container_id!]).toBe(90 * 60_000);
+    await store.containers.lock([limited.container_id!], 'c/t');
+    const next = await withLimits.changes('c/t', now, first.cursor);
+    expect(next.upserts.map((c) => [c.state, c.expectedRunMs])).toEqual([['Locked', 90 * 60_000]]);
+  });
+
+  it('the production dispatcher reads what its scheduler options use', () => {
+    const config = (scheduler: Record<string, unknown>) => parseDispatchConfig({ scheduler }).scheduler;
+    // Defaults: wait_for_running reads names; end_aligned `expected` reads run limits.
+    expect([learnsRunTimes(config({})), readsExpectedRuns(config({}))]).toEqual([true, true]);
+    const off = { wait_for_running: false, end_aligned: 'off' };
+    expect([learnsRunTimes(config(off)), readsExpectedRuns(config(off))]).toEqual([false, false]);
+    expect(learnsRunTimes(config({ ...off, boot_ahead: 8 }))).toBe(true);
+    expect(learnsRunTimes(config({ ...off, end_aligned: 'history' }))).toBe(true);
   });
 });

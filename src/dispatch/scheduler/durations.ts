@@ -8,7 +8,7 @@ import type { Slot } from './capacity.js';
 import type { Shape } from './fitting.js';
 import type { Pass } from './pass.js';
 import { add, containerNeed, fits, subtract, type Res } from './resources.js';
-import type { SnapshotContainer } from './types.js';
+import type { SchedulerConfig, SnapshotContainer } from './types.js';
 
 /**
  * The step a request name belongs to: the name without a trailing task number or argument list, so that
@@ -28,6 +28,21 @@ export function estimateMs(samples: readonly number[]): number | null {
   if (samples.length === 0) return null;
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[(sorted.length - 1) >> 1]!;
+}
+
+/**
+ * Whether the dispatcher learns run times by request name (run-history.ts), and so needs the names in its
+ * snapshot: wait_for_running, boot_ahead and end_aligned `history` read the estimates.
+ */
+export function learnsRunTimes(
+  c: Pick<SchedulerConfig, 'waitForRunning' | 'bootAhead' | 'endAligned'>,
+): boolean {
+  return c.waitForRunning || c.bootAhead > 0 || c.endAligned === 'history';
+}
+
+/** Whether the snapshot's containers carry their own expected run time (end_aligned other than `off`). */
+export function readsExpectedRuns(c: Pick<SchedulerConfig, 'endAligned'>): boolean {
+  return c.endAligned !== 'off';
 }
 
 /** The run time expected of a container: its step's median (ms), or Infinity when unknown. */
