@@ -36,6 +36,7 @@ const configArb = fc.record({
   onDemandAfterInterruptions: fc.constantFrom(null, 1, 2),
   shareRule: fc.constantFrom('expected' as const, 'share' as const, 'price' as const),
   batchPacking: fc.constantFrom('cost' as const, 'boots' as const, 'off' as const),
+  endAligned: fc.constantFrom('off' as const, 'expected' as const),
 });
 
 /** Types and instances are referred to by index; an index past the end names a type no longer configured. */
@@ -62,6 +63,9 @@ const containerArb = fc.record({
   instance: fc.nat(),
   owner: fc.constantFrom('', 'alice', 'bob'),
   spotInterruptions: fc.constantFrom(0, 0, 1, 3),
+  /** The run time its submitter expects (end_aligned), in minutes; and for a Running one, since when it runs. */
+  expectedRunMin: sometimes(fc.constantFrom(1, 10, 60), 0.4),
+  startedMinutesAgo: fc.integer({ min: 0, max: 30 }),
 });
 
 const cloudArb = fc.record({
@@ -154,6 +158,8 @@ export const snapshotArb: fc.Arbitrary<Snapshot> = fc
         c.instance = target.id;
         target.containers.push(c.id);
       } else if (c.state === 'Running') c.state = 'Queued';
+      if (r.expectedRunMin !== null) c.expectedRunMs = r.expectedRunMin * 60_000;
+      if (c.state === 'Running') c.startedAt = ago(r.startedMinutesAgo * 60);
       return c;
     });
     const { quotaMaxInstances, unavailableType, rateLimitedForMs } = raw.cloud;
