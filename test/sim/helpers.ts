@@ -1,4 +1,6 @@
 // Shared builders for the simulator harness tests.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseSimConfig, type SimConfig } from '../../src/sim/config.js';
 import { runSimulation, type RunResult, type SimJob } from '../../src/sim/run.js';
 
@@ -97,4 +99,36 @@ export function diamond(): unknown {
       },
     },
   };
+}
+
+/**
+ * The CLI tests' small world, written into `dir`: three jobs (two 1-vcpu ones 10 s apart, a 4-vcpu one an
+ * hour later) and a config with one 4-vcpu type at 0.2 $/h and 60 s boots; `scheduler` is the config's
+ * scheduler section (absent when not given). Returns the two files' paths.
+ */
+export function writeCliWorld(
+  dir: string,
+  scheduler?: Record<string, unknown>,
+): { workload: string; config: string } {
+  const workload = join(dir, 'w.json');
+  writeFileSync(
+    workload,
+    JSON.stringify({
+      jobs: [
+        { id: 'a', arrival: 0, vcpus: 1, ram: '1GiB', duration: '100s' },
+        { id: 'b', arrival: '10s', vcpus: 1, ram: '1GiB', duration: '200s' },
+        { id: 'c', arrival: '1h', vcpus: 4, ram: '8GiB', duration: '10m' },
+      ],
+    }),
+  );
+  const config = join(dir, 'c.json');
+  writeFileSync(
+    config,
+    JSON.stringify({
+      catalog: { instance_types: [{ name: 't4', vcpus: 4, ram: '16GiB', scratch: '100GiB', price: 0.2 }] },
+      boot_time: { kind: 'fixed', time: '60s' },
+      ...(scheduler && { scheduler }),
+    }),
+  );
+  return { workload, config };
 }

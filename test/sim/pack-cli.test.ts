@@ -1,32 +1,15 @@
 // `berth sim pack` in-process: a hand-computed schedule, and bad flags rejected naming the flag.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { berthInProcess as berth } from '../helpers/cli.js';
+import { writeCliWorld } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-sim-pack-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const workload = join(dir, 'w.json');
-writeFileSync(
-  workload,
-  JSON.stringify({
-    jobs: [
-      { id: 'a', arrival: 0, vcpus: 1, ram: '1GiB', duration: '100s' },
-      { id: 'b', arrival: '10s', vcpus: 1, ram: '1GiB', duration: '200s' },
-      { id: 'c', arrival: '1h', vcpus: 4, ram: '8GiB', duration: '10m' },
-    ],
-  }),
-);
-const config = join(dir, 'c.json');
-writeFileSync(
-  config,
-  JSON.stringify({
-    catalog: { instance_types: [{ name: 't4', vcpus: 4, ram: '16GiB', scratch: '100GiB', price: 0.2 }] },
-    boot_time: { kind: 'fixed', time: '60s' },
-  }),
-);
+const { workload, config } = writeCliWorld(dir);
 
 describe('berth sim pack', () => {
   it('prints the packed cost against the lower bound (hand-computed)', async () => {

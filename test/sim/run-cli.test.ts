@@ -6,33 +6,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/declare.js';
 import { loadSimConfig, parseSimConfig } from '../../src/sim/config.js';
 import { berthInProcess } from '../helpers/cli.js';
-import { diamond } from './helpers.js';
+import { diamond, writeCliWorld } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-sim-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const berth = berthInProcess;
 
-const workload = join(dir, 'w.json');
-writeFileSync(
-  workload,
-  JSON.stringify({
-    jobs: [
-      { id: 'a', arrival: 0, vcpus: 1, ram: '1GiB', duration: '100s' },
-      { id: 'b', arrival: '10s', vcpus: 1, ram: '1GiB', duration: '200s' },
-      { id: 'c', arrival: '1h', vcpus: 4, ram: '8GiB', duration: '10m' },
-    ],
-  }),
-);
-const config = join(dir, 'c.json');
-writeFileSync(
-  config,
-  JSON.stringify({
-    catalog: { instance_types: [{ name: 't4', vcpus: 4, ram: '16GiB', scratch: '100GiB', price: 0.2 }] },
-    boot_time: { kind: 'fixed', time: '60s' },
-    scheduler: { idle_timeout: '2m' },
-  }),
-);
+const { workload, config } = writeCliWorld(dir, { idle_timeout: '2m' });
 
 describe('berth sim', () => {
   it('writes report.json and report.html and prints a summary', async () => {
