@@ -16,7 +16,11 @@ import { createPool } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
-import { MOVE_SQL, SLURM_JOB_INSTANCE_PREFIX } from '../src/store/transitions/move.js';
+import {
+  MOVE_SQL,
+  prepareAllocationMoves,
+  SLURM_JOB_INSTANCE_PREFIX,
+} from '../src/store/transitions/move.js';
 import { benchArgs, opt } from './args.js';
 
 const OPTIONS = {
@@ -36,6 +40,7 @@ export async function run(argv: string[]): Promise<number> {
   const pool = createPool(pg.url, 8);
   try {
     await migrate(pool);
+    await prepareAllocationMoves(pool); // as the SLURM dispatcher's setup does
     const store = new Store(pool);
     const cfg = parseSlurmConfig({ cluster: 'bench', reuse_allocation: {} });
     const holder = `bench/${cfg.tag}`;

@@ -8,7 +8,12 @@ import { allocationOf } from '../../src/backends/slurm/sbatch.js';
 import { statesFrom } from '../../src/model/transitions.js';
 import type { ManualClock } from '../../src/model/clock.js';
 import type { Store } from '../../src/store/store.js';
-import { MOVE_SQL, SLURM_JOB_INSTANCE_PREFIX } from '../../src/store/transitions/move.js';
+import {
+  MOVE_INDEX,
+  MOVE_SQL,
+  prepareAllocationMoves,
+  SLURM_JOB_INSTANCE_PREFIX,
+} from '../../src/store/transitions/move.js';
 import { submit, testStore } from '../helpers/store.js';
 
 let store: Store;
@@ -252,13 +257,12 @@ describe('moving a Locked container into a started allocation', () => {
     }
   });
 
-  it('walks the Locked containers in order and stops at the first that fits (no sort of them all)', async () => {
-    const asker = await finished('plan', { vcpus: 2 });
-    for (let i = 0; i < 40; i++) await placed('plan', { priority: 100 + i, vcpus: i % 2 === 0 ? 4 : 1 });
+  /** The move's plan for `node`: every plan node (type, index name). */
+  async function planOf(node: string): Promise<Record<string, unknown>[]> {
     await store.ctx.pool.query('ANALYZE containers');
     const r = await store.ctx.pool.query(`EXPLAIN (FORMAT JSON) ${MOVE_SQL}`, [
       clock.now(),
-      asker.node,
+      node,
       statesFrom('start'),
       SLURM_JOB_INSTANCE_PREFIX,
     ]);
@@ -268,14 +272,56 @@ describe('moving a Locked container into a started allocation', () => {
       for (const c of (n.Plans as Record<string, unknown>[] | undefined) ?? []) walk(c);
     };
     walk((r.rows[0]['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
-    expect(nodes.map((n) => n['Index Name'])).toContain('containers_locked_order');
+    return nodes;
+  }
+
+  const indexExists = async () =>
+    (await store.ctx.pool.query(`SELECT to_regclass($1) IS NOT NULL AS e`, [MOVE_INDEX])).rows[0].e;
+
+  /** 40 Locked containers of alternating 4 and 1 CPUs, priorities 100..139, for an asker of 2 CPUs. */
+  async function fortyPlaced(cluster: string) {
+    const asker = await finished(cluster, { vcpus: 2 });
+    for (let i = 0; i < 40; i++) await placed(cluster, { priority: 100 + i, vcpus: i % 2 === 0 ? 4 : 1 });
+    return asker;
+  }
+
+  async function movedPriority(node: string) {
+    const [order] = await store.containers.nextInAllocation(node);
+    return (await store.ctx.pool.query(`SELECT priority FROM containers WHERE id = $1`, [order!.id])).rows[0];
+  }
+
+  it('the SLURM setup builds the index once, and again if a build died half way', async () => {
+    expect(await indexExists()).toBe(false); // the migrations make none
+    expect(await prepareAllocationMoves(store.ctx.pool)).toBe(true);
+    expect(await prepareAllocationMoves(store.ctx.pool)).toBe(false);
+    // A CREATE INDEX CONCURRENTLY that died leaves an invalid index: built again, not taken as done.
+    await store.ctx.pool.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass($1)`, [
+      MOVE_INDEX,
+    ]);
+    expect(await prepareAllocationMoves(store.ctx.pool)).toBe(true);
+    const valid = await store.ctx.pool.query(
+      `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`,
+      [MOVE_INDEX],
+    );
+    expect(valid.rows).toEqual([{ indisvalid: true }]);
+  });
+
+  it('with the index, walks the Locked containers in order and stops at the first that fits (no sort of them all)', async () => {
+    await prepareAllocationMoves(store.ctx.pool);
+    const asker = await fortyPlaced('plan');
+    const nodes = await planOf(asker.node);
+    expect(nodes.map((n) => n['Index Name'])).toContain(MOVE_INDEX);
     expect(nodes.map((n) => n['Node Type'])).not.toContain('Sort');
     // And it takes the first that fits: the highest priority among those of 1 CPU.
-    const [order] = await store.containers.nextInAllocation(asker.node);
-    expect(
-      (await store.ctx.pool.query(`SELECT priority FROM containers WHERE id = $1`, [order!.id])).rows[0],
-    ).toEqual({
-      priority: 139,
-    });
+    expect(await movedPriority(asker.node)).toEqual({ priority: 139 });
+  });
+
+  it('without a SLURM dispatcher set up there is no move index, and the move takes the same container', async () => {
+    // As on a database where no SLURM dispatcher ever started (the migrations make none: checked above).
+    await store.ctx.pool.query(`DROP INDEX ${MOVE_INDEX}`);
+    const asker = await fortyPlaced('noindex');
+    expect((await planOf(asker.node)).map((n) => n['Index Name'])).not.toContain(MOVE_INDEX);
+    // The highest priority among those of 1 CPU.
+    expect(await movedPriority(asker.node)).toEqual({ priority: 139 });
   });
 });

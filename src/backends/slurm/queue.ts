@@ -64,6 +64,11 @@ export async function containerStates(pool: Db, ids: string[]): Promise<Map<stri
   return out;
 }
 
+/** Whether this dispatcher's jobs take further containers after their own (the move transition's callers). */
+export function reusesAllocations(cfg: Pick<SlurmConfig, 'reuseAllocation'>): boolean {
+  return cfg.reuseAllocation.enabled && cfg.reuseAllocation.maxContainers > 1;
+}
+
 /**
  * Records on each node what its job asks SLURM for, with the reuse limits and a run count of 1 (the store's
  * move transition, src/store/transitions/move.ts, reads them): one statement for a pass's submissions.
@@ -77,14 +82,13 @@ export async function recordAllocations(
 ): Promise<void> {
   if (items.length === 0) return;
   const reuse = cfg.reuseAllocation;
-  const limits =
-    reuse.enabled && reuse.maxContainers > 1
-      ? {
-          max_containers: reuse.maxContainers,
-          max_ms: reuse.maxTimeMs,
-          slack_ms: cfg.agentKillGraceMs + 10_000,
-        }
-      : null;
+  const limits = reusesAllocations(cfg)
+    ? {
+        max_containers: reuse.maxContainers,
+        max_ms: reuse.maxTimeMs,
+        slack_ms: cfg.agentKillGraceMs + 10_000,
+      }
+    : null;
   await pool.query(
     `UPDATE nodes n SET allocation = a.allocation
      FROM unnest($1::text[], $2::jsonb[]) AS a(id, allocation) WHERE n.id = a.id`,

@@ -13,6 +13,8 @@ import { SlurmCommands } from './commands.js';
 import type { SlurmConfig } from './config.js';
 import { SlurmDispatcher, type SlurmEvent } from './dispatcher.js';
 import { DISPATCH_WAKE } from '../../store/wake.js';
+import { prepareAllocationMoves } from '../../store/transitions/move.js';
+import { reusesAllocations } from './queue.js';
 
 export interface RunningSlurmDispatcher {
   dispatcher: SlurmDispatcher;
@@ -56,6 +58,9 @@ export async function startSlurmDispatcher(o: {
       o.onEvent?.(e);
     },
   });
+  // The move's index (src/store/transitions/move.ts), where jobs take further containers: built once per
+  // database, only where SLURM runs.
+  if (reusesAllocations(o.cfg)) await prepareAllocationMoves(o.store.ctx.pool);
   // The first pass takes the lease: refuse to run beside another live dispatcher of the same cluster/tag.
   await dispatcher.tick();
   logger.info({ marker: dispatcher.marker }, 'slurm dispatcher running (its jobs carry this --comment)');

@@ -8,7 +8,7 @@
 // state, the node and the generation), exactly one wins; SKIP LOCKED sends a second asker to another row.
 // It returns the moved container's start order (read with its update: the asker's next call in one round trip).
 import type { StoreContext } from '../context.js';
-import type { Queryable } from '../db.js';
+import type { Db, Queryable } from '../db.js';
 import { START_ORDER_COLUMNS, type StartOrderRow } from '../records.js';
 
 /** The instance id of a node bound to a SLURM job (`slurm-job-ID`); only such nodes reuse allocations. */
@@ -44,7 +44,8 @@ export const MOVE_SQL = `
       AND extract(epoch FROM ($1::timestamptz - n.registered_at)) * 1000 < (n.allocation->'reuse'->>'max_ms')::float8
       AND NOT EXISTS (SELECT 1 FROM containers x WHERE x.node_id = n.id AND x.state IN ('Locked', 'Running'))
     FOR UPDATE OF n),
-  -- The dispatcher's Locked containers walked in Berth's order (containers_locked_order, 185_...sql), the
+  -- The dispatcher's Locked containers walked in Berth's order (containers_locked_order, made by
+  -- prepareAllocationMoves where a SLURM dispatcher runs; without it they are read and sorted), the
   -- first whose node fits taken: the fit is a per-row subquery, not a join, so that the planner walks the
   -- index and stops (as a join, its estimate of the JSON tests made it read them all and sort).
   picked AS (
@@ -74,6 +75,41 @@ export const MOVE_SQL = `
       || substr(a.instance_id, length($4) + 1) || ' (from node ' || m.from_node || ', whose job had not started)'
     FROM m, a)
   SELECT ${START_ORDER_COLUMNS}, c.from_node FROM m c JOIN container_requests r ON r.id = c.request_id`;
+
+/** The index the move walks: a dispatcher's Locked containers in Berth's order (priority, then queue time). */
+export const MOVE_INDEX = 'containers_locked_order';
+const MOVE_INDEX_LOCK = 0x6265_726d; // "berm": one process builds the index at a time
+
+/**
+ * Creates the move's index unless it exists (the SLURM backend's setup, src/backends/slurm/service.ts, calls
+ * this before its first pass). Only a database that runs SLURM dispatchers pays for it: every container that
+ * enters Locked writes an entry (~5 % of the lifecycle rate, docs/PERFORMANCE.md), and no other path reads
+ * it. Without it the move is still right, only slower (it reads and sorts the dispatcher's Locked containers:
+ * ~15 ms at 2,000). Built CONCURRENTLY, so a populated database keeps taking writes; a build that died half
+ * way leaves an invalid index, which is dropped and built again. Returns whether it built the index now.
+ */
+export async function prepareAllocationMoves(pool: Db): Promise<boolean> {
+  const client = await pool.connect();
+  client.on('error', () => {}); // a dying connection fails the next query instead of crashing the process
+  try {
+    // A session lock (CREATE INDEX CONCURRENTLY cannot run in a transaction), so that two dispatchers
+    // starting at once build it once; it goes with the connection, which is closed, not pooled, after.
+    await client.query('SELECT pg_advisory_lock($1)', [MOVE_INDEX_LOCK]);
+    const r = await client.query<{ valid: boolean }>(
+      `SELECT i.indisvalid AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
+      [MOVE_INDEX],
+    );
+    if (r.rows[0]?.valid) return false;
+    if (r.rows[0]) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${MOVE_INDEX}`);
+    await client.query(
+      `CREATE INDEX CONCURRENTLY ${MOVE_INDEX} ON containers (locked_by, priority DESC, queued_at, id)
+       WHERE state = 'Locked'`,
+    );
+    return true;
+  } finally {
+    client.release(true);
+  }
+}
 
 /** Moves the next fitting container to `nodeId`'s allocation; null when none fits (or the node may not). */
 export async function moveToAllocation(

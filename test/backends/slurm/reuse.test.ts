@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { RunningSlurmDispatcher } from '../../../src/backends/slurm/service.js';
 import { isLive } from '../../../src/backends/slurm/squeue.js';
+import { MOVE_INDEX } from '../../../src/store/transitions/move.js';
 import { until } from '../../helpers/cli.js';
 import { itIf } from '../../helpers/needs.js';
 import { slurmTestsUnavailable, slurmWorld, submit, type ContainerView, type SlurmWorld } from './harness.js';
@@ -70,6 +71,10 @@ describe('slurm backend: one allocation, several containers', () => {
       }));
       const since = new Date();
       await withDispatcher(specs, async (ids) => {
+        // The dispatcher's setup built the move's index (a database without SLURM has none).
+        expect(await query('SELECT to_regclass($1) IS NOT NULL AS built', [MOVE_INDEX])).toEqual([
+          { built: true },
+        ]);
         for (const id of ids) await w.container(id, done, 240_000, 'finished');
         for (const [i, id] of ids.entries()) {
           const c = await get(id);
