@@ -92,6 +92,18 @@ export const REQUEST_ROW_COLUMNS = `id, owner, name, image, command, env,
   labels, state, container_id, attempts, temp_failures, outcome, final_reason, created_at, updated_at`;
 
 /**
+ * A copy of `d` whose JSON form is computed once: the records of a batch share one submission time, which
+ * JSON.stringify would otherwise turn into a string twice per record (toISOString was ~40 % of serialising a
+ * batch's answer). Dates in records are never mutated.
+ */
+export function serialisedOnce(d: Date): Date {
+  const copy = new Date(d.getTime());
+  const json = copy.toJSON();
+  Object.defineProperty(copy, 'toJSON', { value: () => json });
+  return copy;
+}
+
+/**
  * The record of a request just submitted, as a read of it returns it (REQUEST_COLUMNS; secret names in
  * code-point order, as "C" sorts them): built from what was inserted, so a batch's answer costs PostgreSQL
  * no RETURNING rows and the server no parsing of them. test/store/submissions.test.ts compares the two.

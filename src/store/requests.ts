@@ -5,11 +5,11 @@ import { newId } from '../model/ids.js';
 import type { RequestSpec } from '../model/request.js';
 import type { RequestState } from '../model/types.js';
 import type { StoreContext } from './context.js';
-import { onCommit, withRetriedTx } from './db.js';
+import { arrayLiteral, onCommit, withRetriedTx } from './db.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
-import { REQUEST_COLUMNS, submittedRecord, type RequestRecord } from './records.js';
+import { REQUEST_COLUMNS, serialisedOnce, submittedRecord, type RequestRecord } from './records.js';
 import type { Transitions } from './transitions/index.js';
 import { DISPATCH_WAKE } from './wake.js';
 
@@ -116,7 +116,8 @@ export class Requests {
     const ms = now.getTime();
     const rids = specs.map(() => newId('r', ms));
     const cids = specs.map(() => newId('c', ms));
-    const col = <T>(fn: (s: RequestSpec, i: number) => T) => specs.map(fn);
+    // Each column of the batch as one array literal (arrayLiteral: cheaper than node-postgres's encoding).
+    const col = (fn: (s: RequestSpec) => string | number | boolean | null) => arrayLiteral(specs.map(fn));
     // One statement (data-modifying CTEs): atomic without BEGIN/COMMIT round trips, which at a few
     // hundred microseconds each were most of a submission's cost.
     await this.ctx.pool.query({
@@ -148,8 +149,8 @@ export class Requests {
        SELECT count(*) FROM c`,
       values: [
         now,
-        items.map((it) => it.owner),
-        rids,
+        arrayLiteral(items.map((it) => it.owner)),
+        arrayLiteral(rids),
         col((s) => s.name),
         col((s) => s.image),
         col((s) => JSON.stringify(s.command)),
@@ -161,14 +162,14 @@ export class Requests {
         col((s) => s.gpus),
         col((s) => s.preemptible),
         col((s) => s.maxRunTimeMs),
-        col((s) => s.runAfter),
+        specs.map((s) => s.runAfter),
         // arrays of arrays must be rectangular in PostgreSQL: pass each list as its text literal
-        col((s) => (s.instanceTypes ? `{${s.instanceTypes.join(',')}}` : null)),
+        col((s) => (s.instanceTypes ? arrayLiteral(s.instanceTypes) : null)),
         col((s) => s.priority),
         col((s) => s.containerCountMax),
         col((s) => s.maxTempRetries),
         col((s) => s.retryOnFailure),
-        cids,
+        arrayLiteral(cids),
         col((s) => JSON.stringify(s.secretEnv)),
         col((s) => JSON.stringify(s.labels)),
         col((s) => s.opportunistic),
@@ -178,7 +179,8 @@ export class Requests {
     this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.queue);
     // The answer is built from what was inserted, not read back: 1,000 returned rows of 30 columns were a
     // fifth of a batch's server CPU (parsing) and a sub-select per row in PostgreSQL.
-    return items.map((it, i) => submittedRecord(it.owner, specs[i]!, rids[i]!, cids[i]!, now));
+    const at = serialisedOnce(now); // every record's created_at and updated_at
+    return items.map((it, i) => submittedRecord(it.owner, specs[i]!, rids[i]!, cids[i]!, at));
   }
 
   /** A request by id; a non-null owner limits it to that owner's requests (others look absent). */
