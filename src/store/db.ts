@@ -8,30 +8,6 @@ export type Db = pg.Pool;
 export type Tx = pg.PoolClient;
 export type Queryable = pg.Pool | pg.PoolClient;
 
-type ArrayElement = string | number | boolean | null;
-
-/**
- * A one-dimensional array parameter as PostgreSQL's text literal (`{"a","b",NULL}`), for the columns of a
- * batch passed to unnest. node-postgres does the same for an array value, but runs two regular-expression
- * replacements on every element (numbers included): for a batch of 1,000 submissions' 25 columns that was
- * a tenth of the server's CPU. Here numbers and booleans are written as they are (a non-finite number as its
- * literal: 'NaN', 'Infinity', which float8 reads), strings quoted and escaped only when they hold `"` or `\`.
- */
-export function arrayLiteral(values: readonly ArrayElement[]): string {
-  let out = '{';
-  for (let i = 0; i < values.length; i++) {
-    if (i > 0) out += ',';
-    const v = values[i];
-    if (v === null || v === undefined) out += 'NULL';
-    else if (typeof v === 'number') out += Number.isFinite(v) ? String(v) : `"${String(v)}"`;
-    else if (typeof v === 'boolean') out += v ? 't' : 'f';
-    else out += NEEDS_ESCAPE.test(v) ? `"${v.replace(ESCAPED, '\\$&')}"` : `"${v}"`;
-  }
-  return out + '}';
-}
-const NEEDS_ESCAPE = /["\\]/;
-const ESCAPED = /["\\]/g;
-
 export function createPool(url: string, max = 10): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 10_000 });
   // A dropped connection (server restart) must not crash the process: the next query reconnects.
