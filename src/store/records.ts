@@ -137,22 +137,24 @@ export const START_ORDER_COLUMNS = `c.id, c.request_id, c.lock_generation, c.vcp
   r.image, r.command, r.env, r.secret_env, r.cwd, r.max_run_time_ms, c.opportunistic,
   EXISTS (SELECT 1 FROM checkpoints k WHERE k.request_id = c.request_id) AS has_checkpoint`;
 
-/** A row of START_ORDER_COLUMNS. */
-export interface StartOrderRow {
+/** A row of START_ORDER_COLUMNS: what an agent needs of the spec to start the container, and its lock. */
+export interface StartOrderRow extends Pick<
+  SpecFields,
+  | 'vcpus'
+  | 'ram'
+  | 'scratch'
+  | 'gpus'
+  | 'image'
+  | 'command'
+  | 'env'
+  | 'secret_env'
+  | 'cwd'
+  | 'max_run_time_ms'
+  | 'opportunistic'
+> {
   id: string;
   request_id: string;
   lock_generation: number;
-  vcpus: number;
-  ram: number;
-  scratch: number;
-  gpus: number;
-  image: string | null;
-  command: string[];
-  env: Record<string, string>;
-  secret_env: Record<string, string>;
-  cwd: string | null;
-  max_run_time_ms: number | null;
-  opportunistic: boolean;
   has_checkpoint: boolean;
 }
 
