@@ -42,13 +42,13 @@ import {
   ApiHttpError,
   Backoff,
   isTransient,
-  pause,
   retrying,
   type NodeReportState,
   type PingAnswer,
   type StartOrder,
   type UsageSample,
 } from './client.js';
+import { sleepUnless } from '../model/clock.js';
 import { readCredentials, writeCredentials } from './credentials.js';
 import { ImdsClient } from './imds.js';
 import { Journal } from './journal.js';
@@ -269,7 +269,7 @@ export class Agent {
         return;
       } catch (err) {
         if (i === 4) this.log.warn(errorFields(err), `cannot read the instance id from ${imds.baseUrl}`);
-        else await pause(500 * 2 ** i, this.stopper.signal);
+        else await sleepUnless(500 * 2 ** i, this.stopper.signal);
       }
     }
   }
@@ -306,7 +306,7 @@ export class Agent {
         if (msg !== lastError) this.log.warn(errorFields(err), 'metadata service failed');
         lastError = msg;
       }
-      await pause(this.opts.noticePollMs ?? 5000, stop);
+      await sleepUnless(this.opts.noticePollMs ?? 5000, stop);
     }
   }
 
@@ -552,7 +552,7 @@ export class Agent {
         if (msg !== lastError)
           this.log.warn(errorFields(err), `ping failed${isTransient(err) ? '; retrying' : ''}`);
         lastError = msg;
-        await pause(backoff.delay(), stop);
+        await sleepUnless(backoff.delay(), stop);
         continue;
       }
       try {

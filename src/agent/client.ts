@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { buffer as readBuffer } from 'node:stream/consumers';
 import type { Static } from '@sinclair/typebox';
-import { systemTimers } from '../model/clock.js';
+import { sleepUnless } from '../model/clock.js';
 import type {
   CompleteBodyT,
   LogChunkBody,
@@ -373,20 +373,6 @@ export class Backoff {
   }
 }
 
-/** Sleeps `ms`, or less when `signal` aborts (then resolves, never rejects). */
-export function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const t = systemTimers.setTimeout(done, ms);
-    function done() {
-      systemTimers.clearTimeout(t);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
-
 /**
  * Calls `fn` until it succeeds or fails with a non-transient error; transient failures are retried with
  * backoff until `signal` aborts (then AbortedError). `onRetry` hears about each transient failure.
@@ -404,7 +390,7 @@ export async function retrying<T>(
       if (!isTransient(err)) throw err;
       const d = backoff.delay();
       opts.onRetry?.(err as Error, d);
-      await pause(d, opts.signal);
+      await sleepUnless(d, opts.signal);
     }
   }
 }

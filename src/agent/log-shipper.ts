@@ -9,14 +9,8 @@
 // journal), then sent; a resend after a failure or a restart reads the same byte ranges and so sends
 // byte-identical chunks under the same seqs, which the API ignores when it already has them.
 import { appendFile, open, stat } from 'node:fs/promises';
-import {
-  ApiHttpError,
-  AbortedError,
-  pause,
-  retrying,
-  type AgentClient,
-  type LogChunkBody,
-} from './client.js';
+import { ApiHttpError, AbortedError, retrying, type AgentClient, type LogChunkBody } from './client.js';
+import { sleepUnless } from '../model/clock.js';
 import type { Journal, JournalEntry, LogStreamName, OutputStreamName, PlannedChunk } from './journal.js';
 import {
   DEFAULT_LOG_LIMIT,
@@ -103,7 +97,7 @@ export class LogShipper {
         if (failures === 1 || failures % 60 === 0)
           this.warn(`container ${this.entry.id}: log shipping: ${(err as Error).message}`);
         if (this.ending && failures >= 5) return;
-        await pause(1000, this.stop);
+        await sleepUnless(1000, this.stop);
       }
     }
   }
@@ -116,12 +110,12 @@ export class LogShipper {
     const final = this.ending;
     const { planned, full } = await this.plan(final);
     if (planned) {
-      if (!full && !final) await pause(this.opts.delayMs, this.stop); // let a little more accumulate
+      if (!full && !final) await sleepUnless(this.opts.delayMs, this.stop); // let a little more accumulate
       return true;
     }
     if (final) return false;
     if (this.wake.signal.aborted) this.wake = new AbortController();
-    await pause(this.opts.delayMs, AbortSignal.any([this.stop, this.wake.signal]));
+    await sleepUnless(this.opts.delayMs, AbortSignal.any([this.stop, this.wake.signal]));
     return true;
   }
 

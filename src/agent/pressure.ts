@@ -14,6 +14,7 @@
 // and timer.
 import { readFile } from 'node:fs/promises';
 import { availableParallelism, totalmem } from 'node:os';
+import { sleepUnless } from '../model/clock.js';
 import { CGROUP_ROOT, cgroupAt, probeCgroups, type Cgroup } from './runtimes/cgroup.js';
 
 /** One sample of the instance. */
@@ -238,7 +239,7 @@ export class PressureWatcher {
 
   /** Samples every intervalMs until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
-    const sleep = this.opts.sleep ?? abortableSleep;
+    const sleep = this.opts.sleep ?? sleepUnless;
     while (!signal.aborted) {
       try {
         await this.tick();
@@ -248,18 +249,6 @@ export class PressureWatcher {
       await sleep(this.opts.intervalMs, signal);
     }
   }
-}
-
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
 
 /** "some avg10=1.23 ..." → 1.23; undefined when the file is absent or unreadable. */

@@ -3,6 +3,7 @@
 // A lost lease ends the loop; any other failure (database, cloud or SLURM unreachable) is logged and the
 // pass tried again at the next tick, never a crash.
 import { performance } from 'node:perf_hooks';
+import { sleepUnless } from '../model/clock.js';
 import type { Notifier } from '../store/notifier.js';
 import { LeaseLostError } from './dispatcher.js';
 import { DISPATCH_WAKE } from '../store/wake.js';
@@ -91,17 +92,4 @@ export function runPassLoop(o: {
       waiter?.close();
     },
   };
-}
-
-/** Sleeps `ms`, or less when `signal` aborts. */
-function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 }

@@ -105,3 +105,21 @@ export const systemTimers: Timers = longTimers(nodeTimers);
 export function sleep(ms: number, timers: Timers = systemTimers): Promise<void> {
   return new Promise((resolve) => timers.setTimeout(resolve, ms));
 }
+
+/**
+ * The one cancellable wait: resolves after `ms` (any length), or at once when `signal` aborts (also when it
+ * already has); never rejects, and leaves no timer behind. A caller that must stop on abort follows it with
+ * `signal.throwIfAborted()`.
+ */
+export function sleepUnless(ms: number, signal?: AbortSignal, timers: Timers = systemTimers): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = timers.setTimeout(done, ms);
+    function done() {
+      timers.clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -6,26 +6,17 @@
 // bill: a bin whose life it fits inside adds nothing; a bin it widens adds the longer life's bill; a new
 // instance of its cheapest type adds its own bill. Ties go to the smallest bin (fewest vcpus).
 // Fitting is checked over the job's whole run (pack.ts fitsBeside).
-import type { InstanceType } from '../model/types.js';
 import {
   fitsBeside,
-  type Placed,
+  placeAt,
   pricing,
+  scheduleOf,
   summarize,
-  type PackedInstance,
+  type IntervalBin,
   type PackJob,
   type PackOptions,
   type PackResult,
 } from './pack.js';
-
-interface Bin {
-  type: InstanceType;
-  /** First job's start and last job's end (ms); the instance is created a boot before `first`. */
-  first: number;
-  end: number;
-  jobs: number[];
-  placed: Placed[];
-}
 
 /** Packs the jobs largest first; deterministic. Estimates are not used: this method is clairvoyant only. */
 export function packDecreasing(jobs: PackJob[], o: PackOptions): PackResult {
@@ -35,7 +26,7 @@ export function packDecreasing(jobs: PackJob[], o: PackOptions): PackResult {
     .map((_, i) => i)
     .filter((i) => own[i] !== null)
     .sort((a, b) => own[b]!.cost - own[a]!.cost || jobs[a]!.start - jobs[b]!.start || a - b);
-  const bins: Bin[] = [];
+  const bins: IntervalBin[] = [];
   let alone = 0;
   for (const i of order) {
     const j = jobs[i]!;
@@ -43,18 +34,18 @@ export function packDecreasing(jobs: PackJob[], o: PackOptions): PackResult {
     alone += mine.cost;
     const s = j.start;
     const e = s + j.duration;
-    let best: Bin | null = null;
+    let best: IntervalBin | null = null;
     let bestCost = mine.cost;
     let bestFree = 0;
     for (const b of bins) {
       // A bin more than a boot away in time would idle longer than a new boot costs.
-      if (b.first - o.bootMs > e || b.end + o.bootMs < s) continue;
-      const first = Math.min(b.first, s);
+      if (b.created > e || b.end + o.bootMs < s) continue;
+      const created = Math.min(b.created, s - o.bootMs);
       const end = Math.max(b.end, e);
       const added =
-        first === b.first && end === b.end
+        created === b.created && end === b.end
           ? 0
-          : billed(b.type, end - first + o.bootMs) - billed(b.type, b.end - b.first + o.bootMs);
+          : billed(b.type, end - created) - billed(b.type, b.end - b.created);
       if (added > bestCost + 1e-12) continue;
       const free = b.type.vcpus;
       if (!(added < bestCost - 1e-12 || best === null || free < bestFree)) continue;
@@ -64,19 +55,10 @@ export function packDecreasing(jobs: PackJob[], o: PackOptions): PackResult {
       bestFree = free;
     }
     if (best === null) {
-      best = { type: mine.type, first: s, end: e, jobs: [], placed: [] };
+      best = { type: mine.type, created: s - o.bootMs, end: e, jobs: [], placed: [] };
       bins.push(best);
     }
-    best.jobs.push(i);
-    best.placed.push({ start: s, end: e, job: j });
-    best.first = Math.min(best.first, s);
-    best.end = Math.max(best.end, e);
+    placeAt(best, i, j, s, o.bootMs);
   }
-  const schedule: PackedInstance[] = bins.map((b) => ({
-    type: b.type,
-    created: b.first - o.bootMs,
-    end: b.end,
-    jobs: b.jobs,
-  }));
-  return summarize(jobs, schedule, o, alone, jobs.length - order.length);
+  return summarize(jobs, scheduleOf(bins), o, alone, jobs.length - order.length);
 }

@@ -7,26 +7,17 @@
 // cheapest type at its arrival (booted ahead: no wait). Ties go to the earlier start, then to a live
 // instance. A job may now start after a later-arriving job, so an instance's use is not monotone any more:
 // a start is checked over the whole run (pack.ts fitsBeside).
-import type { InstanceType } from '../model/types.js';
 import {
   fitsBeside,
-  type Placed,
+  placeAt,
   pricing,
+  scheduleOf,
   summarize,
-  type PackedInstance,
+  type IntervalBin,
   type PackJob,
   type PackOptions,
   type PackResult,
 } from './pack.js';
-
-interface Bin {
-  type: InstanceType;
-  created: number;
-  end: number;
-  /** Jobs not yet ended at the current arrival (the others cannot matter any more). */
-  running: Placed[];
-  jobs: number[];
-}
 
 /** When a job may start: its arrival, or after its parents' ends as placed (`starts`). */
 function release(j: PackJob, starts: number[], jobs?: PackJob[]): number {
@@ -85,8 +76,8 @@ export function packWaiting(jobs: PackJob[], o: PackOptions & { maxWait: number 
   const { billed, cheapestAlone } = pricing(o);
   const starts = jobs.map((j) => j.start);
   const order = releaseOrder(jobs, starts);
-  let live: Bin[] = [];
-  const all: Bin[] = [];
+  let live: IntervalBin[] = [];
+  const all: IntervalBin[] = [];
   let alone = 0;
   let unfit = 0;
   for (const i of order) {
@@ -100,15 +91,16 @@ export function packWaiting(jobs: PackJob[], o: PackOptions & { maxWait: number 
     // Released: at its arrival, or a workflow task when its parents have ended (after their waits).
     const s = release(j, starts, jobs);
     live = live.filter((b) => b.end + o.bootMs >= s);
-    let best: { bin: Bin; at: number } | null = null;
+    let best: { bin: IntervalBin; at: number } | null = null;
     let bestCost = own.cost;
     let bestAt = s;
     for (const b of live) {
-      b.running = b.running.filter((x) => x.end > s);
-      const times = [s, ...b.running.map((x) => x.end).filter((t) => t > s && t <= s + o.maxWait)];
+      // Only jobs not yet ended at this arrival can matter any more.
+      b.placed = b.placed.filter((x) => x.end > s);
+      const times = [s, ...b.placed.map((x) => x.end).filter((t) => t > s && t <= s + o.maxWait)];
       times.sort((x, y) => x - y);
       for (const at of times) {
-        if (!fitsBeside(b.type, j, at, b.running)) continue;
+        if (!fitsBeside(b.type, j, at, b.placed)) continue;
         const e = at + j.duration;
         const added = b.end >= e ? 0 : billed(b.type, e - b.created) - billed(b.type, b.end - b.created);
         if (added < bestCost - 1e-12 || (added <= bestCost + 1e-12 && (best === null || at < bestAt))) {
@@ -120,23 +112,15 @@ export function packWaiting(jobs: PackJob[], o: PackOptions & { maxWait: number 
       }
     }
     if (best === null) {
-      const bin: Bin = { type: own.type, created: s - o.bootMs, end: s, running: [], jobs: [] };
+      const bin: IntervalBin = { type: own.type, created: s - o.bootMs, end: s, placed: [], jobs: [] };
       live.push(bin);
       all.push(bin);
       best = { bin, at: s };
     }
-    const { bin, at } = best;
-    bin.running.push({ start: at, end: at + j.duration, job: j });
-    bin.jobs.push(i);
-    bin.end = Math.max(bin.end, at + j.duration);
-    starts[i] = at;
+    placeAt(best.bin, i, j, best.at, o.bootMs);
+    starts[i] = best.at;
   }
-  const schedule: PackedInstance[] = all.map((b) => ({
-    type: b.type,
-    created: b.created,
-    end: b.end,
-    jobs: b.jobs,
-  }));
+  const schedule = scheduleOf(all);
   const started = jobs.map((j, i) => ({ ...j, start: starts[i]! }));
   const waits = jobs.map((j, i) => starts[i]! - release(j, starts, jobs)).sort((a, b) => a - b);
   return {

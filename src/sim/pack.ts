@@ -129,6 +129,24 @@ export interface Placed {
   job: PackJob;
 }
 
+/** An instance of the interval packers (decreasing, wait): its schedule entry and its jobs placed in time. */
+export interface IntervalBin extends PackedInstance {
+  placed: Placed[];
+}
+
+/** Puts job `i` on `b` started at `s`: its life grows to cover the run (created a boot before its start). */
+export function placeAt(b: IntervalBin, i: number, j: PackJob, s: number, bootMs: number): void {
+  b.jobs.push(i);
+  b.placed.push({ start: s, end: s + j.duration, job: j });
+  b.created = Math.min(b.created, s - bootMs);
+  b.end = Math.max(b.end, s + j.duration);
+}
+
+/** The schedule entries of interval bins (without their placements). */
+export function scheduleOf(bins: readonly IntervalBin[]): PackedInstance[] {
+  return bins.map(({ type, created, end, jobs }) => ({ type, created, end, jobs }));
+}
+
 /**
  * Whether `j`, started at `s`, fits on type `t` beside the placed jobs for its whole run. Use over the run
  * is highest at its start or at a placed job's start inside it, so those are the points checked.

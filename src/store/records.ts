@@ -5,35 +5,20 @@ import type { ContainerState, FailureClass, RequestState } from '../model/types.
 
 export type { Usage };
 
-/** A container request as the API returns it. */
-export interface RequestRecord {
+/** A name in snake_case, as the API spells it: `maxRunTimeMs` → `max_run_time_ms`. */
+type SnakeCase<S extends string> = S extends `${infer H}${infer T}`
+  ? `${H extends Lowercase<H> ? H : `_${Lowercase<H>}`}${SnakeCase<T>}`
+  : S;
+
+/** A request spec's fields in the API's spelling: the one list of fields is RequestSpec's. */
+type SpecFields = { [K in keyof RequestSpec as SnakeCase<K & string>]: RequestSpec[K] };
+
+/** A container request as the API returns it: its spec (secrets only by name), state and history. */
+export interface RequestRecord extends Omit<SpecFields, 'secret_env'> {
   id: string;
   owner: string;
-  name: string;
-  image: string | null;
-  command: string[];
-  env: Record<string, string>;
   /** The names of the secret environment variables; their values are never returned. */
   secret_env_keys: string[];
-  cwd: string | null;
-  vcpus: number;
-  ram: number;
-  scratch: number;
-  gpus: number;
-  preemptible: boolean;
-  /** May use capacity others reserve but do not use (issue 16); frozen or requeued when it is claimed. */
-  opportunistic: boolean;
-  /** After an OOM kill, the retry asks for ram × this; null: the same ram. */
-  ram_retry_factor: number | null;
-  max_run_time_ms: number | null;
-  run_after: Date | null;
-  instance_types: string[] | null;
-  priority: number;
-  container_count_max: number;
-  max_temp_retries: number;
-  retry_on_failure: boolean;
-  /** Labels for cost allocation (src/model/labels.ts). */
-  labels: Record<string, string>;
   state: RequestState;
   container_id: string | null;
   /** The state of the current container (joined in for listings). */
@@ -164,22 +149,24 @@ export const START_ORDER_COLUMNS = `c.id, c.request_id, c.lock_generation, c.vcp
   r.image, r.command, r.env, r.secret_env, r.cwd, r.max_run_time_ms, c.opportunistic,
   EXISTS (SELECT 1 FROM checkpoints k WHERE k.request_id = c.request_id) AS has_checkpoint`;
 
-/** A row of START_ORDER_COLUMNS. */
-export interface StartOrderRow {
+/** A row of START_ORDER_COLUMNS: what an agent needs of the spec to start the container, and its lock. */
+export interface StartOrderRow extends Pick<
+  SpecFields,
+  | 'vcpus'
+  | 'ram'
+  | 'scratch'
+  | 'gpus'
+  | 'image'
+  | 'command'
+  | 'env'
+  | 'secret_env'
+  | 'cwd'
+  | 'max_run_time_ms'
+  | 'opportunistic'
+> {
   id: string;
   request_id: string;
   lock_generation: number;
-  vcpus: number;
-  ram: number;
-  scratch: number;
-  gpus: number;
-  image: string | null;
-  command: string[];
-  env: Record<string, string>;
-  secret_env: Record<string, string>;
-  cwd: string | null;
-  max_run_time_ms: number | null;
-  opportunistic: boolean;
   has_checkpoint: boolean;
 }
 

@@ -8,25 +8,15 @@ import { existsSync } from 'node:fs';
 import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, onTestFinished } from 'vitest';
+import { describe, expect, onTestFinished } from 'vitest';
 import { createRuntime, type RuntimeName } from '../../src/agent/runtimes/detect.js';
 import { probeSandbox } from '../../src/agent/runtimes/sandbox.js';
-import { assertBuilt } from '../helpers/cli.js';
 import { itIf } from '../helpers/needs.js';
 import { TEST_IMAGE, TEST_ROOTFS_TAR, rootfsMissing } from '../agent/helpers.js';
 import { Harness, until } from './harness.js';
 
-let h: Harness;
 const ids: string[] = [];
-
-beforeAll(async () => {
-  assertBuilt();
-  h = await Harness.create();
-});
-afterAll(async () => {
-  await h?.cleanup();
-  expect(Harness.leftCgroups(ids)).toEqual([]);
-});
+const h = Harness.forFile(ids);
 
 const sandbox = await probeSandbox();
 const cases: { name: RuntimeName; image: string | null; missing: string | null }[] = [

@@ -9,6 +9,7 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { Agent, type AgentOptions } from '../../src/agent/agent.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { VmRuntime } from '../../src/agent/runtimes/vm.js';
@@ -19,8 +20,7 @@ import type { RequestInput } from '../../src/model/request.js';
 import { Notifier } from '../../src/store/notifier.js';
 import type { Store } from '../../src/store/store.js';
 import type { Principal } from '../../src/store/tokens.js';
-import { BIN } from '../helpers/cli.js';
-import { until } from '../helpers/cli.js';
+import { assertBuilt, BIN, until } from '../helpers/cli.js';
 import { submit, testStore } from '../helpers/store.js';
 
 export const DISPATCHER = 'd-test';
@@ -66,15 +66,36 @@ export class Harness {
 
   static async create(opts: { checkpointLimitBytes?: number } = {}): Promise<Harness> {
     const h = new Harness();
-    h.checkpointLimitBytes = opts.checkpointLimitBytes;
-    const { store, db } = await testStore();
-    h.store = store;
-    h.dbUrl = db.url;
-    h.notifier = new Notifier(db.url);
-    await h.notifier.start();
-    await h.startFront();
-    await h.apiUp();
+    await h.start(opts);
     return h;
+  }
+
+  /**
+   * The test file's harness: started before its tests (dist/ built), cleaned up after them, also when they
+   * failed, and then no cgroup of the containers in `ids` (the file adds them) may be left.
+   */
+  static forFile(ids: string[] = [], opts: { checkpointLimitBytes?: number } = {}): Harness {
+    const h = new Harness();
+    beforeAll(async () => {
+      assertBuilt();
+      await h.start(opts);
+    });
+    afterAll(async () => {
+      await h.cleanup();
+      expect(Harness.leftCgroups(ids)).toEqual([]);
+    });
+    return h;
+  }
+
+  private async start(opts: { checkpointLimitBytes?: number }): Promise<void> {
+    this.checkpointLimitBytes = opts.checkpointLimitBytes;
+    const { store, db } = await testStore();
+    this.store = store;
+    this.dbUrl = db.url;
+    this.notifier = new Notifier(db.url);
+    await this.notifier.start();
+    await this.startFront();
+    await this.apiUp();
   }
 
   /**

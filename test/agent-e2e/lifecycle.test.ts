@@ -4,25 +4,15 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AgentFatalError } from '../../src/agent/agent.js';
 import type { CompleteBody } from '../../src/agent/client.js';
 import { containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
 import { isAlive } from '../../src/agent/runtimes/procfs.js';
-import { assertBuilt } from '../helpers/cli.js';
 import { Harness, until } from './harness.js';
 
-let h: Harness;
 const ids: string[] = [];
-
-beforeAll(async () => {
-  assertBuilt();
-  h = await Harness.create();
-});
-afterAll(async () => {
-  await h?.cleanup();
-  expect(Harness.leftCgroups(ids)).toEqual([]);
-});
+const h = Harness.forFile(ids);
 
 const numbered = (n: number, pauseEvery: number, exit: number) => [
   'sh',

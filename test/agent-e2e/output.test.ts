@@ -3,7 +3,7 @@
 // output on disk counts against the scratch limit; the exit is reported once what is left is shipped.
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createRuntime, type RuntimeName } from '../../src/agent/runtimes/detect.js';
 import { itIf } from '../helpers/needs.js';
 import { TEST_IMAGE, TEST_ROOTFS_TAR, rootfsMissing } from '../agent/helpers.js';
@@ -11,18 +11,13 @@ import { Harness, until } from './harness.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-let h: Harness;
 let node: Awaited<ReturnType<Harness['node']>>;
 const ids: string[] = [];
+const h = Harness.forFile(ids);
 
 beforeAll(async () => {
-  h = await Harness.create();
   node = await h.node();
   h.startAgent(node, { logLimitBytes: MiB });
-});
-afterAll(async () => {
-  await h?.cleanup();
-  expect(Harness.leftCgroups(ids)).toEqual([]);
 });
 
 /** n numbered lines of about 100 bytes. */

@@ -1,30 +1,25 @@
 // The agent in-process against a real API server: output complete and in order, exit codes, usage,
 // cancel within the grace, max_run_time, an image the runtime cannot run, a warning as a system line.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
 import { itIf } from '../helpers/needs.js';
 import { Harness, until } from './harness.js';
 
 const cgroupsMissing = await cgroupsUnusable();
-let h: Harness;
 let node: Awaited<ReturnType<Harness['node']>>;
 /** A node whose agent (started by the cancel tests) has a kill grace of 5 s. */
 let patient: Awaited<ReturnType<Harness['node']>>;
 let patientLines: string[];
+// The runtime removes every container's cgroup (Harness.forFile checks after the tests).
 const ids: string[] = [];
+const h = Harness.forFile(ids);
 
 beforeAll(async () => {
-  h = await Harness.create();
   node = await h.node();
   patient = await h.node();
   h.startAgent(node);
   // A grace long enough for a TERM trap's echo on a loaded machine, short enough for a test.
   ({ lines: patientLines } = h.startAgent(patient, { killGraceMs: 5000 }));
-});
-afterAll(async () => {
-  await h?.cleanup();
-  // The runtime removed every container's cgroup.
-  expect(Harness.leftCgroups(ids)).toEqual([]);
 });
 
 async function run(input: Parameters<Harness['submit']>[0]) {

@@ -1,21 +1,13 @@
 // The agent with each image runtime that works here (skipped with the reason where one does not):
 // output and exit code pass through; an image that does not exist is cancelled perm.
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { describe, expect } from 'vitest';
 import { createRuntime, type RuntimeName } from '../../src/agent/runtimes/detect.js';
 import { itIf } from '../helpers/needs.js';
 import { TEST_IMAGE, TEST_ROOTFS_TAR, rootfsMissing } from '../agent/helpers.js';
 import { Harness } from './harness.js';
 
-let h: Harness;
 const ids: string[] = [];
-
-beforeAll(async () => {
-  h = await Harness.create();
-});
-afterAll(async () => {
-  await h?.cleanup();
-  expect(Harness.leftCgroups(ids)).toEqual([]);
-});
+const h = Harness.forFile(ids);
 
 const cases: { name: RuntimeName; image: string }[] = [
   { name: 'runc', image: TEST_ROOTFS_TAR },

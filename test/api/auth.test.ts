@@ -160,38 +160,19 @@ describe('auth matrix', () => {
 
   it('a node token never touches a container not assigned to it', async () => {
     const other = await t.node();
-    const r = (
-      await t.call(t.tokens.alice, { method: 'POST', url: '/v1/requests', payload: { command: ['true'] } })
-    ).json();
-    const lock = (
-      await t.call(t.tokens.dispatcher, {
-        method: 'POST',
-        url: '/v1/containers/lock',
-        payload: { dispatcher_id: 'd-1', ids: [r.container_id] },
-      })
-    ).json();
-    const tok = lock.locks[0].token;
-    await t.call(t.tokens.dispatcher, {
-      method: 'POST',
-      url: `/v1/containers/${r.container_id}/assign`,
-      payload: { dispatcher_id: 'd-1', instance_id: other.instanceId, node_id: other.id },
-    });
+    const { cid } = await t.submit({ command: ['true'] });
+    const tok = await t.place(cid, other);
     // node (not the assignee) with the right lock token: refused on every operation
     for (const [url, payload] of [
-      [`/v1/containers/${r.container_id}/start`, { lock_token: tok }],
-      [`/v1/containers/${r.container_id}/complete`, { lock_token: tok, exit_code: 0 }],
-      [
-        `/v1/containers/${r.container_id}/logs`,
-        { lock_token: tok, chunks: [{ seq: 0, stream: 'stdout', data: 'x' }] },
-      ],
-      [`/v1/containers/${r.container_id}/cancel`, { lock_token: tok, class: 'temp' }],
+      [`/v1/containers/${cid}/start`, { lock_token: tok }],
+      [`/v1/containers/${cid}/complete`, { lock_token: tok, exit_code: 0 }],
+      [`/v1/containers/${cid}/logs`, { lock_token: tok, chunks: [{ seq: 0, stream: 'stdout', data: 'x' }] }],
+      [`/v1/containers/${cid}/cancel`, { lock_token: tok, class: 'temp' }],
     ] as const) {
       const res = await t.call(node.token, { method: 'POST', url, payload });
       expect([403, 404], url).toContain(res.statusCode);
     }
-    expect(
-      (await t.call(node.token, { method: 'GET', url: `/v1/containers/${r.container_id}` })).statusCode,
-    ).toBe(404);
+    expect((await t.call(node.token, { method: 'GET', url: `/v1/containers/${cid}` })).statusCode).toBe(404);
     expect(
       (
         await t.call(node.token, {
@@ -206,7 +187,7 @@ describe('auth matrix', () => {
       (
         await t.call(other.token, {
           method: 'POST',
-          url: `/v1/containers/${r.container_id}/start`,
+          url: `/v1/containers/${cid}/start`,
           payload: { lock_token: tok },
         })
       ).statusCode,

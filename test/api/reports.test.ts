@@ -9,23 +9,8 @@ const t = await testApi();
 
 /** A container submitted by alice, locked and assigned to node n; its per-lock token. */
 async function assigned(n: { id: string; instanceId: string }): Promise<{ id: string; token: string }> {
-  const r = (
-    await t.call(t.tokens.alice, { method: 'POST', url: '/v1/requests', payload: { command: ['true'] } })
-  ).json();
-  const lock = (
-    await t.call(t.tokens.dispatcher, {
-      method: 'POST',
-      url: '/v1/containers/lock',
-      payload: { dispatcher_id: 'd-1', ids: [r.container_id] },
-    })
-  ).json();
-  const a = await t.call(t.tokens.dispatcher, {
-    method: 'POST',
-    url: `/v1/containers/${r.container_id}/assign`,
-    payload: { dispatcher_id: 'd-1', instance_id: n.instanceId, node_id: n.id },
-  });
-  expect(a.statusCode).toBe(200);
-  return { id: r.container_id, token: lock.locks[0].token };
+  const { cid } = await t.submit({ command: ['true'] });
+  return { id: cid, token: await t.place(cid, n) };
 }
 
 const reports = (n: { id: string; token: string }, body: object) =>

@@ -36,16 +36,7 @@ describe('secret environment values', () => {
 
     // The agent gets it: lock, assign and ping as the dispatcher and the node would.
     const node = await t.node();
-    await t.call(t.tokens.dispatcher, {
-      method: 'POST',
-      url: '/v1/containers/lock',
-      payload: { dispatcher_id: 'd-1', ids: [r.container_id] },
-    });
-    await t.call(t.tokens.dispatcher, {
-      method: 'POST',
-      url: `/v1/containers/${r.container_id}/assign`,
-      payload: { dispatcher_id: 'd-1', instance_id: node.instanceId, node_id: node.id },
-    });
+    await t.place(r.container_id, node);
     const ping = await t.call(node.token, {
       method: 'POST',
       url: `/v1/nodes/${node.id}/ping`,

@@ -38,7 +38,10 @@ export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
     });
     return { id: n.id as string, token: reg.json().token as string, instanceId };
   };
-  /** The dispatcher locks a Queued container and assigns it to the node; returns the per-lock token. */
+  /**
+   * The dispatcher locks a Queued container and assigns it to the node; returns the per-lock token. Throws
+   * when either is refused (a test that expects a refusal calls the API itself).
+   */
   const place = async (cid: string, n: { id: string; instanceId: string }, dispatcherId = 'd-1') => {
     const lock = (
       await call(dispatcher, {
@@ -47,11 +50,14 @@ export async function testApi(options: Omit<ApiOptions, 'store'> = {}) {
         payload: { dispatcher_id: dispatcherId, ids: [cid] },
       })
     ).json();
-    await call(dispatcher, {
+    if (lock.locks?.length !== 1) throw new Error(`lock of ${cid} refused: ${JSON.stringify(lock)}`);
+    const assigned = await call(dispatcher, {
       method: 'POST',
       url: `/v1/containers/${cid}/assign`,
       payload: { dispatcher_id: dispatcherId, instance_id: n.instanceId, node_id: n.id },
     });
+    if (assigned.statusCode !== 200)
+      throw new Error(`assign of ${cid}: ${assigned.statusCode} ${assigned.body}`);
     return lock.locks[0].token as string;
   };
   /** Alice submits one request; its id and its container's. */

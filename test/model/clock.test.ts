@@ -1,6 +1,7 @@
-// longTimers: delays past what a Node timer honours are waited out in steps (issue 10 item 3).
+// longTimers: delays past what a Node timer honours are waited out in steps (issue 10 item 3); sleepUnless,
+// the one cancellable wait (the dispatcher's loop, the agent, berth logs -f).
 import { describe, expect, it } from 'vitest';
-import { longTimers, type Timers } from '../../src/model/clock.js';
+import { longTimers, sleepUnless, type Timers } from '../../src/model/clock.js';
 
 /** A base timer that records what was armed and fires on request (as Node's: max 100 ms here). */
 function fakeBase() {
@@ -59,5 +60,40 @@ describe('longTimers', () => {
     for (let i = 0; i < 50; i++) fireLast();
     expect(fired).toBe(0);
     expect(armed.length).toBe(51);
+  });
+});
+
+describe('sleepUnless', () => {
+  /** Resolves to whether `p` settled (after the microtasks already queued ran). */
+  const settled = async (p: Promise<void>) => {
+    let done = false;
+    void p.then(() => (done = true));
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+    return done;
+  };
+
+  it('resolves when its timer fires, and not before', async () => {
+    const { base, armed, fireLast } = fakeBase();
+    const p = sleepUnless(60, new AbortController().signal, base);
+    expect(armed.map((t) => t.ms)).toEqual([60]);
+    expect(await settled(p)).toBe(false);
+    fireLast();
+    expect(await settled(p)).toBe(true);
+  });
+
+  it('an abort ends it at once, clears its timer and resolves (never rejects)', async () => {
+    const { base, armed } = fakeBase();
+    const stop = new AbortController();
+    const p = sleepUnless(60, stop.signal, base);
+    expect(await settled(p)).toBe(false);
+    stop.abort(new Error('stop'));
+    await expect(p).resolves.toBeUndefined();
+    expect(armed[0]!.cleared).toBe(true);
+  });
+
+  it('an already aborted signal resolves at once without arming a timer', async () => {
+    const { base, armed } = fakeBase();
+    await expect(sleepUnless(60, AbortSignal.abort(), base)).resolves.toBeUndefined();
+    expect(armed).toEqual([]);
   });
 });

@@ -4,29 +4,9 @@ import type { InstanceType } from '../../src/model/types.js';
 import { buildReport } from '../../src/sim/report/build.js';
 import type { ContainerRecord, InstanceRecord } from '../../src/sim/report/input.js';
 import { costLowerBound, fits, type Demand } from '../../src/sim/lower-bound.js';
+import { GiB, type as t } from '../dispatch/builders.js';
 
-const GiB = 1024 ** 3;
 const HOUR = 3_600_000;
-
-function t(
-  name: string,
-  vcpus: number,
-  ramGiB: number,
-  price: number,
-  extra: Partial<InstanceType> = {},
-): InstanceType {
-  return {
-    name,
-    providerType: name,
-    vcpus,
-    ram: ramGiB * GiB,
-    scratch: 100 * GiB,
-    gpus: 0,
-    price,
-    preemptible: false,
-    ...extra,
-  };
-}
 
 function d(vcpus: number, ramGiB: number, hours: number, extra: Partial<Demand> = {}): Demand {
   return {

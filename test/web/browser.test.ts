@@ -130,6 +130,15 @@ describe('dashboard in a browser', async () => {
     };
     await mirror.publish([inst], clock.now());
     const page = await signedIn(tokens.admin);
+    // The page's live stream opens only after the dispatcher has published the change (the worst case of
+    // a slow browser): what changed between the page's render and its stream must still reach the page.
+    let openLive!: () => void;
+    const liveGate = new Promise<void>((resolve) => (openLive = resolve));
+    await page.route(/\/dashboard\/live\?/, async (route) => {
+      await liveGate;
+      // A stream of a page already left is aborted by the browser: nothing to continue.
+      await route.continue().catch(() => {});
+    });
     await page.goto(`${base}/dashboard/instances`);
     await page.click('tr[id="i-browser"] button[formaction$="/hold"]');
     await page.waitForSelector('tr[id="i-browser"] .pending', WAIT);
@@ -139,6 +148,7 @@ describe('dashboard in a browser', async () => {
     await page.evaluate('window.marker = 8');
     inst.idleBehavior = 'hold';
     await mirror.publish([inst], clock.now());
+    openLive();
     await page.waitForSelector('tr[id="i-browser"] .pill.state-hold', WAIT);
     expect(await page.locator('tr[id="i-browser"] .pending').count()).toBe(0);
     expect(await page.evaluate('window.marker')).toBe(8);

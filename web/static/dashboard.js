@@ -52,15 +52,8 @@
       body.classList.remove('live-on');
       body.classList.add('live-off');
     });
-    let first = true;
-    es.addEventListener('html', (e) => {
-      // The first message repeats what the page already shows.
-      if (first) {
-        first = false;
-        return;
-      }
-      swap(JSON.parse(e.data));
-    });
+    // The server sends the region only when it differs from what this page was rendered with.
+    es.addEventListener('html', (e) => swap(JSON.parse(e.data)));
     es.addEventListener('signout', () => location.assign('/dashboard/signin'));
     es.addEventListener('gone', () => es.close());
   }

@@ -3,24 +3,15 @@
 // agent re-attaches by name.
 import { createReadStream } from 'node:fs';
 import { type FileHandle } from 'node:fs/promises';
-import { cgroupsUnusable, requireContainerCgroup } from './cgroup.js';
+import { cgroupsUnusable, type Cgroup } from './cgroup.js';
 import { DockerApi, DockerApiError, readAll } from './docker-api.js';
-import {
-  discardEngine,
-  EngineHandle,
-  engineState,
-  reattachEngine,
-  recordEngineRun,
-  type ContainerEngine,
-  type EngineInspect,
-  type EngineState,
-} from './engine-handle.js';
+import { engineState, type ContainerEngine, type EngineInspect, type EngineState } from './engine-handle.js';
+import { EngineRuntime } from './engine-runtime.js';
 import { ImageNotFoundError, RegistryUnavailableError, RuntimeTransientError } from './errors.js';
 import { classifyImage, tarballKey } from './image.js';
 import { REGISTRY_NOT_FOUND, pullBounded, type PullPolicy } from './pull.js';
 import type { NetworkSetting } from './sandbox.js';
-import { clearRunFiles } from './shim.js';
-import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
+import { RunSpecError, type RunSpec } from './types.js';
 
 /** Options of the docker runtime. */
 export interface DockerOptions {
@@ -50,12 +41,13 @@ export interface DockerOptions {
 const DOCKER_LOG_FILE_LIMITS = 4;
 
 /** Runs containers from image names (and imported root-filesystem tarballs) with the docker daemon. */
-export class DockerRuntime implements Runtime {
+export class DockerRuntime extends EngineRuntime {
   readonly name = 'docker';
   readonly api: DockerApi;
-  private readonly engine: DockerEngine;
+  protected readonly engine: DockerEngine;
 
   constructor(private readonly opts: DockerOptions = {}) {
+    super(opts.cgroupParent);
     this.api = new DockerApi(opts.socketPath, undefined, undefined, opts.apiTimeoutMs);
     this.engine = new DockerEngine(
       this.api,
@@ -80,73 +72,52 @@ export class DockerRuntime implements Runtime {
     return cgroupsUnusable();
   }
 
-  async start(spec: RunSpec): Promise<RunHandle> {
-    validateSpec(spec);
-    if (spec.gpus > 0) throw new RunSpecError(`gpus: GPU containers are not supported yet, got ${spec.gpus}`);
-    const image = await this.resolveImage(spec.image).catch((err: unknown) => {
-      throw classify(err, spec.image ?? '');
-    });
-    const name = `berth-${spec.id}`;
-    await clearRunFiles(spec.workDir);
-    // A container of the same name is a leftover of a crashed earlier attempt: it would block the name.
-    await this.api
-      .call({ method: 'DELETE', path: `/containers/${name}`, query: { force: true } })
-      .catch(notFoundOk);
-    const cgroup = await requireContainerCgroup(spec.id, this.opts.cgroupParent);
-    await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
-    try {
-      await this.api.call({
-        method: 'POST',
-        path: '/containers/create',
-        query: { name },
-        json: {
-          Image: image,
-          Cmd: spec.command,
-          Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-          ...(spec.cwd ? { WorkingDir: spec.cwd } : {}),
-          Labels: { 'berth.container': spec.id, 'berth.workdir': spec.workDir },
-          HostConfig: {
-            Memory: spec.ram,
-            MemorySwap: spec.ram,
-            NanoCpus: Math.round(spec.vcpus * 1e9),
-            CgroupParent: `/${cgroup.path}`,
-            NetworkMode: this.opts.network ?? 'none',
-            ...(this.opts.logLimitBytes
-              ? {
-                  LogConfig: {
-                    Type: 'json-file',
-                    Config: {
-                      'max-size': String(DOCKER_LOG_FILE_LIMITS * this.opts.logLimitBytes),
-                      'max-file': '2',
-                    },
+  protected async run(name: string, image: string, spec: RunSpec, cgroup: Cgroup): Promise<void> {
+    await this.api.call({
+      method: 'POST',
+      path: '/containers/create',
+      query: { name },
+      json: {
+        Image: image,
+        Cmd: spec.command,
+        Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+        ...(spec.cwd ? { WorkingDir: spec.cwd } : {}),
+        Labels: { 'berth.container': spec.id, 'berth.workdir': spec.workDir },
+        HostConfig: {
+          Memory: spec.ram,
+          MemorySwap: spec.ram,
+          NanoCpus: Math.round(spec.vcpus * 1e9),
+          CgroupParent: `/${cgroup.path}`,
+          NetworkMode: this.opts.network ?? 'none',
+          ...(this.opts.logLimitBytes
+            ? {
+                LogConfig: {
+                  Type: 'json-file',
+                  Config: {
+                    'max-size': String(DOCKER_LOG_FILE_LIMITS * this.opts.logLimitBytes),
+                    'max-file': '2',
                   },
-                }
-              : {}),
-          },
+                },
+              }
+            : {}),
         },
-      });
-      await this.api.call({ method: 'POST', path: `/containers/${name}/start` });
-    } catch (err) {
-      await this.api
-        .call({ method: 'DELETE', path: `/containers/${name}`, query: { force: true } })
-        .catch(() => {});
-      await cgroup.remove().catch(() => {});
-      throw classify(err, spec.image ?? '');
-    }
-    await recordEngineRun(this.name, spec.id, spec.workDir);
-    return new EngineHandle(this.engine, spec.id, spec.workDir, cgroup);
+      },
+    });
+    await this.api.call({ method: 'POST', path: `/containers/${name}/start` });
   }
 
-  reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    return reattachEngine(this.engine, id, workDir, this.opts.cgroupParent);
+  protected runFailed(err: unknown, spec: RunSpec): Error {
+    return classify(err, spec.image ?? '');
   }
 
-  discard(id: string): Promise<void> {
-    return discardEngine(this.engine, id, this.opts.cgroupParent);
+  protected resolveImage(image: string | null): Promise<string> {
+    return this.presentImage(image).catch((err: unknown) => {
+      throw classify(err, image ?? '');
+    });
   }
 
   /** The image name to create the container from; imports a root-filesystem tarball once. */
-  private async resolveImage(image: string | null): Promise<string> {
+  private async presentImage(image: string | null): Promise<string> {
     const ref = classifyImage(image);
     if (ref.kind === 'none')
       throw new RunSpecError('image: the docker runtime needs an image; use the process runtime');

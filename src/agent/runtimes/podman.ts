@@ -14,25 +14,16 @@ import { execFile } from 'node:child_process';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { cgroupsUnusable, requireContainerCgroup } from './cgroup.js';
-import {
-  discardEngine,
-  EngineHandle,
-  engineState,
-  reattachEngine,
-  recordEngineRun,
-  type ContainerEngine,
-  type EngineInspect,
-  type EngineState,
-} from './engine-handle.js';
+import { cgroupsUnusable, type Cgroup } from './cgroup.js';
+import { engineState, type ContainerEngine, type EngineInspect, type EngineState } from './engine-handle.js';
+import { EngineRuntime } from './engine-runtime.js';
 import { ImageNotFoundError, RegistryUnavailableError, RuntimeTransientError } from './errors.js';
 import { punchHole } from './du.js';
 import { classifyImage, tarballKey } from './image.js';
 import { REGISTRY_NOT_FOUND, pullBounded, type PullPolicy } from './pull.js';
 import { isAlive, processRef } from './procfs.js';
 import type { NetworkSetting } from './sandbox.js';
-import { clearRunFiles } from './shim.js';
-import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
+import { RunSpecError, type RunSpec } from './types.js';
 
 const execFileAsync = promisify(execFile);
 /** Runs the podman CLI with Berth's global options (see the top of the file). */
@@ -69,12 +60,13 @@ const COPIED_PUNCH_STEP = 8 * 1024 * 1024;
 const DEFAULT_RUN_ARGS = ['--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=32768:32768'];
 
 /** Runs containers with podman. */
-export class PodmanRuntime implements Runtime {
+export class PodmanRuntime extends EngineRuntime {
   readonly name = 'podman';
   private readonly podman: string;
-  private readonly engine: PodmanEngine;
+  protected readonly engine: PodmanEngine;
 
   constructor(private readonly opts: PodmanOptions = {}) {
+    super(opts.cgroupParent);
     this.podman = opts.podman ?? process.env.BERTH_PODMAN ?? 'podman';
     this.engine = new PodmanEngine(this.podman);
   }
@@ -88,15 +80,7 @@ export class PodmanRuntime implements Runtime {
     return cgroupsUnusable();
   }
 
-  async start(spec: RunSpec): Promise<RunHandle> {
-    validateSpec(spec);
-    if (spec.gpus > 0) throw new RunSpecError(`gpus: GPU containers are not supported yet, got ${spec.gpus}`);
-    const image = await this.resolveImage(spec.image);
-    const name = `berth-${spec.id}`;
-    await clearRunFiles(spec.workDir);
-    await this.engine.remove(name); // a leftover of a crashed earlier attempt would block the name
-    const cgroup = await requireContainerCgroup(spec.id, this.opts.cgroupParent);
-    await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
+  protected async run(name: string, image: string, spec: RunSpec, cgroup: Cgroup): Promise<void> {
     const args = ['run', '--detach', '--name', name, '--label', `berth.container=${spec.id}`];
     args.push('--cgroup-parent', `/${cgroup.path}`, '--cgroups', 'no-conmon');
     args.push('--network', this.opts.network ?? 'none');
@@ -105,28 +89,16 @@ export class PodmanRuntime implements Runtime {
     if (spec.cwd) args.push('--workdir', spec.cwd);
     for (const [k, v] of Object.entries(spec.env)) args.push('--env', `${k}=${v}`);
     args.push(image, ...spec.command);
-    try {
-      // In the container's own directory: conmon, which podman leaves running beside the container, writes
-      // an `oom` marker into its working directory when the container is OOM-killed (it was the agent's).
-      await exec(this.podman, args, { timeout: 120_000, cwd: spec.workDir });
-    } catch (err) {
-      await this.engine.remove(name);
-      await cgroup.remove().catch(() => {});
-      throw new RuntimeTransientError(this.name, `podman run failed: ${firstLine(err)}`, { cause: err });
-    }
-    await recordEngineRun(this.name, spec.id, spec.workDir);
-    return new EngineHandle(this.engine, spec.id, spec.workDir, cgroup);
+    // In the container's own directory: conmon, which podman leaves running beside the container, writes
+    // an `oom` marker into its working directory when the container is OOM-killed (it was the agent's).
+    await exec(this.podman, args, { timeout: 120_000, cwd: spec.workDir });
   }
 
-  reattach(id: string, workDir: string): Promise<RunHandle | null> {
-    return reattachEngine(this.engine, id, workDir, this.opts.cgroupParent);
+  protected runFailed(err: unknown): Error {
+    return new RuntimeTransientError(this.name, `podman run failed: ${firstLine(err)}`, { cause: err });
   }
 
-  discard(id: string): Promise<void> {
-    return discardEngine(this.engine, id, this.opts.cgroupParent);
-  }
-
-  private async resolveImage(image: string | null): Promise<string> {
+  protected async resolveImage(image: string | null): Promise<string> {
     const ref = classifyImage(image);
     if (ref.kind === 'none')
       throw new RunSpecError('image: the podman runtime needs an image; use the process runtime');

@@ -1,6 +1,7 @@
 // The dashboard (docs/DASHBOARD.md): server-rendered pages under /dashboard, signed in with an API token
 // (a session cookie, src/web/session.ts), live through Server-Sent Events, and the operator's instance
 // buttons. Its routes live in their own fastify context: form bodies and HTML error pages apply here only.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -36,6 +37,9 @@ function viewNamed(name: string | undefined): View | null {
 /** How often a live page is re-rendered at most, and at least (without notifications). */
 const LIVE_MIN_MS = 1_000;
 const LIVE_MAX_MS = 2_000;
+/** A rendered region's identity: what the page showed, compared with each live render. */
+const fingerprint = (text: string): string =>
+  createHash('sha256').update(text).digest('base64url').slice(0, 22);
 /** A live stream re-checks its session this often (a revoked token ends it). */
 const LIVE_RECHECK_MS = 30_000;
 /** Lines of log a request page starts with. */
@@ -214,6 +218,8 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
           const q = new URLSearchParams(req.query as Record<string, string>);
           q.set('view', name);
           if (params.id) q.set('id', params.id);
+          // What the page shows, so its live stream sends the region only once it differs from that.
+          q.set('seen', fingerprint(body.text));
           return sendPage(
             reply,
             200,
@@ -265,7 +271,9 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
         const params: Record<string, string> = q.id ? { id: q.id } : {};
         const sse = openSse(req, reply, HEADERS);
         const wake = deps.waiter('berth_dispatch', null);
-        let last = '';
+        // The page's own render (its fingerprint in the URL), not the stream's first render, is what the
+        // browser shows: a change between the two is sent, however late the stream opens.
+        let last = q.seen ?? '';
         let checked = now().getTime();
         try {
           while (!sse.closed() && !deps.closing()) {
@@ -279,9 +287,10 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
               checked = now().getTime();
             }
             const body = (await view.body(context(req, s, params))).text;
-            if (body !== last) sse.send('html', body);
+            const seen = fingerprint(body);
+            if (seen !== last) sse.send('html', body);
             else sse.comment('unchanged');
-            last = body;
+            last = seen;
             await wake.next(LIVE_MAX_MS);
             const spent = Date.now() - started;
             if (spent < LIVE_MIN_MS) await new Promise((r) => setTimeout(r, LIVE_MIN_MS - spent));

@@ -3,6 +3,7 @@
 import type { Command } from 'commander';
 import type { LogChunk } from '../../store/logs.js';
 import type { ContainerRecord, RequestRecord } from '../../store/records.js';
+import { sleepUnless } from '../../model/clock.js';
 import { clientFor, type Client } from '../client.js';
 import { UsageError } from '../errors.js';
 
@@ -14,19 +15,9 @@ function write(chunk: LogChunk): void {
 }
 
 /** Sleeps ms, or rejects at once with the signal's reason when it aborts. */
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', stop);
-      resolve();
-    }, ms);
-    const stop = () => {
-      clearTimeout(t);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener('abort', stop, { once: true });
-  });
+async function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  await sleepUnless(ms, signal);
+  signal?.throwIfAborted();
 }
 
 /** Checks an id's kind; returns 'r' or 'c'. */
