@@ -102,6 +102,7 @@ describe('parseSnapshot', () => {
       waitMarginMs: 0,
       bootAhead: 0,
       endAligned: 'expected',
+      pairEnds: false,
     });
     expect(s.instanceTypes).toEqual([
       {

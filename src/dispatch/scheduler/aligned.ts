@@ -44,8 +44,8 @@ export class EndAligned {
 
   /** When a container placed now is expected to end, or null when its run time is unknown. */
   endOf(c: SnapshotContainer): number | null {
-    const run = c.expectedRunMs ?? expectedRunMs(c, this.steps);
-    return run === Infinity ? null : this.pass.now + run;
+    const run = runEstimate(c, this.steps);
+    return run === null ? null : this.pass.now + run;
   }
 
   /** When a Running container is expected to end: its own expected run time, else its step's history. */
@@ -91,6 +91,23 @@ export class EndAligned {
     const known = this.latest.get(slot);
     if (known === undefined || end > known) this.latest.set(slot, end);
   }
+}
+
+/** A container's expected run time (ms): its own, else its step's median from `steps`; null when unknown. */
+function runEstimate(c: SnapshotContainer, steps: Record<string, number>): number | null {
+  const run = c.expectedRunMs ?? expectedRunMs(c, steps);
+  return run === Infinity ? null : run;
+}
+
+/**
+ * The expected run time of a container as end_aligned reads it (its own; with `history` also its step's
+ * median), for the other rules that go by it (paired.ts); null when end_aligned is off.
+ */
+export function expectedRunOf(pass: Pass): ((c: SnapshotContainer) => number | null) | null {
+  const mode = pass.config.endAligned;
+  if (mode === 'off') return null;
+  const steps = mode === 'history' ? (pass.snap.estimates?.steps ?? {}) : {};
+  return (c) => runEstimate(c, steps);
 }
 
 /** The room a slot has left once the need is taken: the larger of its vcpu and ram fractions. */
