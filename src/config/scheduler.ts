@@ -157,7 +157,7 @@ export const SCHEDULER_OPTIONS = section(
       key: 'pair_ends',
       field: 'pairEnds',
       kind: bool,
-      default: false,
+      default: true,
       help: 'Paired ends (docs/SCHEDULER.md): containers queued at the same moment (a fan-out) are placed longest expected run time first (the run times end_aligned reads), so that an instance created for several of them holds ones that end together.',
     }),
     opt({

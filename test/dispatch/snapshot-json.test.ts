@@ -102,7 +102,7 @@ describe('parseSnapshot', () => {
       waitMarginMs: 0,
       bootAhead: 0,
       endAligned: 'expected',
-      pairEnds: false,
+      pairEnds: true,
     });
     expect(s.instanceTypes).toEqual([
       {
