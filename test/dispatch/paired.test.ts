@@ -72,6 +72,26 @@ describe('pair_ends (pure planner)', () => {
     ]);
   });
 
+  it('with end_aligned history, reads the step medians: two steps queued together are paired by step', () => {
+    // c0, c2 are `short` (10 min by history), c1, c3 `long` (60 min): the same pairs and bill as above.
+    const xs = ['short', 'long', 'short', 'long'].map((name, i) => ctr(`c${i}`, { queuedAt: AT, name }));
+    const s = snap({
+      config: { waitForRunning: false, endAligned: 'history', pairEnds: true },
+      types: [T2],
+      containers: xs,
+    });
+    s.estimates = { bootMs: null, endsAt: {}, steps: { short: 10 * MIN, long: 60 * MIN } };
+    expect(creates(plan(s))).toEqual([
+      ['c1', 'c3'],
+      ['c0', 'c2'],
+    ]);
+    // end_aligned expected: step medians are not read, queue order stands.
+    expect(creates(plan({ ...s, config: { ...s.config, endAligned: 'expected' } }))).toEqual([
+      ['c0', 'c1'],
+      ['c2', 'c3'],
+    ]);
+  });
+
   it('keeps containers without an expected run time first, in queue order', () => {
     const xs = fanOut([10, undefined, 60, undefined]);
     expect(creates(world(xs))).toEqual([

@@ -22,15 +22,15 @@ export class EndAligned {
 
   private constructor(
     private readonly pass: Pass,
-    private readonly steps: Record<string, number>,
+    private readonly runOf: (c: SnapshotContainer) => number | null,
   ) {}
 
   /** The pass's end-aligned view, or null when the rule is off or nothing is estimated. */
   static of(pass: Pass): EndAligned | null {
-    const mode = pass.config.endAligned;
-    if (mode === 'off') return null;
-    const est = mode === 'history' ? pass.snap.estimates : undefined;
-    const a = new EndAligned(pass, est?.steps ?? {});
+    const runOf = expectedRunOf(pass);
+    if (runOf === null) return null;
+    const est = pass.config.endAligned === 'history' ? pass.snap.estimates : undefined;
+    const a = new EndAligned(pass, runOf);
     for (const slot of pass.capacity.slots) {
       if (slot.bin !== null) continue;
       for (const c of pass.assigned.get(slot.id) ?? []) {
@@ -44,7 +44,7 @@ export class EndAligned {
 
   /** When a container placed now is expected to end, or null when its run time is unknown. */
   endOf(c: SnapshotContainer): number | null {
-    const run = runEstimate(c, this.steps);
+    const run = this.runOf(c);
     return run === null ? null : this.pass.now + run;
   }
 
