@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type { Plan, SchedulerConfig, SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
-import { ctr, NOW, snap, type } from './builders.js';
+import { ctr, inst, NOW, snap, type } from './builders.js';
 
 const MIN = 60_000;
 // One type: 2 vcpus at 0.2 $/h, so an instance takes two 1-vcpu containers and nothing grows.
@@ -90,6 +90,35 @@ describe('pair_ends (pure planner)', () => {
       ['c0', 'c1'],
       ['c2', 'c3'],
     ]);
+  });
+
+  it('reorders only within a size: a 2-vcpu container queued among 1-vcpu ones keeps its place', () => {
+    // An idle t2 (i-a) is free. Queue order a0 (10 min), big (2 vcpus, 90 min), a1 (60), a2 (10), a3 (60).
+    // The 1-vcpu ones take their places (1st, 3rd, 4th, 5th) longest first: a1, big, a3, a0, a2. So a1
+    // starts on i-a, big gets a new instance, a3 joins a1 on i-a, a0 + a2 share a new one. Sorted across
+    // sizes, big (90 min) would come first and take i-a (which on KTH's first 2,000 jobs cost 0.34 %).
+    const mins = [10, 90, 60, 10, 60];
+    const ids = ['a0', 'big', 'a1', 'a2', 'a3'];
+    const xs = ids.map((id, i) =>
+      ctr(id, { queuedAt: AT, expectedRunMs: mins[i]! * MIN, vcpus: id === 'big' ? 2 : 1 }),
+    );
+    const p = plan(
+      snap({
+        config: { waitForRunning: false, endAligned: 'expected', pairEnds: true },
+        types: [T2],
+        instances: [inst('i-a', 't2', 'idle')],
+        containers: xs,
+      }),
+    );
+    const startedOnA = p.actions.flatMap((a) =>
+      a.op === 'start' && a.instance === 'i-a' ? [a.container] : [],
+    );
+    expect(startedOnA.sort()).toEqual(['a1', 'a3']);
+    expect(
+      creates(p)
+        .map((ids) => [...ids].sort())
+        .sort(),
+    ).toEqual([['a0', 'a2'], ['big']]);
   });
 
   it('keeps containers without an expected run time first, in queue order', () => {
