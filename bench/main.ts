@@ -21,6 +21,7 @@ const BENCHES = [
   'checkpoint',
   'slurm-move',
   'node-guard',
+  'sim-gap',
 ] as const;
 
 async function main(): Promise<number> {

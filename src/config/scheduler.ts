@@ -154,6 +154,13 @@ export const SCHEDULER_OPTIONS = section(
       help: "End-aligned placement (docs/SCHEDULER.md): a waiting container whose run time is expected goes, among existing instances with room, on one where another container is expected to end no earlier than it (it adds nothing to the instance's life), the one it fills best; such an instance may be beyond max_price_factor. `expected`: only run times the containers carry themselves (in the simulator, the SWF requested time); `history`: also their step's median from history (the snapshot's `estimates`); `off`: never.",
     }),
     opt({
+      key: 'pair_ends',
+      field: 'pairEnds',
+      kind: bool,
+      default: true,
+      help: 'Paired ends (docs/SCHEDULER.md): containers queued at the same moment (a fan-out) are placed longest expected run time first (the run times end_aligned reads), so that an instance created for several of them holds ones that end together.',
+    }),
+    opt({
       key: 'max_running_per_user',
       field: 'maxRunningPerUser',
       kind: nullable(int(1)),

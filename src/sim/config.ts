@@ -289,6 +289,13 @@ export const SIM_OPTIONS = section(
       help: "Berth's own limits on cloud calls (the rate-limit decorator), as in the dispatch config.",
     }),
     opt({
+      key: 'workflow_estimates',
+      field: 'workflowEstimates',
+      kind: oneOf(['none', 'previous'] as const),
+      default: 'none',
+      help: "What the simulated workflow engine tells Berth of a task's run time when it submits it (the request's expected run time, as `max_run_time` carries it in production): `previous`, the task's run time in the last completed run of the same workflow (what an engine that keeps a trace of its runs knows; end_aligned and pair_ends read it); `none`, nothing.",
+    }),
+    opt({
       key: 'faults',
       kind: FAULTS,
       default: {},

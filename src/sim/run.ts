@@ -359,7 +359,12 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     });
     passNow();
   };
-  const engine = new WorkflowEngine({ now: () => clock.nowMs(), start, submit });
+  const engine = new WorkflowEngine({
+    now: () => clock.nowMs(),
+    start,
+    submit,
+    rememberRuns: cfg.workflowEstimates === 'previous',
+  });
 
   // One pending arrival event per stream at a time keeps the heap small.
   const arrivals = <T extends { arrival: number }>(items: T[], take: (item: T) => void) => {

@@ -43,6 +43,11 @@ export interface WorkflowEngineOptions {
   start: number;
   /** Submits one task as a container request (the harness's submission path). */
   submit(job: WorkloadJob): void;
+  /**
+   * The engine passes a task's run time in the last completed run of the same workflow as the request's
+   * expected run time (`requestedTime`); false (default): nothing.
+   */
+  rememberRuns?: boolean;
 }
 
 /** Runs workflows: submits ready tasks and follows their outcomes. */
@@ -52,6 +57,8 @@ export class WorkflowEngine {
   private openRuns = 0;
   /** Tasks submitted so far. */
   submitted = 0;
+  /** With rememberRuns: each task's run time when it last succeeded, by workflow name and task id. */
+  private readonly lastRun = new Map<string, number>();
 
   constructor(private readonly o: WorkflowEngineOptions) {}
 
@@ -103,6 +110,10 @@ export class WorkflowEngine {
     state.active--;
     if (outcome === 'success') {
       state.record.succeeded++;
+      if (this.o.rememberRuns === true) {
+        const t = state.run.workflow.tasks[task]!;
+        this.lastRun.set(`${state.run.workflow.name}/${t.id}`, t.duration);
+      }
       if (!state.failed)
         for (const c of state.run.workflow.tasks[task]!.children)
           if (--state.waiting[c]! === 0) this.submitTask(state, c);
@@ -121,6 +132,8 @@ export class WorkflowEngine {
   private submitTask(state: RunState, i: number): void {
     const t = state.run.workflow.tasks[i]!;
     const id = `${state.run.id}/${t.id}`;
+    const expected =
+      this.o.rememberRuns === true ? this.lastRun.get(`${state.run.workflow.name}/${t.id}`) : undefined;
     state.active++;
     this.submitted++;
     this.byRequest.set(id, { state, task: i });
@@ -136,6 +149,7 @@ export class WorkflowEngine {
       preemptible: state.run.preemptible,
       name: t.name,
       usage: t.usage,
+      ...(expected === undefined ? {} : { requestedTime: expected }),
     });
   }
 }

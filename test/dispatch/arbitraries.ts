@@ -37,6 +37,7 @@ const configArb = fc.record({
   shareRule: fc.constantFrom('expected' as const, 'share' as const, 'price' as const),
   batchPacking: fc.constantFrom('cost' as const, 'boots' as const, 'off' as const),
   endAligned: fc.constantFrom('off' as const, 'expected' as const),
+  pairEnds: fc.boolean(),
 });
 
 /** Types and instances are referred to by index; an index past the end names a type no longer configured. */

@@ -102,6 +102,7 @@ describe('parseSnapshot', () => {
       waitMarginMs: 0,
       bootAhead: 0,
       endAligned: 'expected',
+      pairEnds: true,
     });
     expect(s.instanceTypes).toEqual([
       {

@@ -40,10 +40,15 @@ const DIAMOND = workflow('diamond', [
 ]);
 
 describe('WorkflowEngine', () => {
-  function engine() {
+  function engine(rememberRuns = false) {
     let now = 0;
     const submitted: WorkloadJob[] = [];
-    const e = new WorkflowEngine({ now: () => now, start: 0, submit: (j) => submitted.push(j) });
+    const e = new WorkflowEngine({
+      now: () => now,
+      start: 0,
+      submit: (j) => submitted.push(j),
+      rememberRuns,
+    });
     return { e, submitted, at: (t: number) => (now = t), ids: () => submitted.map((j) => j.id) };
   }
 
@@ -90,6 +95,36 @@ describe('WorkflowEngine', () => {
     expect(ids()).toEqual(['r/a', 'r/b', 'r/c']);
     expect(e.open).toBe(0);
     expect(e.runs()[0]).toMatchObject({ end: 8, succeeded: 2, outcome: 'failed' });
+  });
+
+  it('rememberRuns (workflow_estimates: previous): a task carries its run time in the last run of the workflow that completed it', () => {
+    const { e, submitted } = engine(true);
+    const expected = (id: string) => submitted.find((j) => j.id === id)!.requestedTime;
+    e.start(run(DIAMOND, 'r1'));
+    e.start(run(DIAMOND, 'r2'));
+    // Nothing known yet: neither run's `a` carries an expected run time.
+    expect(expected('r1/a')).toBeUndefined();
+    expect(expected('r2/a')).toBeUndefined();
+    e.requestFinal('r1/a', 'success');
+    e.requestFinal('r1/b', 'success');
+    e.requestFinal('r1/c', 'failed');
+    // A third run starts: `a` and `b` succeeded in r1 (100 s, 50 s); `c` never did, so it carries nothing.
+    e.start(run(DIAMOND, 'r3'));
+    expect(expected('r3/a')).toBe(100_000);
+    e.requestFinal('r3/a', 'success');
+    expect(expected('r3/b')).toBe(50_000);
+    expect(expected('r3/c')).toBeUndefined();
+    // Another workflow's task of the same id learns nothing from this one.
+    e.start(run(workflow('other', [['a', 7, []]]), 'o1'));
+    expect(expected('o1/a')).toBeUndefined();
+  });
+
+  it('without rememberRuns no task carries an expected run time', () => {
+    const { e, submitted } = engine();
+    e.start(run(DIAMOND, 'r1'));
+    e.requestFinal('r1/a', 'success');
+    e.start(run(DIAMOND, 'r2'));
+    expect(submitted.map((j) => j.requestedTime)).toEqual([undefined, undefined, undefined, undefined]);
   });
 
   it('requests that are not its tasks are not its business', () => {

@@ -22,15 +22,15 @@ export class EndAligned {
 
   private constructor(
     private readonly pass: Pass,
-    private readonly steps: Record<string, number>,
+    private readonly runOf: (c: SnapshotContainer) => number | null,
   ) {}
 
   /** The pass's end-aligned view, or null when the rule is off or nothing is estimated. */
   static of(pass: Pass): EndAligned | null {
-    const mode = pass.config.endAligned;
-    if (mode === 'off') return null;
-    const est = mode === 'history' ? pass.snap.estimates : undefined;
-    const a = new EndAligned(pass, est?.steps ?? {});
+    const runOf = expectedRunOf(pass);
+    if (runOf === null) return null;
+    const est = pass.config.endAligned === 'history' ? pass.snap.estimates : undefined;
+    const a = new EndAligned(pass, runOf);
     for (const slot of pass.capacity.slots) {
       if (slot.bin !== null) continue;
       for (const c of pass.assigned.get(slot.id) ?? []) {
@@ -44,8 +44,8 @@ export class EndAligned {
 
   /** When a container placed now is expected to end, or null when its run time is unknown. */
   endOf(c: SnapshotContainer): number | null {
-    const run = c.expectedRunMs ?? expectedRunMs(c, this.steps);
-    return run === Infinity ? null : this.pass.now + run;
+    const run = this.runOf(c);
+    return run === null ? null : this.pass.now + run;
   }
 
   /** When a Running container is expected to end: its own expected run time, else its step's history. */
@@ -91,6 +91,23 @@ export class EndAligned {
     const known = this.latest.get(slot);
     if (known === undefined || end > known) this.latest.set(slot, end);
   }
+}
+
+/** A container's expected run time (ms): its own, else its step's median from `steps`; null when unknown. */
+function runEstimate(c: SnapshotContainer, steps: Record<string, number>): number | null {
+  const run = c.expectedRunMs ?? expectedRunMs(c, steps);
+  return run === Infinity ? null : run;
+}
+
+/**
+ * The expected run time of a container as end_aligned reads it (its own; with `history` also its step's
+ * median), for the other rules that go by it (paired.ts); null when end_aligned is off.
+ */
+export function expectedRunOf(pass: Pass): ((c: SnapshotContainer) => number | null) | null {
+  const mode = pass.config.endAligned;
+  if (mode === 'off') return null;
+  const steps = mode === 'history' ? (pass.snap.estimates?.steps ?? {}) : {};
+  return (c) => runEstimate(c, steps);
 }
 
 /** The room a slot has left once the need is taken: the larger of its vcpu and ram fractions. */

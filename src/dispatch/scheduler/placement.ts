@@ -14,6 +14,7 @@ import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
 import { avoidedUntil } from './opportunistic.js';
 import { queueOrderIndex } from './ordering.js';
+import { pairEnds } from './paired.js';
 import type { Head, Pass, Placement } from './pass.js';
 import { add, fits, subtract, typeCapacity } from './resources.js';
 import { statusText } from './status.js';
@@ -102,6 +103,7 @@ export function placeWaiting(pass: Pass): void {
   const alike = new Uint32Array(distinct.length);
   for (let i = 0; i < shapeOf.length; i++) alike[shapeOf[i]!]!++;
   const order = queueOrderIndex(waiting, fair);
+  pairEnds(pass, waiting, order);
   for (let i = 0; i < order.length; i++) {
     const j = order[i]!;
     const shapeAndFlags = facts[2 * j + 1]!;
