@@ -4,23 +4,12 @@ import { describe, expect, it } from 'vitest';
 import { firstContainerId, newId } from '../../src/model/ids.js';
 import { ofRequest } from '../../src/store/records.js';
 import type { Store } from '../../src/store/store.js';
-import { submit, testStore } from '../helpers/store.js';
-
-const D = 'd-dispatcher00001';
+import { runContainer, submit, testStore } from '../helpers/store.js';
 
 /** Runs a request's current container and ends it with exit 1; returns the retry's id (null when final). */
 async function failOnce(store: Store, containerId: string): Promise<string | null> {
-  const { node } = await store.nodes.create({
-    cluster: 'c',
-    dispatcherTag: 't',
-    instanceId: `i-${containerId}`,
-    instanceType: 't1',
-  });
-  const [lock] = await store.containers.lock([containerId], D);
-  if (!lock) throw new Error(`could not lock ${containerId}`);
-  await store.containers.assign(containerId, D, `i-${containerId}`, node.id);
-  await store.containers.start(containerId, node.id, lock.token);
-  const { retryId } = await store.containers.complete(containerId, node.id, lock.token, {
+  const { nodeId, token } = await runContainer(store, containerId);
+  const { retryId } = await store.containers.complete(containerId, nodeId, token, {
     exitCode: 1,
     oomKilled: false,
     usage: null,
