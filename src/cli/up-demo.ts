@@ -2,6 +2,7 @@
 // every instance has shut down.
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { formatDuration, formatSize } from '../model/units.js';
+import { ofRequest } from '../store/records.js';
 import type { Store } from '../store/store.js';
 import { DEMO_PREFIX, demoRequests } from './demo.js';
 import { table } from './format.js';
@@ -84,8 +85,8 @@ export async function runDemo(
   );
   // An infrastructure retry is not part of the demo: say what caused each one.
   const retried = await pool.query<{ name: string; attempt: number; runtime_status: string | null }>(
-    `SELECT r.name, c.attempt, c.runtime_status FROM containers c JOIN container_requests r ON r.id = c.request_id
-     WHERE c.request_id = ANY($1) AND c.failure_class = 'temp' ORDER BY r.name, c.created_at`,
+    `SELECT r.name, c.attempt, c.runtime_status FROM container_requests r JOIN containers c ON ${ofRequest('c', 'r.id')}
+     WHERE r.id = ANY($1) AND c.failure_class = 'temp' ORDER BY r.name, c.created_at`,
     [ids],
   );
   for (const r of retried.rows)

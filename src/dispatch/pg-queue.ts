@@ -4,6 +4,7 @@
 import pg from 'pg';
 import { REASONS } from '../model/transitions.js';
 import type { Store } from '../store/store.js';
+import { ofRequest } from '../store/records.js';
 import type { Outcome } from '../store/transitions/index.js';
 import {
   FAILED_NODE_VISIBLE_MS,
@@ -342,7 +343,7 @@ const SNAPSHOT_COLUMNS = `id, state, priority, queued_at, vcpus, ram, scratch, g
   CASE WHEN state = 'Queued' AND opportunistic THEN (
     SELECT jsonb_build_object('instance', p.instance_id, 'at', e.at)
     FROM containers p JOIN container_events e ON e.container_id = p.id AND e.kind = 'reclaim'
-    WHERE p.request_id = containers.request_id AND p.id <> containers.id AND p.instance_id IS NOT NULL
+    WHERE ${ofRequest('p', 'containers.request_id')} AND p.id <> containers.id AND p.instance_id IS NOT NULL
     ORDER BY e.id DESC LIMIT 1) END AS reclaimed_from,
   CASE WHEN state = 'Running' THEN started_at END AS started_at`;
 

@@ -28,6 +28,14 @@ export function newId(kind: IdKind, nowMs: number = Date.now()): string {
   return `${kind}-${time}${tail}`;
 }
 
+/**
+ * The id of a request's first container: "c-" and the request id's tail. Derived, so that reading a request's
+ * containers needs no index entry for it (migration 191; OF_REQUEST in src/store/records.ts is its SQL).
+ */
+export function firstContainerId(requestId: string): string {
+  return `c-${requestId.slice(2)}`;
+}
+
 /** True when s looks like an id of the given kind (cheap check before touching the database). */
 export function isId(kind: IdKind, s: unknown): s is string {
   return (

@@ -3,7 +3,7 @@ import type { ContainerState } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
-import { CONTAINER_COLUMNS, type ContainerRecord } from './records.js';
+import { CONTAINER_COLUMNS, ofRequest, type ContainerRecord } from './records.js';
 import { SUBMITTED_EVENT } from './transitions/events.js';
 
 export interface ContainerFilter {
@@ -33,7 +33,7 @@ export class ContainerList {
     const where = new Where()
       .add('owner = ?', f.owner)
       .add('state = ?', f.state)
-      .add('request_id = ?', f.requestId)
+      .add(ofRequest('', '?::text'), f.requestId)
       .add('priority >= ?', f.priorityMin)
       .add('priority <= ?', f.priorityMax)
       .add('node_id = ?', f.nodeId);

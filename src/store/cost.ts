@@ -13,6 +13,7 @@
 import { billedEndSql } from '../model/billing.js';
 import type { StoreContext } from './context.js';
 import type { Queryable } from './db.js';
+import { ofRequest } from './records.js';
 
 /** How costs are grouped: by owner, request, name (numbered series together), instance type, or label. */
 export type CostBy = 'owner' | 'request' | 'name' | 'type' | `label:${string}`;
@@ -208,7 +209,7 @@ export class Costs {
   async ofRequest(requestId: string): Promise<ContainerCost[]> {
     const to = this.ctx.clock.now();
     const r = await this.ctx.pool.query(
-      `WITH ${INSTANCES(`AND id IN (SELECT instance_id FROM containers WHERE request_id = $3 AND started_at IS NOT NULL)`)},
+      `WITH ${INSTANCES(`AND id IN (SELECT instance_id FROM containers WHERE ${ofRequest('', '$3::text')} AND started_at IS NOT NULL)`)},
          ${ATTRIBUTED}
        SELECT id, request_id, instance_id, type, price, share, secs, cost, direct FROM att WHERE request_id = $3
        ORDER BY id`,

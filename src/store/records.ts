@@ -170,6 +170,19 @@ export interface StartOrderRow extends Pick<
   has_checkpoint: boolean;
 }
 
+/**
+ * SQL: whether container `c` (an alias, or '' for the bare table) belongs to request `request` (an SQL
+ * expression: a parameter or a column). Two arms the planner reads as two index scans: the first container by
+ * its derived id (firstContainerId, src/model/ids.ts) through the primary key, the others (retries, and first
+ * containers older than migration 191) through containers_request_others, whose predicate the second arm
+ * repeats word for word. Every read of a request's containers goes through this.
+ */
+export function ofRequest(c: string, request: string): string {
+  const p = c ? `${c}.` : '';
+  return `((${p}id = ('c-' || substr(${request}, 3)) AND ${p}request_id = ${request})
+    OR (${p}request_id = ${request} AND ${p}id <> ('c-' || substr(${p}request_id, 3))))`;
+}
+
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
   preemptible, opportunistic, pause_wanted, paused, instance_types, queued_at, run_after, locked_by, lock_count,
   instance_id, node_id, started_at, finished_at, exit_code, oom_killed, failure_class, runtime_status, usage,

@@ -1,7 +1,7 @@
 // Container requests: submit (one or a batch), read, list with filters and cursor pages, cancel,
 // change priority. Submitting creates the request and its first container in one transaction.
 import { Coalescer, type CoalescerOptions } from '../lib/coalescer.js';
-import { newId } from '../model/ids.js';
+import { firstContainerId, newId } from '../model/ids.js';
 import type { RequestSpec } from '../model/request.js';
 import type { RequestState } from '../model/types.js';
 import type { StoreContext } from './context.js';
@@ -115,7 +115,7 @@ export class Requests {
     const now = this.ctx.clock.now();
     const ms = now.getTime();
     const rids = specs.map(() => newId('r', ms));
-    const cids = specs.map(() => newId('c', ms));
+    const cids = rids.map(firstContainerId); // no entry in an index by request (migration 191)
     const col = <T>(fn: (s: RequestSpec, i: number) => T) => specs.map(fn);
     // One statement (data-modifying CTEs): atomic without BEGIN/COMMIT round trips, which at a few
     // hundred microseconds each were most of a submission's cost.

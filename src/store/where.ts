@@ -3,11 +3,11 @@ export class Where {
   readonly args: unknown[] = [];
   private readonly parts: string[] = [];
 
-  /** Adds `sql` (with one `?` for the value) when value is defined. */
+  /** Adds `sql` (each `?` in it stands for the value) when value is defined. */
   add(sql: string, value: unknown): this {
     if (value === undefined) return this;
     this.args.push(value);
-    this.parts.push(sql.replace('?', `$${this.args.length}`));
+    this.parts.push(sql.replaceAll('?', `$${this.args.length}`));
     return this;
   }
 

@@ -19,6 +19,24 @@ export async function submit(store: Store, owner = 'alice', input: RequestInput 
   return req!;
 }
 
+/** The dispatcher that runContainer locks for. */
+export const TEST_DISPATCHER = 'd-dispatcher00001';
+
+/** Locks, assigns and starts a container on a node of its own; returns what the agent needs to end it. */
+export async function runContainer(store: Store, containerId: string) {
+  const { node } = await store.nodes.create({
+    cluster: 'c',
+    dispatcherTag: 't',
+    instanceId: `i-${containerId}`,
+    instanceType: 't1',
+  });
+  const [lock] = await store.containers.lock([containerId], TEST_DISPATCHER);
+  if (!lock) throw new Error(`could not lock ${containerId}`);
+  await store.containers.assign(containerId, TEST_DISPATCHER, `i-${containerId}`, node.id);
+  await store.containers.start(containerId, node.id, lock.token);
+  return { nodeId: node.id, token: lock.token };
+}
+
 /** A snapshot of every row that a refused operation must leave unchanged. */
 export async function dump(store: Store): Promise<string> {
   const q = async (sql: string) => (await store.ctx.pool.query(sql)).rows;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isId, newId } from '../../src/model/ids.js';
+import { firstContainerId, isId, newId } from '../../src/model/ids.js';
 
 describe('newId', () => {
   it('gives well-formed ids that never repeat, across refills of its random pool', () => {
@@ -14,5 +14,19 @@ describe('newId', () => {
     const earlier = newId('r', 1_700_000_000_000);
     const later = newId('r', 1_700_000_000_001);
     expect(earlier < later).toBe(true);
+  });
+});
+
+describe('firstContainerId', () => {
+  it("is a container id with its request's time and tail: distinct per request, ordered as the requests", () => {
+    const requests = Array.from({ length: 1000 }, (_, i) => newId('r', 1_700_000_000_000 + (i >> 4)));
+    const firsts = requests.map(firstContainerId);
+    for (const [i, id] of firsts.entries()) {
+      expect(isId('c', id)).toBe(true);
+      expect(id.slice(2)).toBe(requests[i]!.slice(2));
+    }
+    expect(new Set(firsts).size).toBe(firsts.length);
+    const byTime = (ids: string[]) => ids.map((id) => id.slice(2, 11));
+    expect(byTime([...firsts].sort())).toEqual(byTime([...requests].sort()));
   });
 });

@@ -1,23 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Store } from '../../src/store/store.js';
-import { submit, testStore } from '../helpers/store.js';
-
-const D = 'd-dispatcher00001';
-
-/** Locks, assigns and starts a request's current container; returns what the agent needs. */
-async function run(store: Store, containerId: string) {
-  const { node } = await store.nodes.create({
-    cluster: 'c',
-    dispatcherTag: 't',
-    instanceId: `i-${containerId}`,
-    instanceType: 't1',
-  });
-  const [lock] = await store.containers.lock([containerId], D);
-  if (!lock) throw new Error(`could not lock ${containerId}`);
-  await store.containers.assign(containerId, D, `i-${containerId}`, node.id);
-  await store.containers.start(containerId, node.id, lock.token);
-  return { nodeId: node.id, token: lock.token };
-}
+import { runContainer as run, submit, testStore, TEST_DISPATCHER as D } from '../helpers/store.js';
 
 describe('retries (DESIGN §3.3)', () => {
   it("a retry counts its request's spot interruptions: the agent's interrupted cancels, not other temp failures", async () => {
