@@ -6,7 +6,7 @@ import { buildShape, compareTypes, ShapeCache, type Shape } from './fitting.js';
 import { Limits, type LimitBlock } from './limits.js';
 import { Borrowing } from './opportunistic.js';
 import { Owners } from './owners.js';
-import { assignments, viewPool, type PoolView } from './pool.js';
+import { assignments, viewPool, type PoolOrder, type PoolView } from './pool.js';
 import { Statuses } from './statuses.js';
 import type { Action, Snapshot, SnapshotContainer } from './types.js';
 
@@ -59,7 +59,11 @@ export class Pass {
   /** When the plan stops being what a pass would give if only the clock moved (Plan.validUntil). */
   validUntil = Infinity;
 
-  constructor(readonly snap: Snapshot) {
+  /** `kept`: the pool's orders from the last pass (pool.ts PoolOrder); none for a pass from scratch. */
+  constructor(
+    readonly snap: Snapshot,
+    kept?: PoolOrder,
+  ) {
     this.config = snap.config;
     this.now = snap.now.getTime();
     this.sortedTypes = [...snap.instanceTypes].sort(compareTypes);
@@ -70,8 +74,14 @@ export class Pass {
     if (rateLimit > this.now) this.until(rateLimit);
     const assigned = assignments(snap.containers);
     this.assigned = assigned;
-    this.pool = viewPool(snap, this.typesByName, this.typeIndex, assigned, this.limits, (at) =>
-      this.until(at),
+    this.pool = viewPool(
+      snap,
+      this.typesByName,
+      this.typeIndex,
+      assigned,
+      this.limits,
+      (at) => this.until(at),
+      kept,
     );
     this.borrowing = Borrowing.of(assigned, this.config, snap.estimates);
     this.capacity = new Capacity(
