@@ -67,8 +67,10 @@ export function viewPool(
     const opaque = unknownIds(inst.containers, mine);
     const empty = mine.length === 0 && opaque === 0;
     const held = inst.idleBehavior === 'hold';
-    const bootDeadline = inst.stateSince.getTime() + config.bootTimeoutMs;
-    if (!held && inst.state === 'booting' && now > bootDeadline) {
+    // Read only for booting instances: a Date of each instance, every pass, was a tenth of this walk.
+    const booting = !held && inst.state === 'booting';
+    const bootDeadline = booting ? inst.stateSince.getTime() + config.bootTimeoutMs : 0;
+    if (booting && now > bootDeadline) {
       shutdowns.push({
         instance: inst.id,
         reason:
@@ -77,7 +79,7 @@ export function viewPool(
       });
       continue;
     }
-    if (!held && inst.state === 'booting') until(bootDeadline + 1);
+    if (booting) until(bootDeadline + 1);
     keeps.add(inst.id);
     if (type === undefined || inst.idleBehavior === 'drain') {
       if (empty && !held)
