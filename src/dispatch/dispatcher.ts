@@ -28,6 +28,7 @@ import {
   type PoolInstance,
 } from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome } from './ports.js';
+import { OrderedIds } from './ordered-ids.js';
 import { StatusWriter } from './status-writer.js';
 import { learnsRunTimes } from './scheduler/durations.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
@@ -190,8 +191,7 @@ export class Dispatcher {
    */
   private readonly dirty = new Set<string>();
   /** Each instance's place in `instances` (observe goes through the dirty ones in that order). */
-  private readonly instanceOrder = new Map<string, number>();
-  private nextInstance = 0;
+  private readonly instanceOrder = new OrderedIds();
   /** Instances by the id of their node. */
   private readonly byNode = new Map<string, Set<PoolInstance>>();
   /** Nodes not failed whose instance this dispatcher does not hold (observe fails them once synced). */
@@ -470,7 +470,7 @@ export class Dispatcher {
   /** A new instance in the pool: observe() looks at it, and at the nodes bound to it. */
   private addInstance(inst: PoolInstance): void {
     this.instances.set(inst.id, inst);
-    this.instanceOrder.set(inst.id, this.nextInstance++);
+    this.instanceOrder.add(inst.id);
     if (inst.nodeId !== null) {
       let set = this.byNode.get(inst.nodeId);
       if (set === undefined) this.byNode.set(inst.nodeId, (set = new Set()));
@@ -512,11 +512,7 @@ export class Dispatcher {
     }
     for (const id of read.silent.keys())
       for (const inst of this.byNode.get(id) ?? []) this.dirty.add(inst.id);
-    const order = this.instanceOrder;
-    const look = [...this.dirty]
-      .filter((id) => order.has(id))
-      .sort((a, b) => order.get(a)! - order.get(b)!)
-      .map((id) => this.instances.get(id)!);
+    const look = this.instanceOrder.inOrder(this.dirty).map((id) => this.instances.get(id)!);
     this.dirty.clear();
     for (const inst of look) {
       if (isEndingInstanceState(inst.state)) continue;
