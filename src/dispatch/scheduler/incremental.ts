@@ -7,7 +7,7 @@
 // property test (test/dispatch/incremental.test.ts) checks that both give the same plan, byte for byte, on
 // random sequences of changes.
 import { plan as fullPlan } from './plan.js';
-import { PoolOrder } from './pool.js';
+import { KeptPass } from './kept.js';
 import type { CloudState, Plan, SchedulerConfig, Snapshot, SnapshotInstance } from './types.js';
 
 /** Counts of what the planner did, for tests and benchmarks. */
@@ -19,10 +19,10 @@ export interface PlannerStats {
 export class IncrementalPlanner {
   private last: { snap: Snapshot; plan: Plan } | null = null;
   readonly stats: PlannerStats = { full: 0, reused: 0 };
-  /** The pool view's orders, kept across full passes (pool.ts). */
-  private readonly kept = new PoolOrder();
+  /** What full passes keep for the next (kept.ts). */
+  private readonly kept = new KeptPass();
 
-  constructor(private readonly planner: (s: Snapshot, kept?: PoolOrder) => Plan = fullPlan) {}
+  constructor(private readonly planner: (s: Snapshot, kept?: KeptPass) => Plan = fullPlan) {}
 
   plan(snap: Snapshot): Plan {
     const last = this.last;

@@ -6,7 +6,8 @@ import { buildShape, compareTypes, ShapeCache, type Shape } from './fitting.js';
 import { Limits, type LimitBlock } from './limits.js';
 import { Borrowing } from './opportunistic.js';
 import { Owners } from './owners.js';
-import { assignments, viewPool, type PoolOrder, type PoolView } from './pool.js';
+import type { KeptPass } from './kept.js';
+import { assignments, viewPool, type PoolView } from './pool.js';
 import { Statuses } from './statuses.js';
 import type { Action, Snapshot, SnapshotContainer } from './types.js';
 
@@ -59,10 +60,10 @@ export class Pass {
   /** When the plan stops being what a pass would give if only the clock moved (Plan.validUntil). */
   validUntil = Infinity;
 
-  /** `kept`: the pool's orders from the last pass (pool.ts PoolOrder); none for a pass from scratch. */
+  /** `kept`: what the last passes kept (kept.ts); none for a pass from scratch. */
   constructor(
     readonly snap: Snapshot,
-    kept?: PoolOrder,
+    kept?: KeptPass,
   ) {
     this.config = snap.config;
     this.now = snap.now.getTime();
@@ -81,7 +82,7 @@ export class Pass {
       assigned,
       this.limits,
       (at) => this.until(at),
-      kept,
+      kept?.order,
     );
     this.borrowing = Borrowing.of(assigned, this.config, snap.estimates);
     this.capacity = new Capacity(
@@ -93,10 +94,11 @@ export class Pass {
       this.config.shareRule,
       this.config.batchPacking,
     );
-    this.shapes = new ShapeCache(
-      (c) => buildShape(c, this.sortedTypes, this.config),
-      this.config.onDemandAfterInterruptions,
-    );
+    const sortedTypes = this.sortedTypes;
+    const config = this.config;
+    const shapes = () =>
+      new ShapeCache((c) => buildShape(c, sortedTypes, config), config.onDemandAfterInterruptions);
+    this.shapes = kept === undefined ? shapes() : kept.shapes(snap.instanceTypes, config, shapes);
     this.owners = new Owners(this.config.maxRunningPerUser);
   }
 
