@@ -28,6 +28,7 @@ import {
   type PoolInstance,
 } from './pool.js';
 import type { AssignItem, DispatchQueue, ItemOutcome } from './ports.js';
+import { OrderedIds } from './ordered-ids.js';
 import { StatusWriter } from './status-writer.js';
 import { learnsRunTimes } from './scheduler/durations.js';
 import { IncrementalPlanner } from './scheduler/incremental.js';
@@ -39,6 +40,7 @@ import type {
   SchedulerConfig,
   Snapshot,
   SnapshotContainer,
+  SnapshotInstance,
 } from './scheduler/types.js';
 
 /** How long shutdownAll keeps retrying destroys a rate limit refused (real time: the process is stopping). */
@@ -189,8 +191,7 @@ export class Dispatcher {
    */
   private readonly dirty = new Set<string>();
   /** Each instance's place in `instances` (observe goes through the dirty ones in that order). */
-  private readonly instanceOrder = new Map<string, number>();
-  private nextInstance = 0;
+  private readonly instanceOrder = new OrderedIds();
   /** Instances by the id of their node. */
   private readonly byNode = new Map<string, Set<PoolInstance>>();
   /** Nodes not failed whose instance this dispatcher does not hold (observe fails them once synced). */
@@ -214,6 +215,8 @@ export class Dispatcher {
   private confirmGoneAfter: number | null = null;
   /** Instances the last sync found gone, for the mirror's next publish. */
   private goneUnpublished: PoolInstance[] = [];
+  /** Each instance's record in the last snapshot (shown()). */
+  private readonly snapshotOf = new WeakMap<PoolInstance, SnapshotInstance>();
   /** The containers across passes, and their recent arrivals (container-view.ts). */
   private readonly view: ContainerView;
   /** Run and boot times seen so far: the snapshot's estimates (run-history.ts). */
@@ -359,18 +362,7 @@ export class Dispatcher {
     const o = this.o;
     // One walk, no intermediate arrays: this runs every pass over the whole pool.
     const instances: Snapshot['instances'] = [];
-    for (const i of this.instances.values())
-      if (i.state !== 'gone')
-        instances.push({
-          id: i.id,
-          type: i.type,
-          state: i.state,
-          idleBehavior: i.idleBehavior,
-          containers: i.containers,
-          stateSince: i.stateSince,
-          createdAt: i.createdAt,
-          ...(i.createdFor && { createdFor: i.createdFor }),
-        });
+    for (const i of this.instances.values()) if (i.state !== 'gone') instances.push(this.shown(i));
     for (const p of this.provisional()) instances.push(p);
     return {
       now,
@@ -381,6 +373,38 @@ export class Dispatcher {
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
     };
+  }
+
+  /**
+   * The snapshot's record of an instance: the one of the last pass while none of its fields changed, so
+   * that a pass allocates only for the instances that changed and the planner's comparisons
+   * (scheduler/incremental.ts) stop at the reference.
+   */
+  private shown(i: PoolInstance): SnapshotInstance {
+    const k = this.snapshotOf.get(i);
+    if (
+      k !== undefined &&
+      k.type === i.type &&
+      k.state === i.state &&
+      k.idleBehavior === i.idleBehavior &&
+      k.containers === i.containers &&
+      k.stateSince === i.stateSince &&
+      k.createdAt === i.createdAt &&
+      k.createdFor === (i.createdFor || undefined)
+    )
+      return k;
+    const made: SnapshotInstance = {
+      id: i.id,
+      type: i.type,
+      state: i.state,
+      idleBehavior: i.idleBehavior,
+      containers: i.containers,
+      stateSince: i.stateSince,
+      createdAt: i.createdAt,
+      ...(i.createdFor && { createdFor: i.createdFor }),
+    };
+    this.snapshotOf.set(i, made);
+    return made;
   }
 
   /** The plan of a snapshot, with the run-time and boot estimates of wait_for_running (run-history.ts). */
@@ -446,7 +470,7 @@ export class Dispatcher {
   /** A new instance in the pool: observe() looks at it, and at the nodes bound to it. */
   private addInstance(inst: PoolInstance): void {
     this.instances.set(inst.id, inst);
-    this.instanceOrder.set(inst.id, this.nextInstance++);
+    this.instanceOrder.add(inst.id);
     if (inst.nodeId !== null) {
       let set = this.byNode.get(inst.nodeId);
       if (set === undefined) this.byNode.set(inst.nodeId, (set = new Set()));
@@ -488,11 +512,7 @@ export class Dispatcher {
     }
     for (const id of read.silent.keys())
       for (const inst of this.byNode.get(id) ?? []) this.dirty.add(inst.id);
-    const order = this.instanceOrder;
-    const look = [...this.dirty]
-      .filter((id) => order.has(id))
-      .sort((a, b) => order.get(a)! - order.get(b)!)
-      .map((id) => this.instances.get(id)!);
+    const look = this.instanceOrder.inOrder(this.dirty).map((id) => this.instances.get(id)!);
     this.dirty.clear();
     for (const inst of look) {
       if (isEndingInstanceState(inst.state)) continue;

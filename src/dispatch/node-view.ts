@@ -1,6 +1,7 @@
 // The dispatcher's view of its nodes, kept across passes from the queue's nodeChanges() (ports.ts): a pass
 // reads what changed since the last one and the silent nodes, not every node. Read whole on the first pass
 // and after any error (a cursor the queue no longer answers for, a lost connection), as ContainerView does.
+import { OrderedIds } from './ordered-ids.js';
 import type { ChangeCursor, DispatchQueue, NodeView } from './ports.js';
 
 /** What a read found: the nodes whose view changed (added, altered or gone), and the silent ones by id. */
@@ -13,8 +14,7 @@ export class NodeViews {
   /** The listed nodes, in the order nodes() lists them (new ones last). */
   private readonly byId = new Map<string, NodeView>();
   /** Each node's place in the list (new ones last), and the nodes bound to each instance. */
-  private readonly order = new Map<string, number>();
-  private nextOrder = 0;
+  private readonly order = new OrderedIds();
   private readonly byInstance = new Map<string, Set<string>>();
   private cursor: ChangeCursor | null = null;
 
@@ -29,14 +29,12 @@ export class NodeViews {
 
   /** `ids` of listed nodes, in list order. */
   inOrder(ids: Iterable<string>): string[] {
-    return [...ids]
-      .filter((id) => this.order.has(id))
-      .sort((a, b) => this.order.get(a)! - this.order.get(b)!);
+    return this.order.inOrder(ids);
   }
 
   private set(n: NodeView): void {
     const was = this.byId.get(n.id);
-    if (was === undefined) this.order.set(n.id, this.nextOrder++);
+    if (was === undefined) this.order.add(n.id);
     else this.unbind(was);
     this.byId.set(n.id, n);
     if (n.instanceId) {

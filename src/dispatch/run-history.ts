@@ -46,8 +46,12 @@ export class RunHistory {
   private readonly fanOuts = new FanOuts();
   /** Instances seen booting, by id. */
   private readonly booting = new Set<string>();
-  /** The instances of the last pass; null before the first. */
-  private seen: Set<string> | null = null;
+  /**
+   * Each instance id with the last observeBoots call that saw it (mark >> 1) and whether it was fresh then
+   * (mark & 1): no set of every id is built each pass.
+   */
+  private readonly seenBy = new Map<string, number>();
+  private calls = 0;
   private lastContainers: readonly SnapshotContainer[] | null = null;
   /** The last containers seen had a name: runs can be learnt. */
   private named = false;
@@ -90,13 +94,17 @@ export class RunHistory {
 
   private observeBoots(instances: readonly SnapshotInstance[]): boolean {
     let changed = false;
-    const seen = new Set<string>();
+    const call = ++this.calls;
     for (const i of instances) {
-      seen.add(i.id);
+      // The last call that saw it, twice over, plus 1 if it was fresh then (a repeated id is fresh or not
+      // as its first copy in the call was).
+      const mark = this.seenBy.get(i.id);
+      const last = mark === undefined ? 0 : mark >> 1;
+      // New since the last call (not at the first: those may have been ready for long), or seen booting.
+      const fresh = last === call ? (mark! & 1) === 1 : call > 1 && last !== call - 1;
+      this.seenBy.set(i.id, call * 2 + (fresh ? 1 : 0));
       const booting = i.state === 'booting' || i.state === 'unknown';
       const ready = i.state === 'idle' || i.state === 'running';
-      // New since the last pass (not at the first: those may have been ready for long), or seen booting.
-      const fresh = this.seen !== null && !this.seen.has(i.id);
       if (booting) this.booting.add(i.id);
       else if (ready && (fresh || this.booting.has(i.id))) {
         // Ready since stateSince: the boot took from its creation until then, whenever a pass saw it.
@@ -105,8 +113,10 @@ export class RunHistory {
       }
       if (!booting) this.booting.delete(i.id);
     }
-    for (const id of this.booting) if (!seen.has(id)) this.booting.delete(id);
-    this.seen = seen;
+    for (const id of this.booting) if (this.seenBy.get(id)! >> 1 !== call) this.booting.delete(id);
+    // Ids gone for good are forgotten now and then: the map stays about the size of the pool.
+    if (this.seenBy.size > 2 * instances.length + 1024)
+      for (const [id, mark] of this.seenBy) if (mark >> 1 !== call) this.seenBy.delete(id);
     return changed;
   }
 

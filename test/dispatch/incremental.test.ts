@@ -18,6 +18,7 @@ type Step =
   | { kind: 'leave'; index: number }
   | { kind: 'priority'; index: number; priority: number }
   | { kind: 'limit'; maxInstances: number | null }
+  | { kind: 'factor'; maxPriceFactor: number }
   | { kind: 'rate'; forMs: number | null }
   | { kind: 'arrivals'; count: number };
 
@@ -49,6 +50,14 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   },
   {
     arbitrary: fc.record({ kind: fc.constant('limit' as const), maxInstances: fc.constantFrom(null, 1, 3) }),
+    weight: 1,
+  },
+  {
+    // What shapes depend on (the planner keeps its shapes across passes while it is the same: kept.ts).
+    arbitrary: fc.record({
+      kind: fc.constant('factor' as const),
+      maxPriceFactor: fc.constantFrom(1, 1.5, 4),
+    }),
     weight: 1,
   },
   {
@@ -108,6 +117,8 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
     }
     case 'limit':
       return { ...s, config: { ...s.config, maxInstances: step.maxInstances } };
+    case 'factor':
+      return { ...s, config: { ...s.config, maxPriceFactor: step.maxPriceFactor } };
     case 'rate':
       return {
         ...s,

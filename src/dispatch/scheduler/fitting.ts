@@ -69,6 +69,8 @@ export class ShapeCache {
   // Keyed by ram in MiB (a small integer: the cheapest kind of map key), then a short linear scan over
   // the shapes with that ram. Formatting a key string for each of a million containers cost more.
   private readonly byRam = new Map<number, { c: SnapshotContainer; shape: Shape }[]>();
+  /** How many shapes it holds. */
+  size = 0;
 
   constructor(
     private readonly build: (c: SnapshotContainer) => Shape,
@@ -85,6 +87,7 @@ export class ShapeCache {
     for (const e of list) if (sameShape(e.c, c, this.onDemandAfter)) return e.shape;
     const shape = this.build(c);
     list.push({ c, shape });
+    this.size++;
     return shape;
   }
 }

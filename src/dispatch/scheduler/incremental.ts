@@ -7,6 +7,7 @@
 // property test (test/dispatch/incremental.test.ts) checks that both give the same plan, byte for byte, on
 // random sequences of changes.
 import { plan as fullPlan } from './plan.js';
+import { KeptPass } from './kept.js';
 import type { CloudState, Plan, SchedulerConfig, Snapshot, SnapshotInstance } from './types.js';
 
 /** Counts of what the planner did, for tests and benchmarks. */
@@ -18,8 +19,10 @@ export interface PlannerStats {
 export class IncrementalPlanner {
   private last: { snap: Snapshot; plan: Plan } | null = null;
   readonly stats: PlannerStats = { full: 0, reused: 0 };
+  /** What full passes keep for the next (kept.ts). */
+  private readonly kept = new KeptPass();
 
-  constructor(private readonly planner: (s: Snapshot) => Plan = fullPlan) {}
+  constructor(private readonly planner: (s: Snapshot, kept?: KeptPass) => Plan = fullPlan) {}
 
   plan(snap: Snapshot): Plan {
     const last = this.last;
@@ -30,7 +33,7 @@ export class IncrementalPlanner {
       return last.plan;
     }
     this.stats.full++;
-    const p = this.planner(snap);
+    const p = this.planner(snap, this.kept);
     this.last = { snap, plan: p };
     return p;
   }

@@ -6,6 +6,7 @@ import { buildShape, compareTypes, ShapeCache, type Shape } from './fitting.js';
 import { Limits, type LimitBlock } from './limits.js';
 import { Borrowing } from './opportunistic.js';
 import { Owners } from './owners.js';
+import type { KeptPass } from './kept.js';
 import { assignments, viewPool, type PoolView } from './pool.js';
 import { Statuses } from './statuses.js';
 import type { Action, Snapshot, SnapshotContainer } from './types.js';
@@ -59,7 +60,11 @@ export class Pass {
   /** When the plan stops being what a pass would give if only the clock moved (Plan.validUntil). */
   validUntil = Infinity;
 
-  constructor(readonly snap: Snapshot) {
+  /** `kept`: what the last passes kept (kept.ts); none for a pass from scratch. */
+  constructor(
+    readonly snap: Snapshot,
+    kept?: KeptPass,
+  ) {
     this.config = snap.config;
     this.now = snap.now.getTime();
     this.sortedTypes = [...snap.instanceTypes].sort(compareTypes);
@@ -70,8 +75,14 @@ export class Pass {
     if (rateLimit > this.now) this.until(rateLimit);
     const assigned = assignments(snap.containers);
     this.assigned = assigned;
-    this.pool = viewPool(snap, this.typesByName, this.typeIndex, assigned, this.limits, (at) =>
-      this.until(at),
+    this.pool = viewPool(
+      snap,
+      this.typesByName,
+      this.typeIndex,
+      assigned,
+      this.limits,
+      (at) => this.until(at),
+      kept?.order,
     );
     this.borrowing = Borrowing.of(assigned, this.config, snap.estimates);
     this.capacity = new Capacity(
@@ -83,10 +94,11 @@ export class Pass {
       this.config.shareRule,
       this.config.batchPacking,
     );
-    this.shapes = new ShapeCache(
-      (c) => buildShape(c, this.sortedTypes, this.config),
-      this.config.onDemandAfterInterruptions,
-    );
+    const sortedTypes = this.sortedTypes;
+    const config = this.config;
+    const shapes = () =>
+      new ShapeCache((c) => buildShape(c, sortedTypes, config), config.onDemandAfterInterruptions);
+    this.shapes = kept === undefined ? shapes() : kept.shapes(snap.instanceTypes, config, shapes);
     this.owners = new Owners(this.config.maxRunningPerUser);
   }
 

@@ -9,6 +9,7 @@ import type { InstanceType } from '../../model/types.js';
 import { bootAhead } from './ahead.js';
 import { Pass } from './pass.js';
 import { placeWaiting } from './placement.js';
+import type { KeptPass } from './kept.js';
 import { arrivalRates } from './reuse.js';
 import { idleShutdowns } from './shutdown.js';
 import { statusText } from './status.js';
@@ -16,9 +17,12 @@ import { vacate } from './vacate.js';
 import type { Statuses } from './statuses.js';
 import type { Action, Plan, Snapshot } from './types.js';
 
-/** Runs one scheduling pass. */
-export function plan(snap: Snapshot): Plan {
-  const pass = new Pass(snap);
+/**
+ * Runs one scheduling pass. `kept`: what the last passes kept (kept.ts); it changes
+ * how fast, never what, the pass decides.
+ */
+export function plan(snap: Snapshot, kept?: KeptPass): Plan {
+  const pass = new Pass(snap, kept);
   settle(pass);
   placeWaiting(pass);
   vacate(pass);

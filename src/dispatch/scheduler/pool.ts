@@ -45,6 +45,7 @@ export function viewPool(
   assigned: Map<string, SnapshotContainer[]>,
   limits: Limits,
   until: (at: number) => void,
+  kept: PoolOrder = new PoolOrder(),
 ): PoolView {
   const now = snap.now.getTime();
   const { config } = snap;
@@ -53,8 +54,7 @@ export function viewPool(
   const shutdowns: Shutdown[] = [];
   const instanceOf = new Map<string, SnapshotInstance>();
   let liveCount = 0;
-  const sorted = [...snap.instances].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  for (const inst of sorted) {
+  for (const inst of kept.instances(snap.instances)) {
     if (inst.state === 'gone') continue;
     const type = typesByName.get(inst.type);
     // Chosen for shutdown but not yet gone: the cloud may still bill it (DESIGN §6.3).
@@ -67,8 +67,10 @@ export function viewPool(
     const opaque = unknownIds(inst.containers, mine);
     const empty = mine.length === 0 && opaque === 0;
     const held = inst.idleBehavior === 'hold';
-    const bootDeadline = inst.stateSince.getTime() + config.bootTimeoutMs;
-    if (!held && inst.state === 'booting' && now > bootDeadline) {
+    // Read only for booting instances: a Date of each instance, every pass, was a tenth of this walk.
+    const booting = !held && inst.state === 'booting';
+    const bootDeadline = booting ? inst.stateSince.getTime() + config.bootTimeoutMs : 0;
+    if (booting && now > bootDeadline) {
       shutdowns.push({
         instance: inst.id,
         reason:
@@ -77,7 +79,7 @@ export function viewPool(
       });
       continue;
     }
-    if (!held && inst.state === 'booting') until(bootDeadline + 1);
+    if (booting) until(bootDeadline + 1);
     keeps.add(inst.id);
     if (type === undefined || inst.idleBehavior === 'drain') {
       if (empty && !held)
@@ -111,10 +113,62 @@ export function viewPool(
       reservedBelow: 0,
     });
   }
-  slots.sort(compareSlots);
-  return { slots, keeps, shutdowns, liveCount, instanceOf };
+  return { slots: kept.slots(slots), keeps, shutdowns, liveCount, instanceOf };
 }
 
+/**
+ * The two orders of the pool view, kept across passes (issue 12): the instances by id and the slots in
+ * `compareSlots` order. A fresh PoolOrder (a pass from scratch) gives the same result; a kept one only
+ * makes the sorts cheap. The incremental planner (incremental.ts) keeps one for the dispatcher's passes.
+ */
+export class PoolOrder {
+  private readonly byId = new KeptSort<SnapshotInstance>(compareIds);
+  private readonly bySlot = new KeptSort<Slot>(compareSlots);
+
+  /** `list` sorted by id. */
+  instances(list: readonly SnapshotInstance[]): SnapshotInstance[] {
+    return this.byId.sort(list);
+  }
+
+  /** `list` (in id order) sorted by `compareSlots`. */
+  slots(list: readonly Slot[]): Slot[] {
+    return this.bySlot.sort(list);
+  }
+}
+
+function compareIds(a: SnapshotInstance, b: SnapshotInstance): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/**
+ * A stable sort that remembers the permutation it gave. When the next list holds the same ids in the same
+ * places, it starts from that permutation: a list whose order moved little costs about one comparison per
+ * item instead of n log n. Any other list is sorted from its own order, as Array.sort would.
+ */
+export class KeptSort<T extends { id: string }> {
+  private ids: string[] = [];
+  private perm: number[] = [];
+
+  constructor(private readonly compare: (a: T, b: T) => number) {}
+
+  sort(items: readonly T[]): T[] {
+    const n = items.length;
+    let same = n === this.ids.length;
+    for (let i = 0; same && i < n; i++) same = items[i]!.id === this.ids[i];
+    let perm: number[];
+    if (same) perm = this.perm;
+    else {
+      perm = new Array<number>(n);
+      for (let i = 0; i < n; i++) perm[i] = i;
+      this.ids = items.map((x) => x.id);
+    }
+    perm.sort((a, b) => this.compare(items[a]!, items[b]!) || a - b);
+    this.perm = perm;
+    const out = new Array<T>(n);
+    for (let i = 0; i < n; i++) out[i] = items[perm[i]!]!;
+    return out;
+  }
+}
 /** How many of `ids` no container of `mine` has (no closure per id: this runs for every instance, every pass). */
 function unknownIds(ids: readonly string[], mine: readonly SnapshotContainer[]): number {
   let unknown = 0;
