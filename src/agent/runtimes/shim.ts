@@ -206,7 +206,7 @@ export class ShimHandle implements RunHandle {
     const exitStat = await stat(join(this.workDir, 'exit')).catch(() => null);
     const wallMs = Math.max(0, Math.round((exitStat?.mtimeMs ?? Date.now()) - this.state.startedAt));
     // The shim writes the exit code just before it exits; its cgroup can only be removed once it is gone.
-    if (this.exited) await this.exited;
+    if (this.exited) await keptAlive(this.exited);
     else await until(async () => !(await isAlive(this.state.shim)), 5000, 5);
     // Processes the command left behind (daemonized children) end with it.
     const { cgroup } = this.hooks;
@@ -359,6 +359,20 @@ function sandboxHelpers(shim: number, parents: Map<number, number>): number[] {
 }
 
 /** Polls `cond` every `stepMs` until it holds or `ms` passed (then gives up quietly: clean-up is best effort). */
+/**
+ * Awaits `p` holding a timer meanwhile. The shim's child is unref'd (the shim outlives the agent), so its
+ * 'exit' event alone keeps no process up: a process with nothing else to do (a one-shot agent, a test
+ * harness) would end with the wait unsettled when the shim has written its exit code but not yet exited.
+ */
+async function keptAlive<T>(p: Promise<T>): Promise<T> {
+  const timer = setInterval(() => {}, 1_000);
+  try {
+    return await p;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 async function until(cond: () => Promise<boolean>, ms: number, stepMs: number): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await cond()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, stepMs));
