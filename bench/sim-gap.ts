@@ -17,7 +17,6 @@ import type { RunRecord } from '../src/sim/report/input.js';
 import { runSimulation } from '../src/sim/run.js';
 import { prepareWorkload } from '../src/sim/workload/prepare.js';
 import { resolveOptions } from '../src/cloud/sim/options.js';
-import { runKey } from '../src/dispatch/scheduler/durations.js';
 import { billedMs, PER_SECOND } from '../src/model/billing.js';
 import { mean } from '../src/cloud/sim/distribution.js';
 import { benchArgs, opt, UsageError } from './args.js';
@@ -176,27 +175,9 @@ export async function run(argv: string[]): Promise<number> {
   const bootMs = mean(resolveOptions({ ...config.cloud, seed: 0 }).bootTime);
   const o: PackOptions = { types: config.catalog, billing: config.billing, bootMs, lookahead: 0 };
   const input = packJobs(jobs, workflows, 'exact');
-  const names = [
-    ...jobs.map((j) => j.name ?? ''),
-    ...workflows.flatMap((r) => r.workflow.tasks.map((t) => t.name)),
-  ];
-  const byStep = new Map<string, number[]>();
-  input.forEach((j, i) => {
-    const k = runKey(names[i]!);
-    let xs = byStep.get(k);
-    if (xs === undefined) byStep.set(k, (xs = []));
-    xs.push(j.duration);
-  });
-  const median = new Map([...byStep].map(([k, xs]) => [k, xs.sort((a, b) => a - b)[(xs.length - 1) >> 1]!]));
   const exact = packerSplit(input, o);
-  const step = pack(
-    input.map((j, i) => ({ ...j, estimate: median.get(runKey(names[i]!))! })),
-    o,
-  );
-  const none = pack(
-    input.map((j) => ({ ...j, estimate: 1000 })),
-    o,
-  );
+  const step = pack(packJobs(jobs, workflows, 'step'), o);
+  const none = pack(packJobs(jobs, workflows, 'none'), o);
   const out = {
     scheduler: {
       ratio: report.cost.ratio,

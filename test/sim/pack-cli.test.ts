@@ -40,7 +40,7 @@ describe('berth sim pack', () => {
     };
     await bad(
       ['--estimates', 'guess'],
-      '--estimates: expected one of exact, requested, user, size, got "guess"',
+      '--estimates: expected one of exact, requested, user, size, step, none, got "guess"',
     );
     await bad(['--method', 'random'], '--method: expected arrival, decreasing or wait, got "random"');
     await bad(

@@ -42,8 +42,10 @@ export function packCommand(workload: string, opts: PackOpts): void {
     throw new UsageError(
       `--method: expected arrival, decreasing or wait, got ${JSON.stringify(opts.method)}`,
     );
-  if (opts.method !== 'arrival' && (estimates !== 'exact' || lookahead > 0))
+  if (opts.method === 'decreasing' && (estimates !== 'exact' || lookahead > 0))
     throw new UsageError(`--method ${opts.method}: clairvoyant only (--estimates exact, --lookahead 0s)`);
+  if (opts.method === 'wait' && lookahead > 0)
+    throw new UsageError(`--method wait: no --lookahead (0s only)`);
   let maxWait: number;
   try {
     maxWait = parseDuration(opts.maxWait);

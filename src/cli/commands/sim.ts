@@ -39,14 +39,14 @@ export function registerSim(program: Command): void {
     .option('--config <file>', 'simulator configuration: its catalog, billing and boot time (mean)')
     .option(
       '--method <order>',
-      'arrival (jobs in arrival order), decreasing (first fit decreasing) or wait (arrival order, a job may wait for room up to --max-wait); the last two clairvoyant only',
+      'arrival (jobs in arrival order), decreasing (first fit decreasing) or wait (arrival order, a job may wait for room up to --max-wait); decreasing clairvoyant only',
       'arrival',
     )
     .option('--max-wait <duration>', 'method wait: the longest a job may wait for room', '60s')
     .option('--lookahead <duration>', 'size new instances for jobs arriving this far ahead', '0s')
     .option(
       '--estimates <kind>',
-      'run times the packer decides by: exact, requested (SWF field 9), user or size (median of the last 32 finished jobs of the same user / size)',
+      "run times the packer decides by: exact, requested (SWF field 9), user or size (median of the last 32 finished jobs of the same user / size), step (median of the job's step over the workload) or none (a constant)",
       'exact',
     )
     .option('--json', 'print the figures as JSON')
