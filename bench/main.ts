@@ -1,5 +1,8 @@
 // `npm run bench -- NAME [args]`: runs bench/NAME.ts. Each benchmark module exports `run(args)`; a bench's
 // options are read by bench/args.ts (`npm run bench -- NAME --help` prints them).
+import { ConfigError } from '../src/config/declare.js';
+import { CatalogError } from '../src/sim/catalog.js';
+import { WorkloadError } from '../src/sim/workload/types.js';
 import { UsageError } from './args.js';
 
 const BENCHES = [
@@ -46,6 +49,13 @@ main().then(
     if (err instanceof UsageError) {
       (err.exitCode === 0 ? console.log : console.error)(err.message);
       process.exitCode = err.exitCode;
+      return;
+    }
+    // A workload, configuration or catalog a bench was given that does not read: what is wrong with it
+    // (the message names the file and the field), not a stack trace.
+    if (err instanceof WorkloadError || err instanceof ConfigError || err instanceof CatalogError) {
+      console.error(`bench: ${err.message}`);
+      process.exitCode = 2;
       return;
     }
     console.error(err);

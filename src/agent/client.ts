@@ -191,25 +191,18 @@ export class AgentClient {
     reason: string,
     opts: { retryable?: boolean; interrupted?: boolean; reclaimed?: boolean } = {},
   ): Promise<void> {
-    if (this.reports)
-      return this.report({
-        kind: 'cancel',
-        id,
-        lock_token: lockToken,
-        class: cls,
-        reason: reason.slice(0, 4096),
-        ...(opts.retryable === false ? { retryable: false } : {}),
-        ...(opts.interrupted ? { interrupted: true } : {}),
-        ...(opts.reclaimed ? { reclaimed: true } : {}),
-      });
-    await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, {
+    // One body for both ways (a grouped report or the cancel call): the reason cut to the API's limit, and
+    // only the flags that differ from the defaults.
+    const body = {
       lock_token: lockToken,
       class: cls,
       reason: reason.slice(0, 4096),
       ...(opts.retryable === false ? { retryable: false } : {}),
       ...(opts.interrupted ? { interrupted: true } : {}),
       ...(opts.reclaimed ? { reclaimed: true } : {}),
-    });
+    };
+    if (this.reports) return this.report({ kind: 'cancel', id, ...body });
+    await this.call('POST', `/v1/containers/${encodeURIComponent(id)}/cancel`, body);
   }
 
   /**

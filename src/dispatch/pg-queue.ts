@@ -292,20 +292,44 @@ export class PgQueue implements DispatchQueue {
       [dispatcherId, slots],
     );
     if (groups.length === 0) return;
+    // Each group's members are written in parts by a hash of the id (migration 210; a reader scans only
+    // the part of the id it looks up): every part 0 … parts-1 is written, empty ones too, so that no part
+    // keeps members of the last write, and parts beyond the new count are dropped.
     await this.pool.query(
       `WITH g AS (SELECT * FROM jsonb_to_recordset($2::jsonb)
-                  AS x(slot integer, reason text, members text[], positions integer[], "higherAhead" integer[])),
-         up AS (INSERT INTO status_groups (dispatcher_id, slot, reason, members, positions, higher_ahead)
-                SELECT $1, slot, reason, members, positions, "higherAhead" FROM g
-                ON CONFLICT (dispatcher_id, slot) DO UPDATE
-                  SET reason = EXCLUDED.reason, members = EXCLUDED.members, positions = EXCLUDED.positions, higher_ahead = EXCLUDED.higher_ahead
-                RETURNING id, members)
-       UPDATE containers c SET status_group = up.id FROM up CROSS JOIN LATERAL unnest(up.members) AS m(id)
-       WHERE c.id = m.id AND c.status_group IS DISTINCT FROM up.id`,
-      [dispatcherId, JSON.stringify(groups)],
+                  AS x(slot integer, reason text, members text[], positions integer[], "higherAhead" integer[], parts integer)),
+         up AS (INSERT INTO status_groups (dispatcher_id, slot, reason, parts)
+                SELECT $1, slot, reason, parts FROM g
+                ON CONFLICT (dispatcher_id, slot) DO UPDATE SET reason = EXCLUDED.reason, parts = EXCLUDED.parts
+                RETURNING id, slot, parts),
+         m AS (SELECT up.id AS group_id, hashtext(u.id) & (up.parts - 1) AS part, u.id, u.pos, u.ha, u.ord
+               FROM up JOIN g USING (slot)
+               CROSS JOIN LATERAL unnest(g.members, g.positions, g."higherAhead") WITH ORDINALITY AS u(id, pos, ha, ord)),
+         pointed AS (UPDATE containers c SET status_group = m.group_id FROM m
+                     WHERE c.id = m.id AND c.status_group IS DISTINCT FROM m.group_id),
+         dropped AS (DELETE FROM status_group_parts p USING up WHERE p.group_id = up.id AND p.part >= up.parts)
+       INSERT INTO status_group_parts (group_id, part, members, positions, higher_ahead)
+       SELECT up.id, k.part,
+              coalesce(array_agg(m.id ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}'),
+              coalesce(array_agg(m.pos ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}'),
+              coalesce(array_agg(m.ha ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}')
+       FROM up CROSS JOIN LATERAL generate_series(0, up.parts - 1) AS k(part)
+       LEFT JOIN m ON m.group_id = up.id AND m.part = k.part
+       GROUP BY up.id, k.part
+       ON CONFLICT (group_id, part) DO UPDATE
+         SET members = EXCLUDED.members, positions = EXCLUDED.positions, higher_ahead = EXCLUDED.higher_ahead`,
+      [dispatcherId, JSON.stringify(groups.map((g) => ({ ...g, parts: statusParts(g.members.length) })))],
     );
   }
 }
+
+/** How many parts a status group of `members` is stored in: a power of two, ~64 members a part. */
+export function statusParts(members: number): number {
+  let parts = 1;
+  while (parts * STATUS_PART_MEMBERS < members) parts *= 2;
+  return parts;
+}
+const STATUS_PART_MEMBERS = 64;
 
 /** The port's view of a store outcome. */
 function itemOutcome(o: Outcome): ItemOutcome {

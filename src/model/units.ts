@@ -90,8 +90,21 @@ const DURATION_UNITS: Record<string, number> = {
 
 const DURATION_EXPECTED = 'a duration such as 90s, 10m, 1h30m or a number of seconds';
 
+/**
+ * The longest duration anything takes: 100 years. Longer ones (or "1e400", Infinity) made dates past
+ * JavaScript's range (an Invalid Date, a RangeError far from the option that caused it) or an infinite
+ * timer; every option, flag and field has its own, smaller limit where one matters.
+ */
+const MAX_DURATION_MS = 36_500 * 86_400_000;
+
 /** Parses a duration ("90s", "1h30m", "250ms", or a number of seconds) to milliseconds. */
 export function parseDuration(value: unknown): number {
+  const ms = durationMs(value);
+  if (ms > MAX_DURATION_MS) throw new UnitError(`${DURATION_EXPECTED}, at most 36500d`, value);
+  return ms;
+}
+
+function durationMs(value: unknown): number {
   if (typeof value === 'number') {
     if (Number.isFinite(value) && value >= 0) return Math.round(value * 1000);
     throw new UnitError(DURATION_EXPECTED, value);

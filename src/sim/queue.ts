@@ -701,7 +701,7 @@ export class SimQueue implements DispatchQueue {
     }
   }
 
-  /** A container's status text as `berth why` would show it (the store's berth_scheduling_status). */
+  /** A container's status text as `berth why` would show it (the store's withStatusText). */
   statusText(id: string): string | null {
     const c = this.get(id);
     const w = c.waiting;

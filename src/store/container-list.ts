@@ -3,7 +3,7 @@ import type { ContainerState } from '../model/types.js';
 import type { StoreContext } from './context.js';
 import { listPage, type Page } from './pages.js';
 import { Where } from './where.js';
-import { CONTAINER_COLUMNS, ofRequest, type ContainerRecord } from './records.js';
+import { CONTAINER_COLUMNS, ofRequest, withStatusText, type ContainerRecord } from './records.js';
 import { SUBMITTED_EVENT } from './transitions/events.js';
 
 export interface ContainerFilter {
@@ -37,7 +37,7 @@ export class ContainerList {
       .add('priority >= ?', f.priorityMin)
       .add('priority <= ?', f.priorityMax)
       .add('node_id = ?', f.nodeId);
-    return listPage<ContainerRecord>(
+    const page = await listPage<ContainerRecord>(
       this.ctx.pool,
       'containers',
       CONTAINER_COLUMNS,
@@ -45,6 +45,7 @@ export class ContainerList {
       f.cursor,
       f.limit,
     );
+    return { ...page, items: page.items.map(withStatusText) };
   }
 
   /** A container's events in order, after event id `after` (the submission's is id 0: SUBMITTED_EVENT). */

@@ -9,6 +9,7 @@ import { ConflictError, NotFoundError } from './errors.js';
 import { pauseOrders, type PauseRow } from './pause.js';
 import {
   CONTAINER_COLUMNS,
+  withStatusText,
   START_ORDER_COLUMNS,
   type ContainerRecord,
   type StartOrderRow,
@@ -95,7 +96,7 @@ export class Containers {
   async get(id: string): Promise<ContainerRecord> {
     const r = await this.ctx.pool.query(`SELECT ${CONTAINER_COLUMNS} FROM containers WHERE id = $1`, [id]);
     if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
-    return r.rows[0];
+    return withStatusText(r.rows[0]);
   }
 
   /** The containers of ids that exist, in one query. */
@@ -104,7 +105,7 @@ export class Containers {
     const r = await this.ctx.pool.query(`SELECT ${CONTAINER_COLUMNS} FROM containers WHERE id = ANY($1)`, [
       ids,
     ]);
-    return r.rows;
+    return r.rows.map(withStatusText);
   }
 
   /** The per-lock token of a container that is Locked or Running (for delivery to its agent). */

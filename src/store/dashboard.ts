@@ -6,7 +6,7 @@ import type { StoreContext } from './context.js';
 import { instanceSpend } from './cost.js';
 import { NotFoundError } from './errors.js';
 import type { LogChunk } from './logs.js';
-import type { ContainerRecord } from './records.js';
+import { queuedStatusSql, withStatusText, type ContainerRecord } from './records.js';
 import { sha256 } from './secrets.js';
 import type { Principal } from './tokens.js';
 
@@ -121,7 +121,7 @@ export const SIGNIN_LINK_MS = 10 * 60_000;
 
 const WAITING_COLUMNS = `c.id, c.request_id, r.name, c.owner, c.state, c.priority, c.queued_at, c.run_after, c.vcpus,
   c.ram, c.scratch, c.gpus, c.preemptible, c.instance_types, c.instance_id, c.spot_interruptions,
-  berth_scheduling_status(c.status_group, c.id, c.scheduling_status) AS scheduling_status`;
+  c.scheduling_status, ${queuedStatusSql('c')}`;
 
 /** The position after the last row of a queue page: the scheduler's order is priority, queue time, id. */
 export interface QueueCursor {
@@ -242,7 +242,7 @@ export class Dashboard {
       `SELECT count(*)::int AS n FROM containers WHERE state = 'Queued' ${owner === null ? '' : 'AND owner = $1'}`,
       owner === null ? [] : [owner],
     );
-    const items = rows.rows.slice(0, limit) as WaitingContainer[];
+    const items = (rows.rows.slice(0, limit) as WaitingContainer[]).map(withStatusText);
     return {
       items,
       next: rows.rows.length > limit ? encodeQueueCursor(items[items.length - 1]!) : null,
@@ -258,7 +258,7 @@ export class Dashboard {
        ORDER BY c.priority DESC, c.queued_at, c.id LIMIT $1`,
       owner === null ? [limit] : [limit, owner],
     );
-    return r.rows;
+    return r.rows.map(withStatusText);
   }
 
   /** Live instances with the containers placed on them and their agent's last ping. */

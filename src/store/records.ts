@@ -1,5 +1,6 @@
 // The API's view of requests and containers: rows as stored, snake_case, internal columns left out.
 import type { Usage } from '../api/schemas.js';
+import { queuedText } from '../dispatch/scheduler/statuses.js';
 import type { RequestSpec } from '../model/request.js';
 import type { ContainerState, FailureClass, RequestState } from '../model/types.js';
 
@@ -183,7 +184,31 @@ export function ofRequest(c: string, request: string): string {
     OR (${p}request_id = ${request} AND ${p}id <> ('c-' || substr(${p}request_id, 3))))`;
 }
 
+/**
+ * SQL: the group-held status of container `c` (a table name or alias; its columns are qualified, since the
+ * subquery's own tables have an `id`) as `queued_status`: [queue position, higher-priority ahead, reason]
+ * while its status group lists it, else null. Only the one part of the group its id hashes to is read
+ * (migration 210), and nothing per row calls a function: the page's plan stays the listing's index scan.
+ * The text is made by withStatusText (queuedText's format, its one owner).
+ */
+export function queuedStatusSql(c: string): string {
+  return `(SELECT jsonb_build_array(s.positions[i], s.higher_ahead[i], g.reason)
+     FROM status_groups g
+     JOIN status_group_parts s ON s.group_id = g.id AND s.part = (hashtext(${c}.id) & (g.parts - 1))
+     CROSS JOIN LATERAL array_position(s.members, ${c}.id) AS i
+     WHERE g.id = ${c}.status_group AND i IS NOT NULL) AS queued_status`;
+}
+
+/** A row read with queuedStatusSql: its `scheduling_status` is the group's text while the group lists it. */
+export function withStatusText<T extends { scheduling_status: string | null }>(
+  row: T & { queued_status?: [number, number, string] | null },
+): T {
+  const { queued_status: q, ...rest } = row;
+  return (q ? { ...rest, scheduling_status: queuedText(q[0], q[1], q[2]) } : rest) as T;
+}
+
+/** A container's columns, for `SELECT … FROM containers` (unaliased); rows go through withStatusText. */
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
   preemptible, opportunistic, pause_wanted, paused, instance_types, queued_at, run_after, locked_by, lock_count,
   instance_id, node_id, started_at, finished_at, exit_code, oom_killed, failure_class, runtime_status, usage,
-  berth_scheduling_status(status_group, id, scheduling_status) AS scheduling_status, created_at, updated_at`;
+  scheduling_status, ${queuedStatusSql('containers')}, created_at, updated_at`;

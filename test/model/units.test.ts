@@ -42,6 +42,11 @@ describe('durations', () => {
   it.each(['soon', '10x', '', -1, '1h 30m'])('refuses %j', (input) =>
     expect(() => parseDuration(input)).toThrow(UnitError),
   );
+  it('refuses durations past 100 years (dates past JavaScript range, Infinity), naming the limit', () => {
+    expect(parseDuration('36500d')).toBe(36_500 * 86_400_000);
+    for (const input of ['36501d', '99999999999d', `${'9'.repeat(400)}s`, 1e300])
+      expect(() => parseDuration(input)).toThrow(/at most 36500d, got /);
+  });
   it('formats', () => {
     expect(formatDuration(5_400_000)).toBe('1h30m');
     expect(formatDuration(999)).toBe('999ms');

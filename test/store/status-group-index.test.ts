@@ -14,9 +14,7 @@ it('dropping a status group finds its members without a sequential scan of conta
   const id = (await submit(store)).container_id!;
   const pool = store.ctx.pool;
   const g = await pool.query(
-    `INSERT INTO status_groups (dispatcher_id, slot, reason, members, positions, higher_ahead)
-     VALUES ('d-sg', 0, 'waits', ARRAY[$1], ARRAY[1], ARRAY[0]) RETURNING id`,
-    [id],
+    `INSERT INTO status_groups (dispatcher_id, slot, reason) VALUES ('d-sg', 0, 'waits') RETURNING id`,
   );
   await pool.query(`UPDATE containers SET status_group = $2 WHERE id = $1`, [id, g.rows[0].id]);
   const client = await pool.connect();

@@ -24,9 +24,10 @@ export class KeptPass {
     null;
 
   /**
-   * The shape cache of the last pass while the snapshot's type list (the same array, whose types are never
-   * changed in place) and what shapes depend on in the config are the same, and it is not too big; else
-   * `make()`'s.
+   * The shape cache of the last pass while the snapshot's type list (the same array) and what shapes depend
+   * on in the config are the same, and it is not too big; else `make()`'s. A type list the cache is kept
+   * for is frozen, it and its types: changing it in place (which would leave the shapes stale) throws, so a
+   * caller with other types passes another array.
    */
   shapes(types: readonly InstanceType[], config: ShapeConfig, make: () => ShapeCache): ShapeCache {
     const k = this.shapeCache;
@@ -38,7 +39,8 @@ export class KeptPass {
     )
       return k.cache;
     const cache = make();
-    this.shapeCache = { types, config, cache };
+    for (const t of types) Object.freeze(t);
+    this.shapeCache = { types: Object.freeze(types), config, cache };
     return cache;
   }
 }

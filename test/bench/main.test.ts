@@ -1,0 +1,48 @@
+// The bench runner (bench/main.ts) with a workload or configuration that does not read: one line naming
+// the file and the field, exit code 2, no stack trace (the compiled runner, as `npm run bench` runs it).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const MAIN = join(ROOT, 'dist', 'bench', 'main.js');
+const dir = mkdtempSync(join(tmpdir(), 'berth-bench-main-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const bench = (...args: string[]) =>
+  spawnSync(process.execPath, [MAIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+
+describe('bench runner, bad input', () => {
+  it.each([
+    [
+      'an unknown workload format',
+      () => ['--workload', join(dir, 'w.txt')],
+      /^bench: .*w\.txt: unknown workload format/,
+    ],
+    [
+      'a workload job that is not an object',
+      () => (writeFileSync(join(dir, 'a.json'), '[1]'), ['--workload', join(dir, 'a.json')]),
+      /^bench: .*a\.json: jobs\[0\]: expected an object, got 1$/,
+    ],
+    [
+      'a configuration key of the wrong type',
+      () => (
+        writeFileSync(join(dir, 'c.json'), '{"scheduler":{"pair_ends":"yes"}}'),
+        [
+          '--workload',
+          join(ROOT, 'bench/workloads/six-workflows-short.json'),
+          '--config',
+          join(dir, 'c.json'),
+        ]
+      ),
+      /^bench: .*c\.json: scheduler\.pair_ends: expected true or false, got "yes"$/,
+    ],
+  ])('sim-gap with %s', (_, args, message) => {
+    const r = bench('sim-gap', ...args());
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim()).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});

@@ -1,0 +1,86 @@
+// A status group's members in parts (migration 210): a container's group-held text is found in the one part
+// its id hashes to, so a listing's page reads a few buffers a row, not the group's whole member array (at
+// 300k waiting containers in one group the first page took ~1.4 s). The texts stay queuedText's.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { PgQueue, statusParts } from '../../src/dispatch/pg-queue.js';
+import { queuedText } from '../../src/dispatch/scheduler/statuses.js';
+import { normalizeRequest } from '../../src/model/request.js';
+import { CONTAINER_COLUMNS } from '../../src/store/records.js';
+import type { Store } from '../../src/store/store.js';
+import { testStore } from '../helpers/store.js';
+
+const N = 20_000;
+let store: Store;
+let queue: PgQueue;
+let ids: string[];
+
+/** The group of `members` in queue order, as a dispatcher stores it. */
+const group = (members: string[], reason: string) => ({
+  slot: 0,
+  reason,
+  members,
+  positions: members.map((_, i) => i + 1),
+  higherAhead: members.map((_, i) => i % 3),
+});
+
+beforeAll(async () => {
+  const t = await testStore();
+  store = t.store;
+  queue = new PgQueue(store, t.db.url);
+  ids = [];
+  const spec = normalizeRequest({ command: ['true'] });
+  for (let done = 0; done < N; done += 5_000) {
+    const made = await store.requests.create(
+      'alice',
+      Array.from({ length: 5_000 }, () => spec),
+    );
+    ids.push(...made.map((r) => r.container_id!));
+  }
+  await queue.setWaiting('d-parts', [group(ids, 'waits for a t1')], [0]);
+  await store.ctx.pool.query('VACUUM ANALYZE');
+}, 120_000);
+
+describe('status groups in parts', () => {
+  it('every member reads its queuedText, through get, the listing and the queue page', async () => {
+    const want = new Map(ids.map((id, i) => [id, queuedText(i + 1, i % 3, 'waits for a t1')]));
+    for (const c of await store.containers.getMany(ids)) expect(c.scheduling_status).toBe(want.get(c.id));
+    const page = await store.containerList.list({ state: 'Queued', limit: 100 });
+    expect(page.items).toHaveLength(100);
+    for (const c of page.items) {
+      expect(c.scheduling_status).toBe(want.get(c.id));
+      expect(c).not.toHaveProperty('queued_status');
+    }
+    const q = await store.dashboard.queued(null, null, 50);
+    for (const c of q.items) expect(c.scheduling_status).toBe(want.get(c.id));
+    expect((await store.containers.get(ids[N - 1]!)).scheduling_status).toBe(want.get(ids[N - 1]!));
+  });
+
+  it("the first page of Queued reads a few buffers a row, not the group's whole array", async () => {
+    const r = await store.ctx.pool.query(
+      `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+       SELECT ${CONTAINER_COLUMNS} FROM containers WHERE state = 'Queued' ORDER BY id DESC LIMIT 101`,
+    );
+    const plan = r.rows[0]['QUERY PLAN'][0].Plan;
+    const buffers = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+    // ~7 a row with parts (the row, the group and its part through their primary keys); the whole array
+    // of 20k ids detoasted per row is ~100 a row.
+    expect(buffers).toBeLessThan(20 * 101);
+    expect(plan.Plans[0]['Node Type']).toBe('Index Scan');
+  });
+
+  it('a group that shrinks is rewritten in fewer parts; members it dropped read their own text', async () => {
+    const kept = ids.slice(0, 1_000);
+    await queue.setWaiting('d-parts', [group(kept, 'waits again')], [0]);
+    const parts = await store.ctx.pool.query(`SELECT count(*)::int AS n FROM status_group_parts`);
+    expect(parts.rows[0].n).toBe(statusParts(1_000));
+    const got = new Map(
+      (await store.containers.getMany([...kept, ids[5_000]!])).map((c) => [c.id, c.scheduling_status]),
+    );
+    kept.forEach((id, i) => expect(got.get(id)).toBe(queuedText(i + 1, i % 3, 'waits again')));
+    expect(got.get(ids[5_000]!)).toBeNull();
+  });
+
+  it('parts: a power of two, ~64 members each', () => {
+    expect([0, 1, 64, 65, 128, 129, 20_000].map(statusParts)).toEqual([1, 1, 1, 2, 2, 4, 512]);
+  });
+});
