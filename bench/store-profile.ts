@@ -27,15 +27,27 @@ function parentOf(pid: number): number {
   }
 }
 
-/** CPU seconds so far of the server, of PostgreSQL (postmaster and its children, live ones) and of this process. */
+/** CPU seconds so far of the server, of PostgreSQL (postmaster and its children, live and exited) and of this process. */
 export interface CpuSample {
   server: number;
   postgres: number;
   bench: number;
 }
 
+/** CPU seconds of the children a process has waited for (cutime and cstime): a backend that has exited. */
+function exitedChildrenCpuOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[13]) + Number(f[14])) / TICKS;
+  } catch {
+    return 0;
+  }
+}
+
 export function cpuSample(serverPid: number | null, postmasterPid: number): CpuSample {
-  let postgres = cpuOf(postmasterPid);
+  // The backends of a pool closed before the sample (the peer bench's) count too: the postmaster reaps them.
+  let postgres = cpuOf(postmasterPid) + exitedChildrenCpuOf(postmasterPid);
   for (const name of readdirSync('/proc')) {
     const pid = Number(name);
     if (Number.isInteger(pid) && parentOf(pid) === postmasterPid) postgres += cpuOf(pid);
