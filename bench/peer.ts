@@ -18,7 +18,7 @@ import { createPool, withDatabase } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
-import { cpuSample, printIndexUse, printProfile, topStatements } from './store-profile.js';
+import { cpuSample, printIndexUse, printProfile, topStatements, type CpuSample } from './store-profile.js';
 import { benchArgs, opt } from './args.js';
 
 const OPTIONS = {
@@ -75,7 +75,8 @@ async function berth(
   n: number,
   agents: number,
   separate: boolean,
-): Promise<{ rate: number; perCommit: number }> {
+  sample: () => CpuSample | null,
+): Promise<{ rate: number; perCommit: number; cpu: CpuSample | null }> {
   const pool = createPool(url, 20);
   await migrate(pool);
   const store = new Store(pool);
@@ -147,8 +148,10 @@ async function berth(
   await Promise.all([dispatcher(), ...Array.from({ length: agents }, agent)]);
   const rate = n / ((performance.now() - t0) / 1000);
   const perCommit = (store.reports.stats.items - i0) / Math.max(1, store.reports.stats.calls - c0);
+  // Before the pool ends: its backends' CPU is theirs while they live (an exiting one's may be in neither count).
+  const cpu = sample();
   await pool.end();
-  return { rate, perCommit };
+  return { rate, perCommit, cpu };
 }
 
 /** graphile-worker's logger, silent. */
@@ -184,9 +187,11 @@ export async function run(argv: string[]): Promise<number> {
       await topStatements(stats, 0);
     }
     const before = cpuSample(null, pg.pid);
-    const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers, args.separate);
+    const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers, args.separate, () =>
+      stats ? cpuSample(null, pg.pid) : null,
+    );
     if (stats) {
-      printProfile(say, 'Berth', args.jobs, before, cpuSample(null, pg.pid), await topStatements(stats, 12));
+      printProfile(say, 'Berth', args.jobs, before, b.cpu!, await topStatements(stats, 12));
       await printIndexUse(say, stats);
       await stats.end();
     }

@@ -7,12 +7,15 @@ import type { Db } from '../src/store/db.js';
 /** Clock ticks per second of /proc/PID/stat's utime and stime (USER_HZ, 100 on Linux). */
 const TICKS = 100;
 
-function cpuOf(pid: number): number {
+/** CPU seconds of a process from /proc/PID/stat: its own (utime, stime) or, `reaped`, its waited-for children's
+ * (cutime, cstime: a backend that has exited, for the postmaster). */
+function cpuOf(pid: number, reaped = false): number {
   try {
-    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / TICKS;
+    const at = reaped ? 13 : 11;
+    return (Number(f[at]) + Number(f[at + 1])) / TICKS;
   } catch {
     return 0; // gone
   }
@@ -27,7 +30,7 @@ function parentOf(pid: number): number {
   }
 }
 
-/** CPU seconds so far of the server, of PostgreSQL (postmaster and its children, live ones) and of this process. */
+/** CPU seconds so far of the server, of PostgreSQL (postmaster and its children, live and exited) and of this process. */
 export interface CpuSample {
   server: number;
   postgres: number;
@@ -35,7 +38,8 @@ export interface CpuSample {
 }
 
 export function cpuSample(serverPid: number | null, postmasterPid: number): CpuSample {
-  let postgres = cpuOf(postmasterPid);
+  // The backends of a pool closed before the sample (the peer bench's) count too: the postmaster reaps them.
+  let postgres = cpuOf(postmasterPid) + cpuOf(postmasterPid, true);
   for (const name of readdirSync('/proc')) {
     const pid = Number(name);
     if (Number.isInteger(pid) && parentOf(pid) === postmasterPid) postgres += cpuOf(pid);

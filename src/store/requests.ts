@@ -12,6 +12,7 @@ import { Where } from './where.js';
 import { REQUEST_COLUMNS, serialisedOnce, submittedRecord, type RequestRecord } from './records.js';
 import type { Transitions } from './transitions/index.js';
 import { DISPATCH_WAKE } from './wake.js';
+import { CHANGE_STAMP } from './change-stamp.js';
 
 export interface RequestFilter {
   owner?: string;
@@ -260,7 +261,7 @@ export class Requests {
         now,
       ]);
       await tx.query(
-        `UPDATE containers SET priority = $2, updated_at = $3 WHERE id = $1 AND state IN ('Queued', 'Locked', 'Running')`,
+        `UPDATE containers SET priority = $2, updated_at = $3, ${CHANGE_STAMP} WHERE id = $1 AND state IN ('Queued', 'Locked', 'Running')`,
         [req.container_id, priority, now],
       );
       if (req.container_id)

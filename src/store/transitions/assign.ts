@@ -4,6 +4,7 @@ import { statesFrom } from '../../model/transitions.js';
 import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
 import { HIDDEN, outcomes, type Outcome } from './outcome.js';
+import { CHANGE_STAMP } from '../change-stamp.js';
 
 export interface AssignItem {
   id: string;
@@ -32,7 +33,7 @@ export const ON_LIVE_NODE = (node: string): string => `(${node} IS NULL OR ${nod
 export const ASSIGN_SQL = `
   WITH ${LIVE_NODES('$5')},
   a AS (
-    UPDATE containers c SET instance_id = i.instance, node_id = i.node, updated_at = $2
+    UPDATE containers c SET instance_id = i.instance, node_id = i.node, updated_at = $2, ${CHANGE_STAMP}
     FROM unnest($3::text[], $4::text[], $5::text[]) AS i(id, instance, node)
     WHERE c.id = i.id AND c.state = ANY(${HIDDEN('$6')}) AND c.locked_by = $1 AND ${ON_LIVE_NODE('i.node')}
     RETURNING c.id, i.instance, i.node),

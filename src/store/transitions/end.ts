@@ -17,6 +17,7 @@ import { EventRows } from './events.js';
 import { inCancelGrace } from './grace.js';
 import { firstOfEach, outcomes, type Outcome } from './outcome.js';
 import { DISPATCH_WAKE } from '../wake.js';
+import { CHANGE_STAMP } from '../change-stamp.js';
 
 /** How a container ends, as the store records it. */
 export type Ending =
@@ -94,7 +95,7 @@ const END_SQL = `
   ended AS (
     UPDATE containers c SET state = i.state, finished_at = $1, updated_at = $1, exit_code = i.exit_code,
       oom_killed = i.oom, usage = COALESCE(i.usage, c.usage), failure_class = i.failure_class,
-      runtime_status = i.reason,
+      runtime_status = i.reason, ${CHANGE_STAMP},
       -- a cancel revokes the per-lock token; after a completion the agent may still ship its last logs
       lock_generation = c.lock_generation + (i.state = 'Cancelled')::int
     FROM i

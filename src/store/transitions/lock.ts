@@ -7,6 +7,7 @@ import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
 import { ASSIGN_MESSAGE, LIVE_NODES, ON_LIVE_NODE, wakeNodes, type AssignItem } from './assign.js';
 import { firstOfEach, HIDDEN } from './outcome.js';
+import { CHANGE_STAMP } from '../change-stamp.js';
 
 /** A row the lock statement granted: the per-lock token is made from its new generation. */
 export interface LockedRow {
@@ -21,7 +22,7 @@ export interface LockedRow {
 const lockable = (states: string) =>
   `state = ANY(${states}) AND priority > 0 AND (run_after IS NULL OR run_after <= $2)`;
 const SET = `state = 'Locked', locked_by = $1, lock_generation = lock_generation + 1,
-  lock_count = lock_count + 1, updated_at = $2`;
+  lock_count = lock_count + 1, updated_at = $2, ${CHANGE_STAMP}`;
 const LOCK_MESSAGE = `'Locked by dispatcher ' || $1`;
 const EVENTS = `INSERT INTO container_events (container_id, at, kind, message)
   SELECT id, $2, 'state', ${LOCK_MESSAGE} FROM l`;

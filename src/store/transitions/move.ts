@@ -10,6 +10,7 @@
 import type { StoreContext } from '../context.js';
 import type { Db, Queryable } from '../db.js';
 import { START_ORDER_COLUMNS, type StartOrderRow } from '../records.js';
+import { CHANGE_STAMP } from '../change-stamp.js';
 
 /** The instance id of a node bound to a SLURM job (`slurm-job-ID`); only such nodes reuse allocations. */
 export const SLURM_JOB_INSTANCE_PREFIX = 'slurm-job-';
@@ -60,7 +61,7 @@ export const MOVE_SQL = `
     LIMIT 1 FOR UPDATE OF c SKIP LOCKED),
   m AS (
     UPDATE containers c SET state = 'Running', node_id = a.id, instance_id = a.instance_id,
-      lock_generation = c.lock_generation + 1, started_at = $1, updated_at = $1
+      lock_generation = c.lock_generation + 1, started_at = $1, updated_at = $1, ${CHANGE_STAMP}
     FROM picked, a
     WHERE c.id = picked.id AND c.state = ANY($3::text[]) AND c.node_id = picked.old
     RETURNING c.id, c.request_id, c.lock_generation, c.vcpus, c.ram, c.scratch, c.gpus, c.opportunistic,

@@ -10,6 +10,7 @@ import { maxDispatchAttempts } from '../settings.js';
 import { endContainers, type EndItem } from './end.js';
 import { EventRows } from './events.js';
 import { firstOfEach, inItemOrder, readFacts, type Outcome } from './outcome.js';
+import { CHANGE_STAMP } from '../change-stamp.js';
 
 /** One Locked container to give back: who asks, why, and the event text it leaves. */
 export interface RequeueItem {
@@ -27,7 +28,7 @@ export interface RequeueItem {
 const REQUEUE_SQL = `
   WITH q AS (
     UPDATE containers c SET state = 'Queued', locked_by = NULL, lock_generation = c.lock_generation + 1,
-      instance_id = NULL, node_id = NULL, updated_at = $1
+      instance_id = NULL, node_id = NULL, updated_at = $1, ${CHANGE_STAMP}
     FROM unnest($2::text[]) AS i(id)
     WHERE c.id = i.id AND c.state = ANY($3::text[])
     RETURNING c.id)

@@ -5,6 +5,7 @@ import type { StoreContext } from '../context.js';
 import type { Queryable } from '../db.js';
 import { LIVE_NODES, ON_LIVE_NODE } from './assign.js';
 import { HIDDEN, outcomes, type Outcome } from './outcome.js';
+import { CHANGE_STAMP } from '../change-stamp.js';
 
 export interface StartItem {
   id: string;
@@ -18,7 +19,7 @@ export interface StartItem {
 export const START_SQL = `
   WITH ${LIVE_NODES('$3')},
   s AS (
-    UPDATE containers c SET state = 'Running', started_at = $1, updated_at = $1
+    UPDATE containers c SET state = 'Running', started_at = $1, updated_at = $1, ${CHANGE_STAMP}
     FROM unnest($2::text[], $3::text[], $4::int4[]) AS i(id, node, gen)
     WHERE c.id = i.id AND c.state = ANY(${HIDDEN('$5')}) AND c.node_id = i.node AND c.lock_generation = i.gen
       AND ${ON_LIVE_NODE('i.node')}
