@@ -83,6 +83,7 @@ export class Pass {
       this.limits,
       (at) => this.until(at),
       kept?.order,
+      kept?.slots,
     );
     this.borrowing = Borrowing.of(assigned, this.config, snap.estimates);
     this.capacity = new Capacity(
@@ -94,6 +95,7 @@ export class Pass {
       this.config.shareRule,
       this.config.batchPacking,
     );
+    kept?.slots.watch(this.capacity.written);
     const sortedTypes = this.sortedTypes;
     const config = this.config;
     const shapes = () =>
