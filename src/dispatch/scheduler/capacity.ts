@@ -58,11 +58,6 @@ interface Cursor {
 /** The pass's view of all slots, with per-shape cursors. */
 export class Capacity {
   private readonly cursors = new Map<string, Cursor>();
-  /**
-   * Slots this pass changed (write()). Existing slots may be kept objects, the last pass's input
-   * (pool.ts KeptSlots): those written here are not handed to the next pass.
-   */
-  readonly written = new Set<Slot>();
 
   constructor(
     readonly slots: Slot[],
@@ -143,15 +138,6 @@ export class Capacity {
   addPlanned(slot: Slot): void {
     this.slots.push(slot);
     for (const cur of this.cursors.values()) if (mayUse(cur.shape, slot)) cur.list.push(slot);
-  }
-
-  /**
-   * The one way to change a slot during a pass (its free room, count, `used`, a head's reservation):
-   * records it as written, so that a slot kept across passes is rebuilt by the next one.
-   */
-  write(slot: Slot): Slot {
-    this.written.add(slot);
-    return slot;
   }
 
   /** Capacity was given back: every slot may fit again. */

@@ -26,20 +26,20 @@ export function reserveForHead(pass: Pass, head: Head, shape: Shape): void {
     shape.usableByIndex[s.typeIndex] === 1 && fits(shape.need, typeCapacity(s.type, pass.config.ramOverhead));
   const own = ready.find(holds);
   if (own !== undefined) {
-    pass.capacity.write(own).reservedBelow = priority;
+    own.reservedBelow = priority;
     return;
   }
   // Draining for a create makes sense only if an instance may go: not below min_instances.
   if (head.block.kind !== 'global' || pass.limits.count <= pass.config.minInstances) return;
   if (head.block.what === 'count') {
-    if (ready[0] !== undefined) pass.capacity.write(ready[0]).reservedBelow = priority;
+    if (ready[0] !== undefined) ready[0].reservedBelow = priority;
     return;
   }
   const cap = pass.config.maxSpendPerHour ?? Infinity;
   let deficit = pass.limits.spend + head.type.price - cap;
   for (const s of ready) {
     if (deficit <= 1e-9) break;
-    pass.capacity.write(s).reservedBelow = priority;
+    s.reservedBelow = priority;
     deficit -= s.type.price;
   }
 }

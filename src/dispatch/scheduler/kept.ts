@@ -1,11 +1,11 @@
 // What a planner keeps from one pass to the next (issue 12) to compute the same pass faster: the pool
-// view's orders and slots (pool.ts PoolOrder, KeptSlots) and the shapes of the containers. A pass from scratch (plan(snapshot)
+// view's orders (pool.ts PoolOrder) and the shapes of the containers. A pass from scratch (plan(snapshot)
 // alone, `berth plan`) builds them anew and decides the same; the incremental planner (incremental.ts)
 // keeps one for the dispatcher's passes.
 import type { InstanceType } from '../../model/types.js';
 import type { ShapeCache } from './fitting.js';
 import { type ShapeConfig } from './fitting.js';
-import { KeptSlots, PoolOrder } from './pool.js';
+import { PoolOrder } from './pool.js';
 
 const SHAPE_FIELDS = [
   'ramOverhead',
@@ -20,7 +20,6 @@ const MAX_SHAPES = 10_000;
 
 export class KeptPass {
   readonly order = new PoolOrder();
-  readonly slots = new KeptSlots();
   private shapeCache: { types: readonly InstanceType[]; config: ShapeConfig; cache: ShapeCache } | null =
     null;
 

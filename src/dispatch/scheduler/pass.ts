@@ -83,7 +83,6 @@ export class Pass {
       this.limits,
       (at) => this.until(at),
       kept?.order,
-      kept?.slots,
     );
     this.borrowing = Borrowing.of(assigned, this.config, snap.estimates);
     this.capacity = new Capacity(
@@ -95,7 +94,6 @@ export class Pass {
       this.config.shareRule,
       this.config.batchPacking,
     );
-    kept?.slots.watch(this.capacity.written);
     const sortedTypes = this.sortedTypes;
     const config = this.config;
     const shapes = () =>

@@ -235,7 +235,7 @@ class Placer {
 
   private place(c: SnapshotContainer, shape: Shape, room: Room): void {
     const pass = this.pass;
-    const slot = pass.capacity.write(room.slot);
+    const slot = room.slot;
     if (slot.bin !== null)
       joinBin(slot, c, shape, room.growTo, pass.sortedTypes, pass.config.ramOverhead, pass.limits);
     else subtract(slot.free, shape.need);
@@ -332,9 +332,8 @@ class Placer {
     );
   }
 
-  private evict(p: Placement, into: Slot, head: SnapshotContainer, limit: string): void {
+  private evict(p: Placement, slot: Slot, head: SnapshotContainer, limit: string): void {
     const pass = this.pass;
-    const slot = pass.capacity.write(into);
     p.evicted = true;
     slot.count--;
     pass.owners.remove(p.c.owner);

@@ -46,17 +46,14 @@ export function viewPool(
   limits: Limits,
   until: (at: number) => void,
   kept: PoolOrder = new PoolOrder(),
-  keptSlots: KeptSlots = new KeptSlots(),
 ): PoolView {
   const now = snap.now.getTime();
   const { config } = snap;
-  // Slots built in this pass; the kept ones are listed by keptSlots.
-  const fresh: KeptSlot[] = [];
+  const slots: Slot[] = [];
   const keeps = new Set<string>();
   const shutdowns: Shutdown[] = [];
   const instanceOf = new Map<string, SnapshotInstance>();
   let liveCount = 0;
-  keptSlots.begin(snap.instanceTypes, config.ramOverhead);
   for (const inst of kept.instances(snap.instances)) {
     if (inst.state === 'gone') continue;
     const type = typesByName.get(inst.type);
@@ -64,12 +61,10 @@ export function viewPool(
     limits.add(inst.type, type?.price ?? 0);
     if (inst.state === 'shutdown' || inst.state === 'destroy_pending') continue;
     liveCount++;
-    const mine = assigned.get(inst.id) ?? NONE;
-    // The last pass's view of this instance, while its record and its containers are the same.
-    const known = keptSlots.get(inst, mine);
+    const mine = assigned.get(inst.id) ?? [];
     // Ids the instance reports that the snapshot does not describe: their usage is unknown, so the
     // instance takes no new work rather than risk over-committing it.
-    const opaque = known?.opaque ?? unknownIds(inst.containers, mine);
+    const opaque = unknownIds(inst.containers, mine);
     const empty = mine.length === 0 && opaque === 0;
     const held = inst.idleBehavior === 'hold';
     // Read only for booting instances: a Date of each instance, every pass, was a tenth of this walk.
@@ -94,15 +89,7 @@ export function viewPool(
         });
       continue;
     }
-    if (held || opaque > 0) {
-      if (known === undefined) keptSlots.set(inst, mine, opaque, null);
-      continue;
-    }
-    instanceOf.set(inst.id, inst);
-    if (known?.slot != null) {
-      keptSlots.list(known);
-      continue;
-    }
+    if (held || opaque > 0) continue;
     const free = typeCapacity(type, config.ramOverhead);
     for (const c of mine) {
       free.mcpu -= Math.round(c.vcpus * 1000);
@@ -110,7 +97,8 @@ export function viewPool(
       free.scratch -= c.scratch;
       free.gpus -= c.gpus;
     }
-    const slot: Slot = {
+    instanceOf.set(inst.id, inst);
+    slots.push({
       id: inst.id,
       type,
       typeIndex: typeIndex.get(type.name)!,
@@ -123,133 +111,28 @@ export function viewPool(
       bin: null,
       used: false,
       reservedBelow: 0,
-    };
-    fresh.push(keptSlots.set(inst, mine, opaque, slot));
+    });
   }
-  const slots = keptSlots.end(fresh);
-  return { slots, keeps, shutdowns, liveCount, instanceOf };
-}
-
-const NONE: SnapshotContainer[] = [];
-
-interface KeptSlot {
-  inst: SnapshotInstance;
-  mine: readonly SnapshotContainer[];
-  opaque: number;
-  /** Null: the instance takes no new work (held, or opaque containers). */
-  slot: Slot | null;
-  /** The last pass that saw the instance. */
-  seen: number;
-  /** The last pass that listed its slot. */
-  listed: number;
+  return { slots: kept.slots(slots), keeps, shutdowns, liveCount, instanceOf };
 }
 
 /**
- * The pool view's slots kept across passes (issue 12): an instance's slot is handed to the next pass
- * while its snapshot record (the same object: the dispatcher keeps records while no field changes), its
- * assigned containers (the same objects) and the type list are the same, and no pass wrote to it
- * (Capacity.write: a slot a pass places on, evicts from or drains is rebuilt by the next one). A pass
- * from scratch (a fresh KeptSlots) builds every slot and decides the same.
- */
-export class KeptSlots {
-  private readonly byId = new Map<string, KeptSlot>();
-  private types: readonly unknown[] | null = null;
-  private ramOverhead = NaN;
-  private epoch = 0;
-  private seen = 0;
-  /** What the last pass wrote (Capacity.written): read at the next begin(), even if that pass threw. */
-  private written: Set<Slot> | null = null;
-  /** The last pass's slots in `compareSlots` order. */
-  private sorted: KeptSlot[] = [];
-  /** Instances whose kept view a pass used (for tests and benchmarks). */
-  reused = 0;
-
-  /** Starts a pass over the pool: forgets what the last pass wrote, or everything if the types moved. */
-  begin(types: readonly unknown[], ramOverhead: number): void {
-    if (types !== this.types || ramOverhead !== this.ramOverhead) {
-      this.byId.clear();
-      this.types = types;
-      this.ramOverhead = ramOverhead;
-    } else if (this.written !== null)
-      for (const slot of this.written) if (this.byId.get(slot.id)?.slot === slot) this.byId.delete(slot.id);
-    this.written = null;
-    this.epoch++;
-    this.seen = 0;
-  }
-
-  /** The kept view of the instance, if its record and containers are those it was built from. */
-  get(inst: SnapshotInstance, mine: readonly SnapshotContainer[]): KeptSlot | undefined {
-    const k = this.byId.get(inst.id);
-    if (k === undefined || k.inst !== inst || !sameItems(k.mine, mine)) return undefined;
-    k.seen = this.epoch;
-    this.seen++;
-    this.reused++;
-    return k;
-  }
-
-  set(
-    inst: SnapshotInstance,
-    mine: readonly SnapshotContainer[],
-    opaque: number,
-    slot: Slot | null,
-  ): KeptSlot {
-    const k = { inst, mine, opaque, slot, seen: this.epoch, listed: this.epoch };
-    this.byId.set(inst.id, k);
-    this.seen++;
-    return k;
-  }
-
-  /** The kept slot of `k` (from get()) is one of this pass's slots. */
-  list(k: KeptSlot): void {
-    k.listed = this.epoch;
-  }
-
-  /**
-   * Ends the walk: this pass's slots in `compareSlots` order (a total order: ids are unique), the kept ones
-   * in last pass's order (their fields are those they were sorted by), merged with the `fresh` ones sorted.
-   * Drops the instances no longer seen once they are many.
-   */
-  end(fresh: KeptSlot[]): Slot[] {
-    const epoch = this.epoch;
-    const old = this.sorted.filter((k) => k.listed === epoch);
-    fresh.sort((a, b) => compareSlots(a.slot!, b.slot!));
-    const merged = new Array<KeptSlot>(old.length + fresh.length);
-    let i = 0;
-    let j = 0;
-    for (let n = 0; n < merged.length; n++)
-      merged[n] =
-        j >= fresh.length || (i < old.length && compareSlots(old[i]!.slot!, fresh[j]!.slot!) < 0)
-          ? old[i++]!
-          : fresh[j++]!;
-    this.sorted = merged;
-    if (this.byId.size > 2 * this.seen + 64)
-      for (const [id, k] of this.byId) if (k.seen !== epoch) this.byId.delete(id);
-    return merged.map((k) => k.slot!);
-  }
-
-  /** The slots the pass is about to change are these (its Capacity.written). */
-  watch(written: Set<Slot>): void {
-    this.written = written;
-  }
-}
-
-function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-/**
- * The instances by id, kept across passes (issue 12; the slots' order is kept by KeptSlots). A fresh
- * PoolOrder (a pass from scratch) gives the same result; a kept one only makes the sort cheap. The incremental planner (incremental.ts) keeps one for the dispatcher's passes.
+ * The two orders of the pool view, kept across passes (issue 12): the instances by id and the slots in
+ * `compareSlots` order. A fresh PoolOrder (a pass from scratch) gives the same result; a kept one only
+ * makes the sorts cheap. The incremental planner (incremental.ts) keeps one for the dispatcher's passes.
  */
 export class PoolOrder {
   private readonly byId = new KeptSort<SnapshotInstance>(compareIds);
+  private readonly bySlot = new KeptSort<Slot>(compareSlots);
 
   /** `list` sorted by id. */
   instances(list: readonly SnapshotInstance[]): SnapshotInstance[] {
     return this.byId.sort(list);
+  }
+
+  /** `list` (in id order) sorted by `compareSlots`. */
+  slots(list: readonly Slot[]): Slot[] {
+    return this.bySlot.sort(list);
   }
 }
 

@@ -1,7 +1,8 @@
-// Slots kept across passes (issue 12, scheduler/pool.ts KeptSlots): on seeded random sequences of changes, a
-// pass given what the last passes kept plans exactly what a pass from scratch plans (same bytes), and it
-// does hand kept slots over (else this would only compare passes from scratch). Unchanged records keep
-// their objects between passes, as the dispatcher's views do.
+// What a planner keeps across passes (issue 12, scheduler/kept.ts KeptPass: the pool's order, the shapes): on
+// seeded random sequences of changes, a pass given what the last passes kept plans exactly what a pass from
+// scratch plans (same bytes). Unchanged records keep their objects between passes, as the dispatcher's
+// views do (incremental.test.ts copies every record on each act step). Session 10 also kept slots here
+// (KeptSlots, reverted: slower); this is the harness a next try starts from.
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +11,7 @@ import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type { Plan, Snapshot } from '../../src/dispatch/scheduler/types.js';
 import { planToJson } from '../../src/dispatch/snapshot-json.js';
 import { snapshotArb } from './arbitraries.js';
-import { applyPlan, ctr, GiB, inst, snap, type } from './builders.js';
+import { applyPlan, ctr, GiB } from './builders.js';
 
 type Step =
   | { kind: 'act' }
@@ -118,9 +119,8 @@ function next(s: Snapshot, step: Step, last: Plan): Snapshot {
   }
 }
 
-describe('slots kept across passes', () => {
+describe('a pass with what the last passes kept', () => {
   it('plan what a pass from scratch plans on random sequences of changes', () => {
-    let reused = 0;
     fc.assert(
       fc.property(snapshotArb, fc.array(stepArb, { minLength: 1, maxLength: 30 }), (first, steps) => {
         const kept = new KeptPass();
@@ -132,30 +132,8 @@ describe('slots kept across passes', () => {
           last = plan(s, kept);
           expect(planToJson(last)).toBe(planToJson(plan(structuredClone(s))));
         }
-        reused += kept.slots.reused;
       }),
       { numRuns: 400, seed: 12 },
     );
-    expect(reused).toBeGreaterThan(1000);
-  });
-
-  it('does not hand over a slot drained for the head of the queue once the head is gone', () => {
-    // max_instances 1: the 8-vcpu head cannot get its instance, so i-0 is drained for it (heads.ts) and
-    // the priority-1 container behind it waits. With the head gone, it goes on i-0.
-    const running = ctr('r', { state: 'Running', instance: 'i-0', vcpus: 0.5 });
-    const low = ctr('low', { vcpus: 0.5 });
-    const first = snap({
-      config: { maxInstances: 1 },
-      types: [type('t2', 2, 4, 0.2), type('t8', 8, 16, 0.8)],
-      instances: [inst('i-0', 't2', 'running')],
-      containers: [running, ctr('head', { priority: 5, vcpus: 8 }), low],
-    });
-    const kept = new KeptPass();
-    expect(plan(first, kept).status.get('low')).toMatch(/head/);
-    // The same instance record and containers (a new list without the head): i-0's slot is kept, if clean.
-    const second = { ...first, containers: [running, low] };
-    const p = plan(second, kept);
-    expect(planToJson(p)).toBe(planToJson(plan(structuredClone(second))));
-    expect(p.actions).toContainEqual({ op: 'start', container: 'low', instance: 'i-0' });
   });
 });
