@@ -11,7 +11,7 @@ import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type { Plan, Snapshot } from '../../src/dispatch/scheduler/types.js';
 import { planToJson } from '../../src/dispatch/snapshot-json.js';
 import { snapshotArb } from './arbitraries.js';
-import { applyPlan, ctr, GiB } from './builders.js';
+import { applyPlan, withArrival, withoutContainer } from './builders.js';
 
 type Step =
   | { kind: 'act' }
@@ -65,7 +65,6 @@ function intern<T extends { id: string }>(before: readonly T[], after: T[]): T[]
 let n = 0;
 
 function next(s: Snapshot, step: Step, last: Plan): Snapshot {
-  const now = new Date(s.now.getTime() + 1000);
   switch (step.kind) {
     case 'act': {
       let after: Snapshot;
@@ -83,27 +82,9 @@ function next(s: Snapshot, step: Step, last: Plan): Snapshot {
     case 'clock':
       return { ...s, now: new Date(s.now.getTime() + step.ms) };
     case 'arrive':
-      return {
-        ...s,
-        now,
-        containers: [
-          ...s.containers,
-          ctr(`x${n++}`, { vcpus: step.vcpus, priority: step.priority, ram: GiB, queuedAt: now }),
-        ],
-      };
-    case 'leave': {
-      if (s.containers.length === 0) return s;
-      const gone = s.containers[step.index % s.containers.length]!;
-      return {
-        ...s,
-        containers: s.containers.filter((c) => c !== gone),
-        instances: s.instances.map((i) =>
-          i.containers.includes(gone.id)
-            ? { ...i, containers: i.containers.filter((id) => id !== gone.id) }
-            : i,
-        ),
-      };
-    }
+      return withArrival(s, `x${n++}`, step.vcpus, step.priority);
+    case 'leave':
+      return withoutContainer(s, step.index);
     case 'behavior': {
       if (s.instances.length === 0) return s;
       const k = step.index % s.instances.length;
