@@ -109,6 +109,25 @@ export function snap(parts: {
   };
 }
 
+/** `s` a second later with a queued 1 GiB container of these vcpus and priority (property tests' steps). */
+export function withArrival(s: Snapshot, id: string, vcpus: number, priority: number): Snapshot {
+  const now = new Date(s.now.getTime() + 1000);
+  return { ...s, now, containers: [...s.containers, ctr(id, { vcpus, priority, ram: GiB, queuedAt: now })] };
+}
+
+/** `s` without its container at `index` (modulo the count); instances that listed it get new records. */
+export function withoutContainer(s: Snapshot, index: number): Snapshot {
+  if (s.containers.length === 0) return s;
+  const gone = s.containers[index % s.containers.length]!;
+  return {
+    ...s,
+    containers: s.containers.filter((c) => c !== gone),
+    instances: s.instances.map((i) =>
+      i.containers.includes(gone.id) ? { ...i, containers: i.containers.filter((id) => id !== gone.id) } : i,
+    ),
+  };
+}
+
 /** How the simulated world moves between passes. */
 export interface WorldOptions {
   /** Time between passes. */

@@ -8,7 +8,7 @@ import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type { Snapshot } from '../../src/dispatch/scheduler/types.js';
 import { planToJson } from '../../src/dispatch/snapshot-json.js';
 import { snapshotArb } from './arbitraries.js';
-import { applyPlan, ctr, GiB, NOW, snap } from './builders.js';
+import { applyPlan, ctr, GiB, NOW, snap, withArrival, withoutContainer } from './builders.js';
 
 /** One change between two passes. Parts that do not change keep their objects, as the dispatcher's view does. */
 type Step =
@@ -74,7 +74,6 @@ let arrived = 0;
 
 /** The next snapshot: `s` changed by one step. */
 function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot {
-  const now = new Date(s.now.getTime() + 1000);
   switch (step.kind) {
     case 'clock':
       return { ...s, now: new Date(s.now.getTime() + step.ms) };
@@ -87,27 +86,9 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
         return s;
       }
     case 'arrive':
-      return {
-        ...s,
-        now,
-        containers: [
-          ...s.containers,
-          ctr(`x${arrived++}`, { vcpus: step.vcpus, priority: step.priority, ram: GiB, queuedAt: now }),
-        ],
-      };
-    case 'leave': {
-      if (s.containers.length === 0) return s;
-      const gone = s.containers[step.index % s.containers.length]!;
-      return {
-        ...s,
-        containers: s.containers.filter((c) => c !== gone),
-        instances: s.instances.map((i) =>
-          i.containers.includes(gone.id)
-            ? { ...i, containers: i.containers.filter((id) => id !== gone.id) }
-            : i,
-        ),
-      };
-    }
+      return withArrival(s, `x${arrived++}`, step.vcpus, step.priority);
+    case 'leave':
+      return withoutContainer(s, step.index);
     case 'priority': {
       if (s.containers.length === 0) return s;
       const k = step.index % s.containers.length;
