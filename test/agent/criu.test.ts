@@ -1,9 +1,9 @@
 // CRIU detection (src/agent/runtimes/criu.ts) against stand-in `criu` executables, and the real one.
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { criuUnusable } from '../../src/agent/runtimes/criu.js';
+import { criuDump, criuRestore, criuUnusable } from '../../src/agent/runtimes/criu.js';
 
 let dir = '';
 afterAll(async () => {
@@ -34,5 +34,29 @@ describe('criuUnusable', () => {
   it('answers for the real criu of this host (a reason or null, never a throw)', async () => {
     const r = await criuUnusable();
     expect(r === null || /^criu (check failed|not found)/.test(r)).toBe(true);
+  });
+});
+
+describe('criuDump and criuRestore (stand-in criu; the real one runs in the guest: test/guest/criu-case.ts)', () => {
+  it("fail naming criu's first error line from its log, and pass the images dir and log file", async () => {
+    // Writes its log where --images-dir and --log-file say, as criu does, then fails.
+    const failing = await script(
+      'fails',
+      'while [ $# -gt 0 ]; do case $1 in --images-dir) d=$2;; --log-file) l=$2;; esac; shift; done\n' +
+        'printf "(00.01) note\\nError (criu/cr-dump.c:2): Dumping FAILED.\\nError (x): later\\n" > "$d/$l"; exit 1',
+    );
+    const images = join(dir, 'images');
+    await mkdir(images);
+    await expect(criuDump(123, images, { criu: failing })).rejects.toThrow(
+      'criu dump failed: Error (criu/cr-dump.c:2): Dumping FAILED.',
+    );
+    await expect(criuRestore(images, { criu: failing })).rejects.toThrow(
+      'criu restore failed: Error (criu/cr-dump.c:2): Dumping FAILED.',
+    );
+    const ok = await script(
+      'ok-restore',
+      'while [ $# -gt 0 ]; do case $1 in --pidfile) p=$2;; esac; shift; done; echo 4242 > "$p"',
+    );
+    expect(await criuRestore(images, { criu: ok })).toBe(4242);
   });
 });

@@ -19,6 +19,7 @@ import {
 } from '../agent/cases.js';
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
 import { TEST_ROOTFS_TAR, cleanupHandles, cleanupWorkDirs, leftovers, waitFor } from '../agent/helpers.js';
+import { CRIU_CASE, criuCase } from './criu-case.js';
 import { DETECT_CASE, DETECT_DOCKER_CASE, RESULT_PREFIX, type CaseResult } from './plan.js';
 
 async function report(id: string, run: () => Promise<Measured>): Promise<void> {
@@ -64,6 +65,8 @@ await report(DETECT_CASE, async () => {
   assert.equal(await createRuntime('process').available(), null, 'process available');
   return { picked: runtime.name };
 });
+
+await report(CRIU_CASE, criuCase);
 
 await runtimeCases('process', null);
 await runtimeCases('process', null, [sandboxCase]);

@@ -1,9 +1,11 @@
 // What the cgroup v2 guest runs (guest-main.ts) and the host test expects a result for (cgroup-v2.test.ts):
 // the cgroup layer's cases, runtime detection, and the cgroup-dependent runtime cases on each runtime the
 // guest has (scripts/guest/flavours/test.sh: runc and docker.io; podman is not in it), and the process
-// runtime's bubblewrap sandbox in its cgroup. Case ids are "<scope>: <case name>".
+// runtime's bubblewrap sandbox in its cgroup; and CRIU's dump and restore of a process (criu-case.ts).
+// Case ids are "<scope>: <case name>".
 import { ENGINE_CGROUP_CASES, RUNTIME_CASES, sandboxCase } from '../agent/cases.js';
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
+import { CRIU_CASE } from './criu-case.js';
 
 export const DETECT_CASE =
   'detect: on a cgroup v2 host without a docker daemon, picks runc and says why docker and podman were passed over';
@@ -15,6 +17,7 @@ export function guestPlan(): string[] {
   return [
     ...CGROUP_CASES.filter((c) => !c.versions || c.versions.includes(2)).map((c) => `cgroup: ${c.name}`),
     DETECT_CASE,
+    CRIU_CASE,
     ...runtimeCases('process'),
     `process: ${sandboxCase.name}`,
     ...runtimeCases('runc'),

@@ -1,8 +1,12 @@
 // CRIU (process checkpoint/restore) for plain containers, where `criu check` passes (issue 16 item 3).
-// Detection only: Debian 12's CRIU 3.17 fails `criu check` on the 6.x kernels of our machines (the vDSO
-// layout of kernels 6.13+, fixed upstream in newer CRIU), so checkpoints here are the vm runtime's and the
-// application's own (docs/RUNTIMES.md).
+// Debian 12's CRIU 3.17 fails `criu check` on the 6.18 kernel of our machines (the vDSO layout of kernels
+// 6.13+, fixed upstream in newer CRIU) and passes on Debian 12's own 6.1 kernel (the `test` QEMU guest,
+// with the netfilter and socket-diag modules loaded): there a process tree is dumped and restored, its
+// count going on (test/guest/criu-case.ts). The runtimes do not use it yet (docs/RUNTIMES.md).
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { diskUsage } from './du.js';
 
 /** Why CRIU cannot checkpoint here (the first error line of `criu check`), or null when it can. */
 export function criuUnusable(criu = 'criu', timeoutMs = 20_000): Promise<string | null> {
@@ -15,6 +19,60 @@ export function criuUnusable(criu = 'criu', timeoutMs = 20_000): Promise<string 
         .map((l) => l.trim())
         .find((l) => l !== '');
       resolve(`criu check failed: ${first ?? `exit ${String(err.code ?? err.signal)}`}`);
+    });
+  });
+}
+
+/** How criu is run (tests point `criu` at another build; the deadline scales with emulation). */
+export interface CriuOptions {
+  criu?: string;
+  timeoutMs?: number;
+}
+
+/**
+ * Saves the process tree rooted at `pid` into the existing directory `dir` (CRIU's images, carried as they
+ * are) and ends it (criu kills the tree once dumped). Throws naming criu's first error line (from its log,
+ * dump.log in `dir`) when the dump failed: the tree then runs on, untouched.
+ */
+export async function criuDump(
+  pid: number,
+  dir: string,
+  opts: CriuOptions = {},
+): Promise<{ ms: number; bytes: number }> {
+  const t0 = performance.now();
+  await criuRun(opts, ['dump', '--tree', String(pid), '--images-dir', dir, '--log-file', 'dump.log'], dir);
+  return { ms: performance.now() - t0, bytes: await diskUsage(dir) };
+}
+
+/**
+ * Resumes the process tree saved in `dir` by criuDump, detached from the caller (its root is re-parented
+ * as criu exits), with the pids it had. Resolves the root's pid once it runs on; throws naming criu's first
+ * error line when the restore failed (its pids taken, images from another kernel or criu).
+ */
+export async function criuRestore(dir: string, opts: CriuOptions = {}): Promise<number> {
+  const pidFile = join(dir, 'restored.pid');
+  await criuRun(
+    opts,
+    ['restore', '--restore-detached', '--images-dir', dir, '--log-file', 'restore.log', '--pidfile', pidFile],
+    dir,
+  );
+  return Number((await readFile(pidFile, 'utf8')).trim());
+}
+
+function criuRun(opts: CriuOptions, args: string[], dir: string): Promise<void> {
+  const criu = opts.criu ?? 'criu';
+  return new Promise((resolve, reject) => {
+    execFile(criu, args, { timeout: opts.timeoutMs ?? 60_000 }, (err, _stdout, stderr) => {
+      if (!err) return resolve();
+      void readFile(join(dir, args.includes('dump') ? 'dump.log' : 'restore.log'), 'utf8')
+        .catch(() => '')
+        .then((log) => {
+          const first = `${log}\n${stderr}`
+            .split('\n')
+            .map((l) => l.trim())
+            .find((l) => /^Error/.test(l));
+          reject(new Error(`criu ${args[0]} failed: ${first ?? `exit ${String(err.code ?? err.signal)}`}`));
+        });
     });
   });
 }
