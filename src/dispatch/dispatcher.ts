@@ -3,7 +3,7 @@
 // The same code runs in `berth dispatch`, in `berth up` and in the simulator.
 import type { Driver, Tags } from '../cloud/driver.js';
 import { NotFoundError as CloudNotFound, RateLimitError } from '../cloud/errors.js';
-import type { Clock } from '../model/clock.js';
+import { longTimers, nodeTimers, type Clock, type Timers } from '../model/clock.js';
 import {
   isEndingInstanceState,
   type FailureClass,
@@ -86,6 +86,8 @@ export interface DispatcherOptions extends DispatcherTimers {
   queue: DispatchQueue;
   driver: Driver;
   clock: Clock;
+  /** The timer stop() waits stop_grace on, wrapped to take any delay (longTimers); unset: Node's. */
+  timers?: Timers;
   instanceTypes: InstanceType[];
   /** The scheduler's config, but max_dispatch_attempts: the queue's (the database owns it). */
   config: Omit<SchedulerConfig, 'maxDispatchAttempts'>;
@@ -1068,12 +1070,14 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     await this.running?.catch(() => {});
-    let timer: NodeJS.Timeout | undefined;
+    // A stop_grace past a Node timer's 24.8 days is waited out, not fired after 1 ms.
+    const timers = longTimers(this.o.timers ?? nodeTimers);
+    let timer: unknown;
     await Promise.race([
       this.settled(),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.o.stopGraceMs))),
+      new Promise<void>((resolve) => (timer = timers.setTimeout(resolve, this.o.stopGraceMs))),
     ]);
-    clearTimeout(timer);
+    timers.clearTimeout(timer);
     await this.o.queue.release(this.o.id, this.o.clock.now());
   }
 }

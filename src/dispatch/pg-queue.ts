@@ -293,8 +293,10 @@ export class PgQueue implements DispatchQueue {
     );
     if (groups.length === 0) return;
     // Each group's members are written in parts by a hash of the id (migration 210; a reader scans only
-    // the part of the id it looks up): every part 0 … parts-1 is written, empty ones too, so that no part
-    // keeps members of the last write, and parts beyond the new count are dropped.
+    // the part of the id it looks up): every part 0 … parts-1 is upserted, empty ones too, so that no part
+    // keeps members of the last write, and parts beyond the new count are dropped. A part whose contents
+    // did not change is left alone (no new row version, no WAL): a pass in which a few members of a big
+    // group moved writes their parts only (while the others' positions stay; see docs/PERFORMANCE.md).
     await this.pool.query(
       `WITH g AS (SELECT * FROM jsonb_to_recordset($2::jsonb)
                   AS x(slot integer, reason text, members text[], positions integer[], "higherAhead" integer[], parts integer)),
@@ -308,7 +310,7 @@ export class PgQueue implements DispatchQueue {
          pointed AS (UPDATE containers c SET status_group = m.group_id FROM m
                      WHERE c.id = m.id AND c.status_group IS DISTINCT FROM m.group_id),
          dropped AS (DELETE FROM status_group_parts p USING up WHERE p.group_id = up.id AND p.part >= up.parts)
-       INSERT INTO status_group_parts (group_id, part, members, positions, higher_ahead)
+       INSERT INTO status_group_parts AS p (group_id, part, members, positions, higher_ahead)
        SELECT up.id, k.part,
               coalesce(array_agg(m.id ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}'),
               coalesce(array_agg(m.pos ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}'),
@@ -317,7 +319,9 @@ export class PgQueue implements DispatchQueue {
        LEFT JOIN m ON m.group_id = up.id AND m.part = k.part
        GROUP BY up.id, k.part
        ON CONFLICT (group_id, part) DO UPDATE
-         SET members = EXCLUDED.members, positions = EXCLUDED.positions, higher_ahead = EXCLUDED.higher_ahead`,
+         SET members = EXCLUDED.members, positions = EXCLUDED.positions, higher_ahead = EXCLUDED.higher_ahead
+         WHERE (p.members, p.positions, p.higher_ahead)
+           IS DISTINCT FROM (EXCLUDED.members, EXCLUDED.positions, EXCLUDED.higher_ahead)`,
       [dispatcherId, JSON.stringify(groups.map((g) => ({ ...g, parts: statusParts(g.members.length) })))],
     );
   }

@@ -5,6 +5,8 @@ import { CloudApiError } from '../../src/cloud/errors.js';
 import type { DispatchQueue } from '../../src/dispatch/ports.js';
 import { IllegalInstanceTransition, setState, type PoolInstance } from '../../src/dispatch/pool.js';
 import { INSTANCE_STATES, INSTANCE_TRANSITIONS, type InstanceState } from '../../src/model/types.js';
+import { MAX_TIMER_MS } from '../../src/model/clock.js';
+import { ManualTimers } from '../helpers/timers.js';
 import { until } from '../helpers/cli.js';
 import { harness } from './harness.js';
 
@@ -294,6 +296,25 @@ describe('creates and destroys in flight', () => {
     h.cloud.controls.release('create');
     await stopping;
     expect(order).toEqual(['created', 'release']);
+  });
+
+  it("a stop_grace past a Node timer's 24.8 days (30 d) is waited out, not fired after 1 ms", async () => {
+    const h = await harness();
+    const timers = new ManualTimers();
+    const d = h.make({ stopGraceMs: 30 * 24 * 3_600_000, timers });
+    h.cloud.controls.hold('create');
+    await h.submit(four);
+    await d.tick();
+    await until(() => h.cloud.controls.parked('create') === 1, 10_000, 'the create to reach the cloud');
+    const stopping = d.stop();
+    await until(() => timers.count === 1, 10_000, 'stop to arm its grace');
+    await timers.advance(1_000);
+    expect(timers.count).toBe(1); // before the fix: the grace fired after 1 ms
+    expect(timers.longest).toBeLessThanOrEqual(MAX_TIMER_MS);
+    h.cloud.controls.release('create');
+    await stopping;
+    expect(timers.count).toBe(0);
+    expect(h.cloud.live).toBe(1);
   });
 
   it('a create cut short by a stop is adopted by the next dispatcher through its tags: one instance, not two', async () => {

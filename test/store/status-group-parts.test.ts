@@ -68,6 +68,29 @@ describe('status groups in parts', () => {
     expect(plan.Plans[0]['Node Type']).toBe('Index Scan');
   });
 
+  it('a pass in which one member left rewrites its part only; the others keep their row versions', async () => {
+    const versions = async () =>
+      new Map(
+        (await store.ctx.pool.query(`SELECT part, xmin::text AS x FROM status_group_parts`)).rows.map((r) => [
+          r.part as number,
+          r.x as string,
+        ]),
+      );
+    const before = await versions();
+    // The last in the queue left (cancelled): the others keep their positions, so their parts are unchanged.
+    const left = ids.slice(0, N - 1);
+    await queue.setWaiting('d-parts', [group(left, 'waits for a t1')], [0]);
+    const after = await versions();
+    expect(after.size).toBe(statusParts(N - 1));
+    const rewritten = [...after].filter(([part, x]) => before.get(part) !== x);
+    expect(rewritten).toHaveLength(1);
+    expect((await store.containers.get(ids[N - 2]!)).scheduling_status).toBe(
+      queuedText(N - 1, (N - 2) % 3, 'waits for a t1'),
+    );
+    expect((await store.containers.get(ids[N - 1]!)).scheduling_status).toBeNull();
+    await queue.setWaiting('d-parts', [group(ids, 'waits for a t1')], [0]);
+  });
+
   it('a group that shrinks is rewritten in fewer parts; members it dropped read their own text', async () => {
     const kept = ids.slice(0, 1_000);
     await queue.setWaiting('d-parts', [group(kept, 'waits again')], [0]);
