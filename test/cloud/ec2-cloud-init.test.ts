@@ -20,6 +20,7 @@ import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { DescribeInstanceAttributeCommand } from '@aws-sdk/client-ec2';
 import { afterAll, beforeAll, describe, expect, it as vitestIt } from 'vitest';
+import { guestKernelArgs } from '../../src/agent/runtimes/vm-snapshot.js';
 import { EmulatedImds } from '../../src/cloud/ec2-emu/imds.js';
 import { Harness, until } from '../agent-e2e/harness.js';
 import { assertBuilt, ROOT } from '../helpers/cli.js';
@@ -204,7 +205,7 @@ describe('ec2 instance booted by cloud-init in a QEMU guest', () => {
         ...['-drive', `file=${join(tmp, 'seed.iso')},format=raw,if=virtio,readonly=on`],
         ...['-drive', `file=${berthImg},format=raw,if=virtio,readonly=on`],
         ...['-netdev', 'user,id=n0', '-device', 'virtio-net-pci,netdev=n0'],
-        ...['-append', `console=ttyS0 panic=-1 root=/dev/vda init=${init}`],
+        ...['-append', guestKernelArgs(init)],
       ];
       // Own process group, and killed with this process whatever happens.
       qemu = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'qemu-system-x86_64', ...args], {

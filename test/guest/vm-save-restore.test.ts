@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect } from 'vitest';
-import { Vm, type VmMachine } from '../../src/agent/runtimes/vm-snapshot.js';
+import { guestKernelArgs, Vm, type VmMachine } from '../../src/agent/runtimes/vm-snapshot.js';
 import { findGuest } from '../helpers/guest.js';
 import { itIf } from '../helpers/needs.js';
 import { until } from '../helpers/cli.js';
@@ -48,7 +48,7 @@ describe('vm save/restore (QEMU, software emulation)', () => {
       initrd: join(guest.dir, 'initrd.img'),
       rootfs: join(guest.dir, 'rootfs.img'),
       data: img,
-      append: `console=ttyS0 panic=-1 root=/dev/vda init=${guest.init} quiet`,
+      append: guestKernelArgs(guest.init, 'quiet'),
       memoryMiB: 256,
       cpus: 1,
       accel: 'tcg',

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
+import { guestKernelArgs } from '../../src/agent/runtimes/vm-snapshot.js';
 
 const exec = promisify(execFile);
 
@@ -74,13 +75,13 @@ export async function bootGuest(guest: GuestImage, opts: BootOptions): Promise<B
       await exec('mkfs.ext4', ['-q', '-F', '-d', opts.dataDir, img, `${sizeMiB}M`]);
       drives.push('-drive', `file=${img},format=raw,if=virtio,readonly=on`);
     }
-    const append = `console=ttyS0 panic=-1 root=/dev/vda init=${guest.init} quiet ${opts.append ?? ''}`;
+    const append = guestKernelArgs(guest.init, `quiet ${opts.append ?? ''}`);
     const args = [
       ...['-accel', 'tcg', '-machine', 'q35', '-m', String(opts.memoryMiB ?? 1024)],
       ...['-smp', String(opts.cpus ?? 2), '-nographic', '-no-reboot', '-snapshot', '-nic', 'none'],
       ...['-kernel', join(guest.dir, 'vmlinuz'), '-initrd', join(guest.dir, 'initrd.img')],
       ...drives,
-      ...['-append', append.trim()],
+      ...['-append', append],
     ];
     const t0 = performance.now();
     // Its own process group, so that the kill reaches QEMU and anything it started; and a parent-death

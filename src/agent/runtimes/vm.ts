@@ -59,6 +59,7 @@ import {
   type WholeState,
 } from './types.js';
 import {
+  guestKernelArgs,
   Qmp,
   qemuArgs,
   resumeIncoming,
@@ -288,7 +289,7 @@ export class VmRuntime implements Runtime {
       kernel: join(this.guestDir, 'vmlinuz'),
       initrd: join(this.guestDir, 'initrd.img'),
       rootfs: join(this.guestDir, 'rootfs.img'),
-      append: `console=ttyS0 panic=-1 root=/dev/vda init=${init} quiet 8250.nr_uarts=4`,
+      append: guestKernelArgs(init, 'quiet 8250.nr_uarts=4'),
       memoryMiB,
       cpus,
       accel: this.accel,
