@@ -11,6 +11,16 @@ function agentEntry() {
   const bundle = '../dist/agent-main.bundle.js';
   return mtime(bundle) >= mtime('../dist/src/cli/agent-main.js') ? bundle : '../dist/src/cli/agent-main.js';
 }
+// A reader that went away (`berth usage --json | head -1`, a pager quit early) ends the command quietly with
+// 141, the status of a program ended by SIGPIPE (Node.js ignores the signal and raises EPIPE instead, which
+// unhandled is a stack trace). The agent's own logging is left as it is.
+if (process.argv[2] !== 'agent')
+  for (const stream of [process.stdout, process.stderr])
+    stream.on('error', (err) => {
+      if (err.code === 'EPIPE') process.exit(141);
+      throw err;
+    });
+
 const { main } = await import(process.argv[2] === 'agent' ? agentEntry() : '../dist/src/cli/main.js');
 
 // A command that has finished must not linger (a stopped `berth up` that never exits is a hung terminal):

@@ -10,6 +10,8 @@ interface Row {
   actions: Action[];
   /** Substrings expected in the status of the named containers. */
   status?: Record<string, string>;
+  /** Hand-computed: the summed hourly price of the instances the pass creates (share rule, batch packing). */
+  newPerHour?: number;
 }
 
 const lock = (c: string): Action => ({ op: 'lock', container: c });
@@ -146,6 +148,7 @@ const rows: Row[] = [
     // c1 (1 vcpu, 1 GiB) takes a quarter of t4 (4 vcpus, 16 GiB, 0.8/h): its share is 0.8 × 1/4 = 0.2/h,
     // above 1.5 × 0.1/h (its cheapest type t1).
     name: 'share rule: an existing instance whose share is above max_price_factor is not used',
+    newPerHour: 0.1,
     snapshot: snap({
       config: { minBillingPeriodMs: 60_000 },
       instances: [inst('i-1', 't4', 'idle', { stateSince: ago(5) })],
@@ -157,6 +160,7 @@ const rows: Row[] = [
     // The whole t2 costs 0.2/h, twice t1's 0.1/h: above the factor 1.5. But c1 takes half of t2's vcpus
     // (and a quarter of its ram): its share is 0.2 × 1/2 = 0.1/h, within 1.5 × 0.1/h.
     name: 'share rule (share): a free part of a bigger idle instance is used when the share is within max_price_factor',
+    newPerHour: 0,
     snapshot: snap({
       config: { shareRule: 'share' },
       instances: [inst('i-1', 't2', 'idle', { stateSince: ago(5) })],
@@ -165,9 +169,11 @@ const rows: Row[] = [
     actions: [lock('c1'), start('c1', 'i-1')],
   },
   {
-    // share_rule expected (the default): on an empty instance c1 would be alone (k = 0): 0.1 + (0.2 − 0.1)/1
-    // = 0.2/h > 0.15/h; beside one running container (k = 1): 0.1 + 0.1/2 = 0.15/h, within the factor.
+    // share_rule expected (not the default, `price` is): on an empty instance c1 would be alone (k = 0):
+    // 0.1 + (0.2 − 0.1)/1 = 0.2/h > 0.15/h; beside one running container (k = 1): 0.1 + 0.1/2 = 0.15/h,
+    // within the factor.
     name: 'share rule (expected): the rest of the price counts by the chance of being left alone there',
+    newPerHour: 0.1,
     snapshot: snap({
       config: { minBillingPeriodMs: 60_000, shareRule: 'expected' },
       instances: [inst('i-1', 't2', 'idle', { stateSince: ago(5) }), inst('i-2', 't4', 'running')],
@@ -177,6 +183,7 @@ const rows: Row[] = [
   },
   {
     name: 'share rule (expected): beside one running container the expected share is within the factor',
+    newPerHour: 0,
     snapshot: snap({
       config: { shareRule: 'expected' },
       instances: [inst('i-1', 't2', 'running')],
@@ -189,6 +196,7 @@ const rows: Row[] = [
     // expected share of an empty instance is its whole price (0.1/h > 1.5 × 0.05/h), but that price was
     // accepted when i-1 was created for them: they start there instead of getting another instance.
     name: 'share rule (expected): containers locked for a new instance start on it once it is ready',
+    newPerHour: 0,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'expected' },
@@ -202,6 +210,7 @@ const rows: Row[] = [
     // a gets the whole 0.1/h, above 1.5 × 0.05/h. It gets its own c1 rather than waiting for one it would
     // refuse.
     name: 'share rule (expected): a container does not wait for a booting instance it would refuse once ready',
+    newPerHour: 0.05,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'expected' },
@@ -215,6 +224,7 @@ const rows: Row[] = [
     // share 0.8 × 2/4 = 0.4/h against its cheapest type t2 at 0.2/h × 2 = 0.4/h: used. c2 (1 vcpu): 0.8 ×
     // 1/4 = 0.2/h against t1 at 0.1/h × 2 = 0.2/h: used.
     name: 'share rule: the share is the largest fraction of the instance the container takes (factor 2)',
+    newPerHour: 0,
     snapshot: snap({
       config: { maxPriceFactor: 2, shareRule: 'share' },
       instances: [inst('i-1', 't4', 'running')],
@@ -226,6 +236,7 @@ const rows: Row[] = [
     // The same with the default factor 1.5: 0.4/h > 0.3/h and 0.2/h > 0.15/h, so each gets its cheapest
     // type; c2 cannot join c1's new t2 (full), and growing it into a t4 would make c2's share 0.2/h.
     name: 'share rule: the share is the largest fraction of the instance the container takes (factor 1.5)',
+    newPerHour: 0.3,
     snapshot: snap({
       instances: [inst('i-1', 't4', 'running')],
       containers: [ctr('c0', { state: 'Running', instance: 'i-1' }), ctr('c1', { vcpus: 2 }), ctr('c2')],
@@ -247,6 +258,7 @@ const rows: Row[] = [
     // grows an instance only by what the newcomer's own share costs (0.05/h): c1 → c2 for b, not c2 → c4
     // (+0.1/h) for c; boots counts the containers like c behind it (d) that the c4 would also hold.
     name: 'batch packing (boots): four 1-vcpu containers get one 4-vcpu instance',
+    newPerHour: 0.2,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'share', batchPacking: 'boots' },
@@ -256,7 +268,9 @@ const rows: Row[] = [
     status: { d: 'waiting for a new c4 instance (create requested)' },
   },
   {
+    // 2 × c2 = 2 × 0.1/h = 0.2/h, the price of four c1 (4 × 0.05/h) or one c4, with two boots.
     name: 'batch packing (cost): four 1-vcpu containers get two 2-vcpu instances, the same 0.2/h',
+    newPerHour: 0.2,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'share' },
@@ -266,7 +280,9 @@ const rows: Row[] = [
     status: { a: 'waiting for a new c2 instance (create requested)' },
   },
   {
+    // 2 × c1 = 2 × 0.05/h = 0.1/h: the same price as one c2, but two boots.
     name: 'batch packing (off): a planned instance never grows',
+    newPerHour: 0.1,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'share', batchPacking: 'off' },
@@ -277,6 +293,7 @@ const rows: Row[] = [
   {
     // c2 + c1 = 0.15/h; one c4 would be 0.2/h with a vcpu paid for and unused.
     name: 'batch packing: three 1-vcpu containers get a 2-vcpu and a 1-vcpu instance, not a half-empty 4-vcpu one',
+    newPerHour: 0.15,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'share' },
@@ -287,6 +304,7 @@ const rows: Row[] = [
   {
     // c4 + c1 = 0.25/h; one c8 would be 0.4/h.
     name: 'batch packing (boots): five 1-vcpu containers get a 4-vcpu and a 1-vcpu instance',
+    newPerHour: 0.25,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'share', batchPacking: 'boots' },
@@ -307,6 +325,7 @@ const rows: Row[] = [
     // 21 GiB) they fit one m4: 0.3/h instead of 0.5/h. cpu's share of the m4 is 0.3 × 3/4 = 0.225/h, within
     // 1.5 × 0.2/h.
     name: 'batch packing: complementary shapes share one instance of a type that holds both',
+    newPerHour: 0.3,
     snapshot: snap({
       config: { shareRule: 'share' },
       types: FAMILY,
@@ -319,6 +338,7 @@ const rows: Row[] = [
     // growing it into a c4 for lo2 alone would cost 0.1/h more than lo2's own c1 (0.05/h), which the limit
     // does not allow.
     name: 'batch packing keeps priority order and limits',
+    newPerHour: 0.1,
     snapshot: snap({
       types: FAMILY,
       config: { shareRule: 'share', maxInstances: 1 },
@@ -870,6 +890,11 @@ const rows: Row[] = [
 describe('scheduler rules', () => {
   it.each(rows.map((r) => [r.name, r] as const))('%s', (_name, row) => {
     const p = plan(row.snapshot);
+    if (row.newPerHour !== undefined) {
+      const price = new Map(row.snapshot.instanceTypes.map((t) => [t.name, t.price]));
+      const created = p.actions.reduce((sum, a) => sum + (a.op === 'create' ? price.get(a.type)! : 0), 0);
+      expect(created, 'hourly price of the instances created').toBeCloseTo(row.newPerHour, 9);
+    }
     expect(p.actions).toEqual(row.actions);
     for (const [id, text] of Object.entries(row.status ?? {})) expect(p.status.get(id)).toContain(text);
   });

@@ -55,8 +55,16 @@ export async function cliWorld() {
     }
   }
 
-  /** Runs one attempt of a container to its end, as the dispatcher and an agent would: output, then exit. */
-  async function runAttempt(containerId: string, output: string, exitCode: number): Promise<void> {
+  /**
+   * Runs one attempt of a container to its end, as the dispatcher and an agent would: output, then exit,
+   * with the usage the agent measured when given.
+   */
+  async function runAttempt(
+    containerId: string,
+    output: string,
+    exitCode: number,
+    usage?: { peak_ram: number; cpu_seconds: number; wall_ms: number },
+  ): Promise<void> {
     const ok = <R extends { statusCode: number; body: string }>(r: R): R => {
       if (r.statusCode >= 300) throw new Error(`${r.statusCode} ${r.body}`);
       return r;
@@ -94,7 +102,14 @@ export async function cliWorld() {
         chunks: [{ seq: 0, stream: 'stdout', data: output }],
       }),
     );
-    ok(await call('complete', { lock_token: order.lock_token, exit_code: exitCode, oom_killed: false }));
+    ok(
+      await call('complete', {
+        lock_token: order.lock_token,
+        exit_code: exitCode,
+        oom_killed: false,
+        ...(usage === undefined ? {} : { usage }),
+      }),
+    );
   }
 
   /** The request's current container id. */
