@@ -13,12 +13,14 @@ function agentEntry() {
 }
 // A reader that went away (`berth usage --json | head -1`, a pager quit early) ends the command quietly with
 // 141, the status of a program ended by SIGPIPE (Node.js ignores the signal and raises EPIPE instead, which
-// unhandled is a stack trace). The agent's own logging is left as it is.
+// unhandled is a stack trace). A command that watches for stop signals (up, server, dispatch) stops
+// gracefully instead, so that what it started (the embedded PostgreSQL, local instances) stops with it:
+// src/cli/stop-signals.ts. The agent's own logging is left as it is.
 if (process.argv[2] !== 'agent')
   for (const stream of [process.stdout, process.stderr])
     stream.on('error', (err) => {
-      if (err.code === 'EPIPE') process.exit(141);
-      throw err;
+      if (err.code !== 'EPIPE') throw err;
+      if (process.listenerCount('SIGTERM') === 0) process.exit(141);
     });
 
 const { main } = await import(process.argv[2] === 'agent' ? agentEntry() : '../dist/src/cli/main.js');

@@ -33,6 +33,12 @@ export function watchStopSignals(o: {
   deadlineMs?: number;
   /** Injected in tests: where signals come from, a monotonic clock (ms), the process's exit. */
   signals?: Pick<NodeJS.EventEmitter, 'on' | 'off'>;
+  /**
+   * Outputs whose reader going away (EPIPE: `berth up | head -3` once head has its lines) asks for a graceful
+   * stop, as SIGTERM would — once: a later EPIPE is not a second request, so it never forces the stop.
+   * Default stdout and stderr.
+   */
+  outputs?: Pick<NodeJS.EventEmitter, 'on' | 'off'>[];
   now?: () => number;
   exit?: (code: number) => void;
 }): StopSignals {
@@ -83,13 +89,20 @@ export function watchStopSignals(o: {
     if (at - firstAt < REPEAT_WINDOW_MS) return; // the same request, delivered twice
     void forceStop(`${sig} again`, EXIT_CODE[sig] ?? 1);
   };
+  const outputs = o.outputs ?? [process.stdout, process.stderr];
+  const onOutputError = (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    if (firstAt === null) onSignal('SIGTERM');
+  };
   signals.on('SIGINT', onSignal);
   signals.on('SIGTERM', onSignal);
+  for (const out of outputs) out.on('error', onOutputError);
   return {
     requested,
     dispose() {
       signals.off('SIGINT', onSignal);
       signals.off('SIGTERM', onSignal);
+      for (const out of outputs) out.off('error', onOutputError);
       for (const t of timers) clearTimeout(t);
     },
   };

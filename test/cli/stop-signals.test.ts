@@ -15,6 +15,7 @@ afterEach(() => {
 
 function setup(force: () => Promise<unknown> | void = () => {}) {
   const signals = new EventEmitter();
+  const output = new EventEmitter();
   const said: string[] = [];
   const exits: number[] = [];
   const shutdown = new Shutdown();
@@ -24,10 +25,11 @@ function setup(force: () => Promise<unknown> | void = () => {}) {
     shutdown,
     force: forced,
     signals,
+    outputs: [output],
     now: () => Date.now(), // moved by the fake timers
     exit: (code) => void exits.push(code),
   });
-  return { signals, said, exits, shutdown, forced, stop };
+  return { signals, output, said, exits, shutdown, forced, stop };
 }
 
 /** A signal, then the same one again once the repeat window has passed (a second Ctrl-C). */
@@ -95,6 +97,26 @@ describe('stop signals', () => {
     expect(fails.exits).toEqual([130]);
     expect(fails.said).toContain('forced stop: no such instance');
     fails.stop.dispose();
+  });
+
+  it('a closed output (EPIPE) begins a graceful stop once; more EPIPEs, even past the window, never force it', async () => {
+    const t = setup();
+    let requested: string | null = null;
+    void t.stop.requested.then((s) => (requested = s));
+    const epipe = Object.assign(new Error('write EPIPE'), { code: 'EPIPE' });
+    t.output.emit('error', epipe);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(requested).toBe('SIGTERM');
+    expect(t.shutdown.begun).toBe(true);
+    await vi.advanceTimersByTimeAsync(2 * REPEAT_WINDOW_MS);
+    t.output.emit('error', epipe); // the stop's own lines meet the closed pipe too
+    await vi.advanceTimersByTimeAsync(0);
+    expect(t.forced).not.toHaveBeenCalled();
+    expect(t.exits).toEqual([]);
+    // Any other write error is not the reader going away: it is not taken for a stop request.
+    expect(() => t.output.emit('error', Object.assign(new Error('EIO'), { code: 'EIO' }))).toThrow('EIO');
+    t.stop.dispose();
+    expect(t.output.listenerCount('error')).toBe(0);
   });
 
   it('after dispose nothing more happens: no hint, no deadline, signals not taken', async () => {
