@@ -1,5 +1,6 @@
 // The agent's way out for opportunistic containers (issue 16, DESIGN §8): a watcher samples the instance's
-// memory use (the containers' parent cgroup: memory.current on v2, memory.usage_in_bytes on v1) and, where
+// memory use (the containers' parent cgroup: memory.current on v2, memory.usage_in_bytes on v1, less the
+// inactive file cache the kernel drops first) and, where
 // the kernel has it, pressure stall information (PSI), at a short interval. When the guaranteed
 // containers grow into the part the opportunistic ones borrowed (free memory under the headroom, or a PSI
 // average over its threshold, or, where the kernel has no PSI, the containers' CPU use near the instance's
@@ -19,7 +20,7 @@ import { CGROUP_ROOT, cgroupAt, probeCgroups, type Cgroup } from './runtimes/cgr
 
 /** One sample of the instance. */
 export interface PressureSample {
-  /** Memory the containers use now (their parent group's usage). */
+  /** Memory the containers use now (their parent group's usage, less the file cache it can drop). */
   ramBytes: number;
   /** The memory they may use together as the sample found it (the group's limit, else the host's). */
   limitBytes: number;
@@ -270,7 +271,11 @@ export function cgroupSampler(parent: Cgroup, root: string, psi: boolean): () =>
     const at = performance.now();
     // v1 reports "no limit" as a huge number.
     const limitBytes = Number.isFinite(st.ramLimit) && st.ramLimit < 2 ** 60 ? st.ramLimit : totalmem();
-    const base = { ramBytes: st.ramBytes, limitBytes, cpu: { seconds: st.cpuSeconds, at } };
+    // Use is the working set: the group's usage counts file cache, which the kernel drops before the
+    // containers' own memory is short. Without this a container that only wrote a large file (the cache
+    // stays charged after it exits) looked like pressure and got opportunistic containers reclaimed.
+    const ramBytes = Math.max(0, st.ramBytes - st.inactiveFileBytes);
+    const base = { ramBytes, limitBytes, cpu: { seconds: st.cpuSeconds, at } };
     if (!psi) return base;
     const [memory, cpu] = await Promise.all([readPsi(psiFile('memory')), readPsi(psiFile('cpu'))]);
     return {

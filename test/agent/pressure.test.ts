@@ -1,7 +1,14 @@
-// The pressure rule (pure) and the watcher's tick on an injected clock; the real-cgroup test is
-// test/agent-e2e/pressure.test.ts.
+// The pressure rule (pure) and the watcher's tick on an injected clock, and its sampler on a real cgroup;
+// the real-cgroup end-to-end test is test/agent-e2e/pressure.test.ts.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import {
+  cgroupSampler,
   chooseVictims,
   decidePressure,
   PressureWatcher,
@@ -9,11 +16,11 @@ import {
   type PressureSample,
   type Reclaimable,
 } from '../../src/agent/pressure.js';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { CGROUP_ROOT, cgroupAt, cgroupsUnusable, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
+import { itIf } from '../helpers/needs.js';
 
 const MiB = 1024 * 1024;
+const cgroupsMissing = await cgroupsUnusable();
 const limits = { capacityBytes: 1024 * MiB, headroomBytes: 64 * MiB, psiPercent: null };
 
 describe('decidePressure', () => {
@@ -164,4 +171,37 @@ describe('readPsi', () => {
       await rm(d, { recursive: true, force: true });
     }
   });
+});
+
+describe("the sampler of the containers' parent group (real cgroup)", () => {
+  itIf(cgroupsMissing)(
+    'counts what the containers use, not the file cache a process that wrote a file left charged to the group',
+    async () => {
+      const group = cgroupAt(await probeCgroups(), `berth-cache-${randomBytes(4).toString('hex')}`);
+      // On disk, not tmpfs: tmpfs pages are memory the group cannot drop, and count.
+      const dir = await mkdtemp(join('/var/tmp', 'berth-cache-'));
+      try {
+        await group.create({ vcpus: 1, ram: 384 * MiB });
+        // A process of the group writes 320 MiB to a file and exits: nothing of it runs any more.
+        const join_ = group
+          .procsFiles()
+          .map((f) => `echo $$ > ${f}`)
+          .join('; ');
+        await promisify(execFile)('sh', [
+          '-c',
+          `${join_}; exec dd if=/dev/zero of=${dir}/f bs=1M count=320 status=none`,
+        ]);
+        const charged = (await group.stats()).ramBytes;
+        expect(charged, 'the cache is charged to the group').toBeGreaterThan(256 * MiB);
+        const sample = await cgroupSampler(group, CGROUP_ROOT, false)();
+        expect(sample.ramBytes).toBeLessThan(32 * MiB);
+        expect(
+          decidePressure(sample, { capacityBytes: 384 * MiB, headroomBytes: 64 * MiB, psiPercent: null }),
+        ).toBeNull();
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+        await group.remove().catch(() => {});
+      }
+    },
+  );
 });

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { prepareWorkload } from '../../src/sim/workload/prepare.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const MAIN = join(ROOT, 'dist', 'bench', 'main.js');
@@ -44,5 +45,27 @@ describe('bench runner, bad input', () => {
     expect(r.status).toBe(2);
     expect(r.stderr.trim()).toMatch(message);
     expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('bench opportunistic on a workflow workload', () => {
+  it('counts the workload’s tasks in its jobs column (a workflow workload has no open-loop job)', () => {
+    const file = join(dir, 'one-workflow.json');
+    const sarek = resolve(ROOT, '../shared/traces/workflows/sarek-dirt02-001.json.gz');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        seed: 1,
+        arrival: { kind: 'uniform', from: '0s', until: '10m' },
+        workflows: [{ file: sarek, runs: 1 }],
+      }),
+    );
+    const tasks = prepareWorkload(file).workflows.reduce((n, r) => n + r.workflow.tasks.length, 0);
+    expect(tasks).toBeGreaterThan(0);
+    const r = bench('opportunistic', '--trace', file, '--variant', 'half, any type + vacate');
+    expect(r.status, r.stderr).toBe(0);
+    const rows = r.stdout.split('\n').filter((l) => l.startsWith('| one-workflow.json |'));
+    expect(rows).toHaveLength(2);
+    for (const row of rows) expect(row.split(' | ')[1]).toBe(String(tasks));
   });
 });

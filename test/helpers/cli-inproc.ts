@@ -55,20 +55,13 @@ export async function cliWorld() {
     }
   }
 
-  /**
-   * Runs one attempt of a container to its end, as the dispatcher and an agent would: output, then exit,
-   * with the usage the agent measured when given.
-   */
-  async function runAttempt(
-    containerId: string,
-    output: string,
-    exitCode: number,
-    usage?: { peak_ram: number; cpu_seconds: number; wall_ms: number },
-  ): Promise<void> {
-    const ok = <R extends { statusCode: number; body: string }>(r: R): R => {
-      if (r.statusCode >= 300) throw new Error(`${r.statusCode} ${r.body}`);
-      return r;
-    };
+  const ok = <R extends { statusCode: number; body: string }>(r: R): R => {
+    if (r.statusCode >= 300) throw new Error(`${r.statusCode} ${r.body}`);
+    return r;
+  };
+
+  /** Starts one attempt of a container as the dispatcher and an agent would; returns its lock token. */
+  async function startAttempt(containerId: string): Promise<string> {
     ok(
       await t.call(t.tokens.dispatcher, {
         method: 'POST',
@@ -93,18 +86,38 @@ export async function cliWorld() {
     const order = (ping.json().start as { id: string; lock_token: string }[]).find(
       (s) => s.id === containerId,
     )!;
+    ok(
+      await t.call(node.token, {
+        method: 'POST',
+        url: `/v1/containers/${containerId}/start`,
+        payload: { lock_token: order.lock_token },
+      }),
+    );
+    return order.lock_token;
+  }
+
+  /**
+   * Runs one attempt of a container to its end, as the dispatcher and an agent would: output, then exit,
+   * with the usage the agent measured when given.
+   */
+  async function runAttempt(
+    containerId: string,
+    output: string,
+    exitCode: number,
+    usage?: { peak_ram: number; cpu_seconds: number; wall_ms: number },
+  ): Promise<void> {
+    const lockToken = await startAttempt(containerId);
     const call = (path: string, payload: object) =>
       t.call(node.token, { method: 'POST', url: `/v1/containers/${containerId}/${path}`, payload });
-    ok(await call('start', { lock_token: order.lock_token }));
     ok(
       await call('logs', {
-        lock_token: order.lock_token,
+        lock_token: lockToken,
         chunks: [{ seq: 0, stream: 'stdout', data: output }],
       }),
     );
     ok(
       await call('complete', {
-        lock_token: order.lock_token,
+        lock_token: lockToken,
         exit_code: exitCode,
         oom_killed: false,
         ...(usage === undefined ? {} : { usage }),
@@ -119,5 +132,5 @@ export async function cliWorld() {
 
   /** Removes the world's BERTH_HOME (call it from the test file's afterAll). */
   const close = () => rmSync(home, { recursive: true, force: true });
-  return { t, url, home, node, berth, runAttempt, current, output: () => out, close };
+  return { t, url, home, node, berth, startAttempt, runAttempt, current, output: () => out, close };
 }

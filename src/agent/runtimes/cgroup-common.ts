@@ -34,6 +34,12 @@ export interface CgroupStats {
   oomKills: number;
   /** The memory limit in bytes (Infinity when none). */
   ramLimit: number;
+  /**
+   * Of ramBytes, the file cache on the inactive list, which the kernel drops first when the group nears its
+   * limit (memory.stat: `total_inactive_file` on v1, `inactive_file` on v2; both count sub-groups). A
+   * process that wrote or read files leaves it charged to the group after it is gone.
+   */
+  inactiveFileBytes: number;
 }
 
 /** One container's group, whatever the cgroup version. */

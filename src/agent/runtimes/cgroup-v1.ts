@@ -81,6 +81,7 @@ export class CgroupV1 extends CgroupBase implements Cgroup {
       peakRamBytes: await mem('memory.max_usage_in_bytes'),
       oomKills: await readKey(join(this.dir('memory'), 'memory.oom_control'), 'oom_kill'),
       ramLimit: await readNumber(join(this.dir('memory'), 'memory.limit_in_bytes'), Infinity),
+      inactiveFileBytes: await readKey(join(this.dir('memory'), 'memory.stat'), 'total_inactive_file'),
     };
   }
 

@@ -107,6 +107,7 @@ export class CgroupV2 extends CgroupBase implements Cgroup {
       peakRamBytes: Number.isNaN(peak) ? this.sampledPeak : peak,
       oomKills: await readKey(join(this.dir, 'memory.events'), 'oom_kill'),
       ramLimit: await readNumber(join(this.dir, 'memory.max'), Infinity),
+      inactiveFileBytes: await readKey(join(this.dir, 'memory.stat'), 'inactive_file'),
     };
   }
 
