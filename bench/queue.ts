@@ -1,9 +1,12 @@
-// `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single|batched]` (`--help`):
-// the queue service's throughput and latency (`--only single` or `--only batched`: that phase alone, to
-// compare one change's cost).
+// `npm run bench -- queue [--json] [--seconds N] [--rows N] [--profile] [--only single|batched] [--servers N]`
+// (`--help`): the queue service's throughput and latency (`--only single` or `--only batched`: that phase
+// alone, to compare one change's cost).
 // A real `berth server` (its own embedded PostgreSQL in a temp BERTH_HOME) in a child process, loaded by
 // clients in this process over HTTP; store lifecycles run in-process against the same database.
-import { spawn } from 'node:child_process';
+// `--servers N`: N-1 more `berth server`s on that one PostgreSQL (BERTH_DATABASE_URL, each in its own
+// BERTH_HOME, as docs/OPERATIONS.md runs them), the submission clients spread over all N: what a second
+// server adds (issue 12).
+import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -14,7 +17,7 @@ import { createPool } from '../src/store/db.js';
 import { reachableDataDir } from '../src/store/embedded.js';
 import { Reports } from '../src/store/reports.js';
 import { Store } from '../src/store/store.js';
-import { benchArgs, opt } from './args.js';
+import { benchArgs, opt, UsageError } from './args.js';
 import {
   cpuSample,
   monotonicUs,
@@ -38,6 +41,7 @@ const OPTIONS = {
     'all',
     'run only this phase (single: the single submissions; batched: the batched ones)',
   ),
+  servers: opt.int(1, 'API servers on the one PostgreSQL; the submission clients are spread over them'),
 };
 
 function pct(sorted: number[], p: number): number {
@@ -57,15 +61,20 @@ async function until<T>(fn: () => T | null, ms: number): Promise<T> {
 }
 
 /** Runs `workers` loops of `op` for `seconds`; returns operations per second. */
-async function load(workers: number, seconds: number, op: () => Promise<number>): Promise<number> {
+/** Runs `op` in `workers` loops for `seconds`; each loop passes its own index (0 … workers-1). */
+async function load(
+  workers: number,
+  seconds: number,
+  op: (worker: number) => Promise<number>,
+): Promise<number> {
   const end = performance.now() + seconds * 1000;
   let done = 0;
   const t0 = performance.now();
   await Promise.all(
-    Array.from({ length: workers }, async () => {
+    Array.from({ length: workers }, async (_, worker) => {
       while (performance.now() < end) {
         // Not `done += await op()`: that reads `done` before the await and loses the other workers' counts.
-        const n = await op();
+        const n = await op(worker);
         done += n;
       }
     }),
@@ -75,25 +84,28 @@ async function load(workers: number, seconds: number, op: () => Promise<number>)
 
 export async function run(argv: string[]): Promise<number> {
   const args = benchArgs('queue', argv, OPTIONS);
+  if (args.profile && args.servers > 1)
+    throw new UsageError(`--profile samples one server's CPU: give it with --servers 1, not ${args.servers}`);
   const say = (s: string) => !args.json && console.error(s);
   const home = mkdtempSync(join(tmpdir(), 'berth-bench-'));
   chmodSync(home, 0o711); // as root, PostgreSQL runs as postgres and must reach home/pgdata
-  const startServer = async () => {
-    rmSync(join(home, 'api-url'), { force: true });
+  // `dir`: the server's BERTH_HOME; `databaseUrl`: '' for the embedded PostgreSQL in `dir`.
+  const startServer = async (dir = home, databaseUrl = '') => {
+    rmSync(join(dir, 'api-url'), { force: true });
     // --profile: the server's CPU profile (written when it exits) is summarised at the end.
     const cpuProf = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(home, 'cpuprof')}`] : [];
     const proc = spawn(
       process.execPath,
       [...cpuProf, join(ROOT, 'bin', 'berth.js'), 'server', '--listen', '127.0.0.1:0'],
       {
-        env: { ...process.env, BERTH_HOME: home, BERTH_DATABASE_URL: '' },
+        env: { ...process.env, BERTH_HOME: dir, BERTH_DATABASE_URL: databaseUrl },
         stdio: ['ignore', 'ignore', 'inherit'],
       },
     );
     const exited = new Promise((r) => proc.once('exit', r));
     const url = (
       await until(
-        () => (existsSync(join(home, 'api-url')) ? readFileSync(join(home, 'api-url'), 'utf8').trim() : null),
+        () => (existsSync(join(dir, 'api-url')) ? readFileSync(join(dir, 'api-url'), 'utf8').trim() : null),
         60_000,
       )
     ).replace(/\/$/, '');
@@ -105,6 +117,7 @@ export async function run(argv: string[]): Promise<number> {
   });
   const dataDir = reachableDataDir(join(home, 'pgdata'));
   const windows: Window[] = [];
+  const others: { proc: ChildProcess; exited: Promise<unknown>; url: string; home: string }[] = [];
   try {
     if (args.profile) {
       // pg_stat_statements must be loaded when PostgreSQL starts: stop, preload it, start again.
@@ -119,13 +132,28 @@ export async function run(argv: string[]): Promise<number> {
     const { url } = server;
     const token = readFileSync(join(home, 'admin-token'), 'utf8').trim();
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const pgPort = readFileSync(`${dataDir}.port`, 'utf8').trim();
+    const pgPass = readFileSync(`${dataDir}.password`, 'utf8').trim();
+    const dbUrl = `postgres://postgres:${encodeURIComponent(pgPass)}@127.0.0.1:${pgPort}/berth`;
+    for (let i = 1; i < args.servers; i++) {
+      const dir = mkdtempSync(join(tmpdir(), 'berth-bench-'));
+      const other = await startServer(dir, dbUrl).catch((err: unknown) => {
+        rmSync(dir, { recursive: true, force: true });
+        throw err;
+      });
+      others.push({ ...other, home: dir });
+    }
+    // The submission clients, worker i through server i mod N; what each server took is counted.
+    const targets = [url, ...others.map((o) => o.url)].map((u) => new URL(u));
+    const perServer = targets.map(() => 0);
     // The load generator shares the two cores with the server and PostgreSQL: node:http with keep-alive
     // costs ~0.15 ms of CPU per request here, fetch ~0.45 ms (which the server's numbers then pay for).
     const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-    const target = new URL(url);
-    const post = (path: string, body: unknown) =>
+    const post = (path: string, body: unknown, worker = 0) =>
       new Promise<void>((resolve, reject) => {
         const data = JSON.stringify(body);
+        const t = worker % targets.length;
+        const target = targets[t]!;
         const req = http.request(
           {
             host: target.hostname,
@@ -138,11 +166,14 @@ export async function run(argv: string[]): Promise<number> {
           (res) => {
             const chunks: Buffer[] = [];
             res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () =>
-              res.statusCode! < 300
-                ? resolve()
-                : reject(new Error(`${path}: HTTP ${res.statusCode} ${Buffer.concat(chunks).toString()}`)),
-            );
+            res.on('end', () => {
+              if (res.statusCode! >= 300)
+                return reject(
+                  new Error(`${path}: HTTP ${res.statusCode} ${Buffer.concat(chunks).toString()}`),
+                );
+              perServer[t]!++;
+              resolve();
+            });
             res.on('error', reject);
           },
         );
@@ -150,9 +181,7 @@ export async function run(argv: string[]): Promise<number> {
         req.end(data);
       });
     const spec = { command: ['echo', 'hi'], vcpus: 1, ram: '1GiB' };
-    const pgPort = readFileSync(`${dataDir}.port`, 'utf8').trim();
-    const pgPass = readFileSync(`${dataDir}.password`, 'utf8').trim();
-    const dbUrl = `postgres://postgres:${encodeURIComponent(pgPass)}@127.0.0.1:${pgPort}/berth`;
+    const over = args.servers > 1 ? ` over ${args.servers} servers` : '';
     const pool = createPool(dbUrl, 20);
     // --profile: each phase's CPU per process and PostgreSQL's top statements (bench/store-profile.ts).
     if (args.profile) await pool.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
@@ -173,9 +202,9 @@ export async function run(argv: string[]): Promise<number> {
 
     const batch = Array.from({ length: 1000 }, () => spec);
     const batchedPhase = async () => {
-      say(`batched submissions (1,000 per call), 4 clients, ${args.seconds}s…`);
+      say(`batched submissions (1,000 per call), 4 clients${over}, ${args.seconds}s…`);
       const rate = await profiled('batched', () =>
-        load(4, args.seconds, async () => (await post('/v1/requests/batch', { requests: batch }), 1000)),
+        load(4, args.seconds, async (w) => (await post('/v1/requests/batch', { requests: batch }, w), 1000)),
       );
       say(`  ${rate.toFixed(0)}/s`);
       return rate;
@@ -184,20 +213,34 @@ export async function run(argv: string[]): Promise<number> {
       const rate = await batchedPhase();
       await pool.end();
       agent.destroy();
-      if (args.json) console.log(JSON.stringify({ batched_submissions_per_s: Math.round(rate) }));
-      else console.log(`batched submissions/s (1,000/call):  ${Math.round(rate)} (target ≥ 50,000)`);
+      if (args.json)
+        console.log(
+          JSON.stringify({
+            batched_submissions_per_s: Math.round(rate),
+            servers: args.servers,
+            calls_by_server: perServer,
+          }),
+        );
+      else console.log(`batched submissions/s (1,000/call):  ${Math.round(rate)}${over} (target ≥ 50,000)`);
       return 0;
     }
-    say(`single submissions, 16 clients, ${args.seconds}s…`);
+    say(`single submissions, 16 clients${over}, ${args.seconds}s…`);
     const single = await profiled('single', () =>
-      load(16, args.seconds, async () => (await post('/v1/requests', spec), 1)),
+      load(16, args.seconds, async (w) => (await post('/v1/requests', spec, w), 1)),
     );
     say(`  ${single.toFixed(0)}/s`);
     if (args.only === 'single') {
       await pool.end();
       agent.destroy();
-      if (args.json) console.log(JSON.stringify({ single_submissions_per_s: Math.round(single) }));
-      else console.log(`single submissions/s (16 clients):   ${Math.round(single)} (target ≥ 3,000)`);
+      if (args.json)
+        console.log(
+          JSON.stringify({
+            single_submissions_per_s: Math.round(single),
+            servers: args.servers,
+            calls_by_server: perServer,
+          }),
+        );
+      else console.log(`single submissions/s (16 clients):   ${Math.round(single)}${over} (target ≥ 3,000)`);
       return 0;
     }
     const batched = await batchedPhase();
@@ -328,6 +371,8 @@ export async function run(argv: string[]): Promise<number> {
     await pool.end();
     agent.destroy();
     const result = {
+      servers: args.servers,
+      calls_by_server: perServer,
       rows: Math.max(args.rows, have),
       single_submissions_per_s: Math.round(single),
       batched_submissions_per_s: Math.round(batched),
@@ -340,9 +385,11 @@ export async function run(argv: string[]): Promise<number> {
     };
     if (args.json) console.log(JSON.stringify(result, null, 2));
     else {
-      console.log(`single submissions/s (16 clients):   ${result.single_submissions_per_s} (target ≥ 3,000)`);
       console.log(
-        `batched submissions/s (1,000/call):  ${result.batched_submissions_per_s} (target ≥ 50,000)`,
+        `single submissions/s (16 clients):   ${result.single_submissions_per_s}${over} (target ≥ 3,000)`,
+      );
+      console.log(
+        `batched submissions/s (1,000/call):  ${result.batched_submissions_per_s}${over} (target ≥ 50,000)`,
       );
       console.log(`store lifecycles/s (best run):       ${result.lifecycles_per_s} (target ≥ 2,000)`);
       for (const [k, v] of Object.entries(result.lifecycles_by_run))
@@ -354,6 +401,12 @@ export async function run(argv: string[]): Promise<number> {
     }
     return 0;
   } finally {
+    // The other servers first: the first one's PostgreSQL serves them.
+    for (const o of others) {
+      o.proc.kill('SIGINT');
+      await o.exited;
+      rmSync(o.home, { recursive: true, force: true });
+    }
     server.proc.kill('SIGINT');
     await server.exited;
     if (args.profile) printCpuProfile(say, join(home, 'cpuprof'), windows);

