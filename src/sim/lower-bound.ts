@@ -122,20 +122,21 @@ export function costLowerBound(demands: Iterable<Demand>, types: InstanceType[],
 
 /**
  * The critical-path bound of a workload that holds one workflow run which completed (docs/SIMULATOR.md,
- * "Critical-path bound"): max(LB, C · p), where LB is `lb.cost` (the bound above, over the same completed
- * containers), C the run's critical path in ms and p `lb.cheapestInstance`, the price per hour of the
- * cheapest type that fits any of those containers.
+ * "Critical-path bound"): max(LB, max(C, m) · p), where LB is `lb.cost` (the bound above, over the same
+ * completed containers), C the run's critical path in ms, m the billing rule's minimum in ms and p
+ * `lb.cheapestInstance`, the price per hour of the cheapest type that fits any of those containers.
  *
  * Why it holds. Let c_1 … c_n be the tasks of a longest path, with run times summing to C. c_{k+1} starts
  * after c_k ends (a child is submitted once its parents have succeeded), so their runs are disjoint in time,
  * and each runs on an instance alive for the whole run, of a type that fits it (price ≥ p). Charging each
- * instance p per hour for the time it runs a task of the path charges at most what it is billed (a life is
- * billed at least as long as it lasts; boot and the billing minimum only add), so the bill is ≥ C · p; and
- * ≥ LB. With retries the argument holds for the attempt that completed (an attempt that resumes from a
- * checkpoint ran the rest before, on instances alive then). It does not hold for several runs at once
- * (their paths may run side by side on one instance), hence one run only.
+ * of those instances p per hour for the time it runs tasks of the path charges at most what it is billed
+ * (a life is billed at least as long as it lasts, boot included), so the bill is ≥ C · p; and at least one
+ * instance is billed at least the minimum m, so it is ≥ m · p too. It is ≥ LB anyway. With retries the
+ * argument holds for the attempt that completed (an attempt that resumes from a checkpoint ran the rest
+ * before, on instances alive then). It does not hold for several runs at once (their paths may run side
+ * by side on one instance), hence one run only.
  */
-export function criticalPathBound(lb: LowerBound, criticalPathMs: number): number {
+export function criticalPathBound(lb: LowerBound, criticalPathMs: number, minimumBilledMs = 0): number {
   if (lb.cheapestInstance === null) return lb.cost;
-  return Math.max(lb.cost, (criticalPathMs / 3_600_000) * lb.cheapestInstance);
+  return Math.max(lb.cost, (Math.max(criticalPathMs, minimumBilledMs) / 3_600_000) * lb.cheapestInstance);
 }

@@ -38,6 +38,9 @@ describe('critical-path bound', () => {
     expect(criticalPathBound(lb, HOUR)).toBeCloseTo(0.2, 12);
     // A short path leaves the lower bound: 10 min × 0.20 = 0.033 < 0.08.
     expect(criticalPathBound(lb, HOUR / 6)).toBeCloseTo(0.08, 12);
+    // Unless the billing minimum is longer: some instance is billed at least 2 h × 0.20 = 0.40.
+    expect(criticalPathBound(lb, HOUR / 6, 2 * HOUR)).toBeCloseTo(0.4, 12);
+    expect(criticalPathBound(lb, HOUR, HOUR / 60)).toBeCloseTo(0.2, 12);
   });
 
   it('spot types count only for preemptible work; nothing fits: the lower bound alone', () => {

@@ -66,7 +66,7 @@ function pathBoundLine(r: Report): string[] {
   if (b === null) return [];
   const x = (v: number | null) => (v === null ? '-' : v.toFixed(3));
   return [
-    `critical-path bound ${money(b.cost)} (critical path ${formatDuration(b.criticalPath * 1000)} × cheapest instance ${b.instancePrice ?? '-'}/h): ${x(b.overLowerBound)} × the lower bound; cost / it ${x(b.ratio)}`,
+    `critical-path bound ${money(b.cost)} (max(critical path ${formatDuration(b.criticalPath * 1000)}, billing minimum ${formatDuration(b.minimumBilled * 1000)}) × cheapest instance ${b.instancePrice ?? '-'}/h): ${x(b.overLowerBound)} × the lower bound; cost / it ${x(b.ratio)}`,
   ];
 }
 

@@ -56,13 +56,15 @@ export interface Report {
   lowerBound: { weights: { vcpus: number; ram: number; gpus: number }; unfitContainers: number };
   /**
    * For a workload of one workflow run that completed, a bound the lower bound ignores: no schedule pays
-   * less than the critical path × the cheapest fitting instance's price (src/sim/lower-bound.ts,
-   * criticalPathBound); null otherwise. `cost` is the larger of the two bounds, `overLowerBound` it / the
+   * less than max(the critical path, the billing minimum) × the cheapest fitting instance's price
+   * (src/sim/lower-bound.ts, criticalPathBound); null otherwise. `cost` is the larger of the two bounds, `overLowerBound` it / the
    * lower bound (above 1.5: no scheduler meets 1.5 × the lower bound), `ratio` total cost / it.
    */
   criticalPathBound: {
     cost: number;
     criticalPath: number;
+    /** The billing rule's minimum (s): one instance at least is billed that long. */
+    minimumBilled: number;
     instancePrice: number | null;
     overLowerBound: number | null;
     ratio: number | null;
@@ -113,10 +115,12 @@ function pathBound(
 ): Report['criticalPathBound'] {
   const runs = run.workflows ?? [];
   if (runs.length !== 1 || runs[0]!.outcome !== 'success') return null;
-  const bound = criticalPathBound(lb, runs[0]!.criticalPath);
+  const minimum = (run.billing ?? PER_SECOND).minimumMs;
+  const bound = criticalPathBound(lb, runs[0]!.criticalPath, minimum);
   return {
     cost: round(bound, 6),
     criticalPath: round(runs[0]!.criticalPath / 1000, 3),
+    minimumBilled: minimum / 1000,
     instancePrice: lb.cheapestInstance,
     overLowerBound: lb.cost > 0 ? round(bound / lb.cost, 4) : null,
     ratio: bound > 0 ? round(total / bound, 4) : null,
