@@ -54,6 +54,20 @@ export const opt = {
     usage: `${help}${dflt === undefined ? '' : ` (default ${dflt})`}`,
     value: (r, f) => (r === undefined ? dflt : whole(r as string, f, min)),
   }),
+  /** One duration ("50ms", "10m"), as milliseconds. */
+  duration: (dflt: string, help: string): Opt<number> => ({
+    type: 'string',
+    meta: 'D',
+    usage: `${help} (default ${dflt})`,
+    value(r, f) {
+      const x = (r as string | undefined) ?? dflt;
+      try {
+        return parseDuration(x);
+      } catch {
+        throw refuse(f, 'a duration such as 90s or 10m', x);
+      }
+    },
+  }),
   /** Durations ("50ms", "1s", …), comma-separated, as milliseconds. */
   durations: (dflt: string, help: string): Opt<number[]> => ({
     type: 'string',

@@ -25,6 +25,7 @@ const BENCHES = [
   'slurm-move',
   'node-guard',
   'sim-gap',
+  'wf-collection',
 ] as const;
 
 async function main(): Promise<number> {

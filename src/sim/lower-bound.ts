@@ -37,6 +37,8 @@ export interface LowerBound {
   weights: { vcpus: number; ram: number; gpus: number };
   /** Containers no type fits: left out of the bound (no schedule can run them). */
   unfit: number;
+  /** The price per hour of the cheapest type that fits some container; null when none fits. */
+  cheapestInstance: number | null;
 }
 
 /** Whether type `t` can host `d` on its own: every resource fits, and only preemptible work goes on spot. */
@@ -90,8 +92,16 @@ export function costLowerBound(demands: Iterable<Demand>, types: InstanceType[],
     if (d.gpus > 0) anyGpu = true;
   }
   const fitting = [...shapes.values()].filter((s) => s.types.length > 0);
+  let cheapest: number | null = null;
+  for (const s of fitting)
+    for (const t of s.types) if (cheapest === null || t.price < cheapest) cheapest = t.price;
 
-  let best: LowerBound = { cost: 0, weights: { vcpus: 1, ram: 0, gpus: 0 }, unfit };
+  let best: LowerBound = {
+    cost: 0,
+    weights: { vcpus: 1, ram: 0, gpus: 0 },
+    unfit,
+    cheapestInstance: cheapest,
+  };
   for (let i = 0; i <= steps; i++)
     for (let j = 0; i + j <= steps; j++) {
       const k = steps - i - j;
@@ -104,7 +114,29 @@ export function costLowerBound(demands: Iterable<Demand>, types: InstanceType[],
         for (const t of s.types) min = Math.min(min, share(s, t, wv, wr, wg));
         total += s.hours * min;
       }
-      if (total > best.cost) best = { cost: total, weights: { vcpus: wv, ram: wr, gpus: wg }, unfit };
+      if (total > best.cost)
+        best = { cost: total, weights: { vcpus: wv, ram: wr, gpus: wg }, unfit, cheapestInstance: cheapest };
     }
   return best;
+}
+
+/**
+ * The critical-path bound of a workload that holds one workflow run which completed (docs/SIMULATOR.md,
+ * "Critical-path bound"): max(LB, max(C, m) · p), where LB is `lb.cost` (the bound above, over the same
+ * completed containers), C the run's critical path in ms, m the billing rule's minimum in ms and p
+ * `lb.cheapestInstance`, the price per hour of the cheapest type that fits any of those containers.
+ *
+ * Why it holds. Let c_1 … c_n be the tasks of a longest path, with run times summing to C. c_{k+1} starts
+ * after c_k ends (a child is submitted once its parents have succeeded), so their runs are disjoint in time,
+ * and each runs on an instance alive for the whole run, of a type that fits it (price ≥ p). Charging each
+ * of those instances p per hour for the time it runs tasks of the path charges at most what it is billed
+ * (a life is billed at least as long as it lasts, boot included), so the bill is ≥ C · p; and at least one
+ * instance is billed at least the minimum m, so it is ≥ m · p too. It is ≥ LB anyway. With retries the
+ * argument holds for the attempt that completed (an attempt that resumes from a checkpoint ran the rest
+ * before, on instances alive then). It does not hold for several runs at once (their paths may run side
+ * by side on one instance), hence one run only.
+ */
+export function criticalPathBound(lb: LowerBound, criticalPathMs: number, minimumBilledMs = 0): number {
+  if (lb.cheapestInstance === null) return lb.cost;
+  return Math.max(lb.cost, (Math.max(criticalPathMs, minimumBilledMs) / 3_600_000) * lb.cheapestInstance);
 }

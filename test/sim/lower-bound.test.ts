@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { InstanceType } from '../../src/model/types.js';
 import { buildReport } from '../../src/sim/report/build.js';
 import type { ContainerRecord, InstanceRecord } from '../../src/sim/report/input.js';
-import { costLowerBound, fits, type Demand } from '../../src/sim/lower-bound.js';
+import { costLowerBound, criticalPathBound, fits, type Demand } from '../../src/sim/lower-bound.js';
 import { GiB, type as t } from '../dispatch/builders.js';
 
 const HOUR = 3_600_000;
@@ -19,6 +19,42 @@ function d(vcpus: number, ramGiB: number, hours: number, extra: Partial<Demand> 
     ...extra,
   };
 }
+
+describe('critical-path bound', () => {
+  // A chain of three 1-vcpu tasks of 20 min (critical path 1 h, work 1 vcpu-hour). Types: small
+  // (2 vcpu, 0.20/h) and big (8 vcpu, 0.64/h, 0.08 per vcpu-hour): the lower bound charges the work at
+  // big's per-vcpu price, 0.08, but the path needs some instance up for 1 h, at least small's 0.20.
+  const types = [
+    t('small', 2, 4, 0.2),
+    t('big', 8, 16, 0.64),
+    t('tiny-spot', 2, 4, 0.05, { preemptible: true }),
+  ];
+  const chain = [d(1, 1, 1 / 3), d(1, 1, 1 / 3), d(1, 1, 1 / 3)];
+
+  it('is max(lower bound, critical path × the cheapest instance a container fits on): 0.20 against 0.08', () => {
+    const lb = costLowerBound(chain, types);
+    expect(lb.cost).toBeCloseTo(0.08, 12);
+    expect(lb.cheapestInstance).toBe(0.2);
+    expect(criticalPathBound(lb, HOUR)).toBeCloseTo(0.2, 12);
+    // A short path leaves the lower bound: 10 min × 0.20 = 0.033 < 0.08.
+    expect(criticalPathBound(lb, HOUR / 6)).toBeCloseTo(0.08, 12);
+    // Unless the billing minimum is longer: some instance is billed at least 2 h × 0.20 = 0.40.
+    expect(criticalPathBound(lb, HOUR / 6, 2 * HOUR)).toBeCloseTo(0.4, 12);
+    expect(criticalPathBound(lb, HOUR, HOUR / 60)).toBeCloseTo(0.2, 12);
+  });
+
+  it('spot types count only for preemptible work; nothing fits: the lower bound alone', () => {
+    const spot = costLowerBound(
+      chain.map((c) => ({ ...c, preemptible: true })),
+      types,
+    );
+    expect(spot.cheapestInstance).toBe(0.05);
+    expect(criticalPathBound(spot, HOUR)).toBeCloseTo(Math.max(spot.cost, 0.05), 12);
+    const none = costLowerBound([d(64, 1, 1)], types);
+    expect(none.cheapestInstance).toBeNull();
+    expect(criticalPathBound(none, HOUR)).toBe(0);
+  });
+});
 
 describe('cost lower bound', () => {
   it('one container: its duration times the cheapest fitting type, prorated by the binding weight', () => {

@@ -184,6 +184,7 @@ describe('buildReport edge cases', () => {
     const r = buildReport({ policy: 'p', seed: 1, instanceTypes: [small], containers: [], instances: [] });
     expect(r.cost).toEqual({ total: 0, lowerBound: 0, ratio: null, boot: 0, work: 0, idle: 0, byType: {} });
     expect(r.workflows).toBeNull();
+    expect(r.criticalPathBound).toBeNull();
     expect(r.wait.p50).toBeNull();
     expect(r.makespan).toBeNull();
     expect(r.utilization).toEqual({ vcpu: null, ram: null });

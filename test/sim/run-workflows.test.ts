@@ -184,6 +184,58 @@ describe('workflows through the simulator (closed loop)', () => {
     });
   });
 
+  it('the critical-path bound of a single run: critical path × the cheapest instance, above the lower bound', async () => {
+    // DIAMOND: critical path a + b + d = 160 s; work 180 vcpu-seconds, 1 GiB per task. Types: t2 (2 vcpu,
+    // 8 GiB, 3.6/h) and t16 (16 vcpu, 64 GiB, 14.4/h: 0.9 per vcpu-hour, 0.225 per GiB-hour).
+    // Lower bound: 180 s × 0.9/h = 0.045 (ram: 180 s × 0.225/h = 0.01125). Some instance is up for the whole
+    // path, at least t2's 3.6/h: 160 s × 3.6/h = 0.16, 3.5556 × the lower bound.
+    const catalog = [
+      { name: 't2', vcpus: 2, ram: '8GiB', scratch: '100GiB', price: 3.6 },
+      { name: 't16', vcpus: 16, ram: '64GiB', scratch: '100GiB', price: 14.4 },
+    ];
+    const config = smallConfig({ catalog });
+    const one = await runSimulation({
+      jobs: [],
+      workflows: [run(DIAMOND, 'd/1')],
+      config,
+      seed: 1,
+      policy: 'berth',
+    });
+    expect(one.report.cost.lowerBound).toBe(0.045);
+    expect(one.report.criticalPathBound).toEqual({
+      cost: 0.16,
+      criticalPath: 160,
+      minimumBilled: 60,
+      instancePrice: 3.6,
+      overLowerBound: 3.5556,
+      ratio: Math.round((one.report.cost.total / 0.16) * 1e4) / 1e4,
+    });
+    expect(one.report.cost.total).toBeGreaterThanOrEqual(0.16);
+    // Two runs may share instances side by side: no bound for them.
+    const two = await runSimulation({
+      jobs: [],
+      workflows: [run(DIAMOND, 'd/1'), run(DIAMOND, 'd/2')],
+      config,
+      seed: 1,
+      policy: 'berth',
+    });
+    expect(two.report.criticalPathBound).toBeNull();
+    // A path shorter than the billing minimum (EC2's 60 s here): a alone, 100 s, under a 10-minute minimum:
+    // 600 s × 3.6/h = 0.6 (the lower bound: 100 s × 0.9/h = 0.025).
+    const short = await runSimulation({
+      jobs: [],
+      workflows: [run(workflow('one', [['a', 100, []]]), 'o/1')],
+      config: smallConfig({ catalog, billing: { minimum: '10m' } }),
+      seed: 1,
+      policy: 'berth',
+    });
+    expect(short.report.criticalPathBound).toMatchObject({
+      cost: 0.6,
+      minimumBilled: 600,
+      overLowerBound: 24,
+    });
+  });
+
   it('a slow start delays the children: 120 s boots add 60 s to the makespan', async () => {
     const makespan = async (boot: string) =>
       (

@@ -51,12 +51,23 @@ export function summary(r: Report): string {
     `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
     `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
     ...workflowLines(r),
+    ...pathBoundLine(r),
     ...(r.rightSizing === null
       ? []
       : [
           `right-sizing from recorded usage: cost lower bound ${r.rightSizing.lowerBound.asked.toFixed(4)} as asked, ${r.rightSizing.lowerBound.rightSized.toFixed(4)} right-sized (berth usage --report for the table)`,
         ]),
   ].join('\n');
+}
+
+/** A single run's critical-path bound (report.criticalPathBound), when it has one. */
+function pathBoundLine(r: Report): string[] {
+  const b = r.criticalPathBound;
+  if (b === null) return [];
+  const x = (v: number | null) => (v === null ? '-' : v.toFixed(3));
+  return [
+    `critical-path bound ${money(b.cost)} (max(critical path ${formatDuration(b.criticalPath * 1000)}, billing minimum ${formatDuration(b.minimumBilled * 1000)}) × cheapest instance ${b.instancePrice ?? '-'}/h): ${x(b.overLowerBound)} × the lower bound; cost / it ${x(b.ratio)}`,
+  ];
 }
 
 /** One line for all workflow runs, then one per workflow: makespan and its ratio to the critical path. */

@@ -2,7 +2,7 @@
 // deterministic: the same record gives the same report, byte for byte once serialised, because every
 // number is rounded to a fixed precision and every map is built in sorted key order.
 import { billedMs, PER_SECOND } from '../../model/billing.js';
-import { costLowerBound } from '../lower-bound.js';
+import { costLowerBound, criticalPathBound } from '../lower-bound.js';
 import { ReportInputError, type ContainerRecord, type RunRecord } from './input.js';
 import { bucketMax, percentile, round, unionLength } from './stats.js';
 import { rightSizingSection, type RightSizingSection } from './usage.js';
@@ -54,6 +54,21 @@ export interface Report {
     byType: Record<string, number>;
   };
   lowerBound: { weights: { vcpus: number; ram: number; gpus: number }; unfitContainers: number };
+  /**
+   * For a workload of one workflow run that completed, a bound the lower bound ignores: no schedule pays
+   * less than max(the critical path, the billing minimum) × the cheapest fitting instance's price
+   * (src/sim/lower-bound.ts, criticalPathBound); null otherwise. `cost` is the larger of the two bounds, `overLowerBound` it / the
+   * lower bound (above 1.5: no scheduler meets 1.5 × the lower bound), `ratio` total cost / it.
+   */
+  criticalPathBound: {
+    cost: number;
+    criticalPath: number;
+    /** The billing rule's minimum (s): one instance at least is billed that long. */
+    minimumBilled: number;
+    instancePrice: number | null;
+    overLowerBound: number | null;
+    ratio: number | null;
+  } | null;
   wait: WaitStats;
   waitHistogram: Array<{ bucket: string; count: number }>;
   /** From the first arrival to the last container end; null when nothing ended. */
@@ -91,6 +106,25 @@ function checkContainer(c: ContainerRecord, instances: Set<string>): void {
     throw new ReportInputError(`${at}: started but has no instance`);
   if (c.instance !== null && !instances.has(c.instance))
     throw new ReportInputError(`${at}: instance ${c.instance} is not in the run's instances`);
+}
+
+function pathBound(
+  run: RunRecord,
+  lb: ReturnType<typeof costLowerBound>,
+  total: number,
+): Report['criticalPathBound'] {
+  const runs = run.workflows ?? [];
+  if (runs.length !== 1 || runs[0]!.outcome !== 'success') return null;
+  const minimum = (run.billing ?? PER_SECOND).minimumMs;
+  const bound = criticalPathBound(lb, runs[0]!.criticalPath, minimum);
+  return {
+    cost: round(bound, 6),
+    criticalPath: round(runs[0]!.criticalPath / 1000, 3),
+    minimumBilled: minimum / 1000,
+    instancePrice: lb.cheapestInstance,
+    overLowerBound: lb.cost > 0 ? round(bound / lb.cost, 4) : null,
+    ratio: bound > 0 ? round(total / bound, 4) : null,
+  };
 }
 
 /** Computes the report of one run. Throws ReportInputError when the record is inconsistent. */
@@ -251,6 +285,7 @@ export function buildReport(run: RunRecord): Report {
       byType: sortedRecord(costByType, 6),
     },
     lowerBound: { weights: lb.weights, unfitContainers: lb.unfit },
+    criticalPathBound: pathBound(run, lb, total),
     wait,
     waitHistogram: histogram,
     makespan: lastEnd === Number.NEGATIVE_INFINITY ? null : round((lastEnd - firstArrival) / 1000, 3),
