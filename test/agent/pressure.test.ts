@@ -1,14 +1,11 @@
-// The pressure rule (pure) and the watcher's tick on an injected clock, and its sampler on a real cgroup;
-// the real-cgroup end-to-end test is test/agent-e2e/pressure.test.ts.
-import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+// The pressure rule (pure) and the watcher's tick on an injected clock; its sampler and the watcher itself on
+// a real cgroup (pressure-cases.ts, which the cgroup v2 guest runs too); the end-to-end test through the agent
+// is test/agent-e2e/pressure.test.ts.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
-  cgroupSampler,
   chooseVictims,
   decidePressure,
   PressureWatcher,
@@ -16,11 +13,16 @@ import {
   type PressureSample,
   type Reclaimable,
 } from '../../src/agent/pressure.js';
-import { CGROUP_ROOT, cgroupAt, cgroupsUnusable, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
+import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
+import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { itIf } from '../helpers/needs.js';
+import { cleanupHandles, cleanupWorkDirs, leftovers } from './helpers.js';
+import { fileCacheCase, watcherCase } from './pressure-cases.js';
 
 const MiB = 1024 * 1024;
 const cgroupsMissing = await cgroupsUnusable();
+/** The watcher case runs its containers on the process runtime (sandboxed, as by default). */
+const processMissing = cgroupsMissing ?? (await new ProcessRuntime().available());
 const limits = { capacityBytes: 1024 * MiB, headroomBytes: 64 * MiB, psiPercent: null };
 
 describe('decidePressure', () => {
@@ -173,35 +175,13 @@ describe('readPsi', () => {
   });
 });
 
-describe("the sampler of the containers' parent group (real cgroup)", () => {
-  itIf(cgroupsMissing)(
-    'counts what the containers use, not the file cache a process that wrote a file left charged to the group',
-    async () => {
-      const group = cgroupAt(await probeCgroups(), `berth-cache-${randomBytes(4).toString('hex')}`);
-      // On disk, not tmpfs: tmpfs pages are memory the group cannot drop, and count.
-      const dir = await mkdtemp(join('/var/tmp', 'berth-cache-'));
-      try {
-        await group.create({ vcpus: 1, ram: 384 * MiB });
-        // A process of the group writes 320 MiB to a file and exits: nothing of it runs any more.
-        const join_ = group
-          .procsFiles()
-          .map((f) => `echo $$ > ${f}`)
-          .join('; ');
-        await promisify(execFile)('sh', [
-          '-c',
-          `${join_}; exec dd if=/dev/zero of=${dir}/f bs=1M count=320 status=none`,
-        ]);
-        const charged = (await group.stats()).ramBytes;
-        expect(charged, 'the cache is charged to the group').toBeGreaterThan(256 * MiB);
-        const sample = await cgroupSampler(group, CGROUP_ROOT, false)();
-        expect(sample.ramBytes).toBeLessThan(32 * MiB);
-        expect(
-          decidePressure(sample, { capacityBytes: 384 * MiB, headroomBytes: 64 * MiB, psiPercent: null }),
-        ).toBeNull();
-      } finally {
-        await rm(dir, { recursive: true, force: true });
-        await group.remove().catch(() => {});
-      }
-    },
-  );
+describe('the sampler and the watcher on a real cgroup (pressure-cases.ts; also run in the cgroup v2 guest)', () => {
+  afterEach(async () => {
+    await cleanupHandles();
+    expect(await leftovers()).toEqual([]);
+    await cleanupWorkDirs();
+  });
+  const run = (c: typeof watcherCase) => async () => console.log(c.name, JSON.stringify(await c.run()));
+  itIf(cgroupsMissing)(fileCacheCase.name, run(fileCacheCase), 60_000);
+  itIf(processMissing)(watcherCase.name, run(watcherCase), 120_000);
 });

@@ -20,7 +20,7 @@ import {
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
 import { TEST_ROOTFS_TAR, cleanupHandles, cleanupWorkDirs, leftovers, waitFor } from '../agent/helpers.js';
 import { CRIU_CASE, criuCase } from './criu-case.js';
-import { DETECT_CASE, DETECT_DOCKER_CASE, RESULT_PREFIX, type CaseResult } from './plan.js';
+import { DETECT_CASE, DETECT_DOCKER_CASE, PRESSURE_CASES, RESULT_PREFIX, type CaseResult } from './plan.js';
 
 async function report(id: string, run: () => Promise<Measured>): Promise<void> {
   const t0 = performance.now();
@@ -70,6 +70,7 @@ await report(CRIU_CASE, criuCase);
 
 await runtimeCases('process', null);
 await runtimeCases('process', null, [sandboxCase]);
+for (const c of PRESSURE_CASES) await report(`pressure: ${c.name}`, () => c.run());
 await runtimeCases('runc', TEST_ROOTFS_TAR);
 
 // docker last: its daemon is started here (the guest has no systemd), as .ci/setup.d/20-runtimes.sh starts

@@ -1,10 +1,12 @@
 // What the cgroup v2 guest runs (guest-main.ts) and the host test expects a result for (cgroup-v2.test.ts):
 // the cgroup layer's cases, runtime detection, and the cgroup-dependent runtime cases on each runtime the
 // guest has (scripts/guest/flavours/test.sh: runc and docker.io; podman is not in it), and the process
-// runtime's bubblewrap sandbox in its cgroup; and CRIU's dump and restore of a process (criu-case.ts).
+// runtime's bubblewrap sandbox in its cgroup; CRIU's dump and restore of a process (criu-case.ts); and the
+// agent's pressure watcher on a v2 parent group (pressure-cases.ts).
 // Case ids are "<scope>: <case name>".
 import { ENGINE_CGROUP_CASES, RUNTIME_CASES, sandboxCase } from '../agent/cases.js';
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
+import { fileCacheCase, watcherCase } from '../agent/pressure-cases.js';
 import { CRIU_CASE } from './criu-case.js';
 
 export const DETECT_CASE =
@@ -20,11 +22,15 @@ export function guestPlan(): string[] {
     CRIU_CASE,
     ...runtimeCases('process'),
     `process: ${sandboxCase.name}`,
+    ...PRESSURE_CASES.map((c) => `pressure: ${c.name}`),
     ...runtimeCases('runc'),
     DETECT_DOCKER_CASE,
     ...ENGINE_CGROUP_CASES.map((c) => `docker: ${c.name}`),
   ];
 }
+
+/** The pressure watcher's cases on v2 (its containers on the process runtime). */
+export const PRESSURE_CASES = [fileCacheCase, watcherCase] as const;
 
 /** The prefix of the console lines that carry results (JSON after it). */
 export const RESULT_PREFIX = 'BERTH-CASE ';
