@@ -69,9 +69,10 @@ afterAll(async () => {
 
 /**
  * The guaranteed container: holds 10% of its request (touched) until the file `grow` appears in its
- * working directory (the test writes it once the borrower runs), then grows in 4 MiB steps to its request
- * less 80 MiB (node's own ~45 MiB: ~95% in all), then burns CPU for 4 s, and says when its grown phase
- * began and ended (epoch ms) and the CPU seconds it used meanwhile.
+ * working directory (the test writes it once the borrower runs), then grows in 4 MiB steps 60 ms apart
+ * (~65 MiB/s: the 64 MiB of pressure_headroom are ~1 s of growth for the watcher to free memory in, under
+ * load) to its request less 80 MiB (node's own ~45 MiB: ~95% in all), then burns CPU for 4 s, and says
+ * when its grown phase began and ended (epoch ms) and the CPU seconds it used meanwhile.
  */
 const guaranteed = `const fs = require('fs');
   const held = []; let n = 0; const step = 4 * 1048576;
@@ -85,7 +86,7 @@ const guaranteed = `const fs = require('fs');
     setTimeout(wait, 100);
   };
   const grow = () => {
-    if (n < ${G.ram - 80 * MiB}) { hold(n + step); return setTimeout(grow, 40); }
+    if (n < ${G.ram - 80 * MiB}) { hold(n + step); return setTimeout(grow, 60); }
     const t0 = Date.now(); const c0 = process.cpuUsage();
     console.log('grown ' + n + ' at ' + t0);
     let x = 0; while (Date.now() - t0 < 4000) x++;
@@ -254,15 +255,15 @@ describe('opportunistic containers end to end (issue 16 done-when)', () => {
       await sampler;
       // The agent's side, read while instance A is still there: its pressure watcher's line.
       const agentLog = readFileSync(join(d.home, 'instances', instances[0]!.id, 'agent.log'), 'utf8');
-      const freeze = new RegExp(
-        `[^"]*memory pressure: [^"]*reclaimed ${b}[^"]*"(,"freeze_ms":[\\d.]+)?`,
-      ).exec(agentLog);
-      expect(freeze, agentLog).not.toBeNull();
+      const agentLines = agentLog.split('\n');
+      const freeze = agentLines.find((l) => l.includes('memory pressure: ') && l.includes(`reclaimed ${b}`));
+      expect(freeze, agentLog).toBeDefined();
+      console.log(`agent: ${freeze!}`);
       const mem = (path: string, f: string) =>
         Number(readFileSync(join('/sys/fs/cgroup/memory', path, f), 'utf8')) / MiB;
       // The watcher counts the containers' group; the slice's limit holds the agent too.
       console.log(
-        `agent: ${freeze![0]}; the instance's peak ${mem(slice, 'memory.max_usage_in_bytes').toFixed(0)} MiB ` +
+        `the instance's peak ${mem(slice, 'memory.max_usage_in_bytes').toFixed(0)} MiB ` +
           `(limit ${mem(slice, 'memory.limit_in_bytes').toFixed(0)}), its agent's peak ` +
           `${mem(slicePaths(slice).agent, 'memory.max_usage_in_bytes').toFixed(0)} MiB`,
       );
