@@ -4,6 +4,7 @@
 import type { UsageSample } from '../api/schemas.js';
 import type { Actor } from '../model/transitions.js';
 import type { ContainerState, FailureClass } from '../model/types.js';
+import { CHANGE_STAMP } from './change-stamp.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { pauseOrders, type PauseRow } from './pause.js';
@@ -284,7 +285,10 @@ export class Containers {
   /**
    * Stores the latest usage samples of the node's Running containers in `usage` (with the wall time so
    * far), where the exit report's final usage later replaces them. Samples for containers that are not
-   * Running on this node are ignored. updated_at is left alone: a sample is not a state change.
+   * Running on this node are ignored. updated_at is left alone: a sample is not a state change. The
+   * change feed's stamp is set: the dispatcher's incremental view (changes()) must see the sample, or
+   * opportunistic placement never learns what a guaranteed container lends (only a whole read every
+   * `full_reload_passes` passes would bring it).
    */
   async recordUsage(nodeId: string, samples: Record<string, UsageSample>): Promise<void> {
     const ids = Object.keys(samples);
@@ -293,7 +297,8 @@ export class Containers {
     await this.ctx.pool.query(
       `UPDATE containers c SET usage = jsonb_build_object(
          'cpu_seconds', u.cpu_seconds, 'ram', u.ram, 'peak_ram', u.peak_ram, 'sampled_at', $3::timestamptz,
-         'wall_ms', GREATEST(0, (extract(epoch FROM ($3::timestamptz - c.started_at)) * 1000)::bigint))
+         'wall_ms', GREATEST(0, (extract(epoch FROM ($3::timestamptz - c.started_at)) * 1000)::bigint)),
+         ${CHANGE_STAMP}
        FROM unnest($2::text[], $4::float8[], $5::bigint[], $6::bigint[]) AS u(id, cpu_seconds, ram, peak_ram)
        WHERE c.id = u.id AND c.node_id = $1 AND c.state = 'Running'`,
       [

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChangeCursor, DispatchQueue } from '../../src/dispatch/ports.js';
 import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
 import { seededRng } from '../../src/model/clock.js';
+import { Store } from '../../src/store/store.js';
 import { pgSubjects, randomTransition, SUBJECTS, T0, type Subject } from './subjects.js';
 
 const D = 'c/t';
@@ -127,5 +128,27 @@ describe('changes() on PostgreSQL: a change committed after a read is in the nex
       tx.release();
     }
     expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.priority])).toEqual([[id, 7]]);
+  });
+
+  it('a usage sample of a Running container is in the next read (what opportunistic placement lends)', async () => {
+    const s: Subject = await pgSubjects()();
+    const id = await s.current(await s.submit());
+    const node = await s.node('i-1');
+    expect(await s.queue.lock([id], D)).toEqual([id]);
+    await s.queue.assign([{ id, instance: 'i-1', node }], D);
+    await s.start(id, node);
+    const v = new View(s.queue);
+    expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.state, c.usage])).toEqual([
+      [id, 'Running', undefined],
+    ]);
+    s.clock.advance(4000);
+    // As the API records an agent's ping (routes/nodes.ts).
+    const store = new Store(s.db!, { clock: s.clock, rng: seededRng(1) });
+    await store.containers.recordUsage(node, {
+      [id]: { cpu_seconds: 1, ram: 10_000_000, peak_ram: 20_000_000 },
+    });
+    expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.usage])).toEqual([
+      [id, { ram: 20_000_000, vcpus: 0.25, observedMs: 4000 }],
+    ]);
   });
 });
