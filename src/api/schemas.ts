@@ -416,6 +416,12 @@ export const PingBody = Type.Object(
     usage: Type.Optional(Dict(Type.String({ pattern: ContainerId.pattern }), UsageSampleSchema, 10000)),
     /** The running containers the agent holds frozen (berth pause; src/store/pause.ts). */
     paused: Type.Optional(Type.Array(ContainerId, { maxItems: 10000 })),
+    /**
+     * Whether the agent can claim lent room back: its pressure watcher runs (src/agent/pressure.ts). Stored
+     * on the node (absent: unchanged; false until said); only such nodes' instances lend to opportunistic
+     * containers (src/dispatch/scheduler/opportunistic.ts).
+     */
+    reclaims: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
