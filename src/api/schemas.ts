@@ -182,6 +182,19 @@ export const ContainerParams = params(ContainerId);
 export const NodeParams = params(NodeId);
 export const InstanceParams = params(InstanceId);
 
+/** An operator's request on an instance: `freeze` only with hold (berth instance hold --freeze). */
+export const InstanceActionBody = Type.Object(
+  {
+    freeze: Type.Optional(
+      Type.Boolean({
+        description:
+          "hold only: also freeze the instance's Running containers (berth pause's flags); its run or drain resumes them",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const InstanceActionParams = Type.Object(
   {
     id: InstanceId,
