@@ -162,6 +162,8 @@ export class Agent {
   readonly client: AgentClient;
   private readonly stopper = new AbortController();
   private wakeup = new AbortController();
+  /** The pressure watcher runs (watchPressure): this agent can claim lent room back. */
+  private reclaims = false;
   private readonly runners = new Map<string, ContainerRunner>();
   private journal: Journal | null = null;
   private draining = false;
@@ -248,7 +250,10 @@ export class Agent {
           () => this.runners.values(),
           this.log,
           this.stopper.signal,
-        ).catch((err: unknown) => this.log.warn(errorFields(err), 'the pressure watcher failed'));
+          () => this.setReclaims(true),
+        )
+          .catch((err: unknown) => this.log.warn(errorFields(err), 'the pressure watcher failed'))
+          .finally(() => this.setReclaims(false));
     try {
       await this.loop(ctx);
     } finally {
@@ -489,6 +494,13 @@ export class Agent {
     return this.runners.size > 0 ? 'busy' : 'idle';
   }
 
+  /** Whether the pressure watcher runs, told to the API in each ping (`reclaims`); a change is sent at once. */
+  private setReclaims(yes: boolean): void {
+    if (this.reclaims === yes) return;
+    this.reclaims = yes;
+    this.wakeup.abort();
+  }
+
   private usage(): Record<string, UsageSample> | undefined {
     if (!this.sendUsage) return undefined;
     const out: Record<string, UsageSample> = {};
@@ -524,6 +536,8 @@ export class Agent {
             state,
             running: this.running(),
             paused: [...this.runners.values()].filter((r) => r.frozen).map((r) => r.id),
+            // Only an agent whose pressure watcher runs can claim lent room back: only its instance lends.
+            reclaims: this.reclaims,
             // A draining agent with nothing left reports 'drained' and then polls slowly. A one-shot agent's
             // first ping must answer at once: its container is assigned before the job was submitted.
             wait_ms: once && !this.onceRunner ? 0 : (this.opts.pingWaitMs ?? DEFAULT_PING_WAIT_MS),

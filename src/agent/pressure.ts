@@ -310,12 +310,15 @@ export interface WatchedRunner extends Reclaimable {
 /**
  * Runs the agent's watcher until `signal` aborts; resolves at once (with the reason logged) where the
  * containers' parent group cannot be read (no usable cgroups: nothing opportunistic is ever reclaimed).
+ * `watching` is called once the watcher runs: from then until this resolves the agent can claim lent room
+ * back, which it tells the API in its pings (`reclaims`), so that only its instance lends room.
  */
 export async function watchPressure(
   o: AgentPressureOptions,
   runners: () => Iterable<WatchedRunner>,
   log: { info(o: object, m: string): void; warn(o: object, m: string): void },
   signal: AbortSignal,
+  watching: () => void = () => {},
 ): Promise<void> {
   const root = o.cgroupRoot ?? CGROUP_ROOT;
   const host = await probeCgroups(root);
@@ -348,5 +351,6 @@ export async function watchPressure(
       ),
     onError: (err) => log.warn({ err }, 'pressure watcher'),
   });
+  watching();
   await watcher.run(signal);
 }

@@ -182,6 +182,19 @@ export const ContainerParams = params(ContainerId);
 export const NodeParams = params(NodeId);
 export const InstanceParams = params(InstanceId);
 
+/** An operator's request on an instance: `freeze` only with hold (berth instance hold --freeze). */
+export const InstanceActionBody = Type.Object(
+  {
+    freeze: Type.Optional(
+      Type.Boolean({
+        description:
+          "hold only: also freeze the instance's Running containers (berth pause's flags); its run or drain resumes them",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const InstanceActionParams = Type.Object(
   {
     id: InstanceId,
@@ -416,6 +429,12 @@ export const PingBody = Type.Object(
     usage: Type.Optional(Dict(Type.String({ pattern: ContainerId.pattern }), UsageSampleSchema, 10000)),
     /** The running containers the agent holds frozen (berth pause; src/store/pause.ts). */
     paused: Type.Optional(Type.Array(ContainerId, { maxItems: 10000 })),
+    /**
+     * Whether the agent can claim lent room back: its pressure watcher runs (src/agent/pressure.ts). Stored
+     * on the node (absent: unchanged; false until said); only such nodes' instances lend to opportunistic
+     * containers (src/dispatch/scheduler/opportunistic.ts).
+     */
+    reclaims: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

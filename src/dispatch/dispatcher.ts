@@ -392,7 +392,8 @@ export class Dispatcher {
       k.containers === i.containers &&
       k.stateSince === i.stateSince &&
       k.createdAt === i.createdAt &&
-      k.createdFor === (i.createdFor || undefined)
+      k.createdFor === (i.createdFor || undefined) &&
+      k.reclaims === (i.reclaims || undefined)
     )
       return k;
     const made: SnapshotInstance = {
@@ -404,6 +405,7 @@ export class Dispatcher {
       stateSince: i.stateSince,
       createdAt: i.createdAt,
       ...(i.createdFor && { createdFor: i.createdFor }),
+      ...(i.reclaims && { reclaims: true }),
     };
     this.snapshotOf.set(i, made);
     return made;
@@ -542,6 +544,8 @@ export class Dispatcher {
         inst.idleBehavior = 'drain';
         this.emit({ kind: 'instance-interrupted', at: now, instance: inst.id, noticeAt: now });
       }
+      // Only an instance whose agent can claim lent room back lends it (opportunistic.ts).
+      if (inst.reclaims !== (node?.reclaims === true)) inst.reclaims = node?.reclaims === true;
       const was = inst.state;
       if (
         this.move(inst, stateFromNode(inst, node), now) &&

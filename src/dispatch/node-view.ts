@@ -104,6 +104,7 @@ function same(a: NodeView, b: NodeView): boolean {
   return (
     a.state === b.state &&
     a.instanceId === b.instanceId &&
-    (a.lastPingAt === null) === (b.lastPingAt === null)
+    (a.lastPingAt === null) === (b.lastPingAt === null) &&
+    (a.reclaims === true) === (b.reclaims === true)
   );
 }

@@ -238,7 +238,7 @@ export class PgQueue implements DispatchQueue {
   async nodes(cluster: string, tag: string, now: Date): Promise<NodeView[]> {
     // updated_at of a failed node is when it failed (the store writes it with the same clock).
     const r = await this.pool.query(
-      `SELECT id, instance_id, state, last_ping_at FROM nodes WHERE cluster = $1 AND dispatcher_tag = $2
+      `SELECT id, instance_id, state, last_ping_at, reclaims FROM nodes WHERE cluster = $1 AND dispatcher_tag = $2
        AND (state <> 'failed' OR updated_at > $3)`,
       [cluster, tag, new Date(now.getTime() - FAILED_NODE_VISIBLE_MS)],
     );
@@ -247,6 +247,7 @@ export class PgQueue implements DispatchQueue {
       instanceId: row.instance_id,
       state: row.state,
       lastPingAt: row.last_ping_at,
+      ...(row.reclaims === true && { reclaims: true }),
     }));
   }
 

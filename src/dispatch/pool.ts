@@ -38,6 +38,8 @@ export interface PoolInstance {
   interruptionNotice: Date | null;
   /** The containers its create action was for (the scheduler's share rule: SnapshotInstance.createdFor). */
   createdFor?: string[];
+  /** Its node's agent can claim lent room back (NodeView.reclaims; SnapshotInstance.reclaims). */
+  reclaims?: boolean;
 }
 
 /**

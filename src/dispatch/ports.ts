@@ -13,6 +13,11 @@ export interface NodeView {
   state: 'registered' | 'idle' | 'busy' | 'draining' | 'drained' | 'failed';
   /** Last ping (or registration); null while the agent has not registered. */
   lastPingAt: Date | null;
+  /**
+   * Its agent said in its last ping that it can claim lent room back (its pressure watcher runs): only
+   * such nodes' instances lend to opportunistic containers. Absent: false.
+   */
+  reclaims?: boolean;
 }
 
 /**

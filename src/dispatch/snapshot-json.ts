@@ -163,6 +163,8 @@ function parseInstance(value: unknown, path: string): SnapshotInstance {
   const createdFor = f.raw('created_for');
   if (createdFor !== undefined && createdFor !== null)
     inst.createdFor = stringList(createdFor, f.at('created_for'));
+  // Absent (an older snapshot): false, the safe side: it lends nothing to opportunistic containers.
+  if (f.get('reclaims', bool, () => false)) inst.reclaims = true;
   f.done();
   return inst;
 }

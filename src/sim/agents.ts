@@ -177,7 +177,8 @@ export class SimAgents {
       return;
     }
     try {
-      this.o.queue.registerNode(b.node_id, b.bootstrap_secret, this.o.pingIntervalMs);
+      // The simulated agent claims lent room back (src/sim/opportunistic.ts, the real pressure watcher's model).
+      this.o.queue.registerNode(b.node_id, b.bootstrap_secret, this.o.pingIntervalMs, true);
     } catch {
       this.refused++;
       return;

@@ -28,6 +28,8 @@ export interface SimNode {
   /** While the agent is alive it pings every pingIntervalMs from registeredAt; null = still pinging. */
   pingsStoppedAt: number | null;
   pingIntervalMs: number;
+  /** Its agent can claim lent room back (NodeView.reclaims): the simulated agent reclaims borrowers. */
+  reclaims: boolean;
   /** Containers assigned to this node (Locked or Running), maintained by SimQueue. */
   assigned: Set<string>;
   /** How many of them are Running. */
@@ -92,6 +94,7 @@ export class SimNodes {
       registeredAt: null,
       pingsStoppedAt: null,
       pingIntervalMs: 1,
+      reclaims: false,
       assigned: new Set(),
       running: 0,
     });
@@ -223,8 +226,11 @@ export class SimNodes {
     return true;
   }
 
-  /** The agent registers with its bootstrap secret (once) and pings every pingIntervalMs from now on. */
-  register(nodeId: string, secret: string, pingIntervalMs: number): void {
+  /**
+   * The agent registers with its bootstrap secret (once) and pings every pingIntervalMs from now on, saying
+   * whether it can claim lent room back (`reclaims`, as a real agent's ping does).
+   */
+  register(nodeId: string, secret: string, pingIntervalMs: number, reclaims: boolean): void {
     const n = this.byId.get(nodeId);
     if (n === undefined || n.secret === null || n.secret !== secret || n.state === 'failed')
       throw new UnauthorizedError(
@@ -234,6 +240,7 @@ export class SimNodes {
     if (n.state === 'registered') n.state = 'idle';
     n.registeredAt = this.now();
     n.pingIntervalMs = Math.max(1, pingIntervalMs);
+    n.reclaims = reclaims;
     let set = this.pinging.get(n.pingIntervalMs);
     if (set === undefined) this.pinging.set(n.pingIntervalMs, (set = new Set()));
     set.add(n);
@@ -304,10 +311,17 @@ function viewOf(n: SimNode, now: number): NodeView {
     v !== undefined &&
     v.instanceId === instanceId &&
     v.state === state &&
-    (v.lastPingAt?.getTime() ?? null) === ping
+    (v.lastPingAt?.getTime() ?? null) === ping &&
+    (v.reclaims === true) === n.reclaims
   )
     return v;
-  return (n.view = { id: n.id, instanceId, state, lastPingAt: ping === null ? null : new Date(ping) });
+  return (n.view = {
+    id: n.id,
+    instanceId,
+    state,
+    lastPingAt: ping === null ? null : new Date(ping),
+    ...(n.reclaims && { reclaims: true }),
+  });
 }
 
 /** The last ping (ms), or null before the agent registered. */

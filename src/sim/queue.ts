@@ -436,9 +436,12 @@ export class SimQueue implements DispatchQueue {
 
   // --- the agent's side ----------------------------------------------------------------------------
 
-  /** The agent registers with its bootstrap secret (once) and pings every pingIntervalMs from now on. */
-  registerNode(nodeId: string, secret: string, pingIntervalMs: number): void {
-    this.nodeTable.register(nodeId, secret, pingIntervalMs);
+  /**
+   * The agent registers with its bootstrap secret (once) and pings every pingIntervalMs from now on;
+   * `reclaims`: it can claim lent room back (a real agent's ping says so when its pressure watcher runs).
+   */
+  registerNode(nodeId: string, secret: string, pingIntervalMs: number, reclaims: boolean): void {
+    this.nodeTable.register(nodeId, secret, pingIntervalMs, reclaims);
   }
 
   /**

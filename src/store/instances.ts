@@ -1,7 +1,9 @@
 // The instances the dispatchers publish (src/dispatch/pg-mirror.ts), and operator requests on them. Rows of
 // gone instances are history (for cost accounting, src/store/cost.ts): listed and requested only while live.
 import type { IdleBehavior } from '../model/types.js';
+import { ValidationError } from '../model/request.js';
 import type { StoreContext } from './context.js';
+import type { Pauses } from './pause.js';
 import { NotFoundError } from './errors.js';
 import { DISPATCH_WAKE } from './wake.js';
 
@@ -36,8 +38,17 @@ export interface InstanceRecord {
   gone_at: Date | null;
 }
 
+/** An operator's request's answer: the instance, and the containers it asked to pause and to resume. */
+export interface InstanceRequested extends InstanceRecord {
+  frozen: string[];
+  resumed: string[];
+}
+
 export class Instances {
-  constructor(private readonly ctx: StoreContext) {}
+  constructor(
+    private readonly ctx: StoreContext,
+    private readonly pauses: Pauses,
+  ) {}
 
   async list(): Promise<InstanceRecord[]> {
     const r = await this.ctx.pool.query(
@@ -57,8 +68,19 @@ export class Instances {
     return r.rows[0];
   }
 
-  /** Records an operator's request; the owning dispatcher applies it at its next pass (woken now). */
-  async request(id: string, what: { idleBehavior?: IdleBehavior; kill?: boolean }): Promise<InstanceRecord> {
+  /**
+   * Records an operator's request (`by`: who asked); the owning dispatcher applies the idle behaviour at its
+   * next pass (woken now). A hold with `freeze` freezes the instance's Running containers at once, and a
+   * run or drain resumes what a hold froze (Pauses.byHold, the pause flags of berth pause): the answer's
+   * `frozen` and `resumed` list the containers this request asked to pause and to resume.
+   */
+  async request(
+    id: string,
+    what: { idleBehavior?: IdleBehavior; kill?: boolean; freeze?: boolean },
+    by: string,
+  ): Promise<InstanceRequested> {
+    if (what.freeze && what.idleBehavior !== 'hold')
+      throw new ValidationError([{ field: 'freeze', problem: 'only a hold can freeze (hold --freeze)' }]);
     const r = await this.ctx.pool.query(
       `UPDATE instances SET requested_idle_behavior = COALESCE($2, requested_idle_behavior), kill_requested = kill_requested OR $3
        WHERE id = $1 AND gone_at IS NULL RETURNING id`,
@@ -66,6 +88,14 @@ export class Instances {
     );
     if (r.rowCount === 0) throw new NotFoundError(`instance ${id} not found`);
     this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.operator);
-    return this.get(id);
+    const b = what.idleBehavior;
+    const frozen = what.freeze
+      ? await this.pauses.byHold(id, true, by, `instance ${id} held with --freeze`)
+      : [];
+    const resumed =
+      b === 'run' || b === 'drain'
+        ? await this.pauses.byHold(id, false, by, `instance ${id} set to ${b}`)
+        : [];
+    return { ...(await this.get(id)), frozen, resumed };
   }
 }

@@ -22,12 +22,17 @@ export interface NodeRecord {
   last_ping_at: Date | null;
   failed_reason: string | null;
   info: Record<string, unknown>;
+  /**
+   * Its agent can claim lent room back (its pressure watcher runs: src/agent/pressure.ts), as its last ping
+   * said; false until one says so. Only such nodes' instances lend to opportunistic containers.
+   */
+  reclaims: boolean;
   created_at: Date;
   updated_at: Date;
 }
 
 const NODE_COLUMNS = `id, cluster, dispatcher_tag, instance_id, instance_type, state, registered_at, last_ping_at,
-  failed_reason, info, created_at, updated_at`;
+  failed_reason, info, reclaims, created_at, updated_at`;
 
 export class Nodes {
   constructor(
@@ -205,15 +210,18 @@ export class Nodes {
     id: string,
     state: 'idle' | 'busy' | 'draining' | 'drained',
     notice: string | null = null,
+    /** Whether its agent can claim lent room back (the ping's `reclaims`); null: unchanged. */
+    reclaims: boolean | null = null,
   ): Promise<NodeRecord> {
     const now = this.ctx.clock.now();
     const r = await this.ctx.pool.query(
       // A node asked to drain stays draining until it says it is drained.
       `UPDATE nodes SET last_ping_at = $2, updated_at = $2,
          state = CASE WHEN state = 'draining' AND $3 IN ('idle', 'busy') THEN 'draining' ELSE $3 END,
-         info = CASE WHEN $4::text IS NULL THEN info ELSE info || jsonb_build_object('notice', $4::text) END
+         info = CASE WHEN $4::text IS NULL THEN info ELSE info || jsonb_build_object('notice', $4::text) END,
+         reclaims = COALESCE($5::boolean, reclaims)
        WHERE id = $1 AND state <> 'failed' RETURNING ${NODE_COLUMNS}`,
-      [id, now, state, notice],
+      [id, now, state, notice, reclaims],
     );
     if (!r.rows[0]) {
       await this.get(id);

@@ -7,6 +7,12 @@
 // from its ping's answer (pause/resume lists, like the kill list) and freezes or thaws the container with
 // its runtime (RunHandle.freeze/thaw); its next ping reports the containers it holds frozen, which sets
 // `paused` and writes the event. Every step is idempotent, so a lost answer or a restarted agent converges.
+//
+// Holding an instance can freeze what runs on it (`berth instance hold ID --freeze`): the hold sets the
+// same `pause_wanted` on each of the instance's Running containers (the one way a container is paused)
+// and marks the ones it asked for `paused_by_hold`. The instance's run or drain resumes only those: a
+// container its user paused stays paused. A user's own pause or resume of a container the hold froze
+// takes it over (the mark is cleared), so the instance's run leaves it as the user last said.
 import type { Principal } from './tokens.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
@@ -53,11 +59,12 @@ export class Pauses {
     const owner = by.scope === 'admin' ? null : by.owner;
     const r = await this.ctx.pool.query<{ node_id: string; changed: boolean; state: string }>(
       `WITH c AS (
-         SELECT id, state, node_id, pause_wanted FROM containers
+         SELECT id, state, node_id, pause_wanted, paused_by_hold FROM containers
          WHERE id = $1 AND ($3::text IS NULL OR owner = $3) FOR UPDATE),
        u AS (
-         UPDATE containers k SET pause_wanted = $2 FROM c
-         WHERE k.id = c.id AND c.state = 'Running' AND c.pause_wanted <> $2 RETURNING k.id),
+         UPDATE containers k SET pause_wanted = $2, paused_by_hold = false FROM c
+         WHERE k.id = c.id AND c.state = 'Running' AND (c.pause_wanted <> $2 OR c.paused_by_hold)
+         RETURNING k.id),
        e AS (
          INSERT INTO container_events (container_id, at, kind, message, data)
          SELECT id, $4, 'pause', $5, jsonb_build_object('pause_wanted', $2) FROM u)
@@ -73,6 +80,31 @@ export class Pauses {
     const node = row.node_id;
     if (row.changed) this.ctx.wake.send('berth_node', node);
     return { node };
+  }
+
+  /**
+   * A hold of `instance` freezes what runs on it (`freeze` true: each Running container not already asked to
+   * pause is asked, and marked paused_by_hold), or its run or drain resumes what a hold froze (false: the
+   * marked ones, and only those). One `pause` event per container, saying who and why (`why`: "instance i-1
+   * held with --freeze"); their nodes are woken to act at once. Returns the ids asked, in id order. Asking
+   * again changes nothing; a container that starts on a held instance later is not frozen by it.
+   */
+  async byHold(instance: string, freeze: boolean, by: string, why: string): Promise<string[]> {
+    const verb = freeze ? 'pause' : 'resume';
+    const r = await this.ctx.pool.query<{ id: string; node_id: string }>(
+      `WITH u AS (
+         UPDATE containers SET pause_wanted = $2, paused_by_hold = $2
+         WHERE instance_id = $1 AND state = 'Running'
+           AND (CASE WHEN $2 THEN NOT pause_wanted ELSE paused_by_hold END)
+         RETURNING id, node_id),
+       e AS (
+         INSERT INTO container_events (container_id, at, kind, message, data)
+         SELECT id, $3, 'pause', $4, jsonb_build_object('pause_wanted', $2, 'hold', $5::text) FROM u)
+       SELECT id, node_id FROM u ORDER BY id`,
+      [instance, freeze, this.ctx.clock.now(), `${verb} requested by ${by}: ${why}`, instance],
+    );
+    for (const node of new Set(r.rows.map((x) => x.node_id))) this.ctx.wake.send('berth_node', node);
+    return r.rows.map((x) => x.id);
   }
 
   /**

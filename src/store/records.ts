@@ -51,6 +51,11 @@ export interface ContainerRecord {
   /** berth pause: what was asked (true: frozen), and whether its agent reported it frozen. */
   pause_wanted: boolean;
   paused: boolean;
+  /**
+   * The pause was asked by a hold of its instance (`berth instance hold --freeze`), not by a user: the
+   * instance's run or drain resumes it (src/store/pause.ts).
+   */
+  paused_by_hold: boolean;
   instance_types: string[] | null;
   queued_at: Date;
   run_after: Date | null;
@@ -209,6 +214,6 @@ export function withStatusText<T extends { scheduling_status: string | null }>(
 
 /** A container's columns, for `SELECT … FROM containers` (unaliased); rows go through withStatusText. */
 export const CONTAINER_COLUMNS = `id, request_id, owner, attempt, state, priority, vcpus, ram, scratch, gpus,
-  preemptible, opportunistic, pause_wanted, paused, instance_types, queued_at, run_after, locked_by, lock_count,
+  preemptible, opportunistic, pause_wanted, paused, paused_by_hold, instance_types, queued_at, run_after, locked_by, lock_count,
   instance_id, node_id, started_at, finished_at, exit_code, oom_killed, failure_class, runtime_status, usage,
   scheduling_status, ${queuedStatusSql('containers')}, created_at, updated_at`;

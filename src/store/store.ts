@@ -56,12 +56,12 @@ export class Store {
     this.containerList = new ContainerList(this.ctx);
     this.logs = new Logs(this.ctx);
     this.nodes = new Nodes(this.ctx, this.tokens, this.transitions);
-    this.instances = new Instances(this.ctx);
     this.settings = new Settings(this.ctx);
     this.costs = new Costs(this.ctx);
     this.dashboard = new Dashboard(this.ctx);
     this.usage = new UsageQueries(this.ctx);
     this.checkpoints = new Checkpoints(this.ctx, this.transitions);
     this.pauses = new Pauses(this.ctx);
+    this.instances = new Instances(this.ctx, this.pauses);
   }
 }

@@ -1,5 +1,6 @@
 // berth pause / resume end to end: a real API server, a real agent with the process runtime, a counter that
-// must not advance while its container is paused and must go on (not restart) after the resume.
+// must not advance while its container is paused and must go on (not restart) after the resume; the same
+// through a hold of its instance with --freeze (berth instance hold ID --freeze, then run).
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -108,5 +109,64 @@ describe('pause and resume (agent in-process, process runtime)', () => {
     );
     await h.store.containers.cancel(id, { kind: 'user', owner: null }, 'user', 'test done');
     await h.waitState(id, ['Cancelled']);
+  });
+
+  it('holding its instance with --freeze freezes what runs there; run lets it go on where it stopped', async () => {
+    const held = await h.node();
+    h.startAgent(held);
+    const now = new Date();
+    await h.store.ctx.pool.query(
+      `INSERT INTO instances (id, cluster, dispatcher_tag, type, provider_type, price, state, idle_behavior,
+         node_id, created_at, state_since, updated_at)
+       VALUES ($1, 'c1', 't1', 'small', 'small', 0.1, 'running', 'run', $2, $3, $3, $3)`,
+      [held.instanceId, held.id, now],
+    );
+    const id = await h.submitAndAssign(held, { command: COUNTER });
+    const witness = await h.submitAndAssign(node, { command: COUNTER });
+    const last = lastCount(held.workDir, id);
+    await until(async () => (await last()) >= 3, 30_000, 'the counter to count');
+
+    const asked = await h.store.instances.request(
+      held.instanceId,
+      { idleBehavior: 'hold', freeze: true },
+      'root',
+    );
+    expect(asked.frozen).toEqual([id]);
+    await until(
+      async () => (await h.store.containers.get(id)).paused,
+      30_000,
+      'the agent to report it frozen',
+    );
+    const frozenAt = await last();
+    const w0 = await lastCount(node.workDir, witness)();
+    await until(
+      async () => (await lastCount(node.workDir, witness)()) >= w0 + 20,
+      60_000,
+      'the witness to count on',
+    );
+    expect(await last()).toBe(frozenAt);
+
+    expect(
+      (await h.store.instances.request(held.instanceId, { idleBehavior: 'run' }, 'root')).resumed,
+    ).toEqual([id]);
+    await until(async () => (await last()) > frozenAt, 30_000, 'the resumed counter to go on');
+    await until(
+      async () => !(await h.store.containers.get(id)).paused,
+      30_000,
+      'the agent to report it running',
+    );
+    for (const cid of [id, witness])
+      await h.store.containers.cancel(cid, { kind: 'user', owner: null }, 'user', 'test done');
+    await h.waitState(id, ['Cancelled']);
+    await h.waitState(witness, ['Cancelled']);
+    const kinds = (await h.store.containerList.events(id))
+      .filter((e) => e.kind === 'pause')
+      .map((e) => e.message);
+    expect(kinds).toEqual([
+      `pause requested by root: instance ${held.instanceId} held with --freeze`,
+      'paused: frozen by its agent',
+      `resume requested by root: instance ${held.instanceId} set to run`,
+      'resumed: running again',
+    ]);
   });
 });

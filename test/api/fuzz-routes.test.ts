@@ -122,7 +122,11 @@ function examples(): Record<string, Example> {
     'DELETE /v1/tokens/{id}': { who: 'admin', params: { id: ids.throwawayToken! } },
     'GET /v1/instances': { who: 'admin' },
     'GET /v1/instances/{id}': { who: 'admin', params: { id: 'i-fuzz' } },
-    'POST /v1/instances/{id}/{action}': { who: 'admin', params: { id: 'i-fuzz', action: 'hold' } },
+    'POST /v1/instances/{id}/{action}': {
+      who: 'admin',
+      params: { id: 'i-fuzz', action: 'hold' },
+      body: { freeze: true },
+    },
     'GET /v1/cost': {
       who: 'alice',
       query: { since: '2020-01-01T00:00:00Z', until: '2030-01-01T00:00:00Z', by: 'label:team', limit: '5' },

@@ -81,6 +81,29 @@ describe('opportunistic and ram_retry_factor', () => {
     ).toBeUndefined();
   });
 
+  it("whether the node's agent can claim lent room back is stored from its ping and reaches the dispatcher", async () => {
+    const n = await t.node();
+    const queue = new PgQueue(t.store, t.db.url);
+    const stored = async () => (await t.store.nodes.get(n.id)).reclaims;
+    const viewed = async () =>
+      (await queue.nodes('c1', 't1', t.clock.now())).find((x) => x.id === n.id)?.reclaims === true;
+    expect([await stored(), await viewed()]).toEqual([false, false]); // until it says so
+    await ping(n, { running: [], reclaims: true });
+    expect([await stored(), await viewed()]).toEqual([true, true]);
+    await ping(n, { running: [] }); // a ping that does not say changes nothing
+    expect(await stored()).toBe(true);
+    const bad = await t.call(n.token, {
+      method: 'POST',
+      url: `/v1/nodes/${n.id}/ping`,
+      payload: { state: 'idle', wait_ms: 0, reclaims: 'yes' },
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.details.map((d: { field: string }) => d.field)).toContain('reclaims');
+    expect(await stored()).toBe(true);
+    await ping(n, { running: [], reclaims: false }); // its watcher stopped
+    expect([await stored(), await viewed()]).toEqual([false, false]);
+  });
+
   it('bad values are refused naming the field, and change nothing', async () => {
     const before = await t.store.ctx.pool.query('SELECT count(*)::int AS n FROM container_requests');
     const cases: [object, string][] = [

@@ -50,6 +50,17 @@ class Kept {
 }
 
 describe.each(SUBJECTS)('nodeChanges() on the %s queue', (_name, make) => {
+  it("carries whether a node's agent can claim lent room back (reclaims; absent: false)", async () => {
+    const s = await make();
+    const yes = await s.node('i-r', 'c', 't', true);
+    const no = await s.node('i-n', 'c', 't', false);
+    const now = s.clock.now();
+    const reclaims = (list: NodeView[]) => Object.fromEntries(list.map((n) => [n.id, n.reclaims === true]));
+    expect(reclaims(await s.queue.nodes('c', 't', now))).toEqual({ [yes]: true, [no]: false });
+    const ch = await s.queue.nodeChanges('c', 't', now, null, null);
+    expect(reclaims(ch.upserts)).toEqual({ [yes]: true, [no]: false });
+  });
+
   it('registrations, failures, the failed hour and silence, and nothing of another cluster', async () => {
     const s = await make();
     const kept = new Kept();

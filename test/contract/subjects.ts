@@ -63,7 +63,8 @@ export interface Subject {
   container(id: string): Promise<ContainerView>;
   request(request: string): Promise<RequestView>;
   /** A node for an instance, its agent registered. */
-  node(instance: string, cluster?: string, tag?: string): Promise<string>;
+  /** `reclaims`: its agent says it can claim lent room back (the ping's `reclaims`; default false). */
+  node(instance: string, cluster?: string, tag?: string, reclaims?: boolean): Promise<string>;
   /** The agent of `node` pings now (the simulator's agents ping on their own: nothing to do). */
   ping(node: string): Promise<void>;
   /** The agent of `node` stops pinging (PostgreSQL: pings come only from ping(), nothing to do). */
@@ -175,10 +176,11 @@ export function pgSubjects(): SubjectFactory {
           tempFailures: r.temp_failures,
         };
       },
-      async node(instance, cluster = 'c', tag = 't') {
+      async node(instance, cluster = 'c', tag = 't', reclaims = false) {
         const { nodeId, bootstrapSecret } = await queue.createNode('small', cluster, tag);
         await queue.bindNode(nodeId, instance);
         await store.nodes.register(nodeId, bootstrapSecret, {});
+        if (reclaims) await store.nodes.ping(nodeId, 'idle', null, true);
         return nodeId;
       },
       async ping(node) {
@@ -275,10 +277,10 @@ export function simSubjects(): SubjectFactory {
         const r = queue.get(first.get(request)!).request;
         return { final: r.final, outcome: r.outcome, attempts: r.attempts, tempFailures: r.tempFailures };
       },
-      async node(instance, cluster = 'c', tag = 't') {
+      async node(instance, cluster = 'c', tag = 't', reclaims = false) {
         const { nodeId, bootstrapSecret } = await queue.createNode('small', cluster, tag);
         await queue.bindNode(nodeId, instance);
-        queue.registerNode(nodeId, bootstrapSecret, 10_000);
+        queue.registerNode(nodeId, bootstrapSecret, 10_000, reclaims);
         return nodeId;
       },
       async ping() {},

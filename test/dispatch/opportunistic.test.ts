@@ -10,6 +10,7 @@ import type {
   RunEstimates,
   SchedulerConfig,
   SnapshotContainer,
+  SnapshotInstance,
 } from '../../src/dispatch/scheduler/types.js';
 import { toVacate } from '../../src/dispatch/scheduler/vacate.js';
 import { ago, ctr, GiB, inst, NOW, snap, type } from './builders.js';
@@ -18,6 +19,10 @@ const TYPES = [type('t4', 4, 16, 0.8)];
 const HOUR = 3_600_000;
 /** The default margin and minimum observation (src/config/scheduler.ts), said here so rows read alone. */
 const CONFIG = { opportunisticMargin: 0.25, opportunisticMinObservationMs: 300_000 };
+
+/** i-1 as the lending tests need it: its agent can claim lent room back (`reclaims`). */
+const lender = (extra: Partial<SnapshotInstance> = {}) =>
+  inst('i-1', 't4', 'running', { reclaims: true, ...extra });
 
 /** A guaranteed container running on i-1 with all of t4 (4 CPUs, 16 GiB) reserved, using `usage`. */
 const big = (usage?: Partial<MeasuredUsage>, extra: Partial<SnapshotContainer> = {}) =>
@@ -30,8 +35,8 @@ const big = (usage?: Partial<MeasuredUsage>, extra: Partial<SnapshotContainer> =
     ...extra,
   });
 
-const actionsFor = (containers: SnapshotContainer[], config = CONFIG) =>
-  plan(snap({ types: TYPES, config, instances: [inst('i-1', 't4', 'running')], containers })).actions;
+const actionsFor = (containers: SnapshotContainer[], config = CONFIG, instance = lender()) =>
+  plan(snap({ types: TYPES, config, instances: [instance], containers })).actions;
 
 describe('opportunistic placement', () => {
   it('an opportunistic container goes into the idle part of a running reservation; no instance is created', () => {
@@ -41,6 +46,22 @@ describe('opportunistic placement', () => {
       { op: 'lock', container: 'o' },
       { op: 'start', container: 'o', instance: 'i-1' },
     ]);
+  });
+
+  it('only an instance whose agent can claim lent room back lends it (reclaims)', () => {
+    // The same instance and containers: with a pressure watcher it lends; without one (an agent without
+    // usable cgroups still reports usage) a borrower would have no way out, so a new instance is created.
+    const o = ctr('o', { opportunistic: true, vcpus: 2, ram: 8 * GiB });
+    expect(actionsFor([big({}), o], CONFIG, lender())).toContainEqual({
+      op: 'start',
+      container: 'o',
+      instance: 'i-1',
+    });
+    for (const cannot of [lender({ reclaims: false }), inst('i-1', 't4', 'running')])
+      expect(actionsFor([big({}), o], CONFIG, cannot)).toEqual([
+        { op: 'lock', container: 'o' },
+        { op: 'create', type: 't4', for: ['o'] },
+      ]);
   });
 
   it('a guaranteed container of the same shape gets a new instance instead', () => {
@@ -115,10 +136,10 @@ describe('opportunistic placement', () => {
 });
 
 describe('the snapshot JSON (berth plan)', () => {
-  const json = (usage: unknown) => ({
+  const json = (usage: unknown, reclaims: unknown = true) => ({
     now: '2026-01-01T00:00:00Z',
     instance_types: [{ name: 't4', vcpus: 4, ram: '16GiB', price: 0.8 }],
-    instances: [{ id: 'i-1', type: 't4', state: 'running', state_since: '2025-12-31T23:00:00Z' }],
+    instances: [{ id: 'i-1', type: 't4', state: 'running', state_since: '2025-12-31T23:00:00Z', reclaims }],
     containers: [
       {
         id: 'g',
@@ -149,6 +170,20 @@ describe('the snapshot JSON (berth plan)', () => {
     expect(plan(s).actions).toContainEqual({ op: 'start', container: 'o', instance: 'i-1' });
   });
 
+  it('carries reclaims: the same instance lends with true, not with false nor when absent (older snapshots)', () => {
+    const usage = { ram: '2GiB', vcpus: 0.5, observed: '1h' };
+    const lends = (s: ReturnType<typeof parseSnapshot>) =>
+      plan(s).actions.some((a) => a.op === 'start' && a.container === 'o' && a.instance === 'i-1');
+    expect(parseSnapshot(json(usage, true)).instances[0]!.reclaims).toBe(true);
+    expect(lends(parseSnapshot(json(usage, true)))).toBe(true);
+    expect(lends(parseSnapshot(json(usage, false)))).toBe(false);
+    const old = json(usage);
+    delete (old.instances[0] as { reclaims?: unknown }).reclaims;
+    expect(parseSnapshot(old).instances[0]!.reclaims).toBeUndefined();
+    expect(lends(parseSnapshot(old))).toBe(false);
+    expect(() => parseSnapshot(json(usage, 'yes'))).toThrow(/^instances\[0\]\.reclaims: expected /);
+  });
+
   it('a bad usage names its field', () => {
     expect(() => parseSnapshot(json({ ram: '2 gigs', vcpus: 0.5, observed: '1h' }))).toThrow(
       /^containers\[0\]\.usage\.ram: /,
@@ -169,7 +204,7 @@ describe('lent room on a type beyond max_price_factor (opportunistic_any_type)',
       ...snap({
         types,
         config: { ...CONFIG, shareRule: 'price', ...config },
-        instances: [inst('i-1', 't4', 'running')],
+        instances: [lender()],
         containers,
       }),
       ...(estimates === undefined ? {} : { estimates }),
@@ -201,7 +236,7 @@ describe('lent room on a type beyond max_price_factor (opportunistic_any_type)',
       ...snap({
         types,
         config: { ...CONFIG, shareRule: 'price', ...on },
-        instances: [inst('i-1', 't4', 'running')],
+        instances: [lender()],
         containers: [big({}), o()],
       }),
       estimates: known(2 * HOUR, HOUR),
@@ -217,7 +252,7 @@ describe('lent room on a type beyond max_price_factor (opportunistic_any_type)',
       ...snap({
         types: TYPES,
         config: { ...CONFIG, opportunisticAnyType: true },
-        instances: [inst('i-1', 't4', 'running')],
+        instances: [lender()],
         containers: [big({}), ctr('o', { opportunistic: true, vcpus: 2, ram: 8 * GiB, name: 'x-1' })],
       }),
       estimates: known(60_000, HOUR),
@@ -235,7 +270,7 @@ describe('vacating an instance only borrowers are left on (opportunistic_vacate)
       snap({
         types,
         config: { ...CONFIG, opportunisticVacate: true, ...config },
-        instances: [inst('i-1', 't4', 'running', { createdAt: created })],
+        instances: [lender({ createdAt: created })],
         containers,
       }),
     );
@@ -289,7 +324,7 @@ describe('a reclaimed container is kept off the instance that reclaimed it, for 
       snap({
         types: TYPES,
         config: CONFIG,
-        instances: [inst('i-1', 't4', 'running')],
+        instances: [lender()],
         containers: [big({}), c],
       }),
     );

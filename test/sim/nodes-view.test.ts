@@ -15,10 +15,10 @@ describe('SimNodes.list views', () => {
     expect(nodes.list('c', 't')).toEqual(first);
     expect(nodes.list('c', 't')[0]).toBe(first[0]);
 
-    nodes.register(a.nodeId, a.bootstrapSecret, 10_000);
+    nodes.register(a.nodeId, a.bootstrapSecret, 10_000, true);
     const registered = nodes.list('c', 't');
     expect(registered[0]).not.toBe(first[0]);
-    expect(registered[0]).toMatchObject({ state: 'idle', lastPingAt: new Date(now) });
+    expect(registered[0]).toMatchObject({ state: 'idle', lastPingAt: new Date(now), reclaims: true });
     expect(registered[1]).toBe(first[1]);
 
     // Within one ping interval the last ping is the same: the same view.

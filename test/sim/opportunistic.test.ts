@@ -14,7 +14,7 @@ async function world() {
   const q = new SimQueue({ now: () => now, rng: seededRng(1), maxDispatchAttempts: 10 });
   const { nodeId, bootstrapSecret } = await q.createNode('t4', 'c', 'tag');
   await q.bindNode(nodeId, 'i-1');
-  q.registerNode(nodeId, bootstrapSecret, 10_000);
+  q.registerNode(nodeId, bootstrapSecret, 10_000, true);
   const run = async (id: string, extra: Partial<SimRequestSpec>) => {
     q.submit({
       id,

@@ -37,7 +37,7 @@ function setup(maxDispatchAttempts = 10) {
 async function runningOnNode(s: ReturnType<typeof setup>, id: string) {
   const { nodeId, bootstrapSecret } = await s.q.createNode('t', 'c', 'tag');
   await s.q.bindNode(nodeId, 'i-1');
-  s.q.registerNode(nodeId, bootstrapSecret, 10_000);
+  s.q.registerNode(nodeId, bootstrapSecret, 10_000, true);
   expect(await s.q.lock([id], D)).toEqual([id]);
   expect(await s.q.assign([{ id, instance: 'i-1', node: nodeId }], D)).toEqual([{ id, ok: true }]);
   const c = s.q.get(id);
@@ -128,10 +128,10 @@ describe('SimQueue', () => {
       state: 'registered',
       lastPingAt: null,
     });
-    expect(() => s.q.registerNode(nodeId, 'wrong', 10_000)).toThrow(UnauthorizedError);
+    expect(() => s.q.registerNode(nodeId, 'wrong', 10_000, true)).toThrow(UnauthorizedError);
     const t0 = s.now().getTime();
-    s.q.registerNode(nodeId, bootstrapSecret, 10_000);
-    expect(() => s.q.registerNode(nodeId, bootstrapSecret, 10_000)).toThrow(UnauthorizedError);
+    s.q.registerNode(nodeId, bootstrapSecret, 10_000, true);
+    expect(() => s.q.registerNode(nodeId, bootstrapSecret, 10_000, true)).toThrow(UnauthorizedError);
     s.advance(25_000);
     expect((await s.q.nodes('c', 'tag', s.now()))[0]!.lastPingAt!.getTime()).toBe(t0 + 20_000);
     s.q.stopPings(nodeId);
@@ -146,7 +146,7 @@ describe('SimQueue', () => {
     const s = setup();
     s.q.submit(s.spec('a'));
     const { nodeId, bootstrapSecret } = await s.q.createNode('t', 'c', 'tag');
-    s.q.registerNode(nodeId, bootstrapSecret, 10_000);
+    s.q.registerNode(nodeId, bootstrapSecret, 10_000, true);
     await s.q.lock(['a'], D);
     await s.q.assign([{ id: 'a', instance: 'i-1', node: nodeId }], D);
     expect(s.assigned).toEqual([`a@${nodeId}`]);

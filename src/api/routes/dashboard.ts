@@ -375,6 +375,7 @@ export function dashboardRoutes(app: FastifyInstance, deps: ApiDeps, throttle: F
             action === 'kill'
               ? { kill: true }
               : { idleBehavior: action as InstanceAction & ('hold' | 'drain' | 'run') },
+            s.principal.owner,
           );
         } catch (err) {
           if (err instanceof NotFoundError)

@@ -110,7 +110,7 @@ export function nodeRoutes(app: Api, deps: ApiDeps): void {
       const b = req.body;
       const waiter = deps.waiter('berth_node', id);
       try {
-        let node = await store.nodes.ping(id, b.state, b.notice ?? null);
+        let node = await store.nodes.ping(id, b.state, b.notice ?? null, b.reclaims ?? null);
         if (b.usage) await store.containers.recordUsage(id, b.usage);
         if (b.paused && b.running) await store.pauses.report(id, b.running, b.paused);
         // Only this ping's own list counts (not after the long wait below: by then it may be stale); a

@@ -1,6 +1,6 @@
-// `berth instances` and `berth instance hold|drain|run|kill ID` (admin).
+// `berth instances` and `berth instance hold [--freeze]|drain|run|kill ID` (admin).
 import type { Command } from 'commander';
-import type { InstanceRecord } from '../../store/instances.js';
+import type { InstanceRecord, InstanceRequested } from '../../store/instances.js';
 import { clientFor } from '../client.js';
 import { age, table } from '../format.js';
 
@@ -32,22 +32,33 @@ export function registerInstances(program: Command): void {
   const instance = program.command('instance').description('change what an instance does (admin)');
   const actions: [string, string][] = [
     ['hold', 'no new work and never shut down'],
-    ['drain', 'no new work; shut down when empty'],
-    ['run', 'normal: take work, shut down when idle'],
+    ['drain', 'no new work; shut down when empty (resumes what a hold --freeze froze)'],
+    ['run', 'normal: take work, shut down when idle (resumes what a hold --freeze froze)'],
     ['kill', 'shut down now (its containers are retried elsewhere)'],
   ];
   for (const [action, help] of actions) {
-    instance
+    const c = instance
       .command(action)
       .description(help)
       .argument('<id>', 'instance id (see berth instances)')
-      .action(async (id: string, _o: unknown, cmd: Command) => {
-        const i = await clientFor(cmd).request<InstanceRecord>(
-          'POST',
-          `/v1/instances/${encodeURIComponent(id)}/${action}`,
-          {},
-        );
-        console.log(`${i.id}: ${action} requested (applied at the dispatcher's next pass)`);
-      });
+      .option('--json', 'print the instance as JSON (with frozen and resumed: the containers asked)');
+    if (action === 'hold')
+      c.option('--freeze', 'also freeze its running containers (berth instance run or drain resumes them)');
+    c.action(async (id: string, o: { json?: boolean; freeze?: boolean }, cmd: Command) => {
+      const i = await clientFor(cmd).request<InstanceRequested>(
+        'POST',
+        `/v1/instances/${encodeURIComponent(id)}/${action}`,
+        o.freeze ? { freeze: true } : {},
+      );
+      if (o.json) return console.log(JSON.stringify(i, null, 2));
+      const asked = [
+        ...(i.frozen.length ? [`freezing ${i.frozen.join(', ')}`] : []),
+        ...(i.resumed.length ? [`resuming ${i.resumed.join(', ')}`] : []),
+      ];
+      console.log(
+        `${i.id}: ${action}${o.freeze ? ' --freeze' : ''} requested (applied at the dispatcher's next pass)` +
+          asked.map((a) => `; ${a}`).join(''),
+      );
+    });
   }
 }

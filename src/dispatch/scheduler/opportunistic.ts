@@ -3,6 +3,10 @@
 // part of running guaranteed containers' requests that they measurably do not use, when there is no free
 // room for it: no instance is created for work that fits into reservations lying idle.
 //
+// Which instances lend: only those whose agent can claim lent room back (`reclaims` in the snapshot: the
+// node's ping says its pressure watcher runs). An agent without usable cgroups runs no watcher yet reports
+// usage; room lent there would be room a guaranteed container could not claim back.
+//
 // What a guaranteed container lends: its request less its measured use × (1 + opportunistic_margin), for
 // memory (its peak since it started) and CPUs (its average), once it has been measured for
 // opportunistic_min_observation; nothing of its scratch or GPUs. Only opportunistic containers borrow:
@@ -27,7 +31,7 @@ import type { Capacity, Slot } from './capacity.js';
 import { expectedRunMs } from './durations.js';
 import type { Shape } from './fitting.js';
 import type { Res } from './resources.js';
-import type { RunEstimates, SchedulerConfig, SnapshotContainer } from './types.js';
+import type { RunEstimates, SchedulerConfig, SnapshotContainer, SnapshotInstance } from './types.js';
 
 /**
  * How long a reclaimed container's retry is kept out of the lent room of the instance that reclaimed it:
@@ -42,6 +46,14 @@ export function avoidedUntil(c: SnapshotContainer, instance: string, now: number
   if (r === undefined || r.instance !== instance) return null;
   const until = r.at + RECLAIM_AVOID_MS;
   return until > now ? until : null;
+}
+
+/**
+ * Whether an instance may lend: its agent can claim lent room back (its pressure watcher runs). On any
+ * other, a borrower would have no way out when a guaranteed container grows back into what it lent.
+ */
+export function reclaims(inst: SnapshotInstance | undefined): boolean {
+  return inst?.reclaims === true;
 }
 
 /** What the guaranteed containers on an instance lend (mcpu and ram; nothing else is lent). */
@@ -99,14 +111,20 @@ export class Borrowing {
     private readonly estimates: RunEstimates | undefined,
   ) {}
 
+  /**
+   * `instances`: the pass's instances by id (pool.ts's instanceOf); only one whose agent can claim lent room
+   * back (`reclaims`) lends.
+   */
   static of(
     assigned: Map<string, SnapshotContainer[]>,
+    instances: ReadonlyMap<string, SnapshotInstance>,
     config: BorrowConfig,
     estimates: RunEstimates | undefined,
   ): Borrowing {
     const m = new Map<string, Res>();
     const until = new Map<string, number | null>();
     for (const [instance, list] of assigned) {
+      if (!reclaims(instances.get(instance))) continue;
       const r = lent(list, config);
       if (r.mcpu <= 0 && r.ram <= 0) continue;
       m.set(instance, r);

@@ -84,7 +84,7 @@ export class Pass {
       (at) => this.until(at),
       kept?.order,
     );
-    this.borrowing = Borrowing.of(assigned, this.config, snap.estimates);
+    this.borrowing = Borrowing.of(assigned, this.pool.instanceOf, this.config, snap.estimates);
     this.capacity = new Capacity(
       this.pool.slots,
       this.config.maxContainersPerInstance,

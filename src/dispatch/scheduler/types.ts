@@ -20,6 +20,12 @@ export interface SnapshotInstance {
   createdAt: Date;
   /** The containers its create action was for (share_rule expected lets them take it once ready). */
   createdFor?: string[];
+  /**
+   * Its agent can claim lent room back: its pressure watcher runs, so it freezes and requeues borrowers
+   * when a guaranteed container grows back (the node's ping says so; issue 16). Only such an instance lends
+   * its guaranteed containers' unused room (opportunistic.ts). Absent: false, it lends nothing.
+   */
+  reclaims?: boolean;
 }
 
 /** What a container needs and which types it may use: its shape. */

@@ -1,0 +1,51 @@
+// Whether an agent can claim lent room back (issue 16): an agent whose pressure watcher runs says so in its
+// pings (`reclaims`), and the API keeps it on its node, so that only its instance lends room to
+// opportunistic containers (src/dispatch/scheduler/opportunistic.ts). An agent whose cgroups cannot be read
+// runs no watcher, though it still reports usage: its node says it cannot.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
+import { itIf } from '../helpers/needs.js';
+import { Harness, until } from './harness.js';
+
+const cgroupsMissing = await cgroupsUnusable();
+let h: Harness;
+
+beforeAll(async () => {
+  h = await Harness.create();
+});
+afterAll(async () => {
+  await h?.cleanup();
+});
+
+/**
+ * The node's stored word once its agent has pinged after `line` appeared in its log: a container assigned
+ * then reaches the agent only through a later ping, and its start through one more.
+ */
+async function reclaimsAfter(
+  node: { id: string; instanceId: string },
+  lines: string[],
+  line: RegExp,
+): Promise<boolean> {
+  await until(() => lines.some((l) => line.test(l)), 30_000, `agent log line ${line}`);
+  const c = await h.submitAndAssign(node, { command: ['true'] });
+  await h.waitState(c, ['Complete']);
+  return (await h.store.nodes.get(node.id)).reclaims;
+}
+
+describe("an agent's reclaims", () => {
+  itIf(cgroupsMissing)('an agent whose pressure watcher runs says it reclaims', async () => {
+    const node = await h.node();
+    const { lines } = h.startAgent(node);
+    await until(async () => (await h.store.nodes.get(node.id)).reclaims, 30_000, 'reclaims true');
+    expect(lines.some((l) => l.startsWith('pressure watcher: '))).toBe(true);
+  });
+
+  it('an agent without usable cgroups runs no watcher and says it cannot reclaim', async () => {
+    const node = await h.node();
+    const { lines } = h.startAgent(node, {
+      pressure: { cgroupRoot: `/nonexistent-berth-cgroup-${randomBytes(4).toString('hex')}` },
+    });
+    expect(await reclaimsAfter(node, lines, /^no pressure watcher: /)).toBe(false);
+  });
+});
