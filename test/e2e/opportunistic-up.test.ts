@@ -6,11 +6,10 @@
 // It finishes with exit 0, no OOM kill and no throttling of its instance below its request; the borrower
 // is frozen, reclaimed (its checkpoint kept: a `migrate` event), retried from its checkpoint, and its
 // request ends with exactly one Complete container.
-import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
-import { LocalDriver } from '../../src/cloud/local/driver.js';
 import { slicePaths } from '../../src/cloud/local/machine.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 import {
@@ -22,7 +21,7 @@ import {
   until,
 } from '../helpers/cli.js';
 import { itIf } from '../helpers/needs.js';
-import { localInstances } from '../helpers/up.js';
+import { destroyLocalInstances, localInstances } from '../helpers/up.js';
 
 const MiB = 1024 * 1024;
 /** The one instance type: 1 vcpu, 1 GiB. */
@@ -45,25 +44,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const d of daemons.reverse()) await d.stop('SIGINT');
-  // The dispatcher leaves its instances running (as a cloud's VMs outlive it): destroy what is left, which
-  // stops its agent, kills its containers and removes its cgroups and directory.
-  if (dispatchHome) {
-    const driver = new LocalDriver({ home: dispatchHome });
-    for (const i of localInstances(dispatchHome))
-      if (i.state !== 'terminated') await driver.destroy(i.id).catch(() => {});
-  }
-  const slices = dispatchHome
-    ? localInstances(dispatchHome).flatMap((i) => (i.cgroup ? [i.cgroup] : []))
-    : [];
+  // The dispatcher leaves its instances running (as a cloud's VMs outlive it): destroy what is left.
+  const left = dispatchHome ? await destroyLocalInstances(dispatchHome) : [];
   for (const h of homes) {
     killProcessesMentioning(h);
     rmSync(h, { recursive: true, force: true });
   }
-  const left = slices.flatMap((s) =>
-    readdirSync('/sys/fs/cgroup')
-      .map((h) => join('/sys/fs/cgroup', h, s))
-      .filter(existsSync),
-  );
   expect(left, 'cgroups left behind').toEqual([]);
 });
 

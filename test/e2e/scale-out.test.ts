@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { createPool, withDatabase, type Db } from '../../src/store/db.js';
 import { startEmbedded, systemPostgresBinDir, type EmbeddedServer } from '../../src/store/embedded.js';
 import { itIf } from '../helpers/needs.js';
+import { destroyLocalInstances } from '../helpers/up.js';
 import {
   assertBuilt,
   berthDaemon,
@@ -55,6 +56,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const d of daemons.reverse()) await d.stop('SIGINT');
+  // The dispatchers leave their local instances running (the SIGKILLed one, and the other as any stop does):
+  // destroy them, or their agents' cgroups outlive the test.
+  const left: string[] = [];
+  for (const h of homes) left.push(...(await destroyLocalInstances(h)));
   for (const h of homes) {
     killProcessesMentioning(h);
     rmSync(h, { recursive: true, force: true });
@@ -62,6 +67,7 @@ afterAll(async () => {
   await db?.pool.end();
   await server?.stop();
   if (pgDir) rmSync(pgDir, { recursive: true, force: true });
+  expect(left, 'instance cgroups left behind').toEqual([]);
 });
 
 describe("two API servers and two dispatchers on one external PostgreSQL (the distribution's)", () => {

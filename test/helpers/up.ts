@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { processGroupMembers } from '../../src/agent/runtimes/procfs.js';
+import { LocalDriver } from '../../src/cloud/local/driver.js';
 import { BIN, ROOT, until } from './cli.js';
 
 export interface GroupProcess {
@@ -61,6 +62,25 @@ export function localInstances(home: string): LocalInstance[] {
   const f = join(home, 'instances.json');
   if (!existsSync(f)) return [];
   return (JSON.parse(readFileSync(f, 'utf8')) as { instances: LocalInstance[] }).instances;
+}
+
+/**
+ * Destroys the local instances a dispatcher's home still lists — a dispatcher leaves them running when it
+ * stops (as a cloud's VMs outlive it), and one killed with SIGKILL leaves them too — which stops their
+ * agents and containers and removes their cgroups and directories. Returns the instance cgroup directories
+ * still present afterwards, in any hierarchy (none when everything went).
+ */
+export async function destroyLocalInstances(home: string): Promise<string[]> {
+  const driver = new LocalDriver({ home });
+  const instances = localInstances(home);
+  for (const i of instances) if (i.state !== 'terminated') await driver.destroy(i.id).catch(() => {});
+  return instances.flatMap((i) =>
+    i.cgroup === null
+      ? []
+      : readdirSync('/sys/fs/cgroup')
+          .map((h) => join('/sys/fs/cgroup', h, i.cgroup!))
+          .filter(existsSync),
+  );
 }
 
 /** A request through the API of a running `berth up` whose container runs until killed; marked for finding. */
