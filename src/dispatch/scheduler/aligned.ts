@@ -25,7 +25,8 @@ export class EndAligned {
     private readonly runOf: (c: SnapshotContainer) => number | null,
   ) {}
 
-  /** The pass's end-aligned view, or null when the rule is off or nothing is estimated. */
+  /** The pass's end-aligned view, or null when the rule is off (placement.ts asks only when a waiting
+   * container's run time is expected). */
   static of(pass: Pass): EndAligned | null {
     const runOf = expectedRunOf(pass);
     if (runOf === null) return null;
@@ -93,20 +94,24 @@ export class EndAligned {
   }
 }
 
-/** A container's expected run time (ms): its own, else its step's median from `steps`; null when unknown. */
-function runEstimate(c: SnapshotContainer, steps: Record<string, number>): number | null {
-  const run = c.expectedRunMs ?? expectedRunMs(c, steps);
+/**
+ * A container's expected run time (ms): its own, else (`steps` not null) its step's median from `steps`; null
+ * when unknown.
+ */
+function runEstimate(c: SnapshotContainer, steps: Record<string, number> | null): number | null {
+  const run = c.expectedRunMs ?? (steps === null ? Infinity : expectedRunMs(c, steps));
   return run === Infinity ? null : run;
 }
 
 /**
  * The expected run time of a container as end_aligned reads it (its own; with `history` also its step's
- * median), for the other rules that go by it (paired.ts); null when end_aligned is off.
+ * median), for the other rules that go by it (paired.ts, through placement.ts); null when end_aligned is
+ * off. Without `history` no step is looked up (the step of a request name costs two regular expressions).
  */
 export function expectedRunOf(pass: Pass): ((c: SnapshotContainer) => number | null) | null {
   const mode = pass.config.endAligned;
   if (mode === 'off') return null;
-  const steps = mode === 'history' ? (pass.snap.estimates?.steps ?? {}) : {};
+  const steps = mode === 'history' ? (pass.snap.estimates?.steps ?? {}) : null;
   return (c) => runEstimate(c, steps);
 }
 
