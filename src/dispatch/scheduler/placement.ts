@@ -361,6 +361,7 @@ class Placer {
     if (slot.bin !== null)
       leaveBin(slot, p.c, pass.sortedTypes, pass.config.ramOverhead, pass.limits, this.unavailable);
     else add(slot.free, p.shape.need);
+    this.aligned?.roomReturned();
     if (p.action >= 0) pass.placeActions[p.action] = null;
     if (slot.createFor !== null) slot.createFor.splice(slot.createFor.indexOf(p.c.id), 1);
     const reason = statusText.unlockedForHigher(slot.id, head.id, limit);
