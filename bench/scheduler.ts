@@ -1,19 +1,24 @@
-// `npm run bench -- scheduler --queued N --instances M --types K [--json] [--seed S] [--min-reps R]`
+// `npm run bench -- scheduler --queued N --instances M --types K [--json] [--seed S] [--min-reps R]
+//  [--expected X] [--set key=value …]`
 //
 // Times plan() on a seeded random snapshot: K instance types, M instances mostly busy with running
 // containers, N queued containers of mixed shapes and priorities, max_instances a little above M so
 // that a pass creates some instances and then hits the limit. Also times the steady-state "no-change"
 // pass: the plan is applied (locks, starts, creates that became instances) with max_instances set to
 // the resulting count, so the next pass can place nothing and only computes statuses.
+// `--expected X` gives a share X of the containers an expected run time (what end_aligned and pair_ends
+// read; none by default, as in a queue whose submitters pass no run time); `--set` changes a scheduler
+// option of the snapshot's config (its config file key, e.g. `--set pair_ends=false`).
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { ConfigError } from '../src/config/declare.js';
 import { SCHEDULER_OPTIONS } from '../src/config/scheduler.js';
 import { seededRng, type Rng } from '../src/model/clock.js';
 import type { InstanceType } from '../src/model/types.js';
 import { plan } from '../src/dispatch/scheduler/plan.js';
 import { IncrementalPlanner } from '../src/dispatch/scheduler/incremental.js';
 import type { Plan, Snapshot, SnapshotContainer, SnapshotInstance } from '../src/dispatch/scheduler/types.js';
-import { benchArgs, opt, type Values } from './args.js';
+import { benchArgs, opt, UsageError, type Values } from './args.js';
 
 const GiB = 1024 ** 3;
 const NOW = new Date('2026-01-01T00:00:00Z');
@@ -25,6 +30,8 @@ const OPTIONS = {
   json: opt.flag('print JSON'),
   seed: opt.int(1, 'seed of the random snapshot', 0),
   'min-reps': opt.int(5, 'timed passes at the least', 0),
+  expected: opt.number(0, 'share (0 to 1) of the containers with an expected run time', false),
+  set: opt.repeated('a scheduler option of the snapshot, key=value (the value as JSON, else as text)'),
 };
 type Args = Values<typeof OPTIONS>;
 
@@ -114,18 +121,58 @@ function buildSnapshot(a: Args): Snapshot {
     instances.push(inst);
   }
   for (let n = 0; n < a.queued; n++) containers.push(shapeContainer(`q-${n}`, rng, {}));
+  expectRuns(containers, a);
   return {
     now: NOW,
-    config: SCHEDULER_OPTIONS.parse({
-      max_instances: a.instances + Math.ceil(a.instances / 20),
-      ram_overhead: '256MiB',
-    }),
+    config: schedulerConfig(a),
     instanceTypes: types,
     instances,
     containers,
     cloud: { quotaMaxInstances: null, unavailableTypes: [pick(rng, types).name], rateLimitedUntil: null },
     arrivals: [],
   };
+}
+
+/**
+ * Gives a share `--expected` of the containers an expected run time of 1 min to 2 h (and the Running ones
+ * among them a start in the last hour), from a generator of their own: the rest of the snapshot is the
+ * same as without.
+ */
+function expectRuns(containers: SnapshotContainer[], a: Args): void {
+  if (a.expected > 1) throw new UsageError(`--expected: expected a share from 0 to 1, got ${a.expected}`);
+  if (a.expected === 0) return;
+  const rng = seededRng(a.seed + 1_000_003);
+  for (const c of containers) {
+    if (rng() >= a.expected) continue;
+    c.expectedRunMs = pick(rng, [1, 2, 5, 10, 30, 60, 120]) * 60_000;
+    if (c.state === 'Running') c.startedAt = new Date(NOW.getTime() - Math.floor(rng() * 3600) * 1000);
+  }
+}
+
+/** The snapshot's scheduler config: max_instances a little above M, 256 MiB overhead, then `--set`. */
+function schedulerConfig(a: Args): Snapshot['config'] {
+  const raw: Record<string, unknown> = {
+    max_instances: a.instances + Math.ceil(a.instances / 20),
+    ram_overhead: '256MiB',
+  };
+  for (const kv of a.set) {
+    const eq = kv.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--set: expected key=value, got ${JSON.stringify(kv)}`);
+    const text = kv.slice(eq + 1);
+    let value: unknown = text;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      // Not JSON: the text itself (a duration such as 5m).
+    }
+    raw[kv.slice(0, eq)] = value;
+  }
+  try {
+    return SCHEDULER_OPTIONS.parse(raw);
+  } catch (err) {
+    if (err instanceof ConfigError) throw new UsageError(`--set: ${err.message}`);
+    throw err;
+  }
 }
 
 /** The world after the act layer carried out `p`: the next pass's input. */
@@ -220,6 +267,8 @@ export async function run(argv: string[]): Promise<number> {
     queued: args.queued,
     instances: args.instances,
     types: args.types,
+    expected: args.expected,
+    set: args.set,
     containers_total: s.containers.length,
     ...first.timing,
     actions: {
@@ -243,7 +292,8 @@ export async function run(argv: string[]): Promise<number> {
   if (args.json) console.log(JSON.stringify(result));
   else
     console.log(
-      `queued=${result.queued} instances=${result.instances} types=${result.types}: ` +
+      `queued=${result.queued} instances=${result.instances} types=${result.types}` +
+        `${result.expected > 0 ? ` expected=${result.expected}` : ''}${result.set.map((kv) => ` ${kv}`).join('')}: ` +
         `median_ms=${result.median_ms} p99_ms=${result.p99_ms} cpu_median_ms=${result.cpu_median_ms} (reps=${result.reps}) ` +
         `no_change_median_ms=${result.no_change_median_ms} no_change_p99_ms=${result.no_change_p99_ms} ` +
         `no_change_cpu_median_ms=${result.no_change_cpu_median_ms} no_change_placements=${result.no_change_placements} ` +

@@ -48,6 +48,19 @@ describe('bench runner, bad input', () => {
   });
 });
 
+describe('bench scheduler, bad input', () => {
+  it.each([
+    [['--set', 'pair_ends=yes'], /^--set: pair_ends: expected true or false, got "yes"$/],
+    [['--set', 'pair_ends'], /^--set: expected key=value, got "pair_ends"$/],
+    [['--expected', '2'], /^--expected: expected a share from 0 to 1, got 2$/],
+  ])('%j is refused naming the option', (args, message) => {
+    const r = bench('scheduler', '--queued', '10', '--instances', '2', '--types', '3', ...args);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim()).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
 describe('bench opportunistic on a workflow workload', () => {
   it('counts the workload’s tasks in its jobs column (a workflow workload has no open-loop job)', () => {
     const file = join(dir, 'one-workflow.json');

@@ -19,13 +19,26 @@ import type { SnapshotContainer } from './types.js';
 export class EndAligned {
   /** By slot: the latest expected end (ms) of a container on it; absent: none known. */
   private readonly latest = new Map<Slot, number>();
+  /**
+   * Bumped whenever an instance might newly qualify: a latest end raised or added, room given back (an
+   * eviction). Otherwise, within a pass, room only shrinks, counts only grow and reservations only rise.
+   */
+  private version = 0;
+  /**
+   * By shape: the last search that found nothing, at `version`, for a container of `priority`; `reach` the
+   * latest end among the instances that qualified but for their end. Until the version moves, a container
+   * of that shape and no higher priority expected to end after `reach` finds nothing either: the scan per
+   * waiting container (thousands of instances) is what end_aligned cost when many carry run times.
+   */
+  private readonly missed = new Map<Shape, { version: number; priority: number; reach: number }>();
 
   private constructor(
     private readonly pass: Pass,
     private readonly runOf: (c: SnapshotContainer) => number | null,
   ) {}
 
-  /** The pass's end-aligned view, or null when the rule is off or nothing is estimated. */
+  /** The pass's end-aligned view, or null when the rule is off (placement.ts asks only when a waiting
+   * container's run time is expected). */
   static of(pass: Pass): EndAligned | null {
     const runOf = expectedRunOf(pass);
     if (runOf === null) return null;
@@ -63,21 +76,38 @@ export class EndAligned {
     const end = this.endOf(c);
     if (end === null) return null;
     const now = this.pass.now;
+    const missed = this.missed.get(shape);
+    if (
+      missed !== undefined &&
+      missed.version === this.version &&
+      priority <= missed.priority &&
+      !outlasts(missed.reach, now, end - now)
+    )
+      return null;
     let best: Slot | null = null;
     let bestLeft = Infinity;
+    let reach = -Infinity;
     for (const [slot, latest] of this.latest) {
-      if (!outlasts(latest, now, end - now) || !fits(shape.need, slot.free)) continue;
+      if (!fits(shape.need, slot.free)) continue;
       // Any type it fits on (allow-list, spot or on demand), even beyond max_price_factor.
       if (shape.shareByIndex[slot.typeIndex] === Infinity) continue;
       if (!this.pass.capacity.mayTake(slot, shape, priority, true)) continue;
+      if (latest > reach) reach = latest;
+      if (!outlasts(latest, now, end - now)) continue;
       const left = leftAfter(slot, shape.need);
       if (left < bestLeft || (left === bestLeft && best !== null && slot.id < best.id)) {
         best = slot;
         bestLeft = left;
       }
     }
+    if (best === null) this.missed.set(shape, { version: this.version, priority, reach });
     // No validUntil: a yes is acted on at once (a start or a lock), and a no stays a no as time passes.
     return best;
+  }
+
+  /** Room was given back on an instance (an eviction): searches that found nothing may find some now. */
+  roomReturned(): void {
+    this.version++;
   }
 
   /** The container was placed on the slot (by this rule or another): its end counts from now on. */
@@ -89,24 +119,31 @@ export class EndAligned {
 
   private raise(slot: Slot, end: number): void {
     const known = this.latest.get(slot);
-    if (known === undefined || end > known) this.latest.set(slot, end);
+    if (known === undefined || end > known) {
+      this.latest.set(slot, end);
+      this.version++;
+    }
   }
 }
 
-/** A container's expected run time (ms): its own, else its step's median from `steps`; null when unknown. */
-function runEstimate(c: SnapshotContainer, steps: Record<string, number>): number | null {
-  const run = c.expectedRunMs ?? expectedRunMs(c, steps);
+/**
+ * A container's expected run time (ms): its own, else (`steps` not null) its step's median from `steps`; null
+ * when unknown.
+ */
+function runEstimate(c: SnapshotContainer, steps: Record<string, number> | null): number | null {
+  const run = c.expectedRunMs ?? (steps === null ? Infinity : expectedRunMs(c, steps));
   return run === Infinity ? null : run;
 }
 
 /**
  * The expected run time of a container as end_aligned reads it (its own; with `history` also its step's
- * median), for the other rules that go by it (paired.ts); null when end_aligned is off.
+ * median), for the other rules that go by it (paired.ts, through placement.ts); null when end_aligned is
+ * off. Without `history` no step is looked up (the step of a request name costs two regular expressions).
  */
 export function expectedRunOf(pass: Pass): ((c: SnapshotContainer) => number | null) | null {
   const mode = pass.config.endAligned;
   if (mode === 'off') return null;
-  const steps = mode === 'history' ? (pass.snap.estimates?.steps ?? {}) : {};
+  const steps = mode === 'history' ? (pass.snap.estimates?.steps ?? {}) : null;
   return (c) => runEstimate(c, steps);
 }
 

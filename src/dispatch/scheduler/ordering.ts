@@ -25,10 +25,12 @@ export function queueOrder(
  * The queue order as indices into `waiting`: element i is the index of the i-th container to consider.
  * Callers that keep per-container data in input order (placement.ts) read it through these indices
  * instead of looking it up again in queue order, which visits the containers in random memory order.
+ * `times` (by index, filled here: each container's queue time in ms) lets a caller keep them.
  */
 export function queueOrderIndex(
   waiting: SnapshotContainer[],
   fairShare: { placed: ReadonlyMap<string, number> } | null = null,
+  times = new Float64Array(waiting.length),
 ): Uint32Array {
   // A comparator sort of a million containers costs ~20M JavaScript calls. Instead: a counting sort
   // into (Locked, priority) buckets, then inside each bucket a native numeric sort of packed
@@ -37,7 +39,6 @@ export function queueOrderIndex(
   const BUCKETS = 2 * 1024;
   const bucketOf = new Uint16Array(n);
   const start = new Uint32Array(BUCKETS + 1);
-  const times = new Float64Array(n);
   // Fair sharing reorders only buckets with more than one owner: found here, in memory order.
   const firstOwner: (string | undefined)[] = fairShare === null ? [] : new Array<string>(BUCKETS);
   const mixed = new Uint8Array(BUCKETS);

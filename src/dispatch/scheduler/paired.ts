@@ -12,28 +12,56 @@
 // reaches the free room first stays queue order's (reordering across sizes cost 0.34 % on KTH's first
 // 2,000 jobs and won nothing). Memory is not part of the size: a fan-out's tasks ask for different
 // amounts, and pairing them across those is the win. Expected run times are end_aligned's (aligned.ts
-// `expectedRunOf`); a container with none keeps its place before the estimated ones of its size.
-import { expectedRunOf } from './aligned.js';
+// `expectedRunOf`, looked up once per container by placement.ts); a container with none keeps its place
+// before the estimated ones of its size.
+//
+// Cost: a group whose containers all lack an expected run time keeps its order, so only the groups around
+// estimated containers are looked at, and with none estimated (pair_ends on by default, and most queues
+// carry no run times) the rule reads nothing: a walk of every group read each container and its queue
+// time in queue order, a cache miss each, ~0.6–0.9 s of a 1M pass (docs/performance/scheduler.md,
+// "Session 12").
 import type { Pass } from './pass.js';
 import type { SnapshotContainer } from './types.js';
 
-/** Reorders `order` (indices into `waiting`, in queue order) in place, as the file comment says. */
-export function pairEnds(pass: Pass, waiting: readonly SnapshotContainer[], order: Uint32Array): void {
-  if (!pass.config.pairEnds) return;
-  const runOf = expectedRunOf(pass);
-  if (runOf === null) return;
-  let i = 0;
-  while (i < order.length) {
-    const first = waiting[order[i]!]!;
-    let j = i + 1;
-    while (j < order.length && sameMoment(first, waiting[order[j]!]!)) j++;
-    if (j - i > 1) sortGroup(order.subarray(i, j), waiting, runOf);
-    i = j;
+/**
+ * Reorders `order` (indices into `waiting`, in queue order) in place, as the file comment says. `runs`:
+ * each container's expected run time by index (ms; Infinity when unknown), null when none is known;
+ * `times`: their queue times by index (ms).
+ */
+export function pairEnds(
+  pass: Pass,
+  waiting: readonly SnapshotContainer[],
+  order: Uint32Array,
+  runs: Float64Array | null,
+  times: Float64Array,
+): void {
+  if (!pass.config.pairEnds || runs === null) return;
+  const n = order.length;
+  // Groups are runs of one moment in `order`; only those with an estimated member are sorted.
+  let done = 0;
+  for (let i = 0; i < n; i++) {
+    const x = order[i]!;
+    if (runs[x] === Infinity) continue;
+    let from = i;
+    while (from > done && sameMoment(waiting, times, order[from - 1]!, x)) from--;
+    let to = i + 1;
+    while (to < n && sameMoment(waiting, times, order[to]!, x)) to++;
+    if (to - from > 1) sortGroup(order.subarray(from, to), waiting, runs);
+    done = to;
+    i = to - 1;
   }
 }
 
-function sameMoment(a: SnapshotContainer, b: SnapshotContainer): boolean {
-  return a.state === b.state && a.priority === b.priority && a.queuedAt.getTime() === b.queuedAt.getTime();
+function sameMoment(
+  waiting: readonly SnapshotContainer[],
+  times: Float64Array,
+  a: number,
+  b: number,
+): boolean {
+  if (times[a] !== times[b]) return false;
+  const x = waiting[a]!;
+  const y = waiting[b]!;
+  return x.state === y.state && x.priority === y.priority;
 }
 
 interface Member {
@@ -45,18 +73,14 @@ interface Member {
 }
 
 /** Sorts each size's members of one group longest first, into the places that size had. */
-function sortGroup(
-  group: Uint32Array,
-  waiting: readonly SnapshotContainer[],
-  runOf: (c: SnapshotContainer) => number | null,
-): void {
+function sortGroup(group: Uint32Array, waiting: readonly SnapshotContainer[], runs: Float64Array): void {
   const bySize = new Map<string, Member[]>();
   group.forEach((index, at) => {
     const c = waiting[index]!;
     const size = `${c.vcpus}|${c.gpus}`;
     let list = bySize.get(size);
     if (list === undefined) bySize.set(size, (list = []));
-    list.push({ index, at, run: runOf(c) ?? Infinity });
+    list.push({ index, at, run: runs[index]! });
   });
   for (const list of bySize.values()) {
     if (list.every((m, k) => k === 0 || m.run <= list[k - 1]!.run)) continue;

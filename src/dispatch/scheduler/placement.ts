@@ -5,7 +5,7 @@
 // an instance is drained for it (heads.ts) so that lower-priority work arriving all the time cannot keep
 // it waiting forever.
 import type { InstanceType } from '../../model/types.js';
-import { EndAligned } from './aligned.js';
+import { EndAligned, expectedRunOf } from './aligned.js';
 import { joinBin, leaveBin, openBin } from './bins.js';
 import type { Room, Slot } from './capacity.js';
 import { Freeing } from './durations.js';
@@ -65,28 +65,40 @@ function chooseType(pass: Pass, shape: Shape): Choice {
   };
 }
 
-/** consider()'s flags: the container is Locked; it is opportunistic. */
+/** consider()'s flags: the container is Locked; it is opportunistic; its run time is expected (aligned.ts). */
 const LOCKED = 1;
 const OPPORTUNISTIC = 2;
+const ESTIMATED = 4;
+/** facts[] packs a shape's number and the flags as number << FLAG_BITS | flags. */
+const FLAG_BITS = 3;
 
 /** Walks the waiting containers in queue order and places each one it can. */
 export function placeWaiting(pass: Pass): void {
-  const placer = new Placer(pass);
   const fair = pass.config.fairShare ? { placed: pass.owners.placed } : null;
   const waiting = pass.waiting;
   // Shapes are looked up in input order (the containers' order in memory: at a million containers,
   // visiting them in queue order costs a cache miss each), as small numbers to count by.
-  // What consider() reads of every container (priority, Locked, opportunistic) is copied here too, so
-  // that a container the limits keep waiting is not touched at all in queue order.
+  // What consider() reads of every container (priority, Locked, opportunistic, whether its run time is
+  // expected) is copied here too, so that a container the limits keep waiting is not touched at all in
+  // queue order. Expected run times (end_aligned's, read by pair_ends too) are looked up here once each;
+  // `runs` exists only when one is known, and then holds them by index (Infinity: unknown).
   const distinct: Shape[] = [];
   const numberOf = new Map<Shape, number>();
+  const runOf = expectedRunOf(pass);
+  let runs: Float64Array | null = null;
   // Side by side, so that reading them in queue order costs one cache miss: facts[2i] is container i's
-  // priority, facts[2i + 1] its shape's number × 4 + its flags.
+  // priority, facts[2i + 1] its shape's number and its flags (FLAG_BITS).
   const facts = new Float64Array(2 * waiting.length);
   const shapeOf = new Uint32Array(waiting.length);
   for (let i = 0; i < waiting.length; i++) {
     const c = waiting[i]!;
-    const flags = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
+    let flags = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
+    const run = runOf === null ? null : runOf(c);
+    if (run !== null) {
+      runs ??= new Float64Array(waiting.length).fill(Infinity);
+      runs[i] = run;
+      flags |= ESTIMATED;
+    }
     const shape = pass.shapes.get(c);
     let k = numberOf.get(shape);
     if (k === undefined) {
@@ -96,20 +108,22 @@ export function placeWaiting(pass: Pass): void {
     }
     shapeOf[i] = k;
     facts[2 * i] = c.priority;
-    facts[2 * i + 1] = k * 4 + flags;
+    facts[2 * i + 1] = (k << FLAG_BITS) | flags;
   }
+  const placer = new Placer(pass, runs !== null);
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
   const alike = new Uint32Array(distinct.length);
   for (let i = 0; i < shapeOf.length; i++) alike[shapeOf[i]!]!++;
-  const order = queueOrderIndex(waiting, fair);
-  pairEnds(pass, waiting, order);
+  const times = new Float64Array(waiting.length);
+  const order = queueOrderIndex(waiting, fair, times);
+  pairEnds(pass, waiting, order, runs, times);
   for (let i = 0; i < order.length; i++) {
     const j = order[i]!;
     const shapeAndFlags = facts[2 * j + 1]!;
-    const k = shapeAndFlags >>> 2;
+    const k = shapeAndFlags >>> FLAG_BITS;
     const behind = --alike[k]!;
-    placer.consider(waiting[j]!, distinct[k]!, behind, facts[2 * j]!, shapeAndFlags & 3);
+    placer.consider(waiting[j]!, distinct[k]!, behind, facts[2 * j]!, shapeAndFlags & ((1 << FLAG_BITS) - 1));
   }
   placer.finishPlanned();
 }
@@ -127,9 +141,13 @@ class Placer {
   /** end_aligned: existing instances by the latest expected end of their containers (aligned.ts). */
   private readonly aligned: EndAligned | null;
 
-  constructor(private readonly pass: Pass) {
+  /** `estimated`: some waiting container's run time is expected (else end_aligned has nothing to place). */
+  constructor(
+    private readonly pass: Pass,
+    estimated: boolean,
+  ) {
     this.unavailable = (name) => pass.limits.isUnavailable(name);
-    this.aligned = EndAligned.of(pass);
+    this.aligned = estimated ? EndAligned.of(pass) : null;
     if (pass.config.shareRule === 'expected')
       for (const slot of pass.capacity.slots)
         for (const id of pass.pool.instanceOf.get(slot.id)?.createdFor ?? []) this.createdFor.set(id, slot);
@@ -168,7 +186,10 @@ class Placer {
     const behindHead = head !== null && priority <= head.container.priority;
     // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
     const own = (flags & LOCKED) !== 0 ? this.createdFor.get(c.id) : undefined;
-    const aligned = own === undefined ? (this.aligned?.find(c, shape, priority) ?? null) : null;
+    const aligned =
+      own === undefined && (flags & ESTIMATED) !== 0
+        ? (this.aligned?.find(c, shape, priority) ?? null)
+        : null;
     const room =
       (own !== undefined ? pass.capacity.roomOn(own, shape, priority, true, false) : null) ??
       (aligned !== null ? { slot: aligned, growTo: -1 } : null) ??
@@ -340,6 +361,7 @@ class Placer {
     if (slot.bin !== null)
       leaveBin(slot, p.c, pass.sortedTypes, pass.config.ramOverhead, pass.limits, this.unavailable);
     else add(slot.free, p.shape.need);
+    this.aligned?.roomReturned();
     if (p.action >= 0) pass.placeActions[p.action] = null;
     if (slot.createFor !== null) slot.createFor.splice(slot.createFor.indexOf(p.c.id), 1);
     const reason = statusText.unlockedForHigher(slot.id, head.id, limit);
