@@ -28,6 +28,15 @@ const lastCount = (workDir: string, cid: string) => async (): Promise<number> =>
   return lines.length ? Number(lines[lines.length - 1]) : 0;
 };
 
+/** Cancels the counter and its witness, waits until both ended, and gives the counter's pause events in order. */
+async function endWithPauseEvents(id: string, witness: string): Promise<(string | null)[]> {
+  for (const cid of [id, witness])
+    await h.store.containers.cancel(cid, { kind: 'user', owner: null }, 'user', 'test done');
+  await h.waitState(id, ['Cancelled']);
+  await h.waitState(witness, ['Cancelled']);
+  return (await h.store.containerList.events(id)).filter((e) => e.kind === 'pause').map((e) => e.message);
+}
+
 describe('pause and resume (agent in-process, process runtime)', () => {
   it('a paused counter does not advance; after the resume it goes on where it stopped', async () => {
     const id = await h.submitAndAssign(node, { command: COUNTER });
@@ -67,13 +76,7 @@ describe('pause and resume (agent in-process, process runtime)', () => {
       .map(Number);
     expect(all).toEqual(all.map((_, i) => i + 1));
 
-    for (const cid of [id, witness])
-      await h.store.containers.cancel(cid, { kind: 'user', owner: null }, 'user', 'test done');
-    await h.waitState(id, ['Cancelled']);
-    await h.waitState(witness, ['Cancelled']);
-    const kinds = (await h.store.containerList.events(id))
-      .filter((e) => e.kind === 'pause')
-      .map((e) => e.message);
+    const kinds = await endWithPauseEvents(id, witness);
     expect(kinds).toEqual([
       'pause requested by alice',
       'paused: frozen by its agent',
@@ -155,13 +158,7 @@ describe('pause and resume (agent in-process, process runtime)', () => {
       30_000,
       'the agent to report it running',
     );
-    for (const cid of [id, witness])
-      await h.store.containers.cancel(cid, { kind: 'user', owner: null }, 'user', 'test done');
-    await h.waitState(id, ['Cancelled']);
-    await h.waitState(witness, ['Cancelled']);
-    const kinds = (await h.store.containerList.events(id))
-      .filter((e) => e.kind === 'pause')
-      .map((e) => e.message);
+    const kinds = await endWithPauseEvents(id, witness);
     expect(kinds).toEqual([
       `pause requested by root: instance ${held.instanceId} held with --freeze`,
       'paused: frozen by its agent',

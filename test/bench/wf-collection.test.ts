@@ -8,8 +8,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { UsageError } from '../../bench/args.js';
 import { formatTable, rowOf, run, summarize, type Failure } from '../../bench/wf-collection.js';
-import type { InstanceType } from '../../src/model/types.js';
 import { buildReport } from '../../src/sim/report/build.js';
+import { type } from '../dispatch/builders.js';
 import { itIf } from '../helpers/needs.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -21,16 +21,7 @@ const GiB = 1024 ** 3;
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const s = (sec: number) => T0 + sec * 1000;
 // 2 vcpu, 4 GiB at 0.36/h: 0.18 per vcpu-hour, 0.0001 per second.
-const small: InstanceType = {
-  name: 'small',
-  providerType: 'small',
-  vcpus: 2,
-  ram: 4 * GiB,
-  scratch: 0,
-  gpus: 0,
-  price: 0.36,
-  preemptible: false,
-};
+const small = type('small', 2, 4, 0.36, { scratch: 0 });
 
 /**
  * One instance created at 0, ready at 60 s, destroyed at 1100 s (cost 0.11: boot 0.006, work 0.1, idle
