@@ -6,7 +6,7 @@
 // It finishes with exit 0, no OOM kill and no throttling of its instance below its request; the borrower
 // is frozen, reclaimed (its checkpoint kept: a `migrate` event), retried from its checkpoint, and its
 // request ends with exactly one Complete container.
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
@@ -251,19 +251,24 @@ describe('opportunistic containers end to end (issue 16 done-when)', () => {
         exit_code: 0,
         oom_killed: false,
       });
-      // The agent's side, read while instance A is still there: its pressure watcher's line.
-      const agentLog = readFileSync(join(d.home, 'instances', instances[0]!.id, 'agent.log'), 'utf8');
-      const agentLines = agentLog.split('\n');
-      const freeze = agentLines.find((l) => l.includes('memory pressure: ') && l.includes(`reclaimed ${b}`));
-      expect(freeze, agentLog).toBeDefined();
-      console.log(`agent: ${freeze!}`);
-      const mem = (path: string, f: string) =>
-        Number(readFileSync(join('/sys/fs/cgroup/memory', path, f), 'utf8')) / MiB;
+      // The agent's own line and the slice's peaks, for the record, while instance A is still there. In
+      // two CI runs its directory was already gone by now (not understood yet: the note of session 11);
+      // the freeze itself is asserted below from the borrower's system log, which the agent writes too.
+      const agentLogFile = join(d.home, 'instances', instances[0]!.id, 'agent.log');
+      const agentLog = existsSync(agentLogFile) ? readFileSync(agentLogFile, 'utf8') : null;
+      const freeze = agentLog
+        ?.split('\n')
+        .find((l) => l.includes('memory pressure: ') && l.includes(`reclaimed ${b}`));
+      console.log(`agent: ${agentLog === null ? `(instance ${instances[0]!.id} gone)` : freeze}`);
+      const mem = (path: string, f: string) => {
+        const file = join('/sys/fs/cgroup/memory', path, f);
+        return existsSync(file) ? (Number(readFileSync(file, 'utf8')) / MiB).toFixed(0) : '?';
+      };
       // The watcher counts the containers' group; the slice's limit holds the agent too.
       console.log(
-        `the instance's peak ${mem(slice, 'memory.max_usage_in_bytes').toFixed(0)} MiB ` +
-          `(limit ${mem(slice, 'memory.limit_in_bytes').toFixed(0)}), its agent's peak ` +
-          `${mem(slicePaths(slice).agent, 'memory.max_usage_in_bytes').toFixed(0)} MiB`,
+        `the instance's peak ${mem(slice, 'memory.max_usage_in_bytes')} MiB ` +
+          `(limit ${mem(slice, 'memory.limit_in_bytes')}), its agent's peak ` +
+          `${mem(slicePaths(slice).agent, 'memory.max_usage_in_bytes')} MiB`,
       );
       const grown = /grown \d+ at (\d+)/.exec(out);
       const finished = /done at (\d+) cpu ([\d.]+) held (\d+)/.exec(out);
