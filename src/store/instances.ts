@@ -6,6 +6,7 @@ import type { StoreContext } from './context.js';
 import type { Pauses } from './pause.js';
 import { NotFoundError } from './errors.js';
 import { DISPATCH_WAKE } from './wake.js';
+import { onCommit, withTx } from './db.js';
 
 export interface InstanceRecord {
   id: string;
@@ -81,21 +82,26 @@ export class Instances {
   ): Promise<InstanceRequested> {
     if (what.freeze && what.idleBehavior !== 'hold')
       throw new ValidationError([{ field: 'freeze', problem: 'only a hold can freeze (hold --freeze)' }]);
-    const r = await this.ctx.pool.query(
-      `UPDATE instances SET requested_idle_behavior = COALESCE($2, requested_idle_behavior), kill_requested = kill_requested OR $3
-       WHERE id = $1 AND gone_at IS NULL RETURNING id`,
-      [id, what.idleBehavior ?? null, what.kill ?? false],
-    );
-    if (r.rowCount === 0) throw new NotFoundError(`instance ${id} not found`);
-    this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.operator);
     const b = what.idleBehavior;
-    const frozen = what.freeze
-      ? await this.pauses.byHold(id, true, by, `instance ${id} held with --freeze`)
-      : [];
-    const resumed =
-      b === 'run' || b === 'drain'
-        ? await this.pauses.byHold(id, false, by, `instance ${id} set to ${b}`)
-        : [];
+    // One transaction: the hold and the freezes it asks for (or the run's thaws) land together or not at all.
+    const { frozen, resumed } = await withTx(this.ctx.pool, async (tx) => {
+      const r = await tx.query(
+        `UPDATE instances SET requested_idle_behavior = COALESCE($2, requested_idle_behavior), kill_requested = kill_requested OR $3
+         WHERE id = $1 AND gone_at IS NULL RETURNING id`,
+        [id, what.idleBehavior ?? null, what.kill ?? false],
+      );
+      if (r.rowCount === 0) throw new NotFoundError(`instance ${id} not found`);
+      onCommit(tx, () => this.ctx.wake.send('berth_dispatch', DISPATCH_WAKE.operator));
+      return {
+        frozen: what.freeze
+          ? await this.pauses.byHold(id, true, by, `instance ${id} held with --freeze`, tx)
+          : [],
+        resumed:
+          b === 'run' || b === 'drain'
+            ? await this.pauses.byHold(id, false, by, `instance ${id} set to ${b}`, tx)
+            : [],
+      };
+    });
     return { ...(await this.get(id)), frozen, resumed };
   }
 }

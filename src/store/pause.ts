@@ -16,6 +16,7 @@
 import type { Principal } from './tokens.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
+import { onCommit, type Queryable, type Tx } from './db.js';
 
 /** A container of a node's ping, with its pause flags. */
 export interface PauseRow {
@@ -89,9 +90,15 @@ export class Pauses {
    * held with --freeze"); their nodes are woken to act at once. Returns the ids asked, in id order. Asking
    * again changes nothing; a container that starts on a held instance later is not frozen by it.
    */
-  async byHold(instance: string, freeze: boolean, by: string, why: string): Promise<string[]> {
+  async byHold(
+    instance: string,
+    freeze: boolean,
+    by: string,
+    why: string,
+    tx: Queryable = this.ctx.pool,
+  ): Promise<string[]> {
     const verb = freeze ? 'pause' : 'resume';
-    const r = await this.ctx.pool.query<{ id: string; node_id: string }>(
+    const r = await tx.query<{ id: string; node_id: string }>(
       `WITH u AS (
          UPDATE containers SET pause_wanted = $2, paused_by_hold = $2
          WHERE instance_id = $1 AND state = 'Running'
@@ -103,7 +110,12 @@ export class Pauses {
        SELECT id, node_id FROM u ORDER BY id`,
       [instance, freeze, this.ctx.clock.now(), `${verb} requested by ${by}: ${why}`, instance],
     );
-    for (const node of new Set(r.rows.map((x) => x.node_id))) this.ctx.wake.send('berth_node', node);
+    const nodes = new Set(r.rows.map((x) => x.node_id));
+    const wake = () => {
+      for (const node of nodes) this.ctx.wake.send('berth_node', node);
+    };
+    if (tx === this.ctx.pool) wake();
+    else onCommit(tx as Tx, wake);
     return r.rows.map((x) => x.id);
   }
 

@@ -129,6 +129,33 @@ describe('berth instance hold --freeze', () => {
     expect(await flags(c)).toEqual({ pause_wanted: false, paused_by_hold: false });
   });
 
+  it('the hold and its freezes are one transaction: a failed freeze leaves the instance unheld', async () => {
+    const n = await instance();
+    const a = await running(n);
+    // A fault in the freeze's second half (its pause event) after the instance's row was updated.
+    await t.store.ctx.pool.query(
+      `CREATE FUNCTION fail_pause_event() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN RAISE EXCEPTION 'injected: pause event refused'; END $$;
+       CREATE TRIGGER fail_pause_event BEFORE INSERT ON container_events
+         FOR EACH ROW WHEN (NEW.kind = 'pause') EXECUTE FUNCTION fail_pause_event();`,
+    );
+    try {
+      const held = await act(n.instanceId, 'hold', { freeze: true });
+      expect(held.statusCode, held.body).toBe(500);
+    } finally {
+      await t.store.ctx.pool.query(
+        'DROP TRIGGER fail_pause_event ON container_events; DROP FUNCTION fail_pause_event();',
+      );
+    }
+    expect((await t.store.instances.get(n.instanceId)).requested_idle_behavior).toBeNull();
+    expect(await flags(a)).toEqual({ pause_wanted: false, paused_by_hold: false });
+    // The same request succeeds once the fault is gone.
+    expect((await act(n.instanceId, 'hold', { freeze: true })).json()).toMatchObject({
+      requested_idle_behavior: 'hold',
+      frozen: [a],
+    });
+  });
+
   it('bad input names the field; only admins; a refusal changes nothing', async () => {
     const n = await instance();
     const a = await running(n);
