@@ -5,3 +5,8 @@
 
 /** The SET item of the stamp, for an UPDATE of containers. */
 export const CHANGE_STAMP = 'change_xid = pg_current_xact_id()';
+
+/** The SET item of the stamp when `condition` (SQL) holds; otherwise the stamp is kept as it is. */
+export function changeStampIf(condition: string): string {
+  return `change_xid = CASE WHEN ${condition} THEN pg_current_xact_id() ELSE change_xid END`;
+}

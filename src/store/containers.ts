@@ -4,7 +4,7 @@
 import type { UsageSample } from '../api/schemas.js';
 import type { Actor } from '../model/transitions.js';
 import type { ContainerState, FailureClass } from '../model/types.js';
-import { CHANGE_STAMP } from './change-stamp.js';
+import { changeStampIf } from './change-stamp.js';
 import type { StoreContext } from './context.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { pauseOrders, type PauseRow } from './pause.js';
@@ -73,6 +73,15 @@ export interface NodeWork {
 
 /** How long a Running container may be missing from its agent's pings before it counts as lost. */
 export const UNKNOWN_TO_AGENT_GRACE_MS = 90_000;
+
+/**
+ * A Running container's usage sample stamps the change feed when the last stamped one is this old
+ * (recordUsage): the dispatcher's view of what it lends lags by at most this much, against
+ * opportunistic_min_observation's default of 5 minutes before it lends anything.
+ */
+export const USAGE_STAMP_INTERVAL_MS = 30_000;
+/** ... or when its peak memory grew by this share of its request since the stamped sample. */
+export const USAGE_STAMP_GROWTH = 1 / 16;
 
 /** The actor of a cancel. */
 function actorOf(by: Canceller, generation: number | null): Actor {
@@ -285,22 +294,36 @@ export class Containers {
   /**
    * Stores the latest usage samples of the node's Running containers in `usage` (with the wall time so
    * far), where the exit report's final usage later replaces them. Samples for containers that are not
-   * Running on this node are ignored. updated_at is left alone: a sample is not a state change. The
-   * change feed's stamp is set: the dispatcher's incremental view (changes()) must see the sample, or
-   * opportunistic placement never learns what a guaranteed container lends (only a whole read every
-   * `full_reload_passes` passes would bring it).
+   * Running on this node are ignored. updated_at is left alone: a sample is not a state change. The change
+   * feed's stamp is set when the dispatcher's incremental view (changes()) must see the sample, or
+   * opportunistic placement would never learn what a guaranteed container lends (only a whole read every
+   * `full_reload_passes` passes would bring it): the first sample, a sample USAGE_STAMP_INTERVAL_MS or more
+   * after the last stamped one, and a sample whose peak memory grew by USAGE_STAMP_GROWTH of the request
+   * since it (less lent room, at once). The others, every ping in between, update `usage` alone: no
+   * change-feed row, and a HOT update where the page has room (migration 222).
    */
   async recordUsage(nodeId: string, samples: Record<string, UsageSample>): Promise<void> {
     const ids = Object.keys(samples);
     if (ids.length === 0) return;
     const s = ids.map((id) => samples[id]!);
     await this.ctx.pool.query(
-      `UPDATE containers c SET usage = jsonb_build_object(
+      `WITH u AS (
+         SELECT c.id, u.cpu_seconds, u.ram, u.peak_ram, (
+             c.usage_stamped_at IS NULL
+             OR c.usage_stamped_at <= $3::timestamptz - make_interval(secs => $7::float8 / 1000)
+             OR u.peak_ram - COALESCE(c.usage_stamped_peak, 0) >= c.ram * $8::float8
+           ) AS stamp
+         FROM containers c
+         JOIN unnest($2::text[], $4::float8[], $5::bigint[], $6::bigint[]) AS u(id, cpu_seconds, ram, peak_ram)
+           ON c.id = u.id
+         WHERE c.node_id = $1 AND c.state = 'Running')
+       UPDATE containers c SET usage = jsonb_build_object(
          'cpu_seconds', u.cpu_seconds, 'ram', u.ram, 'peak_ram', u.peak_ram, 'sampled_at', $3::timestamptz,
          'wall_ms', GREATEST(0, (extract(epoch FROM ($3::timestamptz - c.started_at)) * 1000)::bigint)),
-         ${CHANGE_STAMP}
-       FROM unnest($2::text[], $4::float8[], $5::bigint[], $6::bigint[]) AS u(id, cpu_seconds, ram, peak_ram)
-       WHERE c.id = u.id AND c.node_id = $1 AND c.state = 'Running'`,
+         usage_stamped_at = CASE WHEN u.stamp THEN $3::timestamptz ELSE c.usage_stamped_at END,
+         usage_stamped_peak = CASE WHEN u.stamp THEN u.peak_ram ELSE c.usage_stamped_peak END,
+         ${changeStampIf('u.stamp')}
+       FROM u WHERE c.id = u.id`,
       [
         nodeId,
         ids,
@@ -308,6 +331,8 @@ export class Containers {
         s.map((x) => x.cpu_seconds),
         s.map((x) => x.ram),
         s.map((x) => x.peak_ram),
+        USAGE_STAMP_INTERVAL_MS,
+        USAGE_STAMP_GROWTH,
       ],
     );
   }

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChangeCursor, DispatchQueue } from '../../src/dispatch/ports.js';
 import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
 import { seededRng } from '../../src/model/clock.js';
+import { USAGE_STAMP_GROWTH, USAGE_STAMP_INTERVAL_MS } from '../../src/store/containers.js';
 import { Store } from '../../src/store/store.js';
 import { pgSubjects, randomTransition, SUBJECTS, T0, type Subject } from './subjects.js';
 
@@ -150,5 +151,23 @@ describe('changes() on PostgreSQL: a change committed after a read is in the nex
     expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.usage])).toEqual([
       [id, { ram: 20_000_000, vcpus: 0.25, observedMs: 4000 }],
     ]);
+
+    // The next pings' samples are stored but stamp the feed only every USAGE_STAMP_INTERVAL_MS, or at
+    // once when the peak grew by USAGE_STAMP_GROWTH of the request (its ram: 1 GiB, testing.ts's default).
+    const sample = async (advanceMs: number, peak: number) => {
+      s.clock.advance(advanceMs);
+      await store.containers.recordUsage(node, {
+        [id]: { cpu_seconds: 2, ram: 10_000_000, peak_ram: peak },
+      });
+      return (await v.read(s.clock.now())).upserts.map((c) => [c.id, c.usage?.ram, c.usage?.observedMs]);
+    };
+    const ram = (await store.containers.get(id)).ram;
+    expect(await sample(10_000, 21_000_000)).toEqual([]);
+    expect((await store.containers.get(id)).usage).toMatchObject({ peak_ram: 21_000_000, wall_ms: 14_000 });
+    expect(await sample(USAGE_STAMP_INTERVAL_MS - 10_001, 21_000_000)).toEqual([]);
+    expect(await sample(1, 21_000_000)).toEqual([[id, 21_000_000, 4000 + USAGE_STAMP_INTERVAL_MS]]);
+    const grown = 21_000_000 + Math.ceil(ram * USAGE_STAMP_GROWTH);
+    expect(await sample(1000, grown - 1)).toEqual([]);
+    expect(await sample(1000, grown)).toEqual([[id, grown, 6000 + USAGE_STAMP_INTERVAL_MS]]);
   });
 });
