@@ -16,7 +16,8 @@
 import { readFile } from 'node:fs/promises';
 import { availableParallelism, totalmem } from 'node:os';
 import { sleepUnless } from '../model/clock.js';
-import { CGROUP_ROOT, cgroupAt, probeCgroups, type Cgroup } from './runtimes/cgroup.js';
+import { CGROUP_ROOT, cgroupAt, probeCgroups, type Cgroup, type CgroupHost } from './runtimes/cgroup.js';
+import type { CgroupStats } from './runtimes/cgroup-common.js';
 
 /** One sample of the instance. */
 export interface PressureSample {
@@ -28,6 +29,12 @@ export interface PressureSample {
   psi?: { memory?: number; cpu?: number };
   /** The containers' CPU time so far (seconds) and when it was read (ms): CPU use is the rate between two. */
   cpu?: { seconds: number; at: number };
+  /**
+   * The tightest memory limit that holds more than the containers (an ancestor group with a limit, such as
+   * an instance's slice that holds the agent too, or the host itself): its name, its limit and what all it
+   * holds use (less the file cache it can drop). Absent: none was read.
+   */
+  enclosing?: { name: string; ramBytes: number; limitBytes: number };
 }
 
 /** The instance's memory and when it counts as under pressure. */
@@ -59,11 +66,18 @@ export interface Pressure {
 /** Whether the instance is under pressure (`prev`: the sample before, for the CPU rate), or null. */
 export function decidePressure(s: PressureSample, l: PressureLimits, prev?: PressureSample): Pressure | null {
   const capacity = l.capacityBytes ?? s.limitBytes;
-  if (capacity - s.ramBytes < l.headroomBytes)
+  const free = capacity - s.ramBytes;
+  const e = s.enclosing;
+  // The agent, the system and anything else beside the containers use what the enclosing limit holds too.
+  const enclosingFree = e ? e.limitBytes - e.ramBytes : Infinity;
+  if (Math.min(free, enclosingFree) < l.headroomBytes)
     return {
-      why: `memory pressure: ${mib(s.ramBytes)} of ${mib(capacity)} in use, under ${mib(l.headroomBytes)} free`,
+      why:
+        enclosingFree < free
+          ? `memory pressure: ${mib(e!.ramBytes)} of ${mib(e!.limitBytes)} in use in ${e!.name} (the containers ${mib(s.ramBytes)}), under ${mib(l.headroomBytes)} free`
+          : `memory pressure: ${mib(s.ramBytes)} of ${mib(capacity)} in use, under ${mib(l.headroomBytes)} free`,
       resource: 'memory',
-      need: s.ramBytes + l.headroomBytes + (l.marginBytes ?? 0) - capacity,
+      need: l.headroomBytes + (l.marginBytes ?? 0) - Math.min(free, enclosingFree),
     };
   if (l.psiPercent !== null)
     for (const what of ['memory', 'cpu'] as const) {
@@ -259,23 +273,97 @@ export async function readPsi(file: string): Promise<number | undefined> {
   return m ? Number(m[1]) : undefined;
 }
 
+/** A group's memory limit, or null when it has none (v1 reports "no limit" as a huge number). */
+function limitOf(st: CgroupStats): number | null {
+  return Number.isFinite(st.ramLimit) && st.ramLimit < 2 ** 60 ? st.ramLimit : null;
+}
+
+/** What a group uses less the inactive file cache the kernel drops first. */
+function workingSet(st: CgroupStats): number {
+  return Math.max(0, st.ramBytes - st.inactiveFileBytes);
+}
+
+/** A memory limit around the containers' group, read at each sample (null: it has none now). */
+export interface Enclosing {
+  read(): Promise<PressureSample['enclosing'] | null>;
+}
+
+/** The ancestor `group` of the containers' group, when it has a memory limit. */
+export function enclosingGroup(group: Cgroup): Enclosing {
+  return {
+    async read() {
+      const st = await group.stats();
+      const limitBytes = limitOf(st);
+      return limitBytes === null
+        ? null
+        : { name: `cgroup ${group.path}`, ramBytes: workingSet(st), limitBytes };
+    },
+  };
+}
+
+/** The host's memory (/proc/meminfo): in use is MemTotal less MemAvailable, the kernel's own estimate. */
+export function enclosingHost(file = '/proc/meminfo'): Enclosing {
+  return {
+    async read() {
+      const text = await readFile(file, 'utf8').catch(() => '');
+      const kb = (key: string) => {
+        const m = new RegExp(`^${key}:\\s+(\\d+) kB$`, 'm').exec(text);
+        return m ? Number(m[1]) * 1024 : null;
+      };
+      const total = kb('MemTotal');
+      const available = kb('MemAvailable');
+      return total === null || available === null
+        ? null
+        : { name: 'the host', ramBytes: Math.max(0, total - available), limitBytes: total };
+    },
+  };
+}
+
+/**
+ * The limits around the containers' group `path`: the host, and every ancestor group with a memory limit
+ * now (an instance's slice holds its agent too): whatever else runs there uses the same memory.
+ */
+export async function enclosingLimits(host: CgroupHost, path: string): Promise<Enclosing[]> {
+  const parts = path.split('/').filter((p) => p !== '');
+  const out: Enclosing[] = [enclosingHost()];
+  for (let i = 1; i < parts.length; i++) {
+    const e = enclosingGroup(cgroupAt(host, parts.slice(0, i).join('/')));
+    if ((await e.read().catch(() => null)) !== null) out.push(e);
+  }
+  return out;
+}
+
 /**
  * A sampler of the containers' parent group: its memory use, and PSI from the group (v2) or the host
- * (/proc/pressure, which v1 hosts with PSI have).
+ * (/proc/pressure, which v1 hosts with PSI have); and of the limits around it (`enclosing`: the tightest
+ * one's use and limit).
  */
-export function cgroupSampler(parent: Cgroup, root: string, psi: boolean): () => Promise<PressureSample> {
+export function cgroupSampler(
+  parent: Cgroup,
+  root: string,
+  psi: boolean,
+  enclosing: Enclosing[] = [],
+): () => Promise<PressureSample> {
   const psiFile = (what: 'memory' | 'cpu') =>
     parent.version === 2 ? `${root}/${parent.path}/${what}.pressure` : `/proc/pressure/${what}`;
   return async () => {
-    const st = await parent.stats();
+    const [st, ...around] = await Promise.all([parent.stats(), ...enclosing.map((e) => e.read())]);
     const at = performance.now();
-    // v1 reports "no limit" as a huge number.
-    const limitBytes = Number.isFinite(st.ramLimit) && st.ramLimit < 2 ** 60 ? st.ramLimit : totalmem();
+    const limitBytes = limitOf(st) ?? totalmem();
     // Use is the working set: the group's usage counts file cache, which the kernel drops before the
     // containers' own memory is short. Without this a container that only wrote a large file (the cache
     // stays charged after it exits) looked like pressure and got opportunistic containers reclaimed.
-    const ramBytes = Math.max(0, st.ramBytes - st.inactiveFileBytes);
-    const base = { ramBytes, limitBytes, cpu: { seconds: st.cpuSeconds, at } };
+    const ramBytes = workingSet(st);
+    let tightest: PressureSample['enclosing'];
+    for (const e of around)
+      if (e != null && (!tightest || e.limitBytes - e.ramBytes < tightest.limitBytes - tightest.ramBytes))
+        tightest = e;
+    const base = {
+      ramBytes,
+      limitBytes,
+      cpu: { seconds: st.cpuSeconds, at },
+      ...(tightest && { enclosing: tightest }),
+    };
     if (!psi) return base;
     const [memory, cpu] = await Promise.all([readPsi(psiFile('memory')), readPsi(psiFile('cpu'))]);
     return {
@@ -327,6 +415,7 @@ export async function watchPressure(
     return;
   }
   const parent = cgroupAt(host, o.cgroupParent);
+  const enclosing = await enclosingLimits(host, o.cgroupParent);
   const limits: PressureLimits = {
     capacityBytes: o.instanceRam,
     headroomBytes: o.headroomBytes,
@@ -341,7 +430,7 @@ export async function watchPressure(
   );
   const watcher = new PressureWatcher({
     limits,
-    sample: cgroupSampler(parent, root, o.psiPercent !== null),
+    sample: cgroupSampler(parent, root, o.psiPercent !== null, enclosing),
     opportunistic: () => [...runners()].filter((r) => r.opportunistic && r.supervised),
     intervalMs: o.intervalMs,
     onReclaim: (e) =>

@@ -4,7 +4,7 @@
 // borrowed. Written once, run in two places, like cases.ts and cgroup-cases.ts: on this (cgroup v1) host by
 // pressure.test.ts, and inside the cgroup v2 guest by test/guest/ (node:assert; deadlines × TIME_SCALE).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import {
   cgroupSampler,
   decidePressure,
+  enclosingLimits,
   readPsi,
   watchPressure,
   type WatchedRunner,
@@ -84,6 +85,55 @@ export const fileCacheCase: CgroupCase = {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  },
+};
+
+export const enclosingCase: CgroupCase = {
+  name: 'the pressure sampler counts what the agent beside the containers uses inside the instance slice that limits both',
+  async run() {
+    const host = await probeCgroups();
+    return withTopGroup('berth-slice', async (slice) => {
+      // An instance's slice as the local driver makes it: a limit, the agent's group and the containers'.
+      await slice.create({ vcpus: 1, ram: 320 * MiB });
+      const agent = cgroupAt(host, `${slice.path}/agent`);
+      const containers = cgroupAt(host, `${slice.path}/containers`);
+      await agent.create({ vcpus: 1, ram: 320 * MiB });
+      await containers.create({ vcpus: 1, ram: 320 * MiB });
+      // The "agent" holds 96 MiB (touched); the containers' group holds nothing.
+      const joinGroup = agent
+        .procsFiles()
+        .map((f) => `echo $$ > ${f}`)
+        .join('; ');
+      const holder = spawn('sh', ['-c', `${joinGroup}; ${GROW.repeat(12)} wait`], { stdio: 'ignore' });
+      try {
+        await waitFor(
+          async () => (await agent.stats()).ramBytes > 90 * MiB,
+          ms(20_000),
+          'the agent group to hold 96 MiB',
+        );
+        const enclosing = await enclosingLimits(host, containers.path);
+        const sample = await cgroupSampler(containers, host.root, false, enclosing)();
+        assert.ok(sample.ramBytes < 8 * MiB, `the containers use ${toMiB(sample.ramBytes)} MiB`);
+        assert.equal(sample.enclosing?.name, `cgroup ${slice.path}`);
+        assert.equal(sample.enclosing?.limitBytes, 320 * MiB);
+        assert.ok(
+          sample.enclosing.ramBytes > 90 * MiB,
+          `the slice holds the agent's ${toMiB(sample.enclosing.ramBytes)} MiB`,
+        );
+        // 320 MiB of capacity less the containers' use leaves over 300 MiB; the slice has under 230 free.
+        const limits = { capacityBytes: 320 * MiB, headroomBytes: 240 * MiB, psiPercent: null };
+        assert.equal(decidePressure({ ...sample, enclosing: undefined }, limits), null);
+        const p = decidePressure(sample, limits);
+        assert.match(p?.why ?? '', new RegExp(`in use in cgroup ${slice.path} \\(the containers \\d+MiB\\)`));
+        return {
+          containersMiB: toMiB(sample.ramBytes),
+          sliceMiB: toMiB(sample.enclosing.ramBytes),
+          needMiB: toMiB(p!.need),
+        };
+      } finally {
+        holder.kill('SIGKILL');
+      }
+    });
   },
 };
 

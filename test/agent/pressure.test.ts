@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   chooseVictims,
   decidePressure,
+  enclosingHost,
   PressureWatcher,
   readPsi,
   type PressureSample,
@@ -17,7 +18,7 @@ import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { itIf } from '../helpers/needs.js';
 import { cleanupHandles, cleanupWorkDirs, leftovers } from './helpers.js';
-import { fileCacheCase, watcherCase } from './pressure-cases.js';
+import { enclosingCase, fileCacheCase, watcherCase } from './pressure-cases.js';
 
 const MiB = 1024 * 1024;
 const cgroupsMissing = await cgroupsUnusable();
@@ -35,6 +36,25 @@ describe('decidePressure', () => {
       resource: 'memory',
       need: 33 * MiB,
     });
+  });
+
+  it('counts what else the enclosing limit holds (the agent in the slice, the host): the tighter one binds', () => {
+    const enclosing = { name: 'cgroup slice-1', ramBytes: 980 * MiB, limitBytes: 1024 * MiB };
+    // The containers alone use 900 of 1024 MiB (124 free): with the agent's 80 MiB beside them, 44 are free.
+    expect(decidePressure({ ramBytes: 900 * MiB, limitBytes: 0 }, limits)).toBeNull();
+    expect(
+      decidePressure({ ramBytes: 900 * MiB, limitBytes: 0, enclosing }, { ...limits, marginBytes: 32 * MiB }),
+    ).toEqual({
+      why: 'memory pressure: 980MiB of 1024MiB in use in cgroup slice-1 (the containers 900MiB), under 64MiB free',
+      resource: 'memory',
+      need: (64 + 32 - 44) * MiB,
+    });
+    // A looser enclosing limit changes nothing.
+    const host = { name: 'the host', ramBytes: 2048 * MiB, limitBytes: 24576 * MiB };
+    expect(decidePressure({ ramBytes: 900 * MiB, limitBytes: 0, enclosing: host }, limits)).toBeNull();
+    expect(decidePressure({ ramBytes: 961 * MiB, limitBytes: 0, enclosing: host }, limits)?.why).toBe(
+      'memory pressure: 961MiB of 1024MiB in use, under 64MiB free',
+    );
   });
 
   it("takes the sample's limit when no capacity is configured", () => {
@@ -158,6 +178,29 @@ describe('PressureWatcher.tick', () => {
   });
 });
 
+describe('enclosingHost', () => {
+  it("reads the host's memory in use as MemTotal less MemAvailable; null without them", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-meminfo-'));
+    try {
+      const file = join(dir, 'meminfo');
+      await writeFile(
+        file,
+        'MemTotal:        2048000 kB\nMemFree:          100000 kB\nMemAvailable:     512000 kB\n',
+      );
+      expect(await enclosingHost(file).read()).toEqual({
+        name: 'the host',
+        ramBytes: (2048000 - 512000) * 1024,
+        limitBytes: 2048000 * 1024,
+      });
+      await writeFile(file, 'MemTotal:        2048000 kB\n');
+      expect(await enclosingHost(file).read()).toBeNull();
+      expect(await enclosingHost(join(dir, 'absent')).read()).toBeNull();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('readPsi', () => {
   it('reads "some avg10" and is undefined without a PSI file', async () => {
     const d = await mkdtemp(join(tmpdir(), 'berth-psi-'));
@@ -183,5 +226,6 @@ describe('the sampler and the watcher on a real cgroup (pressure-cases.ts; also 
   });
   const run = (c: typeof watcherCase) => async () => console.log(c.name, JSON.stringify(await c.run()));
   itIf(cgroupsMissing)(fileCacheCase.name, run(fileCacheCase), 60_000);
+  itIf(cgroupsMissing)(enclosingCase.name, run(enclosingCase), 60_000);
   itIf(processMissing)(watcherCase.name, run(watcherCase), 120_000);
 });

@@ -6,7 +6,7 @@
 // Case ids are "<scope>: <case name>".
 import { ENGINE_CGROUP_CASES, RUNTIME_CASES, sandboxCase } from '../agent/cases.js';
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
-import { fileCacheCase, watcherCase } from '../agent/pressure-cases.js';
+import { enclosingCase, fileCacheCase, watcherCase } from '../agent/pressure-cases.js';
 import { CRIU_CASE } from './criu-case.js';
 
 export const DETECT_CASE =
@@ -30,7 +30,7 @@ export function guestPlan(): string[] {
 }
 
 /** The pressure watcher's cases on v2 (its containers on the process runtime). */
-export const PRESSURE_CASES = [fileCacheCase, watcherCase] as const;
+export const PRESSURE_CASES = [fileCacheCase, enclosingCase, watcherCase] as const;
 
 /** The prefix of the console lines that carry results (JSON after it). */
 export const RESULT_PREFIX = 'BERTH-CASE ';
