@@ -63,7 +63,7 @@ export interface Limits {
 }
 
 /** What save() records beside CRIU's images. */
-interface Record {
+interface SavedRecord {
   workDir: string;
   root: number;
   limits: Limits;
@@ -87,7 +87,7 @@ export async function saveProcess(
   if (!(root > 0) || !extra.limits)
     throw new Error(`${handle.id} was not started for CRIU (no ${CRIU_ROOT_FILE} or limits)`);
   await mkdir(join(dir, IMAGES), { recursive: true });
-  const rec: Record = { workDir, root, limits: JSON.parse(extra.limits) as Limits };
+  const rec: SavedRecord = { workDir, root, limits: JSON.parse(extra.limits) as Limits };
   await writeFile(join(dir, RECORD), JSON.stringify(rec));
   await cp(join(workDir, 'scratch'), join(dir, SCRATCH), { recursive: true, preserveTimestamps: true });
   await handle.movedTo(dir);
@@ -114,7 +114,7 @@ async function freezerDir(cgroup: Cgroup | null): Promise<string | undefined> {
 }
 
 /** save()'s record in `dir`, checked; throws a RunSpecError naming what is wrong. */
-export async function checkpointRecord(dir: string): Promise<Record> {
+export async function checkpointRecord(dir: string): Promise<SavedRecord> {
   const text = await readFile(join(dir, RECORD), 'utf8').catch(() => null);
   const bad = (why: string): never => {
     throw new RunSpecError(`checkpoint: ${why}`);
@@ -126,7 +126,7 @@ export async function checkpointRecord(dir: string): Promise<Record> {
   } catch {
     return bad(`${RECORD}: expected JSON`);
   }
-  const rec = r as Partial<Record> | null;
+  const rec = r as Partial<SavedRecord> | null;
   if (typeof rec?.workDir !== 'string' || !rec.workDir.startsWith('/'))
     return bad(`${RECORD} workDir: expected an absolute path, got ${JSON.stringify(rec?.workDir)}`);
   if (!Number.isSafeInteger(rec.root) || rec.root! <= 0)
@@ -134,7 +134,7 @@ export async function checkpointRecord(dir: string): Promise<Record> {
   const l = rec.limits;
   if (!(typeof l?.vcpus === 'number' && l.vcpus > 0 && Number.isSafeInteger(l.ram) && l.ram > 0))
     return bad(`${RECORD} limits: expected {vcpus, ram}, got ${JSON.stringify(l)}`);
-  return rec as Record;
+  return rec as SavedRecord;
 }
 
 /**
@@ -145,7 +145,7 @@ export async function checkpointRecord(dir: string): Promise<Record> {
 export async function restoreSetup(
   workDir: string,
   dir: string,
-  rec: Record,
+  rec: SavedRecord,
   criu: string,
 ): Promise<{ command: string[]; cleanUp: () => Promise<void> }> {
   if (rec.workDir === workDir) throw new Error(`checkpoint: restoring in its own work dir ${workDir}`);
