@@ -90,6 +90,7 @@ export async function criuProcessCase(): Promise<Measured> {
     const info = await second.wait();
     const after = await lines(join(w2, 'stdout'));
     assert.equal(info.exitCode, 5, `the restored run's exit code (${JSON.stringify(info)})`);
+    assert.equal(await readFile(join(w2, 'stderr'), 'utf8'), '', "the restored run's stderr");
     assert.ok(after.length > 0, 'the restored run counted on');
     assert.deepEqual(
       [...before, ...after],

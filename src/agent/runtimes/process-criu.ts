@@ -36,10 +36,15 @@ const IMAGES = 'images';
 const SCRATCH = 'scratch';
 
 // $1 the work dir; then the command. Traps (not ignores: the command gets the default actions) the signals
-// the agent sends the container, so that the wrapper waits for the command and reports its code.
-const WRAPPER = `w=$1; shift; echo $$ >"$w/${CRIU_ROOT_FILE}"; exec 4>"$w/${CODE_FILE}"
+// the agent sends the container, so that the wrapper outlives them and reports the command's code. The
+// wrapper's own stderr is /dev/null (sh reports a command killed by a signal there: "Killed"), the
+// command's the container's (fd 5 meanwhile). A trapped signal interrupts `wait`, so the wrapper waits
+// again while the command is there (a zombie too: the next wait reaps it and gives its status).
+const WRAPPER = `w=$1; shift; echo $$ >"$w/${CRIU_ROOT_FILE}"; exec 4>"$w/${CODE_FILE}" 5>&2 2>/dev/null
 trap : HUP TERM USR1 USR2
-"$@" 4>&-; c=$?; echo $c >&4; exit $c`;
+"$@" 2>&5 4>&- 5>&- & p=$!
+while :; do wait $p; c=$?; [ $c -gt 128 ] && kill -0 $p 2>/dev/null && continue; break; done
+echo $c >&4; exit $c`;
 
 // $1 the new work dir, $2 the old one, $3 criu, $4 the images; the shim runs it (its child), criu is its
 // child, the restored tree criu's. Its exit code is the command's (written by the restored WRAPPER), else
