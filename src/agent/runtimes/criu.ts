@@ -33,7 +33,7 @@ export interface CriuOptions {
    * child, in the shim's session); a restore puts the tree in the caller's session and process group.
    */
   shellJob?: boolean;
-  /** A dump's `--freeze-cgroup`: the cgroup (v2 directory) criu freezes the tree through (it may be frozen). */
+  /** A dump's `--freeze-cgroup`: the freezer cgroup directory criu freezes the tree through (it may be frozen). */
   freezeCgroup?: string;
 }
 

@@ -15,7 +15,7 @@
 //   Restored processes keep their pids: where one is taken, the restore fails and the runner starts afresh.
 import { cp, lstat, mkdir, readFile, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { Cgroup } from './cgroup.js';
+import { CgroupV1, type Cgroup } from './cgroup.js';
 import { criuDump, criuError } from './criu.js';
 import { diskUsage } from './du.js';
 import { ShimHandle } from './shim.js';
@@ -76,7 +76,7 @@ interface SavedRecord {
 
 /**
  * Saves the running (or frozen) process container `handle` into `dir` and ends it: its scratch dir is
- * copied, then CRIU dumps the wrapper's tree (through its cgroup v2 freezer when it has one). Throws, the
+ * copied, then CRIU dumps the wrapper's tree (through its cgroup's freezer when it has one). Throws, the
  * container untouched, when the copy or the dump failed.
  */
 export async function saveProcess(
@@ -112,10 +112,13 @@ export async function saveProcess(
   return { ms: performance.now() - t0, bytes: await diskUsage(dir) };
 }
 
-/** The cgroup v2 directory criu freezes the tree through (already frozen by a reclaim), or none. */
+/**
+ * The freezer directory criu freezes the tree through (already frozen by a reclaim): the group's on v2,
+ * its freezer hierarchy's on v1 (untried: the guest where criu works is v2); none without a cgroup.
+ */
 async function freezerDir(cgroup: Cgroup | null): Promise<string | undefined> {
-  if (cgroup?.version !== 2 || !(await cgroup.exists())) return undefined;
-  return (await cgroup.dirs())[0];
+  if (!cgroup || !(await cgroup.exists())) return undefined;
+  return cgroup instanceof CgroupV1 ? cgroup.dir('freezer') : (await cgroup.dirs())[0];
 }
 
 /** save()'s record in `dir`, checked; throws a RunSpecError naming what is wrong. */
