@@ -136,10 +136,10 @@ export async function clearRunFiles(workDir: string, more: readonly string[] = [
 }
 
 /**
- * Written by a runtime's whole-state save before it ends the container (process-criu.ts): the checkpoint
- * directory. The shim records the end as a kill; wait() reports no exit code and "checkpointed to DIR".
+ * Written by a runtime's whole-state save before it ends the container (process-criu.ts, vm.ts): the
+ * checkpoint directory. The end is recorded as a kill; wait() reports no exit code and "checkpointed to DIR".
  */
-const MOVED_FILE = 'moved';
+export const MOVED_FILE = 'moved';
 
 export async function readRunState(workDir: string): Promise<RunState | null> {
   try {
