@@ -33,6 +33,7 @@ import {
   type RuntimeOptions,
 } from './runtimes/detect.js';
 import type { NetworkSetting, SandboxSetting } from './runtimes/sandbox.js';
+import { ProcessRuntime } from './runtimes/process.js';
 import type { Runtime } from './runtimes/types.js';
 import type { VmAccel } from './runtimes/vm-snapshot.js';
 import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
@@ -82,6 +83,8 @@ export interface AgentOptions {
   processSandbox?: SandboxSetting;
   /** The bubblewrap executable (default `bwrap` on PATH). */
   bwrap?: string;
+  /** The criu program that saves reclaimed unsandboxed process containers whole (default: none). */
+  processCriu?: string | null;
   /** The vm runtime's guest image directory (default: the `test` guest scripts/guest/build.sh builds). */
   vmGuest?: string | null;
   /** The vm runtime's accelerator (default `tcg`). */
@@ -359,6 +362,7 @@ export class Agent {
       process: {
         sandbox,
         bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
+        criu: opts.processCriu ?? PROCESS_OPTIONS.defaultOf('process_criu'),
         // A one-shot agent's work dir is its job's alone; the node's agents share the dir above it.
         probeCache: join(opts.once ? dirname(opts.workDir) : opts.workDir, SANDBOX_PROBE_FILE),
         // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
@@ -397,6 +401,11 @@ export class Agent {
       this.log.warn({ reason: processWhy }, `image-less containers will be refused: ${processWhy}`);
     else if (sandbox === 'none')
       this.log.warn('process sandbox "none": image-less containers run as unisolated host processes');
+    if (!processWhy && processRt instanceof ProcessRuntime && runtimeOpts.process?.criu) {
+      const why = await processRt.probeWholeState();
+      if (why) this.log.warn({ reason: why }, `no CRIU whole state: ${why}`);
+      else this.log.info('CRIU whole state: reclaimed image-less containers are saved whole (criu)');
+    }
     // With no image runtime, an image request is refused at once (perm), naming what is missing.
     const imageRt =
       main.name === processRt.name

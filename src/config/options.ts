@@ -279,6 +279,20 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['agent', 'up'],
   }),
   opt({
+    key: 'process_criu',
+    kind: nullable(text('a program name or an absolute path', /^(\/.*|[^/]+)$/, '<path>')),
+    default: null,
+    env: 'BERTH_PROCESS_CRIU',
+    flag: '--process-criu',
+    help:
+      'The criu program (e.g. `criu`) with which the agent saves a reclaimed image-less container whole ' +
+      '(its memory and open files, resumed where it stood by its next attempt on such an instance) instead ' +
+      'of asking it (SIGUSR1) to write its own checkpoint. Only with `process_sandbox` `none` and where ' +
+      '`criu check` passes (the agent logs why not otherwise, and keeps the application-assisted way). ' +
+      'Unset: never. See docs/RUNTIMES.md (CRIU).',
+    usedBy: ['agent'],
+  }),
+  opt({
     key: 'vm_guest',
     kind: nullable(path),
     default: null,

@@ -1,10 +1,13 @@
 // Whether an agent can claim lent room back (issue 16): an agent whose pressure watcher runs says so in its
 // pings (`reclaims`), and the API keeps it on its node, so that only its instance lends room to
 // opportunistic containers (src/dispatch/scheduler/opportunistic.ts). An agent whose cgroups cannot be read
-// runs no watcher, though it still reports usage: its node says it cannot.
+// runs no watcher, though it still reports usage: its node says it cannot. An agent told to save
+// unsandboxed containers whole with CRIU (process_criu) says once whether it can (on this host's kernel
+// 6.18 `criu check` fails: it says why, and runs containers as before).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
+import { criuUnusable } from '../../src/agent/runtimes/criu.js';
 import { itIf } from '../helpers/needs.js';
 import { Harness, until } from './harness.js';
 
@@ -47,5 +50,23 @@ describe("an agent's reclaims", () => {
       pressure: { cgroupRoot: `/nonexistent-berth-cgroup-${randomBytes(4).toString('hex')}` },
     });
     expect(await reclaimsAfter(node, lines, /^no pressure watcher: /)).toBe(false);
+  });
+});
+
+describe("an agent's CRIU whole state (process_criu)", () => {
+  it("says once whether it saves containers whole (here: why not, criu check's error) and runs them", async () => {
+    const why = await criuUnusable();
+    const node = await h.node();
+    const { lines } = h.startAgent(node, { processSandbox: 'none', processCriu: 'criu' });
+    const c = await h.submitAndAssign(node, { command: ['sh', '-c', 'echo counted; exit 3'] });
+    await h.waitState(c, ['Complete', 'Cancelled']);
+    expect(await h.store.containers.get(c)).toMatchObject({ state: 'Complete', exit_code: 3 });
+    expect(await h.text(c, 'stdout')).toBe('counted\n');
+    const said = lines.filter((l) => /CRIU whole state/.test(l));
+    expect(said).toEqual([
+      why === null
+        ? 'CRIU whole state: reclaimed image-less containers are saved whole (criu)'
+        : `no CRIU whole state: ${why}`,
+    ]);
   });
 });

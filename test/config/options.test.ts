@@ -63,6 +63,7 @@ describe('loadConfig', () => {
       notice_poll: 5_000,
       process_sandbox: 'bwrap',
       bwrap: 'bwrap',
+      process_criu: null,
       vm_guest: null,
       vm_accel: 'tcg',
       cgroup_parent: 'berth',
@@ -177,10 +178,16 @@ describe('loadConfig', () => {
   });
 
   it("the agent's sandbox and output options: values, and errors naming the key and what was expected", () => {
-    const env = { BERTH_PROCESS_SANDBOX: 'none', BERTH_LOG_LIMIT: '0', BERTH_BWRAP: '/opt/bw/bwrap' };
+    const env = {
+      BERTH_PROCESS_SANDBOX: 'none',
+      BERTH_LOG_LIMIT: '0',
+      BERTH_BWRAP: '/opt/bw/bwrap',
+      BERTH_PROCESS_CRIU: 'criu',
+    };
     expect(loadConfig({ container_network: 'host' }, { BERTH_HOME: home, ...env })).toMatchObject({
       process_sandbox: 'none',
       bwrap: '/opt/bw/bwrap',
+      process_criu: 'criu',
       container_network: 'host',
       log_limit: 0, // no limit
     });
@@ -196,6 +203,9 @@ describe('loadConfig', () => {
     );
     expect(errorOf({ bwrap: 'bin/bwrap' }, {})).toBe(
       'bwrap (from --bwrap): expected a program name or an absolute path, got "bin/bwrap"',
+    );
+    expect(errorOf({ process_criu: 'sbin/criu' }, {})).toBe(
+      'process_criu (from --process-criu): expected a program name or an absolute path, got "sbin/criu"',
     );
   });
 });

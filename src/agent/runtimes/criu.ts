@@ -2,7 +2,8 @@
 // Debian 12's CRIU 3.17 fails `criu check` on the 6.18 kernel of our machines (the vDSO layout of kernels
 // 6.13+, fixed upstream in newer CRIU) and passes on Debian 12's own 6.1 kernel (the `test` QEMU guest,
 // with the netfilter and socket-diag modules loaded): there a process tree is dumped and restored, its
-// count going on (test/guest/criu-case.ts). The runtimes do not use it yet (docs/RUNTIMES.md).
+// count going on (test/guest/criu-case.ts). The process runtime uses it for unsandboxed containers, when the
+// agent is told to (process-criu.ts).
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -27,6 +28,18 @@ export function criuUnusable(criu = 'criu', timeoutMs = 20_000): Promise<string 
 export interface CriuOptions {
   criu?: string;
   timeoutMs?: number;
+  /**
+   * `--shell-job`: the tree's root need not lead its session (a process container's command is the shim's
+   * child, in the shim's session); a restore puts the tree in the caller's session and process group.
+   */
+  shellJob?: boolean;
+  /** A dump's `--freeze-cgroup`: the freezer cgroup directory criu freezes the tree through (it may be frozen). */
+  freezeCgroup?: string;
+}
+
+/** The options of criuDump and criuRestore that both pass on to criu. */
+function commonArgs(opts: CriuOptions): string[] {
+  return opts.shellJob ? ['--shell-job'] : [];
 }
 
 /**
@@ -40,7 +53,22 @@ export async function criuDump(
   opts: CriuOptions = {},
 ): Promise<{ ms: number; bytes: number }> {
   const t0 = performance.now();
-  await criuRun(opts, ['dump', '--tree', String(pid), '--images-dir', dir, '--log-file', 'dump.log'], dir);
+  const freeze = opts.freezeCgroup ? ['--freeze-cgroup', opts.freezeCgroup] : [];
+  await criuRun(
+    opts,
+    [
+      'dump',
+      '--tree',
+      String(pid),
+      '--images-dir',
+      dir,
+      '--log-file',
+      'dump.log',
+      ...commonArgs(opts),
+      ...freeze,
+    ],
+    dir,
+  );
   return { ms: performance.now() - t0, bytes: await diskUsage(dir) };
 }
 
@@ -53,10 +81,30 @@ export async function criuRestore(dir: string, opts: CriuOptions = {}): Promise<
   const pidFile = join(dir, 'restored.pid');
   await criuRun(
     opts,
-    ['restore', '--restore-detached', '--images-dir', dir, '--log-file', 'restore.log', '--pidfile', pidFile],
+    [
+      'restore',
+      '--restore-detached',
+      '--images-dir',
+      dir,
+      '--log-file',
+      'restore.log',
+      '--pidfile',
+      pidFile,
+      ...commonArgs(opts),
+    ],
     dir,
   );
   return Number((await readFile(pidFile, 'utf8')).trim());
+}
+
+/** criu's first `Error` line in its log text (and stderr), or null. */
+export function criuError(text: string): string | null {
+  return (
+    text
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => /^Error/.test(l)) ?? null
+  );
 }
 
 function criuRun(opts: CriuOptions, args: string[], dir: string): Promise<void> {
@@ -67,10 +115,7 @@ function criuRun(opts: CriuOptions, args: string[], dir: string): Promise<void> 
       void readFile(join(dir, args.includes('dump') ? 'dump.log' : 'restore.log'), 'utf8')
         .catch(() => '')
         .then((log) => {
-          const first = `${log}\n${stderr}`
-            .split('\n')
-            .map((l) => l.trim())
-            .find((l) => /^Error/.test(l));
+          const first = criuError(`${log}\n${stderr}`);
           reject(new Error(`criu ${args[0]} failed: ${first ?? `exit ${String(err.code ?? err.signal)}`}`));
         });
     });

@@ -21,13 +21,7 @@ const VERSION = 1;
 
 /** What decides the sandbox probe's outcome on this machine, for these binaries, as one string. */
 export async function sandboxProbeKey(binaries: readonly (string | null)[]): Promise<string> {
-  const files = await Promise.all(
-    binaries.map(async (path) => {
-      if (path === null) return null;
-      const s = await stat(path);
-      return [path, s.size, s.mtimeMs, s.ino];
-    }),
-  );
+  const files = await binaryKeys(binaries);
   const sysctls = await Promise.all(
     USERNS_SYSCTLS.map((p) =>
       readFile(p, 'utf8').then(
@@ -37,6 +31,25 @@ export async function sandboxProbeKey(binaries: readonly (string | null)[]): Pro
     ),
   );
   return JSON.stringify({ v: VERSION, files, kernel: release(), uid: process.getuid?.() ?? null, sysctls });
+}
+
+/**
+ * What decides `criu check`'s outcome and whether its dumps serve the process runtime here: the criu
+ * binary, the kernel release and the process sandbox setting (CRIU dumps only unsandboxed containers).
+ */
+export async function criuProbeKey(criu: string, sandbox: string): Promise<string> {
+  return JSON.stringify({ v: VERSION, criu: await binaryKeys([criu]), kernel: release(), sandbox });
+}
+
+/** Each binary's path, size, mtime and inode (a replaced or upgraded binary changes the key). */
+function binaryKeys(binaries: readonly (string | null)[]): Promise<((string | number)[] | null)[]> {
+  return Promise.all(
+    binaries.map(async (path) => {
+      if (path === null) return null;
+      const s = await stat(path);
+      return [path, s.size, s.mtimeMs, s.ino];
+    }),
+  );
 }
 
 /** True when `file` records a passed probe with exactly this key; anything else (missing, corrupt) false. */

@@ -7,9 +7,26 @@
 // docs/SECURITY.md).
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { criuUnusable } from './criu.js';
+import { probePassed, recordPassed, criuProbeKey } from './probe-cache.js';
+import {
+  CRIU_RUN_FILES,
+  checkpointRecord,
+  criuWrapped,
+  awaitRestore,
+  restoreSetup,
+  saveProcess,
+  type Limits,
+} from './process-criu.js';
 import { CGROUP_ROOT, cgroupAt, containerCgroup, killCgroup, probeCgroups, type Cgroup } from './cgroup.js';
 import { RuntimeTransientError } from './errors.js';
-import { probeSandbox, sandboxPlan, type NetworkSetting, type SandboxSetting } from './sandbox.js';
+import {
+  findExecutable,
+  probeSandbox,
+  sandboxPlan,
+  type NetworkSetting,
+  type SandboxSetting,
+} from './sandbox.js';
 import { ShimHandle, clearRunFiles, readRunState, spawnShim, writeRunState, type RunState } from './shim.js';
 import {
   RunSpecError,
@@ -18,6 +35,7 @@ import {
   type RunHandle,
   type RunSpec,
   type Runtime,
+  type WholeState,
 } from './types.js';
 
 /** The sandbox's options file in the work dir (0600; the shim removes it once bwrap has it open). */
@@ -47,17 +65,69 @@ export interface ProcessRuntimeOptions {
   cgroupParent?: string;
   /** Where a passed sandbox probe is remembered between agents on this node (probe-cache.ts); none: not. */
   probeCache?: string | null;
+  /**
+   * The criu program that saves whole unsandboxed containers on a reclaim (process-criu.ts), where the
+   * sandbox is `none` and `criu check` passes; unset: none are (the application-assisted checkpoint).
+   */
+  criu?: string | null;
+  /** How long one criu dump or restore may take (default 60 s; tests scale it under emulation). */
+  criuTimeoutMs?: number;
 }
+
+/** The file beside the sandbox probe's cache that remembers a passed `criu check` (probe-cache.ts). */
+const CRIU_PROBE_SUFFIX = '.criu';
 
 /** Runs containers with no image as sandboxed host processes in a cgroup. */
 export class ProcessRuntime implements Runtime {
   readonly name = 'process';
+
+  /**
+   * CRIU whole-state checkpoints (process-criu.ts): set by probeWholeState() when they work here, i.e.
+   * with the `criu` option, the sandbox `none`, and `criu check` passing.
+   */
+  wholeState?: WholeState;
+  private wholeProbe: Promise<string | null> | null = null;
 
   constructor(
     /** Where the cgroup hierarchies are mounted (tests point it elsewhere to run without limits). */
     private readonly cgroupRoot = CGROUP_ROOT,
     private readonly opts: ProcessRuntimeOptions = {},
   ) {}
+
+  /**
+   * Why containers are not saved whole here (the agent logs it), or null when they are: then wholeState is
+   * set. Probed once per runtime; a passed `criu check` is remembered beside the sandbox probe's cache,
+   * keyed by the criu binary, the kernel release and the sandbox setting.
+   */
+  probeWholeState(): Promise<string | null> {
+    this.wholeProbe ??= this.probeWholeStateNow().then((why) => {
+      if (why === null) {
+        const criu = this.opts.criu!;
+        const timeoutMs = this.opts.criuTimeoutMs ?? 60_000;
+        this.wholeState = {
+          save: (handle, dir) => saveProcess(handle, dir, { criu, timeoutMs }),
+          restore: (id, workDir, dir) => this.restore(id, workDir, dir),
+        };
+      }
+      return why;
+    });
+    return this.wholeProbe;
+  }
+
+  private async probeWholeStateNow(): Promise<string | null> {
+    const name = this.opts.criu;
+    if (!name) return 'not asked for (process_criu unset)';
+    if (this.sandbox !== 'none')
+      return `process sandbox ${this.sandbox}: CRIU saves only unsandboxed containers (process sandbox "none")`;
+    const criu = await findExecutable(name);
+    if (!criu) return `${name} not found`;
+    const cache = this.opts.probeCache ? `${this.opts.probeCache}${CRIU_PROBE_SUFFIX}` : null;
+    const key = cache ? await criuProbeKey(criu, this.sandbox).catch(() => null) : null;
+    if (cache && key && (await probePassed(cache, key))) return null;
+    const why = await criuUnusable(criu, this.opts.criuTimeoutMs);
+    if (why === null && cache && key) await recordPassed(cache, key).catch(() => {});
+    return why;
+  }
 
   get sandbox(): SandboxSetting {
     return this.opts.sandbox ?? 'bwrap';
@@ -86,17 +156,8 @@ export class ProcessRuntime implements Runtime {
     const why = await this.available();
     if (why) throw new RuntimeTransientError(this.name, why);
     const scratchDir = join(spec.workDir, 'scratch');
-    await clearRunFiles(spec.workDir);
-    await mkdir(scratchDir, { recursive: true });
-    const host = await probeCgroups(this.cgroupRoot);
-    let cgroup: Cgroup | null = null;
-    let warning: string | null = null;
-    if (host.unusable !== null) {
-      warning = `process runtime: ${host.unusable}; running without CPU and memory limits`;
-    } else {
-      cgroup = containerCgroup(host, spec.id, this.opts.cgroupParent);
-      await cgroup.create({ vcpus: spec.vcpus, ram: spec.ram });
-    }
+    const criu = this.opts.criu ? (await this.probeWholeState()) === null : false;
+    const { cgroup, warning } = await this.runDir(spec.id, spec.workDir, spec);
     let args: ShimCommand;
     try {
       args = await this.command(spec, scratchDir);
@@ -104,13 +165,9 @@ export class ProcessRuntime implements Runtime {
       await cgroup?.remove();
       throw err;
     }
-    if (this.sandbox === 'none')
-      warning = [
-        warning,
-        'process runtime: no sandbox (configured "none"): the container runs as a host process',
-      ]
-        .filter(Boolean)
-        .join('; ');
+    // Whole state: the command under CRIU's wrapper, the limits kept for a restore's cgroup.
+    if (criu) args.command = criuWrapped(args.command, spec.workDir);
+    const limits: Limits = { vcpus: spec.vcpus, ram: spec.ram };
     /** What prepare made, removed when the start fails or is abandoned. */
     const undo = async () => {
       if (args.fd3File) await rm(args.fd3File, { force: true });
@@ -138,7 +195,7 @@ export class ProcessRuntime implements Runtime {
           cgroup: cgroup?.path ?? null,
           sandboxed: args.fd3File !== undefined,
           warning,
-          extra: {},
+          extra: criu ? { limits: JSON.stringify(limits) } : {},
         };
         await writeRunState(spec.workDir, state);
         return new ShimHandle(state, spec.workDir, { cgroup, scratchDir }, shim.child);
@@ -148,6 +205,80 @@ export class ProcessRuntime implements Runtime {
         await rm(scratchDir, { recursive: true, force: true }).catch(() => {});
       },
     };
+  }
+
+  /**
+   * A start's (or restore's) work dir without an earlier run's files, its scratch dir, and its cgroup (none
+   * without permission: the warning says so).
+   */
+  private async runDir(
+    id: string,
+    workDir: string,
+    limits: Limits,
+  ): Promise<{ cgroup: Cgroup | null; warning: string | null }> {
+    await clearRunFiles(workDir, CRIU_RUN_FILES);
+    await mkdir(join(workDir, 'scratch'), { recursive: true });
+    const host = await probeCgroups(this.cgroupRoot);
+    let cgroup: Cgroup | null = null;
+    const warnings: string[] = [];
+    if (host.unusable !== null) {
+      warnings.push(`process runtime: ${host.unusable}; running without CPU and memory limits`);
+    } else {
+      cgroup = containerCgroup(host, id, this.opts.cgroupParent);
+      await cgroup.create({ vcpus: limits.vcpus, ram: limits.ram });
+    }
+    if (this.sandbox === 'none')
+      warnings.push('process runtime: no sandbox (configured "none"): the container runs as a host process');
+    return { cgroup, warning: warnings.length ? warnings.join('; ') : null };
+  }
+
+  /**
+   * Resumes a container saved by wholeState.save (process-criu.ts) as `id` in `workDir`: its cgroup as a
+   * start makes it, the shim running `criu restore` in the foreground, run.json as for a start (so a new
+   * agent re-attaches to it). Resolves once the tree runs on; throws, leaving nothing behind, when criu
+   * could not restore it (a pid taken here, another kernel).
+   */
+  private async restore(id: string, workDir: string, dir: string): Promise<RunHandle> {
+    const why = await this.probeWholeState();
+    if (why) throw new RuntimeTransientError(this.name, `no CRIU whole state: ${why}`);
+    const rec = await checkpointRecord(dir);
+    const startedAt = Date.now();
+    const { cgroup, warning } = await this.runDir(id, workDir, rec.limits);
+    let setup: Awaited<ReturnType<typeof restoreSetup>> | null = null;
+    let handle: ShimHandle | null = null;
+    try {
+      setup = await restoreSetup(workDir, dir, rec, (await findExecutable(this.opts.criu!))!);
+      const shim = await spawnShim({
+        workDir,
+        cgroupProcs: cgroup ? cgroup.procsFiles() : [],
+        command: setup.command,
+        env: { PATH: DEFAULT_PATH },
+        cwd: workDir,
+      });
+      const state: RunState = {
+        runtime: this.name,
+        id,
+        shim: shim.ref,
+        startedAt,
+        cgroup: cgroup?.path ?? null,
+        // The shim's child and grandchild are the restore's wrapper and criu: signals skip them.
+        sandboxed: true,
+        warning,
+        extra: { limits: JSON.stringify(rec.limits) },
+      };
+      await writeRunState(workDir, state);
+      handle = new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') }, shim.child);
+      await awaitRestore(workDir, this.opts.criuTimeoutMs ?? 60_000);
+      return handle;
+    } catch (err) {
+      if (handle) {
+        await handle.signal('SIGKILL').catch(() => {});
+        await handle.wait().catch(() => {});
+      } else await cgroup?.remove().catch(() => {});
+      throw err;
+    } finally {
+      await setup?.cleanUp().catch(() => {});
+    }
   }
 
   /** What the shim runs: the command in its sandbox, or (sandbox "none") the bare command. */

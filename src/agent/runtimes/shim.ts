@@ -51,8 +51,9 @@ export interface RunState {
   /** cgroup path below the hierarchy roots, or null when running without limits. */
   cgroup: string | null;
   /**
-   * The command runs in a sandbox (sandbox.ts) whose own two processes are the shim's child and grandchild:
-   * signals other than SIGKILL skip them, and without a cgroup the container is the shim's descendants.
+   * The command runs in a sandbox (sandbox.ts) whose own two processes are the shim's child and grandchild
+   * (or, restored by CRIU, below the restore's wrapper and criu: process-criu.ts): signals other than
+   * SIGKILL skip them, and without a cgroup the container is the shim's descendants.
    */
   sandboxed?: boolean;
   warning: string | null;
@@ -120,10 +121,25 @@ export async function writeRunState(workDir: string, state: RunState): Promise<v
  * Removes what an earlier start in the same work dir left (a retried start): its exit code and result
  * would make the new container look finished at once, its output would prefix the new output.
  */
-export async function clearRunFiles(workDir: string): Promise<void> {
-  for (const f of ['exit', 'result.json', 'run.json', 'stdout', 'stderr', 'sandbox.args'])
+export async function clearRunFiles(workDir: string, more: readonly string[] = []): Promise<void> {
+  for (const f of [
+    'exit',
+    'result.json',
+    'run.json',
+    'stdout',
+    'stderr',
+    'sandbox.args',
+    MOVED_FILE,
+    ...more,
+  ])
     await rm(join(workDir, f), { force: true });
 }
+
+/**
+ * Written by a runtime's whole-state save before it ends the container (process-criu.ts, vm.ts): the
+ * checkpoint directory. The end is recorded as a kill; wait() reports no exit code and "checkpointed to DIR".
+ */
+export const MOVED_FILE = 'moved';
 
 export async function readRunState(workDir: string): Promise<RunState | null> {
   try {
@@ -183,6 +199,21 @@ export class ShimHandle implements RunHandle {
       : null;
   }
 
+  /** Its work dir, cgroup and run.json's runtime-specific facts (what a whole-state save reads). */
+  get facts(): { workDir: string; cgroup: Cgroup | null; extra: Record<string, string> } {
+    return { workDir: this.workDir, cgroup: this.hooks.cgroup, extra: this.state.extra };
+  }
+
+  /**
+   * Says that the container is being moved to the checkpoint directory `dir` (a whole-state save, which
+   * then ends it): wait() reports no exit code and the reason "checkpointed to DIR". null: it is not (the
+   * save failed, the container runs on).
+   */
+  async movedTo(dir: string | null): Promise<void> {
+    if (dir === null) await rm(join(this.workDir, MOVED_FILE), { force: true });
+    else await writeFile(join(this.workDir, MOVED_FILE), dir);
+  }
+
   /** True once the shim has finished (exit code written, or the shim is gone). */
   private async shimEnded(): Promise<boolean> {
     if ((await readExitCode(this.workDir)) !== null) return true;
@@ -202,7 +233,8 @@ export class ShimHandle implements RunHandle {
       () => this.shimEnded(),
       () => this.exited,
     );
-    const exitCode = await readExitCode(this.workDir);
+    const moved = await readFile(join(this.workDir, MOVED_FILE), 'utf8').catch(() => null);
+    const exitCode = moved === null ? await readExitCode(this.workDir) : null;
     const exitStat = await stat(join(this.workDir, 'exit')).catch(() => null);
     const wallMs = Math.max(0, Math.round((exitStat?.mtimeMs ?? Date.now()) - this.state.startedAt));
     // The shim writes the exit code just before it exits; its cgroup can only be removed once it is gone.
@@ -226,7 +258,8 @@ export class ShimHandle implements RunHandle {
       const name = Object.entries(constants.signals).find(([, n]) => n === exitCode - 128)?.[0];
       if (name) info.signal = name;
     }
-    if (exitCode === null) info.reason = 'the container shim disappeared without recording an exit code';
+    if (moved !== null) info.reason = `checkpointed to ${moved}`;
+    else if (exitCode === null) info.reason = 'the container shim disappeared without recording an exit code';
     await saveResult(this.workDir, info);
     this.done = true;
     return info;

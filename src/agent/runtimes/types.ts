@@ -124,7 +124,8 @@ export interface Runtime {
    */
   discard(id: string, workDir: string): Promise<void>;
   /**
-   * Whole-state checkpoints (vm: the guest's memory, devices and disk), where the runtime can take them:
+   * Whole-state checkpoints (vm: the guest's memory, devices and disk; process, unsandboxed and only where
+   * the agent was told to and CRIU works: the process tree and its scratch), where the runtime can take them:
    * the agent's reclaim saves a victim this way instead of asking it for an application checkpoint, and
    * the next attempt, on any instance, resumes it where it stood. Absent: the runtime cannot.
    */

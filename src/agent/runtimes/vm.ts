@@ -45,7 +45,7 @@ import { RuntimeTransientError } from './errors.js';
 import { OncePerKey } from './once.js';
 import { isAlive, processRef } from './procfs.js';
 import { collectOnce, pollUntilEnded, saveResult } from './result-file.js';
-import { clearRunFiles, readRunState, writeRunState, type RunState } from './shim.js';
+import { MOVED_FILE, clearRunFiles, readRunState, writeRunState, type RunState } from './shim.js';
 import { tailFiles } from './tail.js';
 import {
   RunSpecError,
@@ -89,7 +89,7 @@ export const DEFAULT_VM_GUEST = join(
 );
 
 /** Files of the work dir besides the shim runtimes' (clearRunFiles). */
-const VM_FILES = ['console', 'qemu.log', 'killed', 'moved', 'data.img', 'qmp.sock', 'ctl.sock', 'qemu.pid'];
+const VM_FILES = ['console', 'qemu.log', 'killed', 'data.img', 'qmp.sock', 'ctl.sock', 'qemu.pid'];
 
 /** What the guest's `run` prints on its console once it waits for a spec (a template is saved then). */
 const READY_LINE = 'berth-vm: waiting for a spec';
@@ -724,7 +724,7 @@ export class VmHandle implements RunHandle {
     );
     const m = EXIT_LINE.exec(consoleText);
     const killed = existsSync(join(this.workDir, 'killed'));
-    const moved = await readFile(join(this.workDir, 'moved'), 'utf8').catch(() => null);
+    const moved = await readFile(join(this.workDir, MOVED_FILE), 'utf8').catch(() => null);
     const last = this.link.sample;
     links.get(this.workDir)?.close();
     links.delete(this.workDir);
@@ -792,7 +792,7 @@ export class VmHandle implements RunHandle {
       join(dir, 'machine.json'),
       JSON.stringify({ ...machine, build: this.state.extra.build ?? null }),
     );
-    await writeFile(join(this.workDir, 'moved'), dir);
+    await writeFile(join(this.workDir, MOVED_FILE), dir);
     killQuietly(this.state.shim.pid);
     return saved;
   }

@@ -32,6 +32,7 @@ export function registerAgent(program: Command): void {
         logger,
         processSandbox: cfg.process_sandbox,
         bwrap: cfg.bwrap,
+        processCriu: cfg.process_criu,
         vmGuest: cfg.vm_guest,
         vmAccel: cfg.vm_accel,
         containerNetwork: cfg.container_network,

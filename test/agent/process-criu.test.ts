@@ -1,0 +1,159 @@
+// When the process runtime saves containers whole with CRIU (process-criu.ts): only when asked to, only
+// unsandboxed, only where `criu check` passes (a passed check remembered beside the sandbox probe's cache).
+// Stand-in `criu` executables count their runs; the real criu of this host fails `criu check` (kernel 6.18).
+// Where whole state is on, every container runs under CRIU's wrapper (the dumped tree's root, which
+// records the exit code): the runtime conformance suite runs through it here (a stand-in criu whose
+// `check` passes; nothing is dumped). The save and restore themselves run in the guest, where criu works:
+// test/guest/criu-process-case.ts.
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { criuUnusable } from '../../src/agent/runtimes/criu.js';
+import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
+import { readRunState } from '../../src/agent/runtimes/shim.js';
+import { itIf } from '../helpers/needs.js';
+import { runtimeConformance } from './conformance.js';
+import { cleanupHandles, cleanupWorkDirs, collect, isRoot, spec, track, waitForOutput } from './helpers.js';
+
+const temp: string[] = [];
+afterEach(async () => {
+  await Promise.all(temp.splice(0).map((d) => rm(d, { recursive: true, force: true })));
+});
+
+/** A stand-in criu that counts its runs and answers `check` with `exitCode`, and a cache file path. */
+async function standIn(
+  exitCode: number,
+): Promise<{ criu: string; cache: string; runs: () => Promise<number> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-process-criu-'));
+  temp.push(dir);
+  const criu = join(dir, 'criu');
+  const count = join(dir, 'runs');
+  await writeFile(
+    criu,
+    `#!/bin/sh\necho "$*" >> '${count}'\necho "Error (x): stand-in says ${exitCode}" >&2\nexit ${exitCode}\n`,
+  );
+  await chmod(criu, 0o755);
+  const runs = () =>
+    readFile(count, 'utf8').then(
+      (t) => t.split('\n').filter(Boolean).length,
+      () => 0,
+    );
+  return { criu, cache: join(dir, 'probe.json'), runs };
+}
+
+describe('ProcessRuntime.wholeState', () => {
+  it('is absent unless asked for and unsandboxed, saying why, without running criu', async () => {
+    const unasked = new ProcessRuntime(undefined, { sandbox: 'none' });
+    expect(await unasked.probeWholeState()).toBe('not asked for (process_criu unset)');
+    expect(unasked.wholeState).toBeUndefined();
+    const s = await standIn(0);
+    const sandboxed = new ProcessRuntime(undefined, { sandbox: 'bwrap', criu: s.criu, probeCache: s.cache });
+    expect(await sandboxed.probeWholeState()).toBe(
+      'process sandbox bwrap: CRIU saves only unsandboxed containers (process sandbox "none")',
+    );
+    expect(sandboxed.wholeState).toBeUndefined();
+    const missing = new ProcessRuntime(undefined, { sandbox: 'none', criu: join(tmpdir(), 'no-such-criu') });
+    expect(await missing.probeWholeState()).toMatch(/no-such-criu not found$/);
+    expect(missing.wholeState).toBeUndefined();
+    expect(await s.runs()).toBe(0);
+  });
+
+  it('is set where `criu check` passes; the pass is remembered per criu binary; a failure is not', async () => {
+    const s = await standIn(0);
+    const rt = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
+    expect(await rt.probeWholeState()).toBeNull();
+    expect(rt.wholeState).toBeDefined();
+    expect(await rt.probeWholeState()).toBeNull(); // probed once per runtime
+    expect(await s.runs()).toBe(1);
+    // Another agent on the node: remembered, not run again.
+    const next = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
+    expect(await next.probeWholeState()).toBeNull();
+    expect(next.wholeState).toBeDefined();
+    expect(await s.runs()).toBe(1);
+    // Another criu binary (here: one whose check fails) is another key: probed, and its failure said.
+    await writeFile(
+      s.criu,
+      `#!/bin/sh\necho "$*" >> '${join(s.cache, '..', 'runs')}'\necho "Error (criu/kerndat.c:1): vdso" >&2\nexit 1\n`,
+    );
+    const changed = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
+    expect(await changed.probeWholeState()).toBe('criu check failed: Error (criu/kerndat.c:1): vdso');
+    expect(changed.wholeState).toBeUndefined();
+    expect(await s.runs()).toBe(2);
+    const again = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
+    expect(await again.probeWholeState()).not.toBeNull();
+    expect(await s.runs()).toBe(3);
+  });
+
+  it("follows this host's real `criu check` (which fails on kernel 6.18: no whole state, criu's error said)", async () => {
+    const real = await criuUnusable();
+    const rt = new ProcessRuntime(undefined, { sandbox: 'none', criu: 'criu' });
+    const why = await rt.probeWholeState();
+    if (real?.endsWith('not found')) expect(why).toBe('criu not found');
+    else expect(why).toBe(real);
+    expect(rt.wholeState === undefined).toBe(why !== null);
+  });
+});
+
+// A runtime whose whole state is on (its criu a stand-in that passes `check`).
+const passing = await mkdtemp(join(tmpdir(), 'berth-process-criu-ok-'));
+afterAll(() => rm(passing, { recursive: true, force: true }));
+await writeFile(join(passing, 'criu'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+const wrapped = new ProcessRuntime(undefined, { sandbox: 'none', criu: join(passing, 'criu') });
+await wrapped.probeWholeState();
+const noRoot = isRoot ? null : 'not root: cgroup limits need root';
+
+runtimeConformance(wrapped, null, noRoot, {
+  ended: async (_id, workDir) => existsSync(join(workDir, 'exit')),
+});
+
+describe('CRIU wrapper', () => {
+  afterEach(async () => {
+    await cleanupHandles();
+    await cleanupWorkDirs();
+  });
+
+  itIf(noRoot)(
+    "runs the command as its child, writes its exit code, and adds nothing to its output (no 'Killed')",
+    async () => {
+      expect(wrapped.wholeState).toBeDefined();
+      const s = await spec(null, ['/bin/sh', '-c', 'echo "parent $PPID"; echo err >&2; exit 7']);
+      const h = track(await wrapped.start(s));
+      const [out, info] = await Promise.all([collect(h), h.wait()]);
+      const root = (await readFile(join(s.workDir, 'criu.root'), 'utf8')).trim();
+      expect(out).toMatchObject({ stdout: `parent ${root}\n`, stderr: 'err\n' });
+      expect(info.exitCode).toBe(7);
+      expect(await readFile(join(s.workDir, 'criu.code'), 'utf8')).toBe('7\n');
+      expect(JSON.parse((await readRunState(s.workDir))!.extra.limits!)).toEqual({ vcpus: 1, ram: s.ram });
+
+      const k = await spec(null, ['/bin/sh', '-c', 'echo ready; sleep 30']);
+      const killed = track(await wrapped.start(k));
+      await waitForOutput(killed, 'ready');
+      await killed.signal('SIGKILL');
+      const [kout, kinfo] = await Promise.all([collect(killed), killed.wait()]);
+      expect(kinfo.exitCode).toBe(137);
+      expect(kout).toMatchObject({ stdout: 'ready\n', stderr: '' });
+
+      // The command killed by a signal alone (as an OOM kill would): the wrapper reports it, silently.
+      const self = await spec(null, ['/bin/sh', '-c', 'echo ready; sleep 0.2; kill -9 $$']);
+      const selfKilled = track(await wrapped.start(self));
+      const [sout, sinfo] = await Promise.all([collect(selfKilled), selfKilled.wait()]);
+      expect(sinfo.exitCode).toBe(137);
+      expect(sout).toMatchObject({ stdout: 'ready\n', stderr: '' });
+
+      // A TERM reaches the command (whose trap decides its code); the wrapper outlives it to report that.
+      const t = await spec(null, [
+        '/bin/sh',
+        '-c',
+        'trap "echo term; exit 4" TERM; echo ready; sleep 30 & wait',
+      ]);
+      const termed = track(await wrapped.start(t));
+      await waitForOutput(termed, 'ready');
+      await termed.signal('SIGTERM');
+      const [tout, tinfo] = await Promise.all([collect(termed), termed.wait()]);
+      expect(tinfo.exitCode).toBe(4);
+      expect(tout).toMatchObject({ stdout: 'ready\nterm\n', stderr: '' });
+    },
+  );
+});
