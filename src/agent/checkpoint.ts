@@ -48,14 +48,15 @@ export class ApiCheckpoints {
   /**
    * Creates the container's checkpoint directory `into` (writable by the container: its parent, the
    * scratch, is its own), then, when its request has one (`kept`: the start order says so), fills it with
-   * the kept checkpoint. Returns the archive's size and the time taken to download and unpack it when one
+   * the kept checkpoint. Returns the archive's size, the time taken to download and unpack it and the
+   * runtime that saved it whole (null: the container wrote it) when one
    * was restored, else null.
    */
   async restore(
     c: CheckpointOwner,
     into: string,
     kept: boolean,
-  ): Promise<{ bytes: number; ms: number } | null> {
+  ): Promise<{ bytes: number; ms: number; wholeState: string | null } | null> {
     await mkdir(into, { recursive: true });
     await openUp(into);
     if (!kept) return null;
@@ -63,20 +64,26 @@ export class ApiCheckpoints {
     // Unpacked as it arrives: the archive is never held whole.
     const unpack = (body: Readable) =>
       runTar(['-x', '-f', '-', '-C', into, '--no-same-owner', '--no-same-permissions'], body).then(() => {});
-    const bytes = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken, unpack, this.signal), {
+    const got = await retrying(() => this.client.getCheckpoint(c.id, c.lockToken, unpack, this.signal), {
       signal: this.signal,
     });
-    if (bytes === null) return null;
+    if (got === null) return null;
     await openUp(into);
-    return { bytes, ms: performance.now() - t0 };
+    return { bytes: got.bytes, ms: performance.now() - t0, wholeState: got.wholeState };
   }
 
   /**
    * Sends what `from` holds to the API for the request's next attempt (replacing an older checkpoint);
-   * `reclaimed`: the container is reclaimed, so the next attempt migrates. Returns a line for the
+   * `reclaimed`: the container is reclaimed, so the next attempt migrates; `wholeState`: the runtime that
+   * saved the container whole into `from` (absent: the container wrote it). Returns a line for the
    * container's log and whether it was kept, or null when there was nothing to keep.
    */
-  async keep(c: CheckpointOwner, from: string, reclaimed: boolean): Promise<Kept | null> {
+  async keep(
+    c: CheckpointOwner,
+    from: string,
+    reclaimed: boolean,
+    wholeState?: string,
+  ): Promise<Kept | null> {
     const t0 = performance.now();
     const tree = await listTree(from);
     if (tree === null || tree.files === 0) return null;
@@ -90,7 +97,14 @@ export class ApiCheckpoints {
         async () => {
           const pack = packing(from, tree.names, this.limitBytes);
           try {
-            await this.client.putCheckpoint(c.id, c.lockToken, pack.stream, reclaimed, this.signal);
+            await this.client.putCheckpoint(
+              c.id,
+              c.lockToken,
+              pack.stream,
+              reclaimed,
+              this.signal,
+              wholeState,
+            );
           } catch (err) {
             // tar's own failure cut the upload off: it is the cause (not the API's, not retried).
             throw pack.failure ?? err;

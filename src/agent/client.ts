@@ -17,7 +17,7 @@ import type {
   UsageSample,
 } from '../api/schemas.js';
 import type { ReportBody } from '../api/schemas.js';
-import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER } from '../model/checkpoint.js';
+import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER, WHOLE_STATE_HEADER } from '../model/checkpoint.js';
 import { Coalescer } from '../lib/coalescer.js';
 import { counting } from '../lib/counting.js';
 import type { StartOrder } from '../store/containers.js';
@@ -218,8 +218,14 @@ export class AgentClient {
     tar: Readable,
     reclaimed: boolean,
     signal?: AbortSignal,
+    /** The runtime that saved the container whole; absent: the container wrote it (its checkpoint dir). */
+    wholeState?: string,
   ): Promise<void> {
-    const path = `/v1/containers/${encodeURIComponent(id)}/checkpoint${reclaimed ? '?reclaimed=true' : ''}`;
+    const query = new URLSearchParams({
+      ...(reclaimed ? { reclaimed: 'true' } : {}),
+      ...(wholeState ? { whole: wholeState } : {}),
+    }).toString();
+    const path = `/v1/containers/${encodeURIComponent(id)}/checkpoint${query ? `?${query}` : ''}`;
     await this.exchange('PUT', path, tar, {
       headers: { 'content-type': CHECKPOINT_TYPE, [LOCK_TOKEN_HEADER]: lockToken },
       timeoutMs: CHECKPOINT_TIMEOUT_MS,
@@ -229,7 +235,8 @@ export class AgentClient {
 
   /**
    * The checkpoint (a tar archive) of the container's request, handed to `unpack` as it arrives (never
-   * gathered whole); its size, or null when none is kept. A body cut off on the way is unreachable (a
+   * gathered whole); its size and the runtime that saved it whole (null: the container wrote it), or null
+   * when none is kept. A body cut off on the way is unreachable (a
    * transient error: the call may be repeated, and `unpack` with it); `unpack`'s own failure is thrown.
    * `signal` (the agent stopping) cuts the download off at once (AbortedError).
    */
@@ -238,7 +245,7 @@ export class AgentClient {
     lockToken: string,
     unpack: (body: Readable) => Promise<void>,
     signal?: AbortSignal,
-  ): Promise<number | null> {
+  ): Promise<{ bytes: number; wholeState: string | null } | null> {
     const opts = { headers: { [LOCK_TOKEN_HEADER]: lockToken }, timeoutMs: CHECKPOINT_TIMEOUT_MS, signal };
     const res = await this.open('GET', `/v1/containers/${encodeURIComponent(id)}/checkpoint`, '', opts);
     if (res.status === 204) {
@@ -259,7 +266,8 @@ export class AgentClient {
     }
     if (!res.body.complete)
       throw new ApiUnreachableError(`reading the checkpoint from ${this.baseUrl}: cut off`);
-    return counted.bytes;
+    const whole = res.body.headers[WHOLE_STATE_HEADER];
+    return { bytes: counted.bytes, wholeState: typeof whole === 'string' ? whole : null };
   }
 
   private async call<T>(

@@ -254,7 +254,7 @@ export class ContainerRunner {
       return null;
     if (this.wholeNotSaved) return this.wholeNotSaved;
     try {
-      const k = await store.keep(entry, way.dir, reclaimed);
+      const k = await store.keep(entry, way.dir, reclaimed, way.kind === 'whole' ? entry.runtime : undefined);
       if (k) await shipper.system(k.line);
       return k && !k.kept ? k.line : null;
     } catch (err) {
@@ -273,19 +273,21 @@ export class ContainerRunner {
     entry: JournalEntry,
     dir: string,
     order: StartOrder,
-  ): Promise<{ restored: boolean; line: string | null }> {
+  ): Promise<{ restored: boolean; wholeState: string | null; line: string | null }> {
     try {
       const got = await this.ctx.checkpoints!.restore(entry, dir, order.checkpoint === true);
       return got === null
-        ? { restored: false, line: null }
+        ? { restored: false, wholeState: null, line: null }
         : {
             restored: true,
+            wholeState: got.wholeState,
             line: `checkpoint restored from an earlier attempt (${got.bytes} bytes, downloaded and unpacked in ${Math.round(got.ms)} ms)`,
           };
     } catch (err) {
       this.log.warn(errorFields(err), 'restoring its checkpoint failed');
       return {
         restored: false,
+        wholeState: null,
         line: `checkpoint not restored (starting without it): ${(err as Error).message}`,
       };
     }
@@ -293,17 +295,21 @@ export class ContainerRunner {
 
   /**
    * Starts the container: from the whole state an earlier attempt saved when there is one (its runtime
-   * resumes it where it stood), else afresh (also when that resume fails: said in its log).
+   * resumes it where it stood), else afresh (also when that resume fails: said in its log). A checkpoint
+   * this runtime did not save whole (`wholeState`, as the API recorded its upload: null when the container
+   * wrote it) is never resumed: its files would be loaded as a machine state or process images.
    */
   private async startOrResume(
     runtime: Runtime,
     spec: RunSpec,
     way: CheckpointWay | null,
-    restored: boolean,
+    restored: { restored: boolean; wholeState: string | null } | null,
   ): Promise<RunHandle> {
     if (way?.kind !== 'whole') return runtime.start(spec);
     try {
-      if (restored) {
+      if (restored?.restored && restored.wholeState !== runtime.name) {
+        this.restoredCheckpoint = `whole state not resumed (starting afresh): the checkpoint was ${restored.wholeState === null ? 'written by the container itself' : `saved whole by the ${restored.wholeState} runtime`}, not saved whole by the ${runtime.name} runtime`;
+      } else if (restored?.restored) {
         const t0 = performance.now();
         const handle = await way.whole.restore(spec.id, spec.workDir, way.dir);
         this.restoredCheckpoint = `${this.restoredCheckpoint ?? 'checkpoint restored'}; resumed from its whole state where it stood in ${Math.round(performance.now() - t0)} ms`;
@@ -459,7 +465,7 @@ export class ContainerRunner {
     try {
       entry.startedAt = Date.now();
       if (preparing) handle = await (await preparing).start();
-      else handle = await this.startOrResume(runtime, spec, way, restored?.restored === true);
+      else handle = await this.startOrResume(runtime, spec, way, restored);
       this.seen.ran = Date.now();
     } catch (err) {
       const failure = err as StartFailure;

@@ -7,6 +7,15 @@ export const CHECKPOINT_TYPE = 'application/x-tar';
 /** The header carrying the container's per-lock token on the checkpoint calls. */
 export const LOCK_TOKEN_HEADER = 'x-berth-lock-token';
 
+/**
+ * The header of a checkpoint's download naming the runtime that saved the container whole (the `whole`
+ * query parameter of its upload); absent when the container wrote the checkpoint itself.
+ */
+export const WHOLE_STATE_HEADER = 'x-berth-whole-state';
+
+/** A runtime's name, as the `whole` parameter and WHOLE_STATE_HEADER carry it. */
+export const RUNTIME_NAME_PATTERN = '^[a-z][a-z0-9-]{0,31}$';
+
 /** Why an archive of `bytes` bytes cannot be a tar archive (512-byte blocks, at least 2), or null. */
 export function notTarLength(bytes: number): string | null {
   if (bytes < 1024 || bytes % 512 !== 0)

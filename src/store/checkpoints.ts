@@ -73,19 +73,22 @@ export class Checkpoints {
    * one chunk's INSERT in flight while the next is read). One transaction: a body that fails midway (cut
    * off, over the limit, not a tar: `body` throws) leaves the older checkpoint as it was, and no part of
    * this one. `reclaimed`: its container is being reclaimed, so its retry migrates (a `migrate` event).
+   * `wholeState`: the runtime that saved the container whole (migration 223), null when it wrote its own.
    */
   async put(
     c: CheckpointCaller,
     body: AsyncIterable<Buffer> | Iterable<Buffer>,
     reclaimed: boolean,
+    wholeState: string | null = null,
   ): Promise<CheckpointInfo> {
     const now = this.ctx.clock.now();
     return withTx(this.ctx.pool, async (tx) => {
       const h = await this.holder(tx, c);
       await tx.query(`DELETE FROM checkpoints WHERE request_id = $1`, [h.request_id]);
       await tx.query(
-        `INSERT INTO checkpoints (request_id, container_id, instance_id, bytes, at) VALUES ($1, $2, $3, 0, $4)`,
-        [h.request_id, c.id, h.instance_id, now],
+        `INSERT INTO checkpoints (request_id, container_id, instance_id, bytes, at, whole_state)
+         VALUES ($1, $2, $3, 0, $4, $5)`,
+        [h.request_id, c.id, h.instance_id, now, wholeState],
       );
       let bytes = 0;
       const requestId = h.request_id;
@@ -140,7 +143,9 @@ export class Checkpoints {
    * where the checkpoint was written and where it resumes) or abandoned (rolled back: no event). The caller
    * must read `chunks` or call its `return()`: the transaction holds a connection until then.
    */
-  async take(c: CheckpointCaller): Promise<{ bytes: number; chunks: AsyncGenerator<Buffer> } | null> {
+  async take(
+    c: CheckpointCaller,
+  ): Promise<{ bytes: number; wholeState: string | null; chunks: AsyncGenerator<Buffer> } | null> {
     const now = this.ctx.clock.now();
     const tx = await this.ctx.pool.connect();
     const onError = () => {}; // as withTx: a connection dying mid-way fails the next query instead
@@ -158,17 +163,23 @@ export class Checkpoints {
       tx.off('error', onError);
       tx.release(new Error('checkpoint download abandoned'));
     };
-    let kept: { container_id: string; instance_id: string | null; bytes: number } | undefined;
+    let kept:
+      | { container_id: string; instance_id: string | null; bytes: number; whole_state: string | null }
+      | undefined;
     let requestId = '';
     try {
       await tx.query('BEGIN');
       const h = await this.holder(tx, c);
       requestId = h.request_id;
       kept = (
-        await tx.query<{ container_id: string; instance_id: string | null; bytes: string }>(
-          `SELECT container_id, instance_id, bytes FROM checkpoints WHERE request_id = $1`,
-          [h.request_id],
-        )
+        await tx.query<{
+          container_id: string;
+          instance_id: string | null;
+          bytes: string;
+          whole_state: string | null;
+        }>(`SELECT container_id, instance_id, bytes, whole_state FROM checkpoints WHERE request_id = $1`, [
+          h.request_id,
+        ])
       ).rows.map((r) => ({ ...r, bytes: Number(r.bytes) }))[0];
       if (kept) {
         const from = kept.instance_id ?? 'an unknown instance';
@@ -210,7 +221,7 @@ export class Checkpoints {
         else abandon();
       }
     }
-    return { bytes, chunks: chunks() };
+    return { bytes, wholeState: kept.whole_state, chunks: chunks() };
   }
 
   /** What a user may know of the checkpoints of these requests: size and time, by request id. */

@@ -6,6 +6,8 @@
 // 6.18 `criu check` fails: it says why, and runs containers as before).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { chmod, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { cgroupsUnusable } from '../../src/agent/runtimes/cgroup.js';
 import { criuUnusable } from '../../src/agent/runtimes/criu.js';
 import { itIf } from '../helpers/needs.js';
@@ -68,5 +70,58 @@ describe("an agent's CRIU whole state (process_criu)", () => {
         ? 'CRIU whole state: reclaimed image-less containers are saved whole (criu)'
         : `no CRIU whole state: ${why}`,
     ]);
+  });
+
+  it('never restores as process images a checkpoint the container wrote itself (only one its runtime saved whole)', async () => {
+    // Attempt 1 runs where nothing is saved whole: it writes its own checkpoint directory (files named as
+    // criu's images would be) and fails, so the API keeps them for attempt 2.
+    const a = await h.node();
+    h.startAgent(a);
+    const c1 = await h.submitAndAssign(a, {
+      command: [
+        'sh',
+        '-c',
+        'if [ -n "$BERTH_CHECKPOINT_DIR" ]; then echo forged > "$BERTH_CHECKPOINT_DIR/inventory.img"; exit 1; fi; echo fresh',
+      ],
+      retry_on_failure: true,
+      container_count_max: 2,
+    });
+    await h.waitState(c1, ['Complete']);
+    expect(await h.text(c1, 'system')).toMatch(/checkpoint kept: 1 file/);
+    const rid = (await h.store.containers.get(c1)).request_id;
+    const c2 = await until(
+      async () =>
+        (
+          await h.store.ctx.pool.query<{ id: string }>(
+            `SELECT id FROM containers WHERE request_id = $1 AND id <> $2 AND state = 'Queued'`,
+            [rid, c1],
+          )
+        ).rows[0]?.id ?? null,
+      30_000,
+      'attempt 2',
+    );
+    // Attempt 2 lands on an agent that saves unsandboxed containers whole (a stand-in criu whose check
+    // passes and which records every other call).
+    const dir = await h.tempDir('berth-criu-standin-');
+    const criu = join(dir, 'criu');
+    await writeFile(criu, `#!/bin/sh\n[ "$1" = check ] && exit 0\necho "$*" >> '${dir}/calls'\nexit 1\n`);
+    await chmod(criu, 0o755);
+    const b = await h.node();
+    const { lines } = h.startAgent(b, {
+      processSandbox: 'none',
+      processCriu: criu,
+    });
+    await until(() => lines.some((l) => /CRIU whole state/.test(l)), 30_000, 'the CRIU line');
+    expect(lines.filter((l) => /CRIU whole state/.test(l))).toEqual([
+      'CRIU whole state: reclaimed image-less containers are saved whole (criu)',
+    ]);
+    await h.assign(c2, b);
+    expect(await h.waitState(c2, ['Complete'])).toMatchObject({ exit_code: 0 });
+    expect(await h.text(c2, 'stdout')).toBe('fresh\n');
+    expect(await h.text(c2, 'system')).toMatch(
+      /whole state not resumed \(starting afresh\): the checkpoint was written by the container itself, not saved whole by the process runtime/,
+    );
+    // criu was never asked to restore anything.
+    expect(await readFile(join(dir, 'calls'), 'utf8').catch(() => '')).toBe('');
   });
 });

@@ -24,19 +24,31 @@ async function temp(): Promise<string> {
 
 /** What the API keeps, by container (a request's attempts share it in the real store). */
 function memoryApi() {
-  const kept: { tar: Buffer | null; reclaimed: boolean | null } = { tar: null, reclaimed: null };
+  const kept: { tar: Buffer | null; reclaimed: boolean | null; wholeState: string | null } = {
+    tar: null,
+    reclaimed: null,
+    wholeState: null,
+  };
   return {
     kept,
     client: {
       // As the API: kept only when the body ends (a stream that fails keeps nothing).
-      putCheckpoint: async (_id: string, _token: string, tar: Readable, reclaimed: boolean) => {
+      putCheckpoint: async (
+        _id: string,
+        _token: string,
+        tar: Readable,
+        reclaimed: boolean,
+        _signal?: AbortSignal,
+        wholeState?: string,
+      ) => {
         kept.tar = await buffer(tar);
         kept.reclaimed = reclaimed;
+        kept.wholeState = wholeState ?? null;
       },
       getCheckpoint: async (_id: string, _token: string, unpack: (body: Readable) => Promise<void>) => {
         if (!kept.tar) return null;
         await unpack(Readable.from([kept.tar]));
-        return kept.tar.length;
+        return { bytes: kept.tar.length, wholeState: kept.wholeState };
       },
     },
   };
@@ -64,7 +76,14 @@ describe('ApiCheckpoints', () => {
     expect(notTar(api.kept.tar!)).toBeNull();
 
     const next = join(base, 'a2');
-    expect((await store.restore(owner, next, true))?.bytes).toBe(api.kept.tar!.length);
+    expect(await store.restore(owner, next, true)).toMatchObject({
+      bytes: api.kept.tar!.length,
+      wholeState: null,
+    });
+    // What a runtime saved whole says so, through the API and back.
+    await store.keep(owner, first, true, 'vm');
+    expect(api.kept.wholeState).toBe('vm');
+    expect((await store.restore(owner, join(base, 'a3'), true))?.wholeState).toBe('vm');
     expect(await readFile(join(next, 'count'), 'utf8')).toBe('41');
     expect(await readFile(join(next, 'sub', 'more'), 'utf8')).toBe('x');
     expect((await readdir(next)).sort()).toEqual(['count', 'sub']);

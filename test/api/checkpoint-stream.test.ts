@@ -104,11 +104,11 @@ async function idle(): Promise<void> {
 /** The agent client's download, gathered (the agent unpacks it as it arrives instead). */
 async function download(c: { cid: string; lock: string; client: AgentClient }): Promise<Buffer | null> {
   const parts: Buffer[] = [];
-  const bytes = await c.client.getCheckpoint(c.cid, c.lock, async (body) => {
+  const got = await c.client.getCheckpoint(c.cid, c.lock, async (body) => {
     for await (const b of body) parts.push(b as Buffer);
   });
-  if (bytes === null) return null;
-  expect(bytes).toBe(Buffer.concat(parts).length);
+  if (got === null) return null;
+  expect(got.bytes).toBe(Buffer.concat(parts).length);
   return Buffer.concat(parts);
 }
 

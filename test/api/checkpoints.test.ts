@@ -175,4 +175,30 @@ describe('checkpoints through the API', () => {
     expect(q.statusCode).toBe(400);
     expect(q.json().error.message).toMatch(/reclaimed/);
   });
+
+  it('keeps which runtime saved a checkpoint whole, and says so on the download; a container’s own says nothing', async () => {
+    const a = await t.node('i-ckpt-whole');
+    const { cid } = await submit();
+    const lock = await running(a, cid);
+    const tar = tarOf('7');
+    const putWhole = (whole: string) =>
+      t.call(a.token, {
+        method: 'PUT',
+        url: `/v1/containers/${cid}/checkpoint?reclaimed=true&whole=${encodeURIComponent(whole)}`,
+        headers: { 'content-type': 'application/x-tar', 'x-berth-lock-token': lock },
+        payload: tar,
+      });
+    expect((await putWhole('process')).statusCode).toBe(200);
+    expect((await get(a.token, cid, lock)).headers['x-berth-whole-state']).toBe('process');
+    // A name that is not a runtime's is refused by name, and keeps nothing of itself.
+    const bad = await putWhole('../vm');
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.message).toMatch(/whole/);
+    expect((await get(a.token, cid, lock)).headers['x-berth-whole-state']).toBe('process');
+    // What the container wrote itself (no `whole`) replaces it, and the download says nothing of a runtime.
+    expect((await put(a.token, cid, lock, tar)).statusCode).toBe(200);
+    const own = await get(a.token, cid, lock);
+    expect(own.statusCode).toBe(200);
+    expect(own.headers['x-berth-whole-state']).toBeUndefined();
+  });
 });

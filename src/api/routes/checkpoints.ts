@@ -9,10 +9,21 @@ import { HttpError } from '../errors.js';
 import { ContainerParams } from '../schemas.js';
 import type { Api, ApiDeps } from '../server.js';
 import { Readable } from 'node:stream';
-import { CHECKPOINT_TYPE, LOCK_TOKEN_HEADER, notTarHead, notTarLength } from '../../model/checkpoint.js';
+import {
+  CHECKPOINT_TYPE,
+  LOCK_TOKEN_HEADER,
+  notTarHead,
+  notTarLength,
+  RUNTIME_NAME_PATTERN,
+  WHOLE_STATE_HEADER,
+} from '../../model/checkpoint.js';
 
 const CheckpointQuery = Type.Object(
-  { reclaimed: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])) },
+  {
+    reclaimed: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')])),
+    /** The runtime that saved the container whole; absent: the container wrote the checkpoint itself. */
+    whole: Type.Optional(Type.String({ pattern: RUNTIME_NAME_PATTERN })),
+  },
   { additionalProperties: false },
 );
 
@@ -101,7 +112,12 @@ export function checkpointRoutes(app: Api, deps: ApiDeps, limitBytes: number): v
         if (bad) throw invalidBody(bad);
       }
       const body = tarBody(req.body, limitBytes, declared);
-      const info = await store.checkpoints.put(c, body, req.query.reclaimed === 'true');
+      const info = await store.checkpoints.put(
+        c,
+        body,
+        req.query.reclaimed === 'true',
+        req.query.whole ?? null,
+      );
       return { bytes: info.bytes, at: info.at };
     },
   );
@@ -121,6 +137,7 @@ export function checkpointRoutes(app: Api, deps: ApiDeps, limitBytes: number): v
       const kept = await store.checkpoints.take(caller(req, who(req).nodeId));
       if (kept === null) return reply.code(204).send();
       // Chunk by chunk from the store's transaction to the socket (a closed socket ends the transaction).
+      if (kept.wholeState !== null) reply.header(WHOLE_STATE_HEADER, kept.wholeState);
       return reply
         .type(CHECKPOINT_TYPE)
         .header('content-length', kept.bytes)
