@@ -147,6 +147,14 @@ export const SCHEDULER_OPTIONS = section(
       help: "Boot ahead of fan-outs (docs/SCHEDULER.md): the most containers' worth of capacity held for containers expected to arrive when running ones end (the snapshot's `estimates`: how many arrived per end of each step, and when the running ones end), created a boot time before those ends. 0: off.",
     }),
     opt({
+      key: 'boot_budget',
+      field: 'bootBudget',
+      kind: num(0),
+      default: 0,
+      defaultText: '0 (off)',
+      help: "Work-proportional boots (docs/SCHEDULER.md): the containers of one step (request name without its task number) hold at most as many vcpus on instances not up yet (booting, or created in this pass) as their expected work (vcpus × run time: their own expected run time, else the step's median from history, else the longest that a running one of the step has run so far) keeps busy for this many boot times each; the others wait for room. A step with nothing booting for it may always have one instance. 0: off.",
+    }),
+    opt({
       key: 'end_aligned',
       field: 'endAligned',
       kind: oneOf(['off', 'expected', 'history'] as const),

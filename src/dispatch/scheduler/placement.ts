@@ -7,6 +7,7 @@
 import type { InstanceType } from '../../model/types.js';
 import { EndAligned, expectedRunOf } from './aligned.js';
 import { joinBin, leaveBin, openBin } from './bins.js';
+import { BootBudget } from './budget.js';
 import type { Room, Slot } from './capacity.js';
 import { Freeing } from './durations.js';
 import type { Shape } from './fitting.js';
@@ -140,6 +141,8 @@ class Placer {
   private freeing: Freeing | null | undefined;
   /** end_aligned: existing instances by the latest expected end of their containers (aligned.ts). */
   private readonly aligned: EndAligned | null;
+  /** boot_budget: new capacity per step in proportion to its work (budget.ts). */
+  private readonly budget: BootBudget | null;
 
   /** `estimated`: some waiting container's run time is expected (else end_aligned has nothing to place). */
   constructor(
@@ -148,6 +151,7 @@ class Placer {
   ) {
     this.unavailable = (name) => pass.limits.isUnavailable(name);
     this.aligned = estimated ? EndAligned.of(pass) : null;
+    this.budget = BootBudget.of(pass);
     if (pass.config.shareRule === 'expected')
       for (const slot of pass.capacity.slots)
         for (const id of pass.pool.instanceOf.get(slot.id)?.createdFor ?? []) this.createdFor.set(id, slot);
@@ -184,6 +188,8 @@ class Placer {
     if (full !== null) return this.wait(c, pass.statuses.reason(statusText.ownerFull(full)));
     const head = pass.head;
     const behindHead = head !== null && priority <= head.container.priority;
+    // A planned instance grows for a container only when its step may have more new capacity (budget.ts).
+    const grow = !behindHead && (this.budget?.allows(c) ?? true);
     // Behind a blocked head a planned instance does not grow: that would spend what the head waits for.
     const own = (flags & LOCKED) !== 0 ? this.createdFor.get(c.id) : undefined;
     const aligned =
@@ -193,7 +199,7 @@ class Placer {
     const room =
       (own !== undefined ? pass.capacity.roomOn(own, shape, priority, true, false) : null) ??
       (aligned !== null ? { slot: aligned, growTo: -1 } : null) ??
-      pass.capacity.find(shape, priority, !behindHead, alikeBehind);
+      pass.capacity.find(shape, priority, grow, alikeBehind);
     if (room !== null) return this.place(c, shape, room);
     if ((flags & OPPORTUNISTIC) !== 0) {
       const cap = pass.capacity;
@@ -227,7 +233,11 @@ class Placer {
     // Rather than boot an instance, wait for one expected to free up sooner (durations.ts).
     if (this.freeing === undefined) this.freeing = Freeing.of(pass);
     const soon = this.freeing?.claim(c, shape) ?? null;
-    if (soon !== null) return this.wait(c, pass.statuses.reason(statusText.waitingFreeing(soon.id)));
+    if (soon !== null) {
+      this.budget?.servedLater(c);
+      return this.wait(c, pass.statuses.reason(statusText.waitingFreeing(soon.id)));
+    }
+    if (!grow) return this.wait(c, pass.statuses.reason(statusText.bootBudget(pass.config.bootBudget)));
     const type = choice.type;
     const slot = openBin(
       `new-${++pass.planned}`,
@@ -263,6 +273,7 @@ class Placer {
     slot.count++;
     slot.used = true;
     this.aligned?.placed(c, slot);
+    this.budget?.placed(c, slot);
     pass.owners.add(c.owner);
     if (c.state === 'Queued') pass.placeActions.push({ op: 'lock', container: c.id });
     let action = -1;
@@ -362,6 +373,7 @@ class Placer {
       leaveBin(slot, p.c, pass.sortedTypes, pass.config.ramOverhead, pass.limits, this.unavailable);
     else add(slot.free, p.shape.need);
     this.aligned?.roomReturned();
+    this.budget?.removed(p.c, slot);
     if (p.action >= 0) pass.placeActions[p.action] = null;
     if (slot.createFor !== null) slot.createFor.splice(slot.createFor.indexOf(p.c.id), 1);
     const reason = statusText.unlockedForHigher(slot.id, head.id, limit);

@@ -17,6 +17,8 @@ export const statusText = {
   waitingNew: (type: string) => `waiting for a new ${type} instance (create requested)`,
   waitingFreeing: (instance: string) =>
     `waiting for instance ${instance} to free up: its running containers are expected to end before a new instance could boot (wait_for_running)`,
+  bootBudget: (k: number) =>
+    `waiting for room: its step already has new capacity booting for as much of its expected work as keeps each new vcpu busy ${k} boot times (boot_budget)`,
   // The next five follow the queue position ("queue position 5; ...").
   limit: (type: string, limit: string) =>
     `waits for a ${type} instance; ${limit}; starts when an instance is freed or the limit is raised`,
