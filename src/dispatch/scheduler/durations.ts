@@ -142,22 +142,67 @@ export class Freeing {
 
   /** The earliest time within the horizon from which the need fits on the line for `run` ms, or null. */
   private earliest(line: Timeline, need: Res, run: number): number | null {
-    const starts = [...line.frees.map((x) => x.at), ...line.taken.map((x) => x.until)]
-      .filter((t) => t <= this.horizon)
-      .sort((a, b) => a - b);
+    const room = roomOver(line);
+    const starts: number[] = [];
+    for (const x of line.frees) if (x.at <= this.horizon) starts.push(x.at);
+    for (const x of line.taken) if (x.until <= this.horizon) starts.push(x.until);
+    starts.sort((a, b) => a - b);
+    const takenAt = line.taken.map((x) => x.at).sort((a, b) => a - b);
     for (const t of starts) {
       // Room at t, then at every later start of another waiter while this one would still run.
-      const points = [t, ...line.taken.map((x) => x.at).filter((a) => a > t && a < t + run)];
-      if (points.every((p) => fits(need, this.roomAt(line, p)))) return t;
+      if (!fits(need, room(t))) continue;
+      let ok = true;
+      for (let j = firstAfter(takenAt, t); ok && j < takenAt.length && takenAt[j]! < t + run; j++)
+        ok = fits(need, room(takenAt[j]!));
+      if (ok) return t;
     }
     return null;
   }
+}
 
-  /** The room on the line at a time: free now, plus what has freed up, less what waiters hold then. */
-  private roomAt(line: Timeline, t: number): Res {
-    const room = { ...line.slot.free };
-    for (const x of line.frees) if (x.at <= t) add(room, x.need);
-    for (const x of line.taken) if (x.at <= t && t < x.until) subtract(room, x.need);
-    return room;
+/**
+ * The room on the line at any time, as a function: free now, plus what has freed up, less what waiters
+ * hold then (from their start, until their end). It changes only at those times, so it is summed once per
+ * call, in time order, and read by a binary search: a search for room no longer sums the line again at
+ * every point it checks (with hundreds of waiters on an instance that was most of a pass: boot_budget's
+ * queues of short tasks).
+ */
+function roomOver(line: Timeline): (t: number) => Res {
+  const changes: { at: number; need: Res; sign: 1 | -1 }[] = [];
+  for (const x of line.frees) changes.push({ at: x.at, need: x.need, sign: 1 });
+  for (const x of line.taken) {
+    changes.push({ at: x.at, need: x.need, sign: -1 });
+    if (x.until !== Infinity) changes.push({ at: x.until, need: x.need, sign: 1 });
   }
+  changes.sort((a, b) => a.at - b.at);
+  const times: number[] = [];
+  const rooms: Res[] = [];
+  const room = { ...line.slot.free };
+  for (let i = 0; i < changes.length; i++) {
+    const c = changes[i]!;
+    if (c.sign === 1) add(room, c.need);
+    else subtract(room, c.need);
+    if (i + 1 === changes.length || changes[i + 1]!.at !== c.at) {
+      times.push(c.at);
+      rooms.push({ ...room });
+    }
+  }
+  const free = line.slot.free;
+  return (t) => {
+    // The last change at or before t.
+    const i = firstAfter(times, t) - 1;
+    return i < 0 ? free : rooms[i]!;
+  };
+}
+
+/** The index of the first of the ascending `xs` greater than `t` (xs.length when none is). */
+function firstAfter(xs: readonly number[], t: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]! <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
