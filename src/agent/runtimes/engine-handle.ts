@@ -190,7 +190,12 @@ export class EngineHandle implements RunHandle {
     const exitCode = s ? s.exitCode : null;
     const info: ExitInfo = {
       exitCode,
-      oomKilled: (s?.oomKilled ?? false) || (!this.engine.reportsOom && this.looksOomKilled(exitCode, stats)),
+      // The parent group's own count (v2: hierarchical memory.events) stands beside the engine's word: docker
+      // on cgroup v2 was seen reporting OOMKilled false for a container the kernel OOM-killed (CI's guest).
+      oomKilled:
+        (s?.oomKilled ?? false) ||
+        stats.oomKills > 0 ||
+        (!this.engine.reportsOom && this.looksOomKilled(exitCode, stats)),
       peakRamBytes: stats.peakRamBytes,
       cpuSeconds: stats.cpuSeconds,
       wallMs: s ? Math.max(0, Date.parse(s.finishedAt) - Date.parse(s.startedAt)) : 0,
@@ -206,12 +211,12 @@ export class EngineHandle implements RunHandle {
   }
 
   /**
-   * For engines that do not report OOM kills. On v2 the parent's memory.events counts the kill; on v1 the
-   * kernel counts it in the container's own cgroup, which the engine deletes at exit, so what is left is
-   * the parent's peak: killed by SIGKILL that Berth did not send, with the peak at the limit, is an OOM kill.
+   * For engines that do not report OOM kills, beyond the parent's count (v2: its memory.events counts the
+   * kill; collect() reads it for every engine). On v1 the kernel counts it in the container's own cgroup,
+   * which the engine deletes at exit, so what is left is the parent's peak: killed by SIGKILL that Berth
+   * did not send, with the peak at the limit, is an OOM kill.
    */
   private looksOomKilled(exitCode: number | null, stats: CgroupStats): boolean {
-    if (stats.oomKills > 0) return true;
     return exitCode === 137 && !this.sentKill && stats.peakRamBytes >= stats.ramLimit - OOM_MARGIN;
   }
 
