@@ -77,6 +77,9 @@ export interface ProcessRuntimeOptions {
 /** The file beside the sandbox probe's cache that remembers a passed `criu check` (probe-cache.ts). */
 const CRIU_PROBE_SUFFIX = '.criu';
 
+/** How long one criu dump or restore may take unless criuTimeoutMs says otherwise. */
+const CRIU_TIMEOUT_MS = 60_000;
+
 /** Runs containers with no image as sandboxed host processes in a cgroup. */
 export class ProcessRuntime implements Runtime {
   readonly name = 'process';
@@ -87,6 +90,8 @@ export class ProcessRuntime implements Runtime {
    */
   wholeState?: WholeState;
   private wholeProbe: Promise<string | null> | null = null;
+  /** The criu program as the probe found it on PATH (set when it passed). */
+  private criuPath: string | null = null;
 
   constructor(
     /** Where the cgroup hierarchies are mounted (tests point it elsewhere to run without limits). */
@@ -102,10 +107,9 @@ export class ProcessRuntime implements Runtime {
   probeWholeState(): Promise<string | null> {
     this.wholeProbe ??= this.probeWholeStateNow().then((why) => {
       if (why === null) {
-        const criu = this.opts.criu!;
-        const timeoutMs = this.opts.criuTimeoutMs ?? 60_000;
+        const criu = this.criuPath!;
         this.wholeState = {
-          save: (handle, dir) => saveProcess(handle, dir, { criu, timeoutMs }),
+          save: (handle, dir) => saveProcess(handle, dir, { criu, timeoutMs: this.criuTimeoutMs }),
           restore: (id, workDir, dir) => this.restore(id, workDir, dir),
         };
       }
@@ -121,12 +125,17 @@ export class ProcessRuntime implements Runtime {
       return `process sandbox ${this.sandbox}: CRIU saves only unsandboxed containers (process sandbox "none")`;
     const criu = await findExecutable(name);
     if (!criu) return `${name} not found`;
+    this.criuPath = criu;
     const cache = this.opts.probeCache ? `${this.opts.probeCache}${CRIU_PROBE_SUFFIX}` : null;
     const key = cache ? await criuProbeKey(criu, this.sandbox).catch(() => null) : null;
     if (cache && key && (await probePassed(cache, key))) return null;
     const why = await criuUnusable(criu, this.opts.criuTimeoutMs);
     if (why === null && cache && key) await recordPassed(cache, key).catch(() => {});
     return why;
+  }
+
+  private get criuTimeoutMs(): number {
+    return this.opts.criuTimeoutMs ?? CRIU_TIMEOUT_MS;
   }
 
   get sandbox(): SandboxSetting {
@@ -247,7 +256,7 @@ export class ProcessRuntime implements Runtime {
     let setup: Awaited<ReturnType<typeof restoreSetup>> | null = null;
     let handle: ShimHandle | null = null;
     try {
-      setup = await restoreSetup(workDir, dir, rec, (await findExecutable(this.opts.criu!))!);
+      setup = await restoreSetup(workDir, dir, rec, this.criuPath!);
       const shim = await spawnShim({
         workDir,
         cgroupProcs: cgroup ? cgroup.procsFiles() : [],
@@ -268,7 +277,7 @@ export class ProcessRuntime implements Runtime {
       };
       await writeRunState(workDir, state);
       handle = new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') }, shim.child);
-      await awaitRestore(workDir, this.opts.criuTimeoutMs ?? 60_000);
+      await awaitRestore(workDir, this.criuTimeoutMs);
       return handle;
     } catch (err) {
       if (handle) {
