@@ -306,24 +306,21 @@ export class Containers {
     const ids = Object.keys(samples);
     if (ids.length === 0) return;
     const s = ids.map((id) => samples[id]!);
+    // One UPDATE whose WHERE names the state: a container that ended while the sample waited for its row
+    // (the exit report's final usage committed first) is re-checked and left alone. (A CTE that read the
+    // row first and an UPDATE joined to it on id alone wrote the stale sample over the final usage.)
+    const stamp = `(c.usage_stamped_at IS NULL
+      OR c.usage_stamped_at <= $3::timestamptz - make_interval(secs => $7::float8 / 1000)
+      OR u.peak_ram - COALESCE(c.usage_stamped_peak, 0) >= c.ram * $8::float8)`;
     await this.ctx.pool.query(
-      `WITH u AS (
-         SELECT c.id, u.cpu_seconds, u.ram, u.peak_ram, (
-             c.usage_stamped_at IS NULL
-             OR c.usage_stamped_at <= $3::timestamptz - make_interval(secs => $7::float8 / 1000)
-             OR u.peak_ram - COALESCE(c.usage_stamped_peak, 0) >= c.ram * $8::float8
-           ) AS stamp
-         FROM containers c
-         JOIN unnest($2::text[], $4::float8[], $5::bigint[], $6::bigint[]) AS u(id, cpu_seconds, ram, peak_ram)
-           ON c.id = u.id
-         WHERE c.node_id = $1 AND c.state = 'Running')
-       UPDATE containers c SET usage = jsonb_build_object(
+      `UPDATE containers c SET usage = jsonb_build_object(
          'cpu_seconds', u.cpu_seconds, 'ram', u.ram, 'peak_ram', u.peak_ram, 'sampled_at', $3::timestamptz,
          'wall_ms', GREATEST(0, (extract(epoch FROM ($3::timestamptz - c.started_at)) * 1000)::bigint)),
-         usage_stamped_at = CASE WHEN u.stamp THEN $3::timestamptz ELSE c.usage_stamped_at END,
-         usage_stamped_peak = CASE WHEN u.stamp THEN u.peak_ram ELSE c.usage_stamped_peak END,
-         ${changeStampIf('u.stamp')}
-       FROM u WHERE c.id = u.id`,
+         usage_stamped_at = CASE WHEN ${stamp} THEN $3::timestamptz ELSE c.usage_stamped_at END,
+         usage_stamped_peak = CASE WHEN ${stamp} THEN u.peak_ram ELSE c.usage_stamped_peak END,
+         ${changeStampIf(stamp)}
+       FROM unnest($2::text[], $4::float8[], $5::bigint[], $6::bigint[]) AS u(id, cpu_seconds, ram, peak_ram)
+       WHERE c.id = u.id AND c.node_id = $1 AND c.state = 'Running'`,
       [
         nodeId,
         ids,

@@ -181,4 +181,55 @@ describe('changes() on PostgreSQL: a change committed after a read is in the nex
     expect(await sample(1000, grown)).toBe(true);
     expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.usage?.ram])).toEqual([[id, grown]]);
   });
+
+  it("a sample that waited for the row while its container ended leaves the exit report's final usage", async () => {
+    const s: Subject = await pgSubjects()();
+    const id = await s.current(await s.submit());
+    const node = await s.node('i-1');
+    expect(await s.queue.lock([id], D)).toEqual([id]);
+    await s.queue.assign([{ id, instance: 'i-1', node }], D);
+    await s.start(id, node);
+    const store = new Store(s.db!, { clock: s.clock, rng: seededRng(1) });
+    const token = await store.containers.tokenFor(id);
+    const final = { cpu_seconds: 9, peak_ram: 40_000_000, wall_ms: 5000 };
+    // A third transaction holds the row: the exit report waits for it, then the sample (which read the
+    // container Running) waits behind the exit; the exit commits first.
+    const holder = await s.db!.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM containers WHERE id = $1 FOR UPDATE', [id]);
+      const exit = store.containers.complete(id, node, token, {
+        exitCode: 0,
+        oomKilled: false,
+        usage: final,
+      });
+      await waitersOnLocks(s, 1);
+      const sample = store.containers.recordUsage(node, {
+        [id]: { cpu_seconds: 1, ram: 10_000_000, peak_ram: 20_000_000 },
+      });
+      await waitersOnLocks(s, 2);
+      await holder.query('COMMIT');
+      await exit;
+      await sample;
+    } finally {
+      holder.release();
+    }
+    const c = await store.containers.get(id);
+    expect(c.state).toBe('Complete');
+    expect(c.usage).toMatchObject(final);
+  });
 });
+
+/** Waits until `n` sessions of this database wait for a lock (a statement that blocked on a row). */
+async function waitersOnLocks(s: Subject, n: number): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const r = await s.db!.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+       WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    );
+    if (r.rows[0]!.n >= n) return;
+    if (Date.now() > deadline) throw new Error(`${n} sessions did not wait for a lock within 30 s`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
