@@ -8,11 +8,12 @@
 // every job process on it, as when a machine dies; a job's process cannot outlive its node.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { CGROUP_PARENT, cgroupAt, killCgroup, probeCgroups } from '../src/agent/runtimes/cgroup.js';
 import { pollUntil } from './vs-slurm/common.js';
 
 const exec = promisify(execFile);
@@ -161,6 +162,53 @@ async function stopChild(child: ChildProcess | null, signal: NodeJS.Signals, gra
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * SIGSTOPs every process of the PID namespace of `unshare`'s child (a node's slurmd and all its jobs' processes),
+ * again until no new one appears, and returns the container cgroups (CGROUP_PARENT/<id>) they are in.
+ */
+async function stopNodeProcesses(unshare: ChildProcess): Promise<Set<string>> {
+  const groups = new Set<string>();
+  const pids = await numericDirs('/proc');
+  const init = (
+    await Promise.all(pids.map(async (p) => ((await parentOf(p)) === unshare.pid ? p : null)))
+  ).find((p) => p !== null);
+  if (init === undefined) return groups;
+  const ns = await readlink(`/proc/${init}/ns/pid`).catch(() => null);
+  if (ns === null) return groups;
+  const stopped = new Set<number>();
+  for (;;) {
+    const inNs: number[] = [];
+    for (const p of await numericDirs('/proc')) {
+      if (!stopped.has(p) && (await readlink(`/proc/${p}/ns/pid`).catch(() => null)) === ns) inNs.push(p);
+    }
+    if (inNs.length === 0) return groups;
+    for (const p of inNs) {
+      stopped.add(p);
+      try {
+        process.kill(p, 'SIGSTOP');
+      } catch {
+        continue; // gone already
+      }
+      const lines = (await readFile(`/proc/${p}/cgroup`, 'utf8').catch(() => '')).split('\n');
+      for (const line of lines) {
+        const m = new RegExp(`^[^:]*:[^:]*:/(${CGROUP_PARENT}/[^/]+)$`).exec(line);
+        if (m) groups.add(m[1]!);
+      }
+    }
+  }
+}
+
+async function numericDirs(dir: string): Promise<number[]> {
+  return (await readdir(dir)).filter((n) => /^\d+$/.test(n)).map(Number);
+}
+
+/** A process's parent pid (from /proc/PID/stat; the command may hold spaces and parentheses). */
+async function parentOf(pid: number): Promise<number | null> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+  if (stat === null) return null;
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
 /** Starts munged, slurmctld and the nodes' slurmd in a temp dir and waits for every node to be idle. */
 export async function startSlurm(o: SlurmOptions): Promise<SlurmCluster> {
   if (o.nodes.length === 0) throw new Error('startSlurm: at least one node');
@@ -299,7 +347,12 @@ export async function startSlurm(o: SlurmOptions): Promise<SlurmCluster> {
       async killNode(name) {
         const child = slurmds.get(name);
         if (!child) throw new Error(`no node ${name}`);
+        // A dead machine takes its containers' cgroups with it; this host keeps them: the node's processes
+        // are stopped (nothing new starts), their container groups read, and removed once all are killed.
+        const groups = await stopNodeProcesses(child);
         await stopChild(child, 'SIGKILL', 5000);
+        const host = await probeCgroups();
+        for (const g of groups) await killCgroup(cgroupAt(host, g));
       },
       async startNode(name) {
         const child = slurmds.get(name);

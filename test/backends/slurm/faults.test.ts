@@ -2,7 +2,9 @@
 // under a running container, the dispatcher process killed with SIGKILL and started again, and 300
 // containers of mixed sizes and priorities submitted with `berth submit` through one of each. Nothing is
 // submitted twice, nothing is lost, every container completes once with its logs and usage.
+import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { containerCgroup, probeCgroups } from '../../../src/agent/runtimes/cgroup.js';
 import { isLive, type SlurmJob } from '../../../src/backends/slurm/squeue.js';
 import { until } from '../../helpers/cli.js';
 import { itIf } from '../../helpers/needs.js';
@@ -88,6 +90,9 @@ describe('slurm backend under failures', () => {
         const first = await w.container(container, (c) => c.state === 'Running', 60_000, 'running');
         const node = await nodeOf(first);
         await w.cluster.killNode(node);
+        // As on a machine that died, nothing of the container is left on this host: not its cgroup.
+        const groups = await containerCgroup(await probeCgroups(), container).dirs();
+        expect(groups.filter((d) => existsSync(d))).toEqual([]);
         const c1 = await w.container(
           container,
           (c) => c.state === 'Cancelled',
