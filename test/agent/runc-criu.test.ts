@@ -161,6 +161,9 @@ describe("runc checkpoints' record and errors", () => {
       '(00.1) Dumping\n(00.2) Error (criu/sk-inet.c:191): inet: Connected TCP socket\n(00.3) Error (x): y';
     const stderr = 'time="t" level=error msg="criu failed: type NOTIFY errno 0\\nlog file: /w/dump.log"\n';
     expect(runcError(log, stderr)).toBe('Error (criu/sk-inet.c:191): inet: Connected TCP socket');
+    const restore =
+      "(00.05) 1: Error (criu/files-reg.c:2131): Can't open file count\n(00.09) Error (criu/cr-restore.c:2537): Restoring FAILED.";
+    expect(runcError(restore, stderr)).toBe("Error (criu/files-reg.c:2131): Can't open file count");
     expect(runcError('', stderr)).toBe('criu failed: type NOTIFY errno 0 log file: /w/dump.log');
     expect(runcError('', 'ERRO[0000] container does not exist\n')).toBe(
       'ERRO[0000] container does not exist',

@@ -123,12 +123,15 @@ export async function criuRestore(dir: string, opts: CriuOptions = {}): Promise<
   return Number((await readFile(pidFile, 'utf8')).trim());
 }
 
-/** criu's first `Error` line in its log text (and stderr), without the log's timestamp, or null. */
+/**
+ * criu's first `Error` line in its log text (and stderr), without the log's timestamp and the pid of the
+ * restoring task that logged it (`(00.061) 1: Error …`), or null.
+ */
 export function criuError(text: string): string | null {
   return (
     text
       .split('\n')
-      .map((l) => l.trim().replace(/^\(\s*\d+\.\d+\)\s*/, ''))
+      .map((l) => l.trim().replace(/^\(\s*\d+\.\d+\)\s*(\d+:\s*)?/, ''))
       .find((l) => /^Error/.test(l)) ?? null
   );
 }
