@@ -4,7 +4,8 @@
 //   stdin, stdout and stderr pipes, `cat` copying the two outputs into the work dir's files. runc records
 //   them in the images (descriptors.json: `pipe:[inode]`), and `runc restore` hands its own fds 0-2 to CRIU
 //   in their place: the restore's wrapper gives it new pipes into the new work dir's files. (A file of the
-//   work dir, as a plain start gives it, lies outside the container's mount namespace: CRIU cannot dump it.)
+//   work dir, as a plain start gives it, lies outside the container's mount namespace, where CRIU cannot
+//   look its mount up: so it failed for the sandboxed process container; not tried with runc.)
 // - save: the container's writable layer (its overlay's upper dir, `scratch/`) is archived by GNU tar into
 //   the checkpoint (whiteouts and xattrs kept; the transfer carries regular files only), then `runc
 //   checkpoint` dumps the (frozen) container and ends it: runc deletes it and its cgroup, `runc
@@ -12,13 +13,13 @@
 // - restore, in another work dir: the writable layer unpacked into the new scratch dir, the overlay mounted
 //   as a start mounts it, config.json made as a start makes it (from the record: the container's command and
 //   limits, its new id's cgroup), then the shim runs the wrapper around `runc restore --bundle NEW`, which
-//   stays in the foreground until the container ends and exits with its code, as `runc run` does.
+//   stays in the foreground until the container ends and exits with its code, as `runc run` does. CRIU
+//   puts the processes back in their old cgroup path; adoptProcesses() moves them into the new cgroup.
 // - Only containers in the host's network (`container_network host`): see RUNC_CRIU_NETWORK (runc.ts).
 import { execFile } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-
 import type { Cgroup } from './cgroup.js';
 import { criuError } from './criu.js';
 import { diskUsage } from './du.js';
