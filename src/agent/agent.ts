@@ -34,6 +34,7 @@ import {
 } from './runtimes/detect.js';
 import type { NetworkSetting, SandboxSetting } from './runtimes/sandbox.js';
 import { ProcessRuntime } from './runtimes/process.js';
+import { RuncRuntime } from './runtimes/runc.js';
 import type { Runtime } from './runtimes/types.js';
 import type { VmAccel } from './runtimes/vm-snapshot.js';
 import { DEFAULT_KILL_GRACE_MS } from './supervisor.js';
@@ -85,6 +86,8 @@ export interface AgentOptions {
   bwrap?: string;
   /** The criu program that saves reclaimed unsandboxed process containers whole (default: none). */
   processCriu?: string | null;
+  /** The criu program with which the runc runtime saves reclaimed containers whole (default: none). */
+  runcCriu?: string | null;
   /** The vm runtime's guest image directory (default: the `test` guest scripts/guest/build.sh builds). */
   vmGuest?: string | null;
   /** The vm runtime's accelerator (default `tcg`). */
@@ -350,6 +353,8 @@ export class Agent {
     // Unset: the declared defaults (src/config/options.ts), as for `berth agent`.
     const sandbox = opts.processSandbox ?? PROCESS_OPTIONS.defaultOf('process_sandbox');
     const network = opts.containerNetwork ?? PROCESS_OPTIONS.defaultOf('container_network');
+    // A one-shot agent's work dir is its job's alone; the node's agents share the dir above it.
+    const probeCache = join(opts.once ? dirname(opts.workDir) : opts.workDir, SANDBOX_PROBE_FILE);
     const runtimeOpts: RuntimeOptions = {
       network,
       logLimitBytes: opts.logLimitBytes ?? DEFAULT_LOG_LIMIT,
@@ -359,12 +364,12 @@ export class Agent {
         accel: opts.vmAccel ?? PROCESS_OPTIONS.defaultOf('vm_accel'),
         templateDir: join(opts.workDir, 'vm-templates'),
       },
+      runc: { criu: opts.runcCriu ?? PROCESS_OPTIONS.defaultOf('runc_criu'), probeCache },
       process: {
         sandbox,
         bwrap: opts.bwrap ?? PROCESS_OPTIONS.defaultOf('bwrap'),
         criu: opts.processCriu ?? PROCESS_OPTIONS.defaultOf('process_criu'),
-        // A one-shot agent's work dir is its job's alone; the node's agents share the dir above it.
-        probeCache: join(opts.once ? dirname(opts.workDir) : opts.workDir, SANDBOX_PROBE_FILE),
+        probeCache,
         // Where Berth keeps its secrets, should one of them lie under a tree the sandbox shows (/usr, /etc).
         hide: [
           opts.workDir,
@@ -405,6 +410,15 @@ export class Agent {
       const why = await processRt.probeWholeState();
       if (why) this.log.warn({ reason: why }, `no CRIU whole state: ${why}`);
       else this.log.info('CRIU whole state: reclaimed image-less containers are saved whole (criu)');
+    }
+    if (runtimeOpts.runc?.criu) {
+      const why =
+        main instanceof RuncRuntime
+          ? await main.probeWholeState()
+          : `runc_criu is for the runc runtime; this agent's image runtime is ${main.name}`;
+      if (why) this.log.warn({ reason: why }, `no runc CRIU whole state: ${why}`);
+      else
+        this.log.info('runc CRIU whole state: reclaimed runc containers are saved whole (runc checkpoint)');
     }
     // With no image runtime, an image request is refused at once (perm), naming what is missing.
     const imageRt =

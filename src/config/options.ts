@@ -293,6 +293,19 @@ export const PROCESS_OPTIONS = section([
     usedBy: ['agent'],
   }),
   opt({
+    key: 'runc_criu',
+    kind: nullable(text('a program name or an absolute path', /^(\/.*|[^/]+)$/, '<path>')),
+    default: null,
+    env: 'BERTH_RUNC_CRIU',
+    flag: '--runc-criu',
+    help:
+      'The criu program (e.g. `criu`) with which the `runc` runtime saves a reclaimed container whole ' +
+      '(`runc checkpoint`: its memory, open files and writable layer, resumed where it stood by its next ' +
+      'attempt on another runc instance) instead of killing it. Only where `criu check` passes (the agent ' +
+      'logs why not otherwise, and reclaims as before). Unset: never. See docs/RUNTIMES.md (CRIU).',
+    usedBy: ['agent'],
+  }),
+  opt({
     key: 'vm_guest',
     kind: nullable(path),
     default: null,

@@ -64,6 +64,7 @@ describe('loadConfig', () => {
       process_sandbox: 'bwrap',
       bwrap: 'bwrap',
       process_criu: null,
+      runc_criu: null,
       vm_guest: null,
       vm_accel: 'tcg',
       cgroup_parent: 'berth',
@@ -183,11 +184,13 @@ describe('loadConfig', () => {
       BERTH_LOG_LIMIT: '0',
       BERTH_BWRAP: '/opt/bw/bwrap',
       BERTH_PROCESS_CRIU: 'criu',
+      BERTH_RUNC_CRIU: '/usr/sbin/criu',
     };
     expect(loadConfig({ container_network: 'host' }, { BERTH_HOME: home, ...env })).toMatchObject({
       process_sandbox: 'none',
       bwrap: '/opt/bw/bwrap',
       process_criu: 'criu',
+      runc_criu: '/usr/sbin/criu',
       container_network: 'host',
       log_limit: 0, // no limit
     });
@@ -206,6 +209,9 @@ describe('loadConfig', () => {
     );
     expect(errorOf({ process_criu: 'sbin/criu' }, {})).toBe(
       'process_criu (from --process-criu): expected a program name or an absolute path, got "sbin/criu"',
+    );
+    expect(errorOf({}, { BERTH_RUNC_CRIU: './criu' })).toBe(
+      'runc_criu (from $BERTH_RUNC_CRIU): expected a program name or an absolute path, got "./criu"',
     );
   });
 });

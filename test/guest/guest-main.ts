@@ -21,6 +21,7 @@ import { CGROUP_CASES } from '../agent/cgroup-cases.js';
 import { TEST_ROOTFS_TAR, cleanupHandles, cleanupWorkDirs, leftovers, waitFor } from '../agent/helpers.js';
 import { CRIU_CASE, criuCase } from './criu-case.js';
 import { CRIU_PROCESS_CASE, criuProcessCase } from './criu-process-case.js';
+import { CRIU_RUNC_CASE, criuRuncCase } from './criu-runc-case.js';
 import { DETECT_CASE, DETECT_DOCKER_CASE, PRESSURE_CASES, RESULT_PREFIX, type CaseResult } from './plan.js';
 
 async function report(id: string, run: () => Promise<Measured>): Promise<void> {
@@ -69,6 +70,7 @@ await report(DETECT_CASE, async () => {
 
 await report(CRIU_CASE, criuCase);
 await report(CRIU_PROCESS_CASE, criuProcessCase);
+await report(CRIU_RUNC_CASE, criuRuncCase);
 
 await runtimeCases('process', null);
 await runtimeCases('process', null, [sandboxCase]);

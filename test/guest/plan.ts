@@ -2,7 +2,8 @@
 // the cgroup layer's cases, runtime detection, and the cgroup-dependent runtime cases on each runtime the
 // guest has (scripts/guest/flavours/test.sh: runc and docker.io; podman is not in it), and the process
 // runtime's bubblewrap sandbox in its cgroup; CRIU's dump and restore of a process (criu-case.ts) and of a
-// process container through the process runtime (criu-process-case.ts); and the
+// process container through the process runtime (criu-process-case.ts) and of a runc container through the
+// runc runtime (criu-runc-case.ts); and the
 // agent's pressure watcher on a v2 parent group (pressure-cases.ts).
 // Case ids are "<scope>: <case name>".
 import { ENGINE_CGROUP_CASES, RUNTIME_CASES, sandboxCase } from '../agent/cases.js';
@@ -10,6 +11,7 @@ import { CGROUP_CASES } from '../agent/cgroup-cases.js';
 import { enclosingCase, fileCacheCase, watcherCase } from '../agent/pressure-cases.js';
 import { CRIU_CASE } from './criu-case.js';
 import { CRIU_PROCESS_CASE } from './criu-process-case.js';
+import { CRIU_RUNC_CASE } from './criu-runc-case.js';
 
 export const DETECT_CASE =
   'detect: on a cgroup v2 host without a docker daemon, picks runc and says why docker and podman were passed over';
@@ -23,6 +25,7 @@ export function guestPlan(): string[] {
     DETECT_CASE,
     CRIU_CASE,
     CRIU_PROCESS_CASE,
+    CRIU_RUNC_CASE,
     ...runtimeCases('process'),
     `process: ${sandboxCase.name}`,
     ...PRESSURE_CASES.map((c) => `pressure: ${c.name}`),

@@ -8,6 +8,11 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { diskUsage } from './du.js';
+import { criuProbeKey, probePassed, recordPassed } from './probe-cache.js';
+import { findExecutable } from './sandbox.js';
+
+/** How long one criu dump or restore may take unless a runtime is told otherwise. */
+export const CRIU_TIMEOUT_MS = 60_000;
 
 /** Why CRIU cannot checkpoint here (the first error line of `criu check`), or null when it can. */
 export function criuUnusable(criu = 'criu', timeoutMs = 20_000): Promise<string | null> {
@@ -22,6 +27,27 @@ export function criuUnusable(criu = 'criu', timeoutMs = 20_000): Promise<string 
       resolve(`criu check failed: ${first ?? `exit ${String(err.code ?? err.signal)}`}`);
     });
   });
+}
+
+/**
+ * The criu program `name` (on PATH, or an absolute path) as found here, or why whole-state checkpoints
+ * cannot use it (not found, `criu check`'s first error). A passed check is remembered in `cache` (when
+ * given) under a key of the criu binary, the kernel release and `scope` (what else decides whether the
+ * runtime's dumps work: the process sandbox setting, the runc runtime), so that the next agent on the node
+ * does not run it again; a failure is never remembered (probe-cache.ts).
+ */
+export async function probeCriu(
+  name: string,
+  opts: { scope: string; cache?: string | null; timeoutMs?: number },
+): Promise<{ criu: string } | { why: string }> {
+  const criu = await findExecutable(name);
+  if (!criu) return { why: `${name} not found` };
+  const key = opts.cache ? await criuProbeKey(criu, opts.scope).catch(() => null) : null;
+  if (opts.cache && key && (await probePassed(opts.cache, key))) return { criu };
+  const why = await criuUnusable(criu, opts.timeoutMs);
+  if (why !== null) return { why };
+  if (opts.cache && key) await recordPassed(opts.cache, key).catch(() => {});
+  return { criu };
 }
 
 /** How criu is run (tests point `criu` at another build; the deadline scales with emulation). */
@@ -97,12 +123,15 @@ export async function criuRestore(dir: string, opts: CriuOptions = {}): Promise<
   return Number((await readFile(pidFile, 'utf8')).trim());
 }
 
-/** criu's first `Error` line in its log text (and stderr), or null. */
+/**
+ * criu's first `Error` line in its log text (and stderr), without the log's timestamp and the pid of the
+ * restoring task that logged it (`(00.061) 1: Error …`), or null.
+ */
 export function criuError(text: string): string | null {
   return (
     text
       .split('\n')
-      .map((l) => l.trim())
+      .map((l) => l.trim().replace(/^\(\s*\d+\.\d+\)\s*(\d+:\s*)?/, ''))
       .find((l) => /^Error/.test(l)) ?? null
   );
 }

@@ -4,7 +4,7 @@
 import { DockerRuntime } from './docker.js';
 import { PodmanRuntime } from './podman.js';
 import { ProcessRuntime, type ProcessRuntimeOptions } from './process.js';
-import { RuncRuntime } from './runc.js';
+import { RuncRuntime, type RuncCriuOptions } from './runc.js';
 import { VmRuntime, type VmRuntimeOptions } from './vm.js';
 import type { NetworkSetting } from './sandbox.js';
 import { NoImageRuntimeError } from './errors.js';
@@ -33,6 +33,8 @@ export interface RuntimeOptions {
   cgroupParent?: string;
   /** vm: the guest image and the accelerator (its `cgroupParent` is the one above). */
   vm?: Omit<VmRuntimeOptions, 'cgroupParent'>;
+  /** runc: its CRIU whole state (`runc_criu`). */
+  runc?: RuncCriuOptions;
   /** process: the sandbox and what it must hide (its `network` and `cgroupParent` are the ones above). */
   process?: Omit<ProcessRuntimeOptions, 'network' | 'cgroupParent'>;
 }
@@ -54,7 +56,14 @@ export function createRuntime(name: RuntimeName, opts: RuntimeOptions = {}): Run
         cgroupParent: opts.cgroupParent,
       });
     case 'runc':
-      return new RuncRuntime(undefined, opts.imageCache, undefined, opts.network, opts.cgroupParent);
+      return new RuncRuntime(
+        undefined,
+        opts.imageCache,
+        undefined,
+        opts.network,
+        opts.cgroupParent,
+        opts.runc,
+      );
     case 'process':
       return new ProcessRuntime(undefined, {
         ...opts.process,

@@ -34,11 +34,12 @@ export async function sandboxProbeKey(binaries: readonly (string | null)[]): Pro
 }
 
 /**
- * What decides `criu check`'s outcome and whether its dumps serve the process runtime here: the criu
- * binary, the kernel release and the process sandbox setting (CRIU dumps only unsandboxed containers).
+ * What decides `criu check`'s outcome and whether its dumps serve a runtime here: the criu binary, the
+ * kernel release and `scope`, the runtime's own say (the process sandbox setting: CRIU dumps only
+ * unsandboxed containers; `runc` for the runc runtime's, remembered in a file of its own).
  */
-export async function criuProbeKey(criu: string, sandbox: string): Promise<string> {
-  return JSON.stringify({ v: VERSION, criu: await binaryKeys([criu]), kernel: release(), sandbox });
+export async function criuProbeKey(criu: string, scope: string): Promise<string> {
+  return JSON.stringify({ v: VERSION, criu: await binaryKeys([criu]), kernel: release(), sandbox: scope });
 }
 
 /** Each binary's path, size, mtime and inode (a replaced or upgraded binary changes the key). */

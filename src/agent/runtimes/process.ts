@@ -7,8 +7,7 @@
 // docs/SECURITY.md).
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { criuUnusable } from './criu.js';
-import { probePassed, recordPassed, criuProbeKey } from './probe-cache.js';
+import { CRIU_TIMEOUT_MS, probeCriu } from './criu.js';
 import {
   CRIU_RUN_FILES,
   checkpointRecord,
@@ -20,13 +19,7 @@ import {
 } from './process-criu.js';
 import { CGROUP_ROOT, cgroupAt, containerCgroup, killCgroup, probeCgroups, type Cgroup } from './cgroup.js';
 import { RuntimeTransientError } from './errors.js';
-import {
-  findExecutable,
-  probeSandbox,
-  sandboxPlan,
-  type NetworkSetting,
-  type SandboxSetting,
-} from './sandbox.js';
+import { probeSandbox, sandboxPlan, type NetworkSetting, type SandboxSetting } from './sandbox.js';
 import { ShimHandle, clearRunFiles, readRunState, spawnShim, writeRunState, type RunState } from './shim.js';
 import {
   RunSpecError,
@@ -77,9 +70,6 @@ export interface ProcessRuntimeOptions {
 /** The file beside the sandbox probe's cache that remembers a passed `criu check` (probe-cache.ts). */
 const CRIU_PROBE_SUFFIX = '.criu';
 
-/** How long one criu dump or restore may take unless criuTimeoutMs says otherwise. */
-const CRIU_TIMEOUT_MS = 60_000;
-
 /** Runs containers with no image as sandboxed host processes in a cgroup. */
 export class ProcessRuntime implements Runtime {
   readonly name = 'process';
@@ -123,15 +113,11 @@ export class ProcessRuntime implements Runtime {
     if (!name) return 'not asked for (process_criu unset)';
     if (this.sandbox !== 'none')
       return `process sandbox ${this.sandbox}: CRIU saves only unsandboxed containers (process sandbox "none")`;
-    const criu = await findExecutable(name);
-    if (!criu) return `${name} not found`;
-    this.criuPath = criu;
     const cache = this.opts.probeCache ? `${this.opts.probeCache}${CRIU_PROBE_SUFFIX}` : null;
-    const key = cache ? await criuProbeKey(criu, this.sandbox).catch(() => null) : null;
-    if (cache && key && (await probePassed(cache, key))) return null;
-    const why = await criuUnusable(criu, this.opts.criuTimeoutMs);
-    if (why === null && cache && key) await recordPassed(cache, key).catch(() => {});
-    return why;
+    const found = await probeCriu(name, { scope: this.sandbox, cache, timeoutMs: this.opts.criuTimeoutMs });
+    if ('why' in found) return found.why;
+    this.criuPath = found.criu;
+    return null;
   }
 
   private get criuTimeoutMs(): number {

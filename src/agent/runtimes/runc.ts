@@ -3,7 +3,7 @@
 // scratch usage is the size of what the container wrote). `runc run --keep` runs under the shim, so the
 // exit code lands in the work dir and the cgroup survives the exit long enough to read usage from it.
 import { execFile } from 'node:child_process';
-import { access, mkdir, rm, writeFile } from 'node:fs/promises';
+import { access, lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
@@ -15,9 +15,24 @@ import {
   probeCgroups,
   requireContainerCgroup,
 } from './cgroup.js';
+import { CRIU_TIMEOUT_MS, probeCriu } from './criu.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, ensureRootfs } from './image.js';
 import { ociConfig } from './oci.js';
+import { descendants } from './procfs.js';
+import {
+  RESTORED_FILE,
+  RUNC_CRIU_RUN_FILES,
+  adoptProcesses,
+  piped,
+  restoreCommand,
+  restoreLog,
+  runcError,
+  runcCheckpointRecord,
+  saveRunc,
+  unpackScratch,
+  type RuncParams,
+} from './runc-criu.js';
 import type { NetworkSetting } from './sandbox.js';
 import {
   ShimHandle,
@@ -28,9 +43,47 @@ import {
   type RunState,
   type ShimHooks,
 } from './shim.js';
-import { RunSpecError, validateSpec, type RunHandle, type RunSpec, type Runtime } from './types.js';
+import {
+  RunSpecError,
+  validateSpec,
+  type RunHandle,
+  type RunSpec,
+  type Runtime,
+  type WholeState,
+} from './types.js';
 
 const exec = promisify(execFile);
+
+/** The runc runtime's CRIU whole state (runc-criu.ts): off unless `criu` is set. */
+export interface RuncCriuOptions {
+  /** The criu program runc checkpoints and restores with (`runc_criu`); unset: no whole state. */
+  criu?: string | null;
+  /** How long one checkpoint or restore may take (default CRIU_TIMEOUT_MS; tests scale it). */
+  criuTimeoutMs?: number;
+  /** Where a passed `criu check` is remembered between agents on this node (`<file>.runc-criu`); none: not. */
+  probeCache?: string | null;
+}
+
+/**
+ * Why a runc container with a network namespace of its own is not saved whole: CRIU (Debian 12's 3.17)
+ * locks a dumped network namespace with iptables-restore, which fails where iptables is not installed (and
+ * runc 1.1 gives CRIU no other way: a CRIU configuration file naming `network-lock nftables` makes its RPC
+ * mode die), and dumping the namespace itself failed in the guest even past the lock (docs/RUNTIMES.md).
+ */
+export const RUNC_CRIU_NETWORK =
+  "container network none: CRIU cannot dump a container's own network namespace here (its iptables " +
+  'lock and netlink dump fail); runc whole state needs container_network host';
+
+/** The runc container's name, its bundle and overlay paths in a work dir (run.json's extra). */
+function paths(id: string, workDir: string): Record<'name' | 'bundle' | 'rootfs' | 'ovlWork', string> {
+  const bundle = join(workDir, 'bundle');
+  return {
+    name: `berth-${id}`,
+    bundle,
+    rootfs: join(bundle, 'rootfs'),
+    ovlWork: join(workDir, '.overlay-work'),
+  };
+}
 
 /** Runs containers from root-filesystem tarballs with runc. */
 export class RuncRuntime implements Runtime {
@@ -45,7 +98,53 @@ export class RuncRuntime implements Runtime {
     private readonly network: NetworkSetting = 'none',
     /** The cgroup under which containers' groups are created. */
     private readonly cgroupParent = CGROUP_PARENT,
+    private readonly criuOpts: RuncCriuOptions = {},
   ) {}
+
+  /**
+   * CRIU whole-state checkpoints (runc-criu.ts): set by probeWholeState() when they work here, i.e. with
+   * the `criu` option and `criu check` passing.
+   */
+  wholeState?: WholeState;
+  private wholeProbe: Promise<string | null> | null = null;
+  /** The criu program as the probe found it (set when it passed). */
+  private criuPath: string | null = null;
+
+  /**
+   * Why containers are not saved whole here (the agent logs it), or null when they are: then wholeState is
+   * set. Probed once per runtime; a passed `criu check` is remembered beside the probe cache.
+   */
+  probeWholeState(): Promise<string | null> {
+    this.wholeProbe ??= this.probeWholeStateNow().then((why) => {
+      if (why === null) {
+        const criu = this.criuPath!;
+        this.wholeState = {
+          save: (handle, dir) =>
+            saveRunc(handle, dir, { runc: this.runc, criu, timeoutMs: this.criuTimeoutMs }),
+          restore: (id, workDir, dir) => this.restore(id, workDir, dir),
+        };
+      }
+      return why;
+    });
+    return this.wholeProbe;
+  }
+
+  private async probeWholeStateNow(): Promise<string | null> {
+    const name = this.criuOpts.criu;
+    if (!name) return 'not asked for (runc_criu unset)';
+    if (this.network !== 'host') return RUNC_CRIU_NETWORK;
+    const runcWhy = await this.available();
+    if (runcWhy) return runcWhy;
+    const cache = this.criuOpts.probeCache ? `${this.criuOpts.probeCache}.runc-criu` : null;
+    const found = await probeCriu(name, { scope: 'runc', cache, timeoutMs: this.criuOpts.criuTimeoutMs });
+    if ('why' in found) return found.why;
+    this.criuPath = found.criu;
+    return null;
+  }
+
+  private get criuTimeoutMs(): number {
+    return this.criuOpts.criuTimeoutMs ?? CRIU_TIMEOUT_MS;
+  }
 
   async available(): Promise<string | null> {
     if (process.getuid?.() !== 0) return 'runc runtime needs root (overlay mounts, cgroups)';
@@ -72,14 +171,46 @@ export class RuncRuntime implements Runtime {
       throw new RunSpecError(
         `workDir: expected a path without ',' or ':' (overlay options), got ${spec.workDir}`,
       );
-    const lower = await ensureRootfs(ref.path, this.imageCache);
-    const name = `berth-${spec.id}`;
-    const bundle = join(spec.workDir, 'bundle');
-    const upper = join(spec.workDir, 'scratch');
-    const ovlWork = join(spec.workDir, '.overlay-work');
-    const rootfs = join(bundle, 'rootfs');
+    const criu = this.criuOpts.criu ? (await this.probeWholeState()) === null : false;
+    const params: RuncParams = {
+      image: ref.path,
+      args: spec.command,
+      env: spec.env,
+      cwd: spec.cwd ?? '/',
+      vcpus: spec.vcpus,
+      ram: spec.ram,
+      network: this.network,
+    };
+    const extra = paths(spec.id, spec.workDir);
+    const run = [this.runc, 'run', '--keep', '--bundle', extra.bundle, extra.name];
+    return this.launch(spec.id, spec.workDir, params, {
+      // Whole state: runc's stdio are pipes (runc-criu.ts), the params kept for a restore's config.
+      command: criu ? piped(run, spec.workDir) : run,
+      extra: criu ? { ...extra, criu: JSON.stringify(params) } : extra,
+    });
+  }
+
+  /**
+   * A start's or restore's bundle: the work dir without an earlier run's files, the overlay of the image
+   * and `scratch/` mounted (a restore fills scratch/ first: `fill`), config.json for `params`, and the shim
+   * running `command`. Throws, leaving nothing mounted, when a step failed.
+   */
+  private async launch(
+    id: string,
+    workDir: string,
+    params: RuncParams,
+    run: { command: string[]; extra: Record<string, string>; fill?: (scratch: string) => Promise<void> },
+  ): Promise<ShimHandle> {
+    const lower = await ensureRootfs(params.image, this.imageCache);
+    const { name, bundle, rootfs, ovlWork } = paths(id, workDir);
+    const upper = join(workDir, 'scratch');
+    await clearRunFiles(workDir, RUNC_CRIU_RUN_FILES);
+    if (run.fill) {
+      await rm(upper, { recursive: true, force: true });
+      await mkdir(upper, { recursive: true });
+      await run.fill(upper);
+    }
     for (const d of [rootfs, upper, ovlWork]) await mkdir(d, { recursive: true });
-    await clearRunFiles(spec.workDir);
     // A container of the same name left by a crashed agent would make `runc run` refuse. (Checked first:
     // `runc delete` costs ~8 ms, a tenth of a start.)
     if (
@@ -105,46 +236,130 @@ export class RuncRuntime implements Runtime {
       );
     }
     // runc creates the group itself (on v2 it also delegates the controllers down the path).
-    const cgroup = await requireContainerCgroup(spec.id, this.cgroupParent);
+    const cgroup = await requireContainerCgroup(id, this.cgroupParent);
     const config = ociConfig({
-      args: spec.command,
-      env: spec.env,
-      cwd: spec.cwd ?? '/',
-      hostname: spec.id.slice(0, 63),
+      args: params.args,
+      env: params.env,
+      cwd: params.cwd,
+      hostname: id.slice(0, 63),
       cgroupsPath: `/${cgroup.path}`,
-      vcpus: spec.vcpus,
-      ram: spec.ram,
-      network: this.network,
+      vcpus: params.vcpus,
+      ram: params.ram,
+      network: params.network,
     });
     await writeFile(join(bundle, 'config.json'), JSON.stringify(config));
     const startedAt = Date.now();
-    const extra = { name, bundle, rootfs, ovlWork };
     let shim;
     try {
       shim = await spawnShim({
-        workDir: spec.workDir,
-        command: [this.runc, 'run', '--keep', '--bundle', bundle, name],
+        workDir,
+        command: run.command,
         env: { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' },
-        cwd: spec.workDir,
+        cwd: workDir,
         cgroupProcs: [], // runc and the shim stay outside: the container's limit is for the container only
       });
     } catch (err) {
-      await this.release(extra);
+      await this.release(run.extra);
       throw new RuntimeTransientError(this.name, `cannot start the shim: ${(err as Error).message}`, {
         cause: err,
       });
     }
     const state: RunState = {
       runtime: this.name,
-      id: spec.id,
+      id,
       shim: shim.ref,
       startedAt,
       cgroup: cgroup.path,
       warning: null,
-      extra,
+      extra: run.extra,
     };
-    await writeRunState(spec.workDir, state);
-    return new ShimHandle(state, spec.workDir, await this.hooks(state, spec.workDir), shim.child);
+    await writeRunState(workDir, state);
+    return new ShimHandle(state, workDir, await this.hooks(state, workDir), shim.child);
+  }
+
+  /**
+   * Resumes a container saved by wholeState.save (runc-criu.ts) as `id` in `workDir`: its bundle as a start
+   * makes it (its writable layer from the checkpoint, its limits from the record, its new id's cgroup), the
+   * shim running `runc restore` in the foreground, run.json as for a start (a new agent re-attaches to it,
+   * a later reclaim saves it again). Resolves once it runs on; throws, leaving nothing behind (no runc
+   * container, cgroup, mount or scratch), when runc or CRIU could not restore it.
+   */
+  private async restore(id: string, workDir: string, dir: string): Promise<RunHandle> {
+    const why = await this.probeWholeState();
+    if (why) throw new RuntimeTransientError(this.name, `no CRIU whole state: ${why}`);
+    const rec = await runcCheckpointRecord(dir);
+    if (rec.workDir === workDir) throw new Error(`checkpoint: restoring in its own work dir ${workDir}`);
+    if (rec.network !== this.network)
+      throw new Error(
+        `checkpoint: saved with container network ${rec.network}, this agent's is ${this.network}`,
+      );
+    // CRIU (3.17, with runc 1.1) puts the restored processes back in the cgroup path they were dumped from,
+    // whatever cgroup runc made for the new container: that path must be free here, and they are moved from
+    // it into the new container's cgroup (with its limits) as soon as they run, and it is removed.
+    const host = await probeCgroups();
+    if (host.unusable !== null) throw new RuntimeTransientError(this.name, host.unusable);
+    const dumped = cgroupAt(host, rec.cgroup);
+    if (await dumped.exists())
+      throw new Error(
+        `checkpoint: its old cgroup ${rec.cgroup} exists on this instance (CRIU restores into it)`,
+      );
+    const { workDir: _old, cgroup: _cgroup, ...params } = rec;
+    const extra = { ...paths(id, workDir), criu: JSON.stringify(params) };
+    const t0 = Date.now();
+    let handle: ShimHandle | null = null;
+    try {
+      handle = await this.launch(id, workDir, params, {
+        command: restoreCommand(this.runc, this.criuPath!, dir, extra.bundle, extra.name, workDir),
+        extra,
+        fill: (scratch) => unpackScratch(dir, scratch),
+      });
+      await this.awaitRestore(workDir, dir, t0 + this.criuTimeoutMs);
+      await adoptProcesses(dumped, handle.facts.cgroup!);
+      return handle;
+    } catch (err) {
+      if (handle) {
+        // runc restore (outside the container's cgroup) and what it started, then the container's end.
+        const shim = (await readRunState(workDir))?.shim.pid;
+        for (const pid of shim ? await descendants(shim) : []) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            // gone
+          }
+        }
+        await handle.signal('SIGKILL').catch(() => {});
+        await handle.wait().catch(() => {});
+      } else await this.release(extra).catch(() => {});
+      await rm(join(workDir, 'scratch'), { recursive: true, force: true }).catch(() => {});
+      await dumped.killAll().catch(() => {});
+      await dumped.remove().catch(() => {});
+      throw err;
+    }
+  }
+
+  /**
+   * Resolves once runc restored the container (it writes its pid file then); throws naming CRIU's first
+   * error (else runc's last line) when the restore ended first (the shim wrote an exit code) or took past
+   * `deadline`.
+   */
+  private async awaitRestore(workDir: string, dir: string, deadline: number): Promise<void> {
+    const exists = (f: string) =>
+      lstat(join(workDir, f)).then(
+        () => true,
+        () => false,
+      );
+    while (!(await exists(RESTORED_FILE))) {
+      const ended = await exists('exit');
+      if (ended || Date.now() > deadline) {
+        const log = await readFile(restoreLog(dir), 'utf8').catch(() => '');
+        const stderr = await readFile(join(workDir, 'stderr'), 'utf8').catch(() => '');
+        const why = ended
+          ? (runcError(log, stderr) ?? 'ended without restoring (no log)')
+          : `not done in ${this.criuTimeoutMs} ms`;
+        throw new Error(`runc restore failed: ${why}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
   }
 
   async reattach(id: string, workDir: string): Promise<RunHandle | null> {
@@ -156,13 +371,7 @@ export class RuncRuntime implements Runtime {
   async discard(id: string, workDir: string): Promise<void> {
     const host = await probeCgroups();
     if (host.unusable === null) await killCgroup(containerCgroup(host, id, this.cgroupParent));
-    const bundle = join(workDir, 'bundle');
-    await this.release({
-      name: `berth-${id}`,
-      bundle,
-      rootfs: join(bundle, 'rootfs'),
-      ovlWork: join(workDir, '.overlay-work'),
-    });
+    await this.release(paths(id, workDir));
   }
 
   private async hooks(state: RunState, workDir: string): Promise<ShimHooks> {

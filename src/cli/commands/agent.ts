@@ -33,6 +33,7 @@ export function registerAgent(program: Command): void {
         processSandbox: cfg.process_sandbox,
         bwrap: cfg.bwrap,
         processCriu: cfg.process_criu,
+        runcCriu: cfg.runc_criu,
         vmGuest: cfg.vm_guest,
         vmAccel: cfg.vm_accel,
         containerNetwork: cfg.container_network,
