@@ -1,10 +1,16 @@
 // What a planner keeps from one pass to the next (issue 12) to compute the same pass faster: the pool
-// view's orders (pool.ts PoolOrder) and the shapes of the containers. A pass from scratch (plan(snapshot)
-// alone, `berth plan`) builds them anew and decides the same; the incremental planner (incremental.ts)
-// keeps one for the dispatcher's passes.
+// view's orders (pool.ts PoolOrder), the shapes of the containers, and the waiting containers' facts and
+// queue order (placement.ts WaitingFacts: a pass reads and sorts only the containers that arrived or
+// changed, and merges them in). A pass from scratch (plan(snapshot) alone, `berth plan`) builds them anew
+// and decides the same; the incremental planner (incremental.ts) keeps one for the dispatcher's passes.
+//
+// What is kept for a container is kept for its object: a container that changes is a new object (the
+// dispatcher's container view, ../container-view.ts, hands over the same object only while the container
+// is the same). Changing a container object in place between passes would leave its facts stale.
 import type { InstanceType } from '../../model/types.js';
 import type { ShapeCache } from './fitting.js';
 import { type ShapeConfig } from './fitting.js';
+import type { WaitingFacts } from './placement.js';
 import { PoolOrder } from './pool.js';
 
 const SHAPE_FIELDS = [
@@ -20,6 +26,10 @@ const MAX_SHAPES = 10_000;
 
 export class KeptPass {
   readonly order = new PoolOrder();
+  /** The last pass's waiting containers' facts and queue order (placement.ts). */
+  waiting: WaitingFacts | null = null;
+  /** Passes that updated the kept facts and queue order, and passes that read and sorted them anew. */
+  readonly counts = { merged: 0, sorted: 0 };
   private shapeCache: { types: readonly InstanceType[]; config: ShapeConfig; cache: ShapeCache } | null =
     null;
 
@@ -43,4 +53,63 @@ export class KeptPass {
     this.shapeCache = { types: Object.freeze(types), config, cache };
     return cache;
   }
+}
+
+/** How far matchLists looks ahead for the next element the two lists share. */
+const LOOK_AHEAD = 8;
+
+/**
+ * Matches `now` against `before` element by element, by identity, as the dispatcher's container view
+ * changes its list: an arrival is appended, a changed container is a new object in its place, one that
+ * left is gone. `indexOf[i]` is before[i]'s index in `now` (-1: not matched); `added` are the indices of
+ * now's elements not matched. Matched elements keep their relative order. Null when more than `max`
+ * elements differ.
+ */
+export function matchLists<T>(
+  before: readonly T[],
+  now: readonly T[],
+  max: number,
+): { indexOf: Int32Array; added: number[] } | null {
+  const indexOf = new Int32Array(before.length).fill(-1);
+  const added: number[] = [];
+  let removed = 0;
+  let i = 0;
+  let j = 0;
+  while (i < before.length && j < now.length) {
+    if (before[i] === now[j]) {
+      indexOf[i++] = j++;
+      continue;
+    }
+    // The nearest place where both lists go on alike: d replaced, d gone, or d new.
+    let d = 1;
+    for (; d <= LOOK_AHEAD; d++) {
+      if (i + d < before.length && j + d < now.length && before[i + d] === now[j + d]) {
+        for (let k = 0; k < d; k++) added.push(j + k);
+        removed += d;
+        i += d;
+        j += d;
+        break;
+      }
+      if (i + d < before.length && before[i + d] === now[j]) {
+        removed += d;
+        i += d;
+        break;
+      }
+      if (j + d < now.length && before[i] === now[j + d]) {
+        for (let k = 0; k < d; k++) added.push(j + k);
+        j += d;
+        break;
+      }
+    }
+    if (d > LOOK_AHEAD) {
+      // Nothing alike nearby: this one replaced.
+      added.push(j++);
+      removed++;
+      i++;
+    }
+    if (added.length + removed > max) return null;
+  }
+  removed += before.length - i;
+  for (; j < now.length; j++) added.push(j);
+  return added.length + removed > max ? null : { indexOf, added };
 }

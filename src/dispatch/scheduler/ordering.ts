@@ -32,40 +32,176 @@ export function queueOrderIndex(
   fairShare: { placed: ReadonlyMap<string, number> } | null = null,
   times = new Float64Array(waiting.length),
 ): Uint32Array {
+  const q = sortQueue(waiting, times);
+  if (fairShare !== null) takeTurnsAll(q, q.order, waiting, fairShare.placed);
+  return q.order;
+}
+
+const BUCKETS = 2 * 1024;
+
+/** A container's (Locked, priority) bucket: the first keys of queue order, smallest first. */
+function bucketOf(c: SnapshotContainer): number {
+  const pri = Math.min(Math.max(Math.floor(c.priority), 0), 1023);
+  return (c.state === 'Locked' ? 0 : 1024) + (1023 - pri);
+}
+
+/**
+ * The queue order before fair sharing's turns (indices into the waiting list it was sorted for), with what
+ * updating it needs: an incremental planner keeps one across passes (kept.ts) and merges the containers
+ * that arrived, changed or left into it (updateQueue) instead of sorting them all again.
+ */
+export interface SortedQueue {
+  readonly order: Uint32Array;
+  /** Queue times by index (ms). */
+  readonly times: Float64Array;
+  /** order[start[b], start[b + 1]) is bucket b. */
+  readonly start: Uint32Array;
+  /** Buckets where more than one owner may wait (a bucket stays marked after the others left). */
+  readonly mixed: Uint8Array;
+  readonly firstOwner: (string | undefined)[];
+  /** Whether every queue time is a number (a NaN has no place in a merge: then it sorts again). */
+  readonly exact: boolean;
+}
+
+/** Sorts `waiting` into queue order, without fair sharing's turns; `times` is filled (by index, ms). */
+export function sortQueue(
+  waiting: SnapshotContainer[],
+  times = new Float64Array(waiting.length),
+): SortedQueue {
   // A comparator sort of a million containers costs ~20M JavaScript calls. Instead: a counting sort
   // into (Locked, priority) buckets, then inside each bucket a native numeric sort of packed
   // (queue time, index) keys, and a comparator only for the few containers queued at the same time.
   const n = waiting.length;
-  const BUCKETS = 2 * 1024;
-  const bucketOf = new Uint16Array(n);
+  const buckets = new Uint16Array(n);
   const start = new Uint32Array(BUCKETS + 1);
   // Fair sharing reorders only buckets with more than one owner: found here, in memory order.
-  const firstOwner: (string | undefined)[] = fairShare === null ? [] : new Array<string>(BUCKETS);
+  const firstOwner = new Array<string | undefined>(BUCKETS);
   const mixed = new Uint8Array(BUCKETS);
+  let exact = true;
   for (let i = 0; i < n; i++) {
     const c = waiting[i]!;
-    const pri = Math.min(Math.max(Math.floor(c.priority), 0), 1023);
-    const b = (c.state === 'Locked' ? 0 : 1024) + (1023 - pri);
-    bucketOf[i] = b;
-    if (fairShare !== null) {
-      const first = firstOwner[b];
-      if (first === undefined) firstOwner[b] = c.owner;
-      else if (first !== c.owner) mixed[b] = 1;
-    }
+    const b = bucketOf(c);
+    buckets[i] = b;
+    const first = firstOwner[b];
+    if (first === undefined) firstOwner[b] = c.owner;
+    else if (first !== c.owner) mixed[b] = 1;
     start[b + 1]!++;
-    times[i] = c.queuedAt.getTime();
+    const t = c.queuedAt.getTime();
+    times[i] = t;
+    if (Number.isNaN(t)) exact = false;
   }
   for (let b = 0; b < BUCKETS; b++) start[b + 1]! += start[b]!;
   const order = new Uint32Array(n);
   const next = start.slice(0, BUCKETS);
-  for (let i = 0; i < n; i++) order[next[bucketOf[i]!]!++] = i;
+  for (let i = 0; i < n; i++) order[next[buckets[i]!]!++] = i;
   for (let b = 0; b < BUCKETS; b++) {
     if (start[b + 1]! - start[b]! > 1) sortRange(order.subarray(start[b]!, start[b + 1]!), times, waiting);
   }
-  if (fairShare !== null)
-    for (let b = 1024; b < BUCKETS; b++)
-      if (mixed[b] === 1) takeTurns(order, waiting, start[b]!, start[b + 1]!, fairShare.placed);
+  return { order, times, start, mixed, firstOwner, exact };
+}
+
+/**
+ * The queue order of `waiting` from `q`, the sorted queue of `before`: `indexOf[i]` is before[i]'s index
+ * in `waiting` (the same object: the same place in queue order), or -1 when it left; `added` are the
+ * indices in `waiting` of the containers that are not in `before`. Gives the order sortQueue(waiting)
+ * gives, at the cost of a copy of the order and a binary search per added container; null when `q` cannot
+ * be updated (a queue time that is not a number).
+ */
+export function updateQueue(
+  q: SortedQueue,
+  before: readonly SnapshotContainer[],
+  waiting: readonly SnapshotContainer[],
+  indexOf: Int32Array,
+  added: readonly number[],
+): SortedQueue | null {
+  if (!q.exact) return null;
+  const n = waiting.length;
+  const times = new Float64Array(n);
+  const count = new Int32Array(BUCKETS);
+  for (let b = 0; b < BUCKETS; b++) count[b] = q.start[b + 1]! - q.start[b]!;
+  for (let i = 0; i < before.length; i++) {
+    const j = indexOf[i]!;
+    if (j >= 0) times[j] = q.times[i]!;
+    else count[bucketOf(before[i]!)]!--;
+  }
+  const firstOwner = q.firstOwner.slice();
+  const mixed = q.mixed.slice();
+  // Each added container with its bucket and its place in the old order (first element after it).
+  const adds: { index: number; bucket: number; time: number; id: string; at: number }[] = [];
+  for (const j of added) {
+    const c = waiting[j]!;
+    const t = c.queuedAt.getTime();
+    if (Number.isNaN(t)) return null;
+    times[j] = t;
+    const b = bucketOf(c);
+    count[b]!++;
+    const first = firstOwner[b];
+    if (first === undefined) firstOwner[b] = c.owner;
+    else if (first !== c.owner) mixed[b] = 1;
+    // The first old element of the bucket that comes after c (by queue time, then id).
+    let lo = q.start[b]!;
+    let hi = q.start[b + 1]!;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const e = q.order[mid]!;
+      const te = q.times[e]!;
+      const after = te > t || (te === t && before[e]!.id > c.id);
+      if (after) hi = mid;
+      else lo = mid + 1;
+    }
+    adds.push({ index: j, bucket: b, time: t, id: c.id, at: lo });
+  }
+  adds.sort((x, y) =>
+    x.at !== y.at
+      ? x.at - y.at
+      : x.bucket !== y.bucket
+        ? x.bucket - y.bucket
+        : x.time !== y.time
+          ? x.time - y.time
+          : x.id < y.id
+            ? -1
+            : x.id > y.id
+              ? 1
+              : 0,
+  );
+  const order = new Uint32Array(n);
+  let k = 0;
+  let a = 0;
+  const old = q.order;
+  for (let i = 0; i < old.length; i++) {
+    while (a < adds.length && adds[a]!.at === i) order[k++] = adds[a++]!.index;
+    const j = indexOf[old[i]!]!;
+    if (j >= 0) order[k++] = j;
+  }
+  while (a < adds.length) order[k++] = adds[a++]!.index;
+  const start = new Uint32Array(BUCKETS + 1);
+  for (let b = 0; b < BUCKETS; b++) start[b + 1] = start[b]! + count[b]!;
+  return { order, times, start, mixed, firstOwner, exact: true };
+}
+
+/**
+ * The order to consider `waiting` in: `q`'s (a copy, for the caller to reorder) with fair sharing's turns
+ * taken in each bucket where more than one owner waits.
+ */
+export function turnOrder(
+  q: SortedQueue,
+  waiting: SnapshotContainer[],
+  fairShare: { placed: ReadonlyMap<string, number> } | null,
+): Uint32Array {
+  const order = q.order.slice();
+  if (fairShare !== null) takeTurnsAll(q, order, waiting, fairShare.placed);
   return order;
+}
+
+function takeTurnsAll(
+  q: SortedQueue,
+  order: Uint32Array,
+  waiting: SnapshotContainer[],
+  placed: ReadonlyMap<string, number>,
+): void {
+  for (let b = 1024; b < BUCKETS; b++)
+    if (q.mixed[b] === 1 && q.start[b + 1]! - q.start[b]! > 1)
+      takeTurns(order, waiting, q.start[b]!, q.start[b + 1]!, placed);
 }
 
 /**
