@@ -59,32 +59,57 @@ export class KeptPass {
 const LOOK_AHEAD = 8;
 
 /**
+ * How two lists match (matchLists): before[i] for i in [from[r], to[r]) is now[i + shift[r]] (runs in
+ * order, not overlapping); before's other elements are gone, and `added` are the indices of now's elements
+ * that before does not have.
+ */
+export interface Match {
+  readonly from: number[];
+  readonly to: number[];
+  readonly shift: number[];
+  readonly added: number[];
+}
+
+/** before[i]'s index in `now` under `m`, or -1 when it is gone (a binary search over the runs). */
+export function matchedIndex(m: Match, i: number): number {
+  let lo = 0;
+  let hi = m.from.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (m.from[mid]! <= i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 && i < m.to[lo - 1]! ? i + m.shift[lo - 1]! : -1;
+}
+
+/**
  * Matches `now` against `before` element by element, by identity, as the dispatcher's container view
  * changes its list: an arrival is appended, a changed container is a new object in its place, one that
- * left is gone. `indexOf[i]` is before[i]'s index in `now` (-1: not matched); `added` are the indices of
- * now's elements not matched. Matched elements keep their relative order. Null when more than `max`
- * elements differ.
+ * left is gone. Matched elements keep their relative order. Null when more than `max` elements differ.
  */
-export function matchLists<T>(
-  before: readonly T[],
-  now: readonly T[],
-  max: number,
-): { indexOf: Int32Array; added: number[] } | null {
-  const indexOf = new Int32Array(before.length).fill(-1);
-  const added: number[] = [];
+export function matchLists<T>(before: readonly T[], now: readonly T[], max: number): Match | null {
+  const m = { from: [] as number[], to: [] as number[], shift: [] as number[], added: [] as number[] };
   let removed = 0;
   let i = 0;
   let j = 0;
   while (i < before.length && j < now.length) {
     if (before[i] === now[j]) {
-      indexOf[i++] = j++;
+      // A run of matched elements, compared in one tight loop.
+      const start = i;
+      while (i < before.length && j < now.length && before[i] === now[j]) {
+        i++;
+        j++;
+      }
+      m.from.push(start);
+      m.to.push(i);
+      m.shift.push(j - i);
       continue;
     }
     // The nearest place where both lists go on alike: d replaced, d gone, or d new.
     let d = 1;
     for (; d <= LOOK_AHEAD; d++) {
       if (i + d < before.length && j + d < now.length && before[i + d] === now[j + d]) {
-        for (let k = 0; k < d; k++) added.push(j + k);
+        for (let k = 0; k < d; k++) m.added.push(j + k);
         removed += d;
         i += d;
         j += d;
@@ -96,20 +121,20 @@ export function matchLists<T>(
         break;
       }
       if (j + d < now.length && before[i] === now[j + d]) {
-        for (let k = 0; k < d; k++) added.push(j + k);
+        for (let k = 0; k < d; k++) m.added.push(j + k);
         j += d;
         break;
       }
     }
     if (d > LOOK_AHEAD) {
       // Nothing alike nearby: this one replaced.
-      added.push(j++);
+      m.added.push(j++);
       removed++;
       i++;
     }
-    if (added.length + removed > max) return null;
+    if (m.added.length + removed > max) return null;
   }
   removed += before.length - i;
-  for (; j < now.length; j++) added.push(j);
-  return added.length + removed > max ? null : { indexOf, added };
+  for (; j < now.length; j++) m.added.push(j);
+  return m.added.length + removed > max ? null : m;
 }

@@ -8,6 +8,7 @@
 // containers then do not keep another owner's single container waiting. Locked containers keep their
 // order: they are claimed already. Equal priorities never evict one another (rule 5 only takes places
 // for a higher priority), so a changing turn order never makes containers flap.
+import { matchedIndex, type Match } from './kept.js';
 import type { SnapshotContainer } from './types.js';
 
 /** Returns the waiting containers in the order the scheduler considers them. */
@@ -32,7 +33,8 @@ export function queueOrderIndex(
   fairShare: { placed: ReadonlyMap<string, number> } | null = null,
   times = new Float64Array(waiting.length),
 ): Uint32Array {
-  const q = sortQueue(waiting, times);
+  const q = sortQueue(waiting);
+  times.set(q.times);
   if (fairShare !== null) takeTurnsAll(q, q.order, waiting, fairShare.placed);
   return q.order;
 }
@@ -52,6 +54,8 @@ function bucketOf(c: SnapshotContainer): number {
  */
 export interface SortedQueue {
   readonly order: Uint32Array;
+  /** The containers in that order (read in order, they are not looked up at random through `order`). */
+  readonly byQueue: SnapshotContainer[];
   /** Queue times by index (ms). */
   readonly times: Float64Array;
   /** order[start[b], start[b + 1]) is bucket b. */
@@ -63,15 +67,13 @@ export interface SortedQueue {
   readonly exact: boolean;
 }
 
-/** Sorts `waiting` into queue order, without fair sharing's turns; `times` is filled (by index, ms). */
-export function sortQueue(
-  waiting: SnapshotContainer[],
-  times = new Float64Array(waiting.length),
-): SortedQueue {
+/** Sorts `waiting` into queue order, without fair sharing's turns. */
+export function sortQueue(waiting: SnapshotContainer[]): SortedQueue {
   // A comparator sort of a million containers costs ~20M JavaScript calls. Instead: a counting sort
   // into (Locked, priority) buckets, then inside each bucket a native numeric sort of packed
   // (queue time, index) keys, and a comparator only for the few containers queued at the same time.
   const n = waiting.length;
+  const times = new Float64Array(n);
   const buckets = new Uint16Array(n);
   const start = new Uint32Array(BUCKETS + 1);
   // Fair sharing reorders only buckets with more than one owner: found here, in memory order.
@@ -97,38 +99,43 @@ export function sortQueue(
   for (let b = 0; b < BUCKETS; b++) {
     if (start[b + 1]! - start[b]! > 1) sortRange(order.subarray(start[b]!, start[b + 1]!), times, waiting);
   }
-  return { order, times, start, mixed, firstOwner, exact };
+  const byQueue = new Array<SnapshotContainer>(n);
+  for (let k = 0; k < n; k++) byQueue[k] = waiting[order[k]!]!;
+  return { order, byQueue, times, start, mixed, firstOwner, exact };
 }
 
 /**
- * The queue order of `waiting` from `q`, the sorted queue of `before`: `indexOf[i]` is before[i]'s index
- * in `waiting` (the same object: the same place in queue order), or -1 when it left; `added` are the
- * indices in `waiting` of the containers that are not in `before`. Gives the order sortQueue(waiting)
- * gives, at the cost of a copy of the order and a binary search per added container; null when `q` cannot
- * be updated (a queue time that is not a number).
+ * The sorted queue of `waiting` from `q`, the sorted queue of `before`, given how the two lists match
+ * (kept.ts matchLists: a container matched is the same object, so it keeps its place in queue order; the
+ * added ones are new). Gives the order sortQueue(waiting) gives, at the cost of a copy of the order and a
+ * binary search per added container, with `from[k]`: the position in q's order that position k comes
+ * from (-1: added). Null when `q` cannot be updated (a queue time that is not a number).
  */
 export function updateQueue(
   q: SortedQueue,
   before: readonly SnapshotContainer[],
   waiting: readonly SnapshotContainer[],
-  indexOf: Int32Array,
-  added: readonly number[],
-): SortedQueue | null {
+  m: Match,
+): { queue: SortedQueue; from: Int32Array } | null {
   if (!q.exact) return null;
   const n = waiting.length;
   const times = new Float64Array(n);
   const count = new Int32Array(BUCKETS);
   for (let b = 0; b < BUCKETS; b++) count[b] = q.start[b + 1]! - q.start[b]!;
-  for (let i = 0; i < before.length; i++) {
-    const j = indexOf[i]!;
-    if (j >= 0) times[j] = q.times[i]!;
-    else count[bucketOf(before[i]!)]!--;
+  // Matched runs keep their times; the gaps between them are the containers gone.
+  let end = 0;
+  for (let r = 0; r <= m.from.length; r++) {
+    const gapTo = r < m.from.length ? m.from[r]! : before.length;
+    for (let i = end; i < gapTo; i++) count[bucketOf(before[i]!)]!--;
+    if (r === m.from.length) break;
+    times.set(q.times.subarray(m.from[r]!, m.to[r]!), m.from[r]! + m.shift[r]!);
+    end = m.to[r]!;
   }
   const firstOwner = q.firstOwner.slice();
   const mixed = q.mixed.slice();
   // Each added container with its bucket and its place in the old order (first element after it).
   const adds: { index: number; bucket: number; time: number; id: string; at: number }[] = [];
-  for (const j of added) {
+  for (const j of m.added) {
     const c = waiting[j]!;
     const t = c.queuedAt.getTime();
     if (Number.isNaN(t)) return null;
@@ -143,9 +150,8 @@ export function updateQueue(
     let hi = q.start[b + 1]!;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      const e = q.order[mid]!;
-      const te = q.times[e]!;
-      const after = te > t || (te === t && before[e]!.id > c.id);
+      const te = q.times[q.order[mid]!]!;
+      const after = te > t || (te === t && q.byQueue[mid]!.id > c.id);
       if (after) hi = mid;
       else lo = mid + 1;
     }
@@ -164,19 +170,36 @@ export function updateQueue(
               ? 1
               : 0,
   );
+  // One pass over the old order, in order: nothing is read at random.
   const order = new Uint32Array(n);
+  const byQueue = new Array<SnapshotContainer>(n);
+  const from = new Int32Array(n);
   let k = 0;
   let a = 0;
   const old = q.order;
-  for (let i = 0; i < old.length; i++) {
-    while (a < adds.length && adds[a]!.at === i) order[k++] = adds[a++]!.index;
-    const j = indexOf[old[i]!]!;
-    if (j >= 0) order[k++] = j;
+  for (let i = 0; i <= old.length; i++) {
+    for (; a < adds.length && adds[a]!.at === i; a++, k++) {
+      const j = adds[a]!.index;
+      order[k] = j;
+      byQueue[k] = waiting[j]!;
+      from[k] = -1;
+    }
+    if (i === old.length) break;
+    const j = matchedIndex(m, old[i]!);
+    if (j < 0) continue;
+    order[k] = j;
+    byQueue[k] = q.byQueue[i]!;
+    from[k++] = i;
   }
-  while (a < adds.length) order[k++] = adds[a++]!.index;
   const start = new Uint32Array(BUCKETS + 1);
   for (let b = 0; b < BUCKETS; b++) start[b + 1] = start[b]! + count[b]!;
-  return { order, times, start, mixed, firstOwner, exact: true };
+  return { queue: { order, byQueue, times, start, mixed, firstOwner, exact: true }, from };
+}
+
+/** Whether fair sharing's turns may change `q`'s order (a bucket where more than one owner waits). */
+export function takesTurns(q: SortedQueue): boolean {
+  for (let b = 1024; b < BUCKETS; b++) if (q.mixed[b] === 1 && q.start[b + 1]! - q.start[b]! > 1) return true;
+  return false;
 }
 
 /**

@@ -14,8 +14,8 @@ import type { Shape, ShapeCache } from './fitting.js';
 import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
 import { avoidedUntil } from './opportunistic.js';
-import { sortQueue, turnOrder, updateQueue, type SortedQueue } from './ordering.js';
-import { matchLists } from './kept.js';
+import { matchLists, type Match } from './kept.js';
+import { sortQueue, takesTurns, turnOrder, updateQueue, type SortedQueue } from './ordering.js';
 import { pairEnds } from './paired.js';
 import type { Head, Pass, Placement } from './pass.js';
 import { add, fits, subtract, typeCapacity } from './resources.js';
@@ -86,6 +86,8 @@ export interface WaitingFacts {
    * priority, facts[2i + 1] its shape's number and its flags (FLAG_BITS).
    */
   readonly facts: Float64Array;
+  /** The same facts in queue order (before fair sharing's turns): qfacts[2k] are queue.byQueue[k]'s. */
+  readonly qfacts: Float64Array;
   readonly shapeOf: Uint32Array;
   /** Expected run times by index (ms; Infinity: unknown); null when no container has one. */
   readonly runs: Float64Array | null;
@@ -128,7 +130,7 @@ function readFacts(pass: Pass): WaitingFacts {
   ) {
     const n = pass.waiting.length;
     const m = matchLists(last.waiting, pass.waiting, Math.max(64, n >> 4));
-    if (m !== null) out = updateFacts(pass, last, m.indexOf, m.added);
+    if (m !== null) out = updateFacts(pass, last, m);
   }
   if (kept !== undefined) kept.counts[out === null ? 'sorted' : 'merged']++;
   out ??= buildFacts(pass, source);
@@ -151,24 +153,33 @@ function buildFacts(pass: Pass, runSource: RunSource): WaitingFacts {
   const runOf = expectedRunOf(pass);
   for (let i = 0; i < n; i++) readOne(pass, w, runOf, i, waiting[i]!);
   const queue = sortQueue(waiting);
-  return { ...w, runs: w.estimated > 0 ? w.runs : null, waiting, queue, shapes: pass.shapes, runSource };
+  const qfacts = new Float64Array(2 * n);
+  for (let k = 0; k < n; k++) {
+    const j = queue.order[k]!;
+    qfacts[2 * k] = w.facts[2 * j]!;
+    qfacts[2 * k + 1] = w.facts[2 * j + 1]!;
+  }
+  return {
+    ...w,
+    qfacts,
+    runs: w.estimated > 0 ? w.runs : null,
+    waiting,
+    queue,
+    shapes: pass.shapes,
+    runSource,
+  };
 }
 
 /**
- * `last` with the containers of this pass: `indexOf[i]` is last.waiting[i]'s index in pass.waiting (-1:
- * gone), `added` the indices of the containers that are new (arrived or changed: a new object). Null when
- * the queue order cannot be updated.
+ * `last` with the containers of this pass, matched by kept.ts matchLists: the matched ones keep their
+ * facts (copied run by run), the added ones (arrived, or changed: a new object) are read. Null when the
+ * queue order cannot be updated.
  */
-function updateFacts(
-  pass: Pass,
-  last: WaitingFacts,
-  indexOf: Int32Array,
-  added: readonly number[],
-): WaitingFacts | null {
+function updateFacts(pass: Pass, last: WaitingFacts, m: Match): WaitingFacts | null {
   const waiting = pass.waiting;
   const n = waiting.length;
-  const queue = updateQueue(last.queue, last.waiting, waiting, indexOf, added);
-  if (queue === null) return null;
+  const u = updateQueue(last.queue, last.waiting, waiting, m);
+  if (u === null) return null;
   const w: Mutable = {
     facts: new Float64Array(2 * n),
     shapeOf: new Uint32Array(n),
@@ -177,22 +188,34 @@ function updateFacts(
     distinct: last.distinct,
     numberOf: last.numberOf,
   };
-  for (let i = 0; i < last.waiting.length; i++) {
-    const j = indexOf[i]!;
-    if (j >= 0) {
-      w.facts[2 * j] = last.facts[2 * i]!;
-      w.facts[2 * j + 1] = last.facts[2 * i + 1]!;
-      w.shapeOf[j] = last.shapeOf[i]!;
-      if (w.runs !== null) w.runs[j] = last.runs![i]!;
-    } else if (last.runs !== null && last.runs[i] !== Infinity) w.estimated--;
+  let end = 0;
+  for (let r = 0; r <= m.from.length; r++) {
+    const gapTo = r < m.from.length ? m.from[r]! : last.waiting.length;
+    if (last.runs !== null) for (let i = end; i < gapTo; i++) if (last.runs[i] !== Infinity) w.estimated--;
+    if (r === m.from.length) break;
+    const [from, to, to2] = [m.from[r]!, m.to[r]!, m.from[r]! + m.shift[r]!];
+    w.facts.set(last.facts.subarray(2 * from, 2 * to), 2 * to2);
+    w.shapeOf.set(last.shapeOf.subarray(from, to), to2);
+    if (w.runs !== null) w.runs.set(last.runs!.subarray(from, to), to2);
+    end = to;
   }
   const runOf = expectedRunOf(pass);
-  for (const j of added) readOne(pass, w, runOf, j, waiting[j]!);
+  for (const j of m.added) readOne(pass, w, runOf, j, waiting[j]!);
+  const qfacts = new Float64Array(2 * n);
+  const order = u.queue.order;
+  for (let k = 0; k < n; k++) {
+    const s = u.from[k]!;
+    const src = s >= 0 ? last.qfacts : w.facts;
+    const at = s >= 0 ? s : order[k]!;
+    qfacts[2 * k] = src[2 * at]!;
+    qfacts[2 * k + 1] = src[2 * at + 1]!;
+  }
   return {
     ...w,
+    qfacts,
     runs: w.estimated > 0 ? w.runs : null,
     waiting,
-    queue,
+    queue: u.queue,
     shapes: last.shapes,
     runSource: last.runSource,
   };
@@ -240,20 +263,32 @@ export function placeWaiting(pass: Pass): void {
   // expected) is copied too (readFacts), so that a container the limits keep waiting is not touched at
   // all in queue order. Expected run times (end_aligned's, read by pair_ends too) are looked up once
   // each; `runs` exists only when one is known, and then holds them by index (Infinity: unknown).
-  const { facts, shapeOf, runs, distinct, queue } = readFacts(pass);
+  const { facts, qfacts, shapeOf, runs, distinct, queue } = readFacts(pass);
   const placer = new Placer(pass, runs !== null);
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
   const alike = new Uint32Array(distinct.length);
   for (let i = 0; i < shapeOf.length; i++) alike[shapeOf[i]!]!++;
-  const order = turnOrder(queue, waiting, fair);
-  pairEnds(pass, waiting, order, runs, queue.times);
-  for (let i = 0; i < order.length; i++) {
-    const j = order[i]!;
-    const shapeAndFlags = facts[2 * j + 1]!;
-    const k = shapeAndFlags >>> FLAG_BITS;
-    const behind = --alike[k]!;
-    placer.consider(waiting[j]!, distinct[k]!, behind, facts[2 * j]!, shapeAndFlags & ((1 << FLAG_BITS) - 1));
+  const mask = (1 << FLAG_BITS) - 1;
+  if ((fair === null || !takesTurns(queue)) && !(pass.config.pairEnds && runs !== null)) {
+    // Neither fair sharing's turns nor pair_ends reorder the queue: walk the containers and their facts
+    // in queue order, one after the other in memory (at a million containers, reading them through the
+    // order's indices costs two cache misses each).
+    const byQueue = queue.byQueue;
+    for (let i = 0; i < byQueue.length; i++) {
+      const shapeAndFlags = qfacts[2 * i + 1]!;
+      const k = shapeAndFlags >>> FLAG_BITS;
+      placer.consider(byQueue[i]!, distinct[k]!, --alike[k]!, qfacts[2 * i]!, shapeAndFlags & mask);
+    }
+  } else {
+    const order = turnOrder(queue, waiting, fair);
+    pairEnds(pass, waiting, order, runs, queue.times);
+    for (let i = 0; i < order.length; i++) {
+      const j = order[i]!;
+      const shapeAndFlags = facts[2 * j + 1]!;
+      const k = shapeAndFlags >>> FLAG_BITS;
+      placer.consider(waiting[j]!, distinct[k]!, --alike[k]!, facts[2 * j]!, shapeAndFlags & mask);
+    }
   }
   placer.finishPlanned();
 }
