@@ -30,6 +30,8 @@ export class KeptPass {
   waiting: WaitingFacts | null = null;
   /** Passes that updated the kept facts and queue order, and passes that read and sorted them anew. */
   readonly counts = { merged: 0, sorted: 0 };
+  /** The arrays the updates write, reused. */
+  readonly spare = new Spare();
   private shapeCache: { types: readonly InstanceType[]; config: ShapeConfig; cache: ShapeCache } | null =
     null;
 
@@ -137,4 +139,56 @@ export function matchLists<T>(before: readonly T[], now: readonly T[], max: numb
   removed += before.length - i;
   for (; j < now.length; j++) m.added.push(j);
   return m.added.length + removed > max ? null : m;
+}
+
+/**
+ * The arrays a pass that updates the kept queue writes (placement.ts updateFacts, ordering.ts
+ * updateQueue), reused from pass to pass: two of each, this pass's and the last one's, which it reads. At a
+ * million waiting containers a pass allocated ~60 MB of them, and allocating that much outside the heap
+ * brought on full collections, each of which walked the whole snapshot.
+ */
+export class Spare {
+  private readonly sets = [new Map<string, unknown>(), new Map<string, unknown>()];
+  private turn = 0;
+
+  /** Starts a pass: the arrays handed out from now on are not those of the last pass. */
+  flip(): void {
+    this.turn ^= 1;
+  }
+
+  /** A Float64Array of n elements (not cleared). */
+  f64(name: string, n: number): Float64Array {
+    return this.typed(name, n, (k) => new Float64Array(k));
+  }
+
+  /** A Uint32Array of n elements (not cleared). */
+  u32(name: string, n: number): Uint32Array {
+    return this.typed(name, n, (k) => new Uint32Array(k));
+  }
+
+  /** An Int32Array of n elements (not cleared). */
+  i32(name: string, n: number): Int32Array {
+    return this.typed(name, n, (k) => new Int32Array(k));
+  }
+
+  /** A list of n elements (not cleared). */
+  list<T>(name: string, n: number): T[] {
+    const set = this.sets[this.turn]!;
+    let a = set.get(name) as T[] | undefined;
+    if (a === undefined) set.set(name, (a = new Array<T>(n)));
+    a.length = n;
+    return a;
+  }
+
+  private typed<A extends Float64Array | Uint32Array | Int32Array>(
+    name: string,
+    n: number,
+    make: (capacity: number) => A,
+  ): A {
+    const set = this.sets[this.turn]!;
+    let a = set.get(name) as A | undefined;
+    // Room for some growth, so that a queue growing by a few containers a pass does not allocate each time.
+    if (a === undefined || a.length < n) set.set(name, (a = make(n + (n >> 4) + 16)));
+    return a.subarray(0, n) as A;
+  }
 }

@@ -8,7 +8,7 @@
 // containers then do not keep another owner's single container waiting. Locked containers keep their
 // order: they are claimed already. Equal priorities never evict one another (rule 5 only takes places
 // for a higher priority), so a changing turn order never makes containers flap.
-import { matchedIndex, type Match } from './kept.js';
+import { matchedIndex, type Match, type Spare } from './kept.js';
 import type { SnapshotContainer } from './types.js';
 
 /** Returns the waiting containers in the order the scheduler considers them. */
@@ -109,17 +109,19 @@ export function sortQueue(waiting: SnapshotContainer[]): SortedQueue {
  * (kept.ts matchLists: a container matched is the same object, so it keeps its place in queue order; the
  * added ones are new). Gives the order sortQueue(waiting) gives, at the cost of a copy of the order and a
  * binary search per added container, with `from[k]`: the position in q's order that position k comes
- * from (-1: added). Null when `q` cannot be updated (a queue time that is not a number).
+ * from (-1: added). Null when `q` cannot be updated (a queue time that is not a number). Its arrays come
+ * from `spare` (kept.ts): they are valid until the pass after next.
  */
 export function updateQueue(
   q: SortedQueue,
   before: readonly SnapshotContainer[],
   waiting: readonly SnapshotContainer[],
   m: Match,
+  spare: Spare,
 ): { queue: SortedQueue; from: Int32Array } | null {
   if (!q.exact) return null;
   const n = waiting.length;
-  const times = new Float64Array(n);
+  const times = spare.f64('times', n);
   const count = new Int32Array(BUCKETS);
   for (let b = 0; b < BUCKETS; b++) count[b] = q.start[b + 1]! - q.start[b]!;
   // Matched runs keep their times; the gaps between them are the containers gone.
@@ -171,9 +173,9 @@ export function updateQueue(
               : 0,
   );
   // One pass over the old order, in order: nothing is read at random.
-  const order = new Uint32Array(n);
-  const byQueue = new Array<SnapshotContainer>(n);
-  const from = new Int32Array(n);
+  const order = spare.u32('order', n);
+  const byQueue = spare.list<SnapshotContainer>('byQueue', n);
+  const from = spare.i32('from', n);
   let k = 0;
   let a = 0;
   const old = q.order;

@@ -14,7 +14,7 @@ import type { Shape, ShapeCache } from './fitting.js';
 import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
 import { avoidedUntil } from './opportunistic.js';
-import { matchLists, type Match } from './kept.js';
+import { matchLists, type KeptPass, type Match } from './kept.js';
 import { sortQueue, takesTurns, turnOrder, updateQueue, type SortedQueue } from './ordering.js';
 import { pairEnds } from './paired.js';
 import type { Head, Pass, Placement } from './pass.js';
@@ -123,6 +123,7 @@ function readFacts(pass: Pass): WaitingFacts {
   const source = runSourceOf(pass);
   let out: WaitingFacts | null = null;
   if (
+    kept !== undefined &&
     last !== null &&
     last.shapes === pass.shapes &&
     last.runSource.mode === source.mode &&
@@ -130,7 +131,7 @@ function readFacts(pass: Pass): WaitingFacts {
   ) {
     const n = pass.waiting.length;
     const m = matchLists(last.waiting, pass.waiting, Math.max(64, n >> 4));
-    if (m !== null) out = updateFacts(pass, last, m);
+    if (m !== null) out = updateFacts(pass, kept, last, m);
   }
   if (kept !== undefined) kept.counts[out === null ? 'sorted' : 'merged']++;
   out ??= buildFacts(pass, source);
@@ -175,15 +176,18 @@ function buildFacts(pass: Pass, runSource: RunSource): WaitingFacts {
  * facts (copied run by run), the added ones (arrived, or changed: a new object) are read. Null when the
  * queue order cannot be updated.
  */
-function updateFacts(pass: Pass, last: WaitingFacts, m: Match): WaitingFacts | null {
+function updateFacts(pass: Pass, kept: KeptPass, last: WaitingFacts, m: Match): WaitingFacts | null {
   const waiting = pass.waiting;
   const n = waiting.length;
-  const u = updateQueue(last.queue, last.waiting, waiting, m);
+  // The arrays written here are reused from the pass before last (kept.ts Spare).
+  const spare = kept.spare;
+  spare.flip();
+  const u = updateQueue(last.queue, last.waiting, waiting, m, spare);
   if (u === null) return null;
   const w: Mutable = {
-    facts: new Float64Array(2 * n),
-    shapeOf: new Uint32Array(n),
-    runs: last.runs === null ? null : new Float64Array(n).fill(Infinity),
+    facts: spare.f64('facts', 2 * n),
+    shapeOf: spare.u32('shapeOf', n),
+    runs: last.runs === null ? null : spare.f64('runs', n).fill(Infinity),
     estimated: last.estimated,
     distinct: last.distinct,
     numberOf: last.numberOf,
@@ -201,7 +205,7 @@ function updateFacts(pass: Pass, last: WaitingFacts, m: Match): WaitingFacts | n
   }
   const runOf = expectedRunOf(pass);
   for (const j of m.added) readOne(pass, w, runOf, j, waiting[j]!);
-  const qfacts = new Float64Array(2 * n);
+  const qfacts = spare.f64('qfacts', 2 * n);
   const order = u.queue.order;
   for (let k = 0; k < n; k++) {
     const s = u.from[k]!;
