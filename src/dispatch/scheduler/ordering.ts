@@ -54,8 +54,11 @@ function bucketOf(c: SnapshotContainer): number {
  */
 export interface SortedQueue {
   readonly order: Uint32Array;
-  /** The containers in that order (read in order, they are not looked up at random through `order`). */
-  readonly byQueue: SnapshotContainer[];
+  /**
+   * The containers in that order (read in order, they are not looked up at random through `order`); null
+   * when not asked for (a pass from scratch, which reads the queue once, reads it through `order`).
+   */
+  readonly byQueue: SnapshotContainer[] | null;
   /** Queue times by index (ms). */
   readonly times: Float64Array;
   /** order[start[b], start[b + 1]) is bucket b. */
@@ -67,8 +70,8 @@ export interface SortedQueue {
   readonly exact: boolean;
 }
 
-/** Sorts `waiting` into queue order, without fair sharing's turns. */
-export function sortQueue(waiting: SnapshotContainer[]): SortedQueue {
+/** Sorts `waiting` into queue order, without fair sharing's turns; `inOrder`: with `byQueue`. */
+export function sortQueue(waiting: SnapshotContainer[], inOrder = false): SortedQueue {
   // A comparator sort of a million containers costs ~20M JavaScript calls. Instead: a counting sort
   // into (Locked, priority) buckets, then inside each bucket a native numeric sort of packed
   // (queue time, index) keys, and a comparator only for the few containers queued at the same time.
@@ -99,8 +102,11 @@ export function sortQueue(waiting: SnapshotContainer[]): SortedQueue {
   for (let b = 0; b < BUCKETS; b++) {
     if (start[b + 1]! - start[b]! > 1) sortRange(order.subarray(start[b]!, start[b + 1]!), times, waiting);
   }
-  const byQueue = new Array<SnapshotContainer>(n);
-  for (let k = 0; k < n; k++) byQueue[k] = waiting[order[k]!]!;
+  let byQueue: SnapshotContainer[] | null = null;
+  if (inOrder) {
+    byQueue = new Array<SnapshotContainer>(n);
+    for (let k = 0; k < n; k++) byQueue[k] = waiting[order[k]!]!;
+  }
   return { order, byQueue, times, start, mixed, firstOwner, exact };
 }
 
@@ -109,7 +115,7 @@ export function sortQueue(waiting: SnapshotContainer[]): SortedQueue {
  * (kept.ts matchLists: a container matched is the same object, so it keeps its place in queue order; the
  * added ones are new). Gives the order sortQueue(waiting) gives, at the cost of a copy of the order and a
  * binary search per added container, with `from[k]`: the position in q's order that position k comes
- * from (-1: added). Null when `q` cannot be updated (a queue time that is not a number). Its arrays come
+ * from (-1: added). Null when `q` cannot be updated (a queue time that is not a number, or no `byQueue`). Its arrays come
  * from `spare` (kept.ts): they are valid until the pass after next.
  */
 export function updateQueue(
@@ -119,7 +125,8 @@ export function updateQueue(
   m: Match,
   spare: Spare,
 ): { queue: SortedQueue; from: Int32Array } | null {
-  if (!q.exact) return null;
+  const was = q.byQueue;
+  if (!q.exact || was === null) return null;
   const n = waiting.length;
   const times = spare.f64('times', n);
   const count = new Int32Array(BUCKETS);
@@ -153,7 +160,7 @@ export function updateQueue(
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       const te = q.times[q.order[mid]!]!;
-      const after = te > t || (te === t && q.byQueue[mid]!.id > c.id);
+      const after = te > t || (te === t && was[mid]!.id > c.id);
       if (after) hi = mid;
       else lo = mid + 1;
     }
@@ -190,7 +197,7 @@ export function updateQueue(
     const j = matchedIndex(m, old[i]!);
     if (j < 0) continue;
     order[k] = j;
-    byQueue[k] = q.byQueue[i]!;
+    byQueue[k] = was[i]!;
     from[k++] = i;
   }
   const start = new Uint32Array(BUCKETS + 1);

@@ -86,8 +86,11 @@ export interface WaitingFacts {
    * priority, facts[2i + 1] its shape's number and its flags (FLAG_BITS).
    */
   readonly facts: Float64Array;
-  /** The same facts in queue order (before fair sharing's turns): qfacts[2k] are queue.byQueue[k]'s. */
-  readonly qfacts: Float64Array;
+  /**
+   * The same facts in queue order (before fair sharing's turns): qfacts[2k] are queue.byQueue[k]'s. Null
+   * in a pass from scratch (no kept pass), which reads the facts once, through the order's indices.
+   */
+  readonly qfacts: Float64Array | null;
   readonly shapeOf: Uint32Array;
   /** Expected run times by index (ms; Infinity: unknown); null when no container has one. */
   readonly runs: Float64Array | null;
@@ -153,12 +156,18 @@ function buildFacts(pass: Pass, runSource: RunSource): WaitingFacts {
   };
   const runOf = expectedRunOf(pass);
   for (let i = 0; i < n; i++) readOne(pass, w, runOf, i, waiting[i]!);
-  const queue = sortQueue(waiting);
-  const qfacts = new Float64Array(2 * n);
-  for (let k = 0; k < n; k++) {
-    const j = queue.order[k]!;
-    qfacts[2 * k] = w.facts[2 * j]!;
-    qfacts[2 * k + 1] = w.facts[2 * j + 1]!;
+  // Kept for the next pass: the containers and their facts in queue order too (a pass from scratch would
+  // only pay for these, at a million containers as much as it saves in the walk).
+  const inOrder = pass.kept !== undefined;
+  const queue = sortQueue(waiting, inOrder);
+  let qfacts: Float64Array | null = null;
+  if (inOrder) {
+    qfacts = new Float64Array(2 * n);
+    for (let k = 0; k < n; k++) {
+      const j = queue.order[k]!;
+      qfacts[2 * k] = w.facts[2 * j]!;
+      qfacts[2 * k + 1] = w.facts[2 * j + 1]!;
+    }
   }
   return {
     ...w,
@@ -183,7 +192,8 @@ function updateFacts(pass: Pass, kept: KeptPass, last: WaitingFacts, m: Match): 
   const spare = kept.spare;
   spare.flip();
   const u = updateQueue(last.queue, last.waiting, waiting, m, spare);
-  if (u === null) return null;
+  const lastQ = last.qfacts;
+  if (u === null || lastQ === null) return null;
   const w: Mutable = {
     facts: spare.f64('facts', 2 * n),
     shapeOf: spare.u32('shapeOf', n),
@@ -209,7 +219,7 @@ function updateFacts(pass: Pass, kept: KeptPass, last: WaitingFacts, m: Match): 
   const order = u.queue.order;
   for (let k = 0; k < n; k++) {
     const s = u.from[k]!;
-    const src = s >= 0 ? last.qfacts : w.facts;
+    const src = s >= 0 ? lastQ : w.facts;
     const at = s >= 0 ? s : order[k]!;
     qfacts[2 * k] = src[2 * at]!;
     qfacts[2 * k + 1] = src[2 * at + 1]!;
@@ -274,11 +284,16 @@ export function placeWaiting(pass: Pass): void {
   const alike = new Uint32Array(distinct.length);
   for (let i = 0; i < shapeOf.length; i++) alike[shapeOf[i]!]!++;
   const mask = (1 << FLAG_BITS) - 1;
-  if ((fair === null || !takesTurns(queue)) && !(pass.config.pairEnds && runs !== null)) {
+  const byQueue = queue.byQueue;
+  if (
+    byQueue !== null &&
+    qfacts !== null &&
+    (fair === null || !takesTurns(queue)) &&
+    !(pass.config.pairEnds && runs !== null)
+  ) {
     // Neither fair sharing's turns nor pair_ends reorder the queue: walk the containers and their facts
     // in queue order, one after the other in memory (at a million containers, reading them through the
     // order's indices costs two cache misses each).
-    const byQueue = queue.byQueue;
     for (let i = 0; i < byQueue.length; i++) {
       const shapeAndFlags = qfacts[2 * i + 1]!;
       const k = shapeAndFlags >>> FLAG_BITS;
