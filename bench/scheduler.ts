@@ -268,8 +268,8 @@ export async function run(argv: string[]): Promise<number> {
   const reuse = time(steady, args['min-reps'], (snap) => incremental.plan({ ...snap }));
   const reuseStats = { ...incremental.stats };
   // The dispatcher's pass after the smallest change: one container arrived (a new array with one more
-  // container, the others the same objects). The incremental planner reconsiders only an unchanged
-  // snapshot: any change is a full pass (with what it keeps across passes, kept.ts), which this shows.
+  // container, the others the same objects). Any change is a full pass, with what the planner keeps
+  // across passes (kept.ts: the queue order and facts, into which it merges the change), which this shows.
   const arrival = shapeContainer('q-arrival', seededRng(args.seed + 7), { queuedAt: steady.now });
   const arrived = { ...steady, containers: [...steady.containers, arrival] };
   // Each timed pass follows an untimed pass over the steady snapshot, so that it sees the one change.
