@@ -33,7 +33,7 @@ const OPTIONS = {
   expected: opt.number(0, 'share (0 to 1) of the containers with an expected run time', false),
   set: opt.repeated('a scheduler option of the snapshot, key=value (the value as JSON, else as text)'),
 };
-type Args = Values<typeof OPTIONS>;
+export type Args = Values<typeof OPTIONS>;
 
 const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)]!;
 
@@ -66,7 +66,7 @@ const SHAPES = Array.from({ length: 30 }, (_, i) => ({
   gpus: i === 29 ? 1 : 0,
 }));
 
-function shapeContainer(id: string, rng: Rng, extra: Partial<SnapshotContainer>): SnapshotContainer {
+export function shapeContainer(id: string, rng: Rng, extra: Partial<SnapshotContainer>): SnapshotContainer {
   const s = pick(rng, SHAPES);
   return {
     id,
@@ -87,7 +87,7 @@ function shapeContainer(id: string, rng: Rng, extra: Partial<SnapshotContainer>)
   };
 }
 
-function buildSnapshot(a: Args): Snapshot {
+export function buildSnapshot(a: Args): Snapshot {
   const rng = seededRng(a.seed);
   const types = buildTypes(a.types, rng);
   const instances: SnapshotInstance[] = [];
@@ -176,7 +176,7 @@ function schedulerConfig(a: Args): Snapshot['config'] {
 }
 
 /** The world after the act layer carried out `p`: the next pass's input. */
-function applied(s: Snapshot, p: Plan): Snapshot {
+export function applied(s: Snapshot, p: Plan): Snapshot {
   const byId = new Map(s.containers.map((c) => [c.id, { ...c }]));
   const instances = new Map(s.instances.map((i) => [i.id, { ...i, containers: [...i.containers] }]));
   let n = 0;
@@ -268,8 +268,8 @@ export async function run(argv: string[]): Promise<number> {
   const reuse = time(steady, args['min-reps'], (snap) => incremental.plan({ ...snap }));
   const reuseStats = { ...incremental.stats };
   // The dispatcher's pass after the smallest change: one container arrived (a new array with one more
-  // container, the others the same objects). The incremental planner reconsiders only an unchanged
-  // snapshot: any change is a full pass (with what it keeps across passes, kept.ts), which this shows.
+  // container, the others the same objects). Any change is a full pass, with what the planner keeps
+  // across passes (kept.ts: the queue order and facts, into which it merges the change), which this shows.
   const arrival = shapeContainer('q-arrival', seededRng(args.seed + 7), { queuedAt: steady.now });
   const arrived = { ...steady, containers: [...steady.containers, arrival] };
   // Each timed pass follows an untimed pass over the steady snapshot, so that it sees the one change.

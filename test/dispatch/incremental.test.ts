@@ -1,6 +1,10 @@
 // The incremental pass (issue 12): on random sequences of changes, IncrementalPlanner gives exactly the
 // plan a full pass gives (same actions, same statuses, same bytes), and it does reuse its last plan when
-// nothing but the clock moved.
+// nothing but the clock moved. Between full passes it keeps the waiting containers' facts and queue order
+// (kept.ts) and merges what changed into them: arrivals (some queued at the same time as a waiting
+// container, before or after it by id, of another owner), removals, state and priority changes, several
+// scattered changes at once, a reordered list, every container a new object (the view's full reload), and
+// more changes than it merges (it sorts again).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { IncrementalPlanner } from '../../src/dispatch/scheduler/incremental.js';
@@ -20,7 +24,13 @@ type Step =
   | { kind: 'limit'; maxInstances: number | null }
   | { kind: 'factor'; maxPriceFactor: number }
   | { kind: 'rate'; forMs: number | null }
-  | { kind: 'arrivals'; count: number };
+  | { kind: 'arrivals'; count: number }
+  | { kind: 'lock'; index: number }
+  | { kind: 'tie'; index: number; before: boolean; owner: string }
+  | { kind: 'many'; indices: number[]; priority: number }
+  | { kind: 'reverse' }
+  | { kind: 'reload' }
+  | { kind: 'flood'; count: number };
 
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
   {
@@ -68,6 +78,31 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
     arbitrary: fc.record({ kind: fc.constant('arrivals' as const), count: fc.constantFrom(0, 30) }),
     weight: 1,
   },
+  { arbitrary: fc.record({ kind: fc.constant('lock' as const), index: fc.nat() }), weight: 2 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('tie' as const),
+      index: fc.nat(),
+      before: fc.boolean(),
+      owner: fc.constantFrom('', 'alice', 'carol'),
+    }),
+    weight: 3,
+  },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('many' as const),
+      indices: fc.array(fc.nat(), { minLength: 2, maxLength: 12 }),
+      priority: fc.constantFrom(1, 2, 4),
+    }),
+    weight: 2,
+  },
+  { arbitrary: fc.constant({ kind: 'reverse' as const }), weight: 1 },
+  { arbitrary: fc.constant({ kind: 'reload' as const }), weight: 1 },
+  {
+    // More changes than the planner merges (kept.ts matchLists' max): it sorts them all again.
+    arbitrary: fc.record({ kind: fc.constant('flood' as const), count: fc.constantFrom(70, 90) }),
+    weight: 1,
+  },
 );
 
 let arrived = 0;
@@ -94,6 +129,78 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
       const k = step.index % s.containers.length;
       const containers = [...s.containers];
       containers[k] = { ...containers[k]!, priority: step.priority };
+      return { ...s, containers };
+    }
+    case 'lock': {
+      // A waiting container taken (Locked, no instance yet) or given back (Queued): a new object in place.
+      const k = s.containers.findIndex(
+        (c, i) => i >= step.index % Math.max(1, s.containers.length) && c.state !== 'Running',
+      );
+      if (k < 0) return s;
+      const c = s.containers[k]!;
+      const containers = [...s.containers];
+      containers[k] =
+        c.state === 'Queued'
+          ? { ...c, state: 'Locked', instance: null }
+          : { ...c, state: 'Queued', instance: null };
+      return {
+        ...s,
+        containers,
+        instances: s.instances.map((i) =>
+          i.containers.includes(c.id) ? { ...i, containers: i.containers.filter((id) => id !== c.id) } : i,
+        ),
+      };
+    }
+    case 'tie': {
+      // An arrival queued at the same moment as a container already there, at its priority: the id decides.
+      if (s.containers.length === 0) return s;
+      const like = s.containers[step.index % s.containers.length]!;
+      const id = `${step.before ? '0' : 'z'}${like.id}-${arrived++}`;
+      const c = ctr(id, {
+        queuedAt: like.queuedAt,
+        priority: Math.max(1, like.priority),
+        owner: step.owner,
+        vcpus: like.vcpus,
+        ram: like.ram,
+      });
+      return { ...s, containers: [...s.containers, c] };
+    }
+    case 'many': {
+      // Scattered changes in one pass: new priorities, one container gone, one arrived.
+      if (s.containers.length === 0) return s;
+      const containers = [...s.containers];
+      for (const i of step.indices) {
+        const k = i % containers.length;
+        containers[k] = { ...containers[k]!, priority: step.priority };
+      }
+      const gone = containers.splice(step.indices[0]! % containers.length, 1)[0]!;
+      containers.push(
+        ctr(`m${arrived++}`, { priority: step.priority, queuedAt: new Date(s.now.getTime() - 60_000) }),
+      );
+      return {
+        ...s,
+        containers,
+        instances: s.instances.map((i) =>
+          i.containers.includes(gone.id)
+            ? { ...i, containers: i.containers.filter((id) => id !== gone.id) }
+            : i,
+        ),
+      };
+    }
+    case 'reverse':
+      return { ...s, containers: [...s.containers].reverse() };
+    case 'reload':
+      return { ...s, containers: s.containers.map((c) => ({ ...c })) };
+    case 'flood': {
+      const containers = [...s.containers];
+      for (let i = 0; i < step.count; i++)
+        containers.push(
+          ctr(`f${arrived++}`, {
+            priority: 1 + (i % 3),
+            queuedAt: new Date(s.now.getTime() - (i % 5) * 60_000),
+            owner: i % 2 === 0 ? 'alice' : 'bob',
+          }),
+        );
       return { ...s, containers };
     }
     case 'limit':
@@ -132,6 +239,8 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
 describe('incremental pass', () => {
   it('gives the same plan as a full pass on random sequences of changes', () => {
     let reused = 0;
+    let merged = 0;
+    let sorted = 0;
     fc.assert(
       fc.property(snapshotArb, fc.array(stepArb, { minLength: 1, maxLength: 25 }), (first, steps) => {
         const planner = new IncrementalPlanner();
@@ -144,11 +253,16 @@ describe('incremental pass', () => {
           expect(planToJson(last)).toBe(planToJson(plan(structuredClone(s))));
         }
         reused += planner.stats.reused;
+        merged += planner.queueCounts.merged;
+        sorted += planner.queueCounts.sorted;
       }),
       { numRuns: 300, seed: 11 },
     );
-    // The sequences do exercise the reuse path (else this test would only compare full passes).
+    // The sequences do exercise the reuse path (else this test would only compare full passes), the
+    // merge of changes into the kept queue order, and sorting again when too much changed.
     expect(reused).toBeGreaterThan(100);
+    expect(merged).toBeGreaterThan(1000);
+    expect(sorted).toBeGreaterThan(400);
   });
 
   it('reuses the last plan when only the clock moved, and not past a timeout', () => {

@@ -3,9 +3,11 @@
 // the clock moved far enough to flip a decision (an idle timeout, a boot timeout, a billing window, a rate
 // limit: the plan's validUntil). Such a pass costs a comparison of the snapshot's parts, not a walk over
 // the queue: the dispatcher's container view (../container-view.ts) hands over the same container
-// objects, and the same array, when nothing changed. Any change, or any doubt, runs the full pass; a
-// property test (test/dispatch/incremental.test.ts) checks that both give the same plan, byte for byte, on
-// random sequences of changes.
+// objects, and the same array, when nothing changed. Any change, or any doubt, runs the full pass, with
+// what the planner keeps across passes (kept.ts): the waiting containers' facts and queue order, into which
+// it merges the containers that arrived, changed or left instead of reading and sorting them all again. A
+// property test (test/dispatch/incremental.test.ts) checks that both give the same plan as a pass from
+// scratch, byte for byte, on random sequences of changes.
 import { plan as fullPlan } from './plan.js';
 import { KeptPass } from './kept.js';
 import type { CloudState, Plan, SchedulerConfig, Snapshot, SnapshotInstance } from './types.js';
@@ -36,6 +38,14 @@ export class IncrementalPlanner {
     const p = this.planner(snap, this.kept);
     this.last = { snap, plan: p };
     return p;
+  }
+
+  /**
+   * Full passes that merged the changed waiting containers into the kept queue order, and those that read
+   * and sorted them all (kept.ts), for tests and benchmarks.
+   */
+  get queueCounts(): { merged: number; sorted: number } {
+    return { ...this.kept.counts };
   }
 
   /** Forgets the last pass: the next one is a full pass. */

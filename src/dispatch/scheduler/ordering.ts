@@ -8,6 +8,7 @@
 // containers then do not keep another owner's single container waiting. Locked containers keep their
 // order: they are claimed already. Equal priorities never evict one another (rule 5 only takes places
 // for a higher priority), so a changing turn order never makes containers flap.
+import { matchedIndex, type Match, type Spare } from './kept.js';
 import type { SnapshotContainer } from './types.js';
 
 /** Returns the waiting containers in the order the scheduler considers them. */
@@ -32,40 +33,207 @@ export function queueOrderIndex(
   fairShare: { placed: ReadonlyMap<string, number> } | null = null,
   times = new Float64Array(waiting.length),
 ): Uint32Array {
+  const q = sortQueue(waiting);
+  times.set(q.times);
+  if (fairShare !== null) takeTurnsAll(q, q.order, waiting, fairShare.placed);
+  return q.order;
+}
+
+const BUCKETS = 2 * 1024;
+
+/** A container's (Locked, priority) bucket: the first keys of queue order, smallest first. */
+function bucketOf(c: SnapshotContainer): number {
+  const pri = Math.min(Math.max(Math.floor(c.priority), 0), 1023);
+  return (c.state === 'Locked' ? 0 : 1024) + (1023 - pri);
+}
+
+/**
+ * The queue order before fair sharing's turns (indices into the waiting list it was sorted for), with what
+ * updating it needs: an incremental planner keeps one across passes (kept.ts) and merges the containers
+ * that arrived, changed or left into it (updateQueue) instead of sorting them all again.
+ */
+export interface SortedQueue {
+  readonly order: Uint32Array;
+  /**
+   * The containers in that order (read in order, they are not looked up at random through `order`); null
+   * when not asked for (a pass from scratch, which reads the queue once, reads it through `order`).
+   */
+  readonly byQueue: SnapshotContainer[] | null;
+  /** Queue times by index (ms). */
+  readonly times: Float64Array;
+  /** order[start[b], start[b + 1]) is bucket b. */
+  readonly start: Uint32Array;
+  /** Buckets where more than one owner may wait (a bucket stays marked after the others left). */
+  readonly mixed: Uint8Array;
+  readonly firstOwner: (string | undefined)[];
+  /** Whether every queue time is a number (a NaN has no place in a merge: then it sorts again). */
+  readonly exact: boolean;
+}
+
+/** Sorts `waiting` into queue order, without fair sharing's turns; `inOrder`: with `byQueue`. */
+export function sortQueue(waiting: SnapshotContainer[], inOrder = false): SortedQueue {
   // A comparator sort of a million containers costs ~20M JavaScript calls. Instead: a counting sort
   // into (Locked, priority) buckets, then inside each bucket a native numeric sort of packed
   // (queue time, index) keys, and a comparator only for the few containers queued at the same time.
   const n = waiting.length;
-  const BUCKETS = 2 * 1024;
-  const bucketOf = new Uint16Array(n);
+  const times = new Float64Array(n);
+  const buckets = new Uint16Array(n);
   const start = new Uint32Array(BUCKETS + 1);
   // Fair sharing reorders only buckets with more than one owner: found here, in memory order.
-  const firstOwner: (string | undefined)[] = fairShare === null ? [] : new Array<string>(BUCKETS);
+  const firstOwner = new Array<string | undefined>(BUCKETS);
   const mixed = new Uint8Array(BUCKETS);
+  let exact = true;
   for (let i = 0; i < n; i++) {
     const c = waiting[i]!;
-    const pri = Math.min(Math.max(Math.floor(c.priority), 0), 1023);
-    const b = (c.state === 'Locked' ? 0 : 1024) + (1023 - pri);
-    bucketOf[i] = b;
-    if (fairShare !== null) {
-      const first = firstOwner[b];
-      if (first === undefined) firstOwner[b] = c.owner;
-      else if (first !== c.owner) mixed[b] = 1;
-    }
+    const b = bucketOf(c);
+    buckets[i] = b;
+    const first = firstOwner[b];
+    if (first === undefined) firstOwner[b] = c.owner;
+    else if (first !== c.owner) mixed[b] = 1;
     start[b + 1]!++;
-    times[i] = c.queuedAt.getTime();
+    const t = c.queuedAt.getTime();
+    times[i] = t;
+    if (Number.isNaN(t)) exact = false;
   }
   for (let b = 0; b < BUCKETS; b++) start[b + 1]! += start[b]!;
   const order = new Uint32Array(n);
   const next = start.slice(0, BUCKETS);
-  for (let i = 0; i < n; i++) order[next[bucketOf[i]!]!++] = i;
+  for (let i = 0; i < n; i++) order[next[buckets[i]!]!++] = i;
   for (let b = 0; b < BUCKETS; b++) {
     if (start[b + 1]! - start[b]! > 1) sortRange(order.subarray(start[b]!, start[b + 1]!), times, waiting);
   }
-  if (fairShare !== null)
-    for (let b = 1024; b < BUCKETS; b++)
-      if (mixed[b] === 1) takeTurns(order, waiting, start[b]!, start[b + 1]!, fairShare.placed);
+  let byQueue: SnapshotContainer[] | null = null;
+  if (inOrder) {
+    byQueue = new Array<SnapshotContainer>(n);
+    for (let k = 0; k < n; k++) byQueue[k] = waiting[order[k]!]!;
+  }
+  return { order, byQueue, times, start, mixed, firstOwner, exact };
+}
+
+/**
+ * The sorted queue of `waiting` from `q`, the sorted queue of `before`, given how the two lists match
+ * (kept.ts matchLists: a container matched is the same object, so it keeps its place in queue order; the
+ * added ones are new). Gives the order sortQueue(waiting) gives, at the cost of a copy of the order and a
+ * binary search per added container, with `from[k]`: the position in q's order that position k comes
+ * from (-1: added). Null when `q` cannot be updated (a queue time that is not a number, or no `byQueue`). Its arrays come
+ * from `spare` (kept.ts): they are valid until the pass after next.
+ */
+export function updateQueue(
+  q: SortedQueue,
+  before: readonly SnapshotContainer[],
+  waiting: readonly SnapshotContainer[],
+  m: Match,
+  spare: Spare,
+): { queue: SortedQueue; from: Int32Array } | null {
+  const was = q.byQueue;
+  if (!q.exact || was === null) return null;
+  const n = waiting.length;
+  const times = spare.f64('times', n);
+  const count = new Int32Array(BUCKETS);
+  for (let b = 0; b < BUCKETS; b++) count[b] = q.start[b + 1]! - q.start[b]!;
+  // Matched runs keep their times; the gaps between them are the containers gone.
+  let end = 0;
+  for (let r = 0; r <= m.from.length; r++) {
+    const gapTo = r < m.from.length ? m.from[r]! : before.length;
+    for (let i = end; i < gapTo; i++) count[bucketOf(before[i]!)]!--;
+    if (r === m.from.length) break;
+    times.set(q.times.subarray(m.from[r]!, m.to[r]!), m.from[r]! + m.shift[r]!);
+    end = m.to[r]!;
+  }
+  const firstOwner = q.firstOwner.slice();
+  const mixed = q.mixed.slice();
+  // Each added container with its bucket and its place in the old order (first element after it).
+  const adds: { index: number; bucket: number; time: number; id: string; at: number }[] = [];
+  for (const j of m.added) {
+    const c = waiting[j]!;
+    const t = c.queuedAt.getTime();
+    if (Number.isNaN(t)) return null;
+    times[j] = t;
+    const b = bucketOf(c);
+    count[b]!++;
+    const first = firstOwner[b];
+    if (first === undefined) firstOwner[b] = c.owner;
+    else if (first !== c.owner) mixed[b] = 1;
+    // The first old element of the bucket that comes after c (by queue time, then id).
+    let lo = q.start[b]!;
+    let hi = q.start[b + 1]!;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const te = q.times[q.order[mid]!]!;
+      const after = te > t || (te === t && was[mid]!.id > c.id);
+      if (after) hi = mid;
+      else lo = mid + 1;
+    }
+    adds.push({ index: j, bucket: b, time: t, id: c.id, at: lo });
+  }
+  adds.sort((x, y) =>
+    x.at !== y.at
+      ? x.at - y.at
+      : x.bucket !== y.bucket
+        ? x.bucket - y.bucket
+        : x.time !== y.time
+          ? x.time - y.time
+          : x.id < y.id
+            ? -1
+            : x.id > y.id
+              ? 1
+              : 0,
+  );
+  // One pass over the old order, in order: nothing is read at random.
+  const order = spare.u32('order', n);
+  const byQueue = spare.list<SnapshotContainer>('byQueue', n);
+  const from = spare.i32('from', n);
+  let k = 0;
+  let a = 0;
+  const old = q.order;
+  for (let i = 0; i <= old.length; i++) {
+    for (; a < adds.length && adds[a]!.at === i; a++, k++) {
+      const j = adds[a]!.index;
+      order[k] = j;
+      byQueue[k] = waiting[j]!;
+      from[k] = -1;
+    }
+    if (i === old.length) break;
+    const j = matchedIndex(m, old[i]!);
+    if (j < 0) continue;
+    order[k] = j;
+    byQueue[k] = was[i]!;
+    from[k++] = i;
+  }
+  const start = new Uint32Array(BUCKETS + 1);
+  for (let b = 0; b < BUCKETS; b++) start[b + 1] = start[b]! + count[b]!;
+  return { queue: { order, byQueue, times, start, mixed, firstOwner, exact: true }, from };
+}
+
+/** Whether fair sharing's turns may change `q`'s order (a bucket where more than one owner waits). */
+export function takesTurns(q: SortedQueue): boolean {
+  for (let b = 1024; b < BUCKETS; b++) if (q.mixed[b] === 1 && q.start[b + 1]! - q.start[b]! > 1) return true;
+  return false;
+}
+
+/**
+ * The order to consider `waiting` in: `q`'s (a copy, for the caller to reorder) with fair sharing's turns
+ * taken in each bucket where more than one owner waits.
+ */
+export function turnOrder(
+  q: SortedQueue,
+  waiting: SnapshotContainer[],
+  fairShare: { placed: ReadonlyMap<string, number> } | null,
+): Uint32Array {
+  const order = q.order.slice();
+  if (fairShare !== null) takeTurnsAll(q, order, waiting, fairShare.placed);
   return order;
+}
+
+function takeTurnsAll(
+  q: SortedQueue,
+  order: Uint32Array,
+  waiting: SnapshotContainer[],
+  placed: ReadonlyMap<string, number>,
+): void {
+  for (let b = 1024; b < BUCKETS; b++)
+    if (q.mixed[b] === 1 && q.start[b + 1]! - q.start[b]! > 1)
+      takeTurns(order, waiting, q.start[b]!, q.start[b + 1]!, placed);
 }
 
 /**

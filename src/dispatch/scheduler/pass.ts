@@ -63,7 +63,7 @@ export class Pass {
   /** `kept`: what the last passes kept (kept.ts); none for a pass from scratch. */
   constructor(
     readonly snap: Snapshot,
-    kept?: KeptPass,
+    readonly kept?: KeptPass,
   ) {
     this.config = snap.config;
     this.now = snap.now.getTime();

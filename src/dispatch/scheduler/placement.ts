@@ -10,11 +10,12 @@ import { joinBin, leaveBin, openBin } from './bins.js';
 import { BootBudget } from './budget.js';
 import type { Room, Slot } from './capacity.js';
 import { Freeing } from './durations.js';
-import type { Shape } from './fitting.js';
+import type { Shape, ShapeCache } from './fitting.js';
 import { reserveForHead } from './heads.js';
 import type { LimitBlock } from './limits.js';
 import { avoidedUntil } from './opportunistic.js';
-import { queueOrderIndex } from './ordering.js';
+import { matchLists, type KeptPass, type Match } from './kept.js';
+import { sortQueue, takesTurns, turnOrder, updateQueue, type SortedQueue } from './ordering.js';
 import { pairEnds } from './paired.js';
 import type { Head, Pass, Placement } from './pass.js';
 import { add, fits, subtract, typeCapacity } from './resources.js';
@@ -73,6 +74,199 @@ const ESTIMATED = 4;
 /** facts[] packs a shape's number and the flags as number << FLAG_BITS | flags. */
 const FLAG_BITS = 3;
 
+/**
+ * What placeWaiting reads of each waiting container, by its index in the waiting list (input order), and
+ * their queue order. An incremental planner keeps the last pass's (kept.ts) and reads again only the
+ * containers that arrived or changed (the others are the same objects, with the same facts).
+ */
+export interface WaitingFacts {
+  readonly waiting: readonly SnapshotContainer[];
+  /**
+   * Side by side, so that reading them in queue order costs one cache miss: facts[2i] is container i's
+   * priority, facts[2i + 1] its shape's number and its flags (FLAG_BITS).
+   */
+  readonly facts: Float64Array;
+  /**
+   * The same facts in queue order (before fair sharing's turns): qfacts[2k] are queue.byQueue[k]'s. Null
+   * in a pass from scratch (no kept pass), which reads the facts once, through the order's indices.
+   */
+  readonly qfacts: Float64Array | null;
+  readonly shapeOf: Uint32Array;
+  /** Expected run times by index (ms; Infinity: unknown); null when no container has one. */
+  readonly runs: Float64Array | null;
+  /** How many containers have an expected run time. */
+  readonly estimated: number;
+  /** The shapes by number (some may be no waiting container's any more). */
+  readonly distinct: Shape[];
+  readonly numberOf: Map<Shape, number>;
+  readonly queue: SortedQueue;
+  /** What the facts were read with: the shapes, and where run times come from (aligned.ts). */
+  readonly shapes: ShapeCache;
+  readonly runSource: RunSource;
+}
+
+/**
+ * Where expected run times come from: end_aligned's mode and, for `history`, the estimates (their owner,
+ * run-history.ts, hands over the same object while nothing changed).
+ */
+interface RunSource {
+  mode: string;
+  estimates: object | null;
+}
+
+function runSourceOf(pass: Pass): RunSource {
+  const mode = pass.config.endAligned;
+  return { mode, estimates: mode === 'history' ? (pass.snap.estimates ?? null) : null };
+}
+
+/** The pass's waiting facts: the kept ones updated when they can be (kept.ts), else read anew. */
+function readFacts(pass: Pass): WaitingFacts {
+  const kept = pass.kept;
+  const last = kept?.waiting ?? null;
+  const source = runSourceOf(pass);
+  let out: WaitingFacts | null = null;
+  if (
+    kept !== undefined &&
+    last !== null &&
+    last.shapes === pass.shapes &&
+    last.runSource.mode === source.mode &&
+    last.runSource.estimates === source.estimates
+  ) {
+    const n = pass.waiting.length;
+    const m = matchLists(last.waiting, pass.waiting, Math.max(64, n >> 4));
+    if (m !== null) out = updateFacts(pass, kept, last, m);
+  }
+  if (kept !== undefined) kept.counts[out === null ? 'sorted' : 'merged']++;
+  out ??= buildFacts(pass, source);
+  if (kept !== undefined) kept.waiting = out;
+  return out;
+}
+
+/** Shapes are looked up and facts copied in input order (file comment of placeWaiting). */
+function buildFacts(pass: Pass, runSource: RunSource): WaitingFacts {
+  const waiting = pass.waiting;
+  const n = waiting.length;
+  const w: Mutable = {
+    facts: new Float64Array(2 * n),
+    shapeOf: new Uint32Array(n),
+    runs: null,
+    estimated: 0,
+    distinct: [],
+    numberOf: new Map(),
+  };
+  const runOf = expectedRunOf(pass);
+  for (let i = 0; i < n; i++) readOne(pass, w, runOf, i, waiting[i]!);
+  // Kept for the next pass: the containers and their facts in queue order too (a pass from scratch would
+  // only pay for these, at a million containers as much as it saves in the walk).
+  const inOrder = pass.kept !== undefined;
+  const queue = sortQueue(waiting, inOrder);
+  let qfacts: Float64Array | null = null;
+  if (inOrder) {
+    qfacts = new Float64Array(2 * n);
+    for (let k = 0; k < n; k++) {
+      const j = queue.order[k]!;
+      qfacts[2 * k] = w.facts[2 * j]!;
+      qfacts[2 * k + 1] = w.facts[2 * j + 1]!;
+    }
+  }
+  return {
+    ...w,
+    qfacts,
+    runs: w.estimated > 0 ? w.runs : null,
+    waiting,
+    queue,
+    shapes: pass.shapes,
+    runSource,
+  };
+}
+
+/**
+ * `last` with the containers of this pass, matched by kept.ts matchLists: the matched ones keep their
+ * facts (copied run by run), the added ones (arrived, or changed: a new object) are read. Null when the
+ * queue order cannot be updated.
+ */
+function updateFacts(pass: Pass, kept: KeptPass, last: WaitingFacts, m: Match): WaitingFacts | null {
+  const waiting = pass.waiting;
+  const n = waiting.length;
+  // The arrays written here are reused from the pass before last (kept.ts Spare).
+  const spare = kept.spare;
+  spare.flip();
+  const u = updateQueue(last.queue, last.waiting, waiting, m, spare);
+  const lastQ = last.qfacts;
+  if (u === null || lastQ === null) return null;
+  const w: Mutable = {
+    facts: spare.f64('facts', 2 * n),
+    shapeOf: spare.u32('shapeOf', n),
+    runs: last.runs === null ? null : spare.f64('runs', n).fill(Infinity),
+    estimated: last.estimated,
+    distinct: last.distinct,
+    numberOf: last.numberOf,
+  };
+  let end = 0;
+  for (let r = 0; r <= m.from.length; r++) {
+    const gapTo = r < m.from.length ? m.from[r]! : last.waiting.length;
+    if (last.runs !== null) for (let i = end; i < gapTo; i++) if (last.runs[i] !== Infinity) w.estimated--;
+    if (r === m.from.length) break;
+    const [from, to, to2] = [m.from[r]!, m.to[r]!, m.from[r]! + m.shift[r]!];
+    w.facts.set(last.facts.subarray(2 * from, 2 * to), 2 * to2);
+    w.shapeOf.set(last.shapeOf.subarray(from, to), to2);
+    if (w.runs !== null) w.runs.set(last.runs!.subarray(from, to), to2);
+    end = to;
+  }
+  const runOf = expectedRunOf(pass);
+  for (const j of m.added) readOne(pass, w, runOf, j, waiting[j]!);
+  const qfacts = spare.f64('qfacts', 2 * n);
+  const order = u.queue.order;
+  for (let k = 0; k < n; k++) {
+    const s = u.from[k]!;
+    const src = s >= 0 ? lastQ : w.facts;
+    const at = s >= 0 ? s : order[k]!;
+    qfacts[2 * k] = src[2 * at]!;
+    qfacts[2 * k + 1] = src[2 * at + 1]!;
+  }
+  return {
+    ...w,
+    qfacts,
+    runs: w.estimated > 0 ? w.runs : null,
+    waiting,
+    queue: u.queue,
+    shapes: last.shapes,
+    runSource: last.runSource,
+  };
+}
+
+type Mutable = {
+  -readonly [K in 'facts' | 'shapeOf' | 'runs' | 'estimated' | 'distinct' | 'numberOf']: WaitingFacts[K];
+};
+
+/** Reads what consider() needs of waiting container `c` (index i) into `w`. */
+function readOne(
+  pass: Pass,
+  w: Mutable,
+  runOf: ((c: SnapshotContainer) => number | null) | null,
+  i: number,
+  c: SnapshotContainer,
+): void {
+  let flags = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
+  const run = runOf === null ? null : runOf(c);
+  if (run !== null) {
+    w.runs ??= new Float64Array(w.shapeOf.length).fill(Infinity);
+    w.runs[i] = run;
+    w.estimated++;
+    flags |= ESTIMATED;
+  }
+  const shape = pass.shapes.get(c);
+  let k = w.numberOf.get(shape);
+  if (k === undefined) {
+    k = w.distinct.length;
+    w.distinct.push(shape);
+    w.numberOf.set(shape, k);
+  }
+  w.shapeOf[i] = k;
+  w.facts[2 * i] = c.priority;
+  w.facts[2 * i + 1] = (k << FLAG_BITS) | flags;
+}
+
 /** Walks the waiting containers in queue order and places each one it can. */
 export function placeWaiting(pass: Pass): void {
   const fair = pass.config.fairShare ? { placed: pass.owners.placed } : null;
@@ -80,51 +274,40 @@ export function placeWaiting(pass: Pass): void {
   // Shapes are looked up in input order (the containers' order in memory: at a million containers,
   // visiting them in queue order costs a cache miss each), as small numbers to count by.
   // What consider() reads of every container (priority, Locked, opportunistic, whether its run time is
-  // expected) is copied here too, so that a container the limits keep waiting is not touched at all in
-  // queue order. Expected run times (end_aligned's, read by pair_ends too) are looked up here once each;
-  // `runs` exists only when one is known, and then holds them by index (Infinity: unknown).
-  const distinct: Shape[] = [];
-  const numberOf = new Map<Shape, number>();
-  const runOf = expectedRunOf(pass);
-  let runs: Float64Array | null = null;
-  // Side by side, so that reading them in queue order costs one cache miss: facts[2i] is container i's
-  // priority, facts[2i + 1] its shape's number and its flags (FLAG_BITS).
-  const facts = new Float64Array(2 * waiting.length);
-  const shapeOf = new Uint32Array(waiting.length);
-  for (let i = 0; i < waiting.length; i++) {
-    const c = waiting[i]!;
-    let flags = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
-    const run = runOf === null ? null : runOf(c);
-    if (run !== null) {
-      runs ??= new Float64Array(waiting.length).fill(Infinity);
-      runs[i] = run;
-      flags |= ESTIMATED;
-    }
-    const shape = pass.shapes.get(c);
-    let k = numberOf.get(shape);
-    if (k === undefined) {
-      k = distinct.length;
-      distinct.push(shape);
-      numberOf.set(shape, k);
-    }
-    shapeOf[i] = k;
-    facts[2 * i] = c.priority;
-    facts[2 * i + 1] = (k << FLAG_BITS) | flags;
-  }
+  // expected) is copied too (readFacts), so that a container the limits keep waiting is not touched at
+  // all in queue order. Expected run times (end_aligned's, read by pair_ends too) are looked up once
+  // each; `runs` exists only when one is known, and then holds them by index (Infinity: unknown).
+  const { facts, qfacts, shapeOf, runs, distinct, queue } = readFacts(pass);
   const placer = new Placer(pass, runs !== null);
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
   const alike = new Uint32Array(distinct.length);
   for (let i = 0; i < shapeOf.length; i++) alike[shapeOf[i]!]!++;
-  const times = new Float64Array(waiting.length);
-  const order = queueOrderIndex(waiting, fair, times);
-  pairEnds(pass, waiting, order, runs, times);
-  for (let i = 0; i < order.length; i++) {
-    const j = order[i]!;
-    const shapeAndFlags = facts[2 * j + 1]!;
-    const k = shapeAndFlags >>> FLAG_BITS;
-    const behind = --alike[k]!;
-    placer.consider(waiting[j]!, distinct[k]!, behind, facts[2 * j]!, shapeAndFlags & ((1 << FLAG_BITS) - 1));
+  const mask = (1 << FLAG_BITS) - 1;
+  const byQueue = queue.byQueue;
+  if (
+    byQueue !== null &&
+    qfacts !== null &&
+    (fair === null || !takesTurns(queue)) &&
+    !(pass.config.pairEnds && runs !== null)
+  ) {
+    // Neither fair sharing's turns nor pair_ends reorder the queue: walk the containers and their facts
+    // in queue order, one after the other in memory (at a million containers, reading them through the
+    // order's indices costs two cache misses each).
+    for (let i = 0; i < byQueue.length; i++) {
+      const shapeAndFlags = qfacts[2 * i + 1]!;
+      const k = shapeAndFlags >>> FLAG_BITS;
+      placer.consider(byQueue[i]!, distinct[k]!, --alike[k]!, qfacts[2 * i]!, shapeAndFlags & mask);
+    }
+  } else {
+    const order = turnOrder(queue, waiting, fair);
+    pairEnds(pass, waiting, order, runs, queue.times);
+    for (let i = 0; i < order.length; i++) {
+      const j = order[i]!;
+      const shapeAndFlags = facts[2 * j + 1]!;
+      const k = shapeAndFlags >>> FLAG_BITS;
+      placer.consider(waiting[j]!, distinct[k]!, --alike[k]!, facts[2 * j]!, shapeAndFlags & mask);
+    }
   }
   placer.finishPlanned();
 }
