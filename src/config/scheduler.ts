@@ -150,9 +150,8 @@ export const SCHEDULER_OPTIONS = section(
       key: 'boot_budget',
       field: 'bootBudget',
       kind: num(0),
-      default: 0,
-      defaultText: '0 (off)',
-      help: "Work-proportional boots (docs/SCHEDULER.md): the containers of one step (request name without its task number) hold at most as many vcpus on instances not up yet (booting, or created in this pass) as their expected work (vcpus × run time: their own expected run time, else the step's median from history, else the longest that a running one of the step has run so far) keeps busy for this many boot times each; the others wait for room. A step with nothing booting for it may always have one instance. 0: off.",
+      default: 4,
+      help: "Work-proportional boots (docs/SCHEDULER.md): the containers of one step (request name without its task number) hold at most as many vcpus on instances not up yet (booting, or created in this pass) as their expected work (vcpus × run time: their own expected run time, else the step's median from history, else the longest that a running one of the step has run so far) keeps busy for this many boot times each; the others wait for room. A step with nothing booting for it may always have one instance. 0: off (every waiting container may cause a create: shorter waits, more boots and idle; for latency-sensitive workloads).",
     }),
     opt({
       key: 'end_aligned',

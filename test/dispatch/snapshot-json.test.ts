@@ -101,7 +101,7 @@ describe('parseSnapshot', () => {
       waitForRunning: true,
       waitMarginMs: 0,
       bootAhead: 0,
-      bootBudget: 0,
+      bootBudget: 4,
       endAligned: 'expected',
       pairEnds: true,
     });

@@ -59,7 +59,9 @@ describe('PgQueue names', () => {
     const config = (scheduler: Record<string, unknown>) => parseDispatchConfig({ scheduler }).scheduler;
     // Defaults: wait_for_running reads names; end_aligned `expected` reads run limits.
     expect([learnsRunTimes(config({})), readsExpectedRuns(config({}))]).toEqual([true, true]);
-    const off = { wait_for_running: false, end_aligned: 'off' };
+    // boot_budget (default 4) reads names too.
+    expect(learnsRunTimes(config({ wait_for_running: false, end_aligned: 'off' }))).toBe(true);
+    const off = { wait_for_running: false, end_aligned: 'off', boot_budget: 0 };
     expect([learnsRunTimes(config(off)), readsExpectedRuns(config(off))]).toEqual([false, false]);
     expect(learnsRunTimes(config({ ...off, boot_ahead: 8 }))).toBe(true);
     expect(learnsRunTimes(config({ ...off, end_aligned: 'history' }))).toBe(true);
