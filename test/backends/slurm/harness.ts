@@ -2,11 +2,12 @@
 // free ports) in front of a real Berth (API server on this file's database), and the slurm dispatcher,
 // in-process or as a `berth dispatch --backend slurm` process. Everything is stopped after, even on failure.
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll } from 'vitest';
+import { containerCgroup, killCgroup, probeCgroups } from '../../../src/agent/runtimes/cgroup.js';
 import {
   slurmUnavailable,
   startSlurm,
@@ -29,7 +30,7 @@ import {
   until,
   type CliResult,
 } from '../../helpers/cli.js';
-import { testDb } from '../../helpers/db.js';
+import { testDb, type TestDb } from '../../helpers/db.js';
 
 const exec = promisify(execFile);
 /** BERTH_SLURM_DEBUG=1: the dispatchers' events on stderr, and the cluster's dir kept. */
@@ -118,6 +119,7 @@ export async function slurmWorld(
     for (const d of running) await d.stop().catch(() => {});
     for (const d of daemons) await d.stop('SIGKILL').catch(() => {});
     await cluster?.stop();
+    await removeLeftoverCgroups(db);
     await server?.stop();
     // Agents are children of the cluster's slurmd (gone with their namespaces); anything else left mentioning
     // this world's dir (a dispatcher process) goes too.
@@ -254,4 +256,22 @@ export async function submit(
     ...spec,
   });
   return { request: r.id, container: r.container_id };
+}
+
+/**
+ * Removes the cgroups of this world's containers that are still there once its cluster stopped, saying so:
+ * a one-shot agent ended by its job (scancel, under heavy load) can be killed before it removes its
+ * container's group (not yet traced), and this host, unlike a node that goes away, keeps it. The warning
+ * names the container, to trace which path left it.
+ */
+async function removeLeftoverCgroups(db: TestDb): Promise<void> {
+  const host = await probeCgroups();
+  if (host.unusable !== null) return;
+  const ids = (await db.pool.query<{ id: string }>('SELECT id FROM containers')).rows.map((r) => r.id);
+  for (const id of ids) {
+    const group = containerCgroup(host, id);
+    if (!(await group.dirs()).some((d) => existsSync(d))) continue;
+    console.warn(`slurm test world: the cgroup of container ${id} was left behind; removing it`);
+    await killCgroup(group).catch((err: Error) => console.warn(`  cannot remove it: ${err.message}`));
+  }
 }
