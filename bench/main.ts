@@ -26,6 +26,7 @@ const BENCHES = [
   'node-guard',
   'sim-gap',
   'wf-collection',
+  'status-writes',
 ] as const;
 
 async function main(): Promise<number> {

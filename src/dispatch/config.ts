@@ -88,7 +88,7 @@ export const DISPATCHER_TIMERS = section([
     field: 'statusIntervalMs',
     kind: duration(),
     default: '2s',
-    help: "Waiting containers' status texts are written at most this often.",
+    help: "Waiting containers' status texts are written at most this often, beside the passes, and after a write that took d no sooner than 2 × d after it ended.",
   }),
   opt({
     key: 'full_reload_passes',

@@ -257,7 +257,13 @@ export class Dispatcher {
   constructor(private readonly o: DispatcherOptions) {
     this.types = new Map(o.instanceTypes.map((t) => [t.name, t]));
     this.view = new ContainerView(o.config.arrivalWindowMs);
-    this.statusWriter = new StatusWriter(o.queue, o.id, o.statusIntervalMs);
+    this.statusWriter = new StatusWriter(
+      o.queue,
+      o.id,
+      o.statusIntervalMs,
+      () => o.clock.now().getTime(),
+      (err, at) => this.failed('statuses', err, at, {}),
+    );
     this.planner = new IncrementalPlanner(o.planner ?? realPlan);
     this.cloud = new CloudMemory({
       capacityTtlMs: o.capacityTtlMs,
@@ -276,8 +282,21 @@ export class Dispatcher {
     this.emit({ kind: 'error', at: now, op, message: e.message, errorClass: e.constructor.name, ...subject });
   }
 
-  /** One pass. Concurrent calls share the pass in flight (callers coalesce events into ticks). */
-  tick(): Promise<void> {
+  /**
+   * One pass, and the status write it started (status-writer.ts): when it resolves, the store shows the
+   * pass's statuses, unless status_interval held them back. Concurrent calls share the pass in flight.
+   */
+  async tick(): Promise<void> {
+    await this.tickAhead();
+    await this.statusWriter.flushed();
+  }
+
+  /**
+   * One pass, whose statuses are written in the background (the service loop's: the next pass need not
+   * wait for a long queue's statuses). Concurrent calls share the pass in flight (callers coalesce events
+   * into ticks).
+   */
+  tickAhead(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     this.running ??= this.pass()
       .catch((err: unknown) => {
@@ -286,6 +305,11 @@ export class Dispatcher {
       })
       .finally(() => (this.running = null));
     return this.running;
+  }
+
+  /** Status writes started, for tests and benchmarks (status-writer.ts). */
+  get statusWrites(): number {
+    return this.statusWriter.writes;
   }
 
   /**
@@ -350,7 +374,7 @@ export class Dispatcher {
     const snapshot = this.snapshot(now, containers, this.maxAttempts);
     const plan = this.planOf(snapshot);
     await this.act(plan, now);
-    await this.statusWriter.save(plan.statuses, now);
+    this.statusWriter.offer(plan.statuses, now);
     if (o.mirror)
       await o.mirror.publish([...this.instances.values(), ...this.goneUnpublished.splice(0)], now, {
         instanceTypes: o.instanceTypes,
@@ -746,6 +770,7 @@ export class Dispatcher {
   /** Resolves once no create or destroy is in flight and every outcome was applied (tests, the simulator). */
   async settled(): Promise<void> {
     while (this.ops.size > 0) await Promise.all([...this.ops]);
+    await this.statusWriter.flushed();
     if (this.running === null) this.applyOutcomes(this.o.clock.now());
   }
 
@@ -1074,6 +1099,7 @@ export class Dispatcher {
   async stop(): Promise<void> {
     this.stopped = true;
     await this.running?.catch(() => {});
+    await this.statusWriter.flushed();
     // A stop_grace past a Node timer's 24.8 days is waited out, not fired after 1 ms.
     const timers = longTimers(this.o.timers ?? nodeTimers);
     let timer: unknown;

@@ -103,7 +103,8 @@ export async function startDispatcher(o: StartDispatcherOptions): Promise<Runnin
   logger.info({ instance_types: cfg.instanceTypes.length, driver: cfg.driver }, 'dispatcher running');
 
   loop = runPassLoop({
-    tick: () => dispatcher.tick(),
+    // Statuses are written beside the passes: a long queue's take seconds (status-writer.ts).
+    tick: () => dispatcher.tickAhead(),
     quick: () => dispatcher.quickTick(),
     notifier: o.notifier,
     intervalMs: cfg.tickIntervalMs,

@@ -2,13 +2,23 @@
 // the queue (placed, unlocked, cancelled) get their own text; waiting ones are stored by group, one row
 // per reason with its members in queue order (migration 060), so the text with the queue position is
 // made when read. Only what changed since the last write is written: a pass that changed nothing writes
-// nothing, and a pass over 10k containers waiting for one reason writes one group. Writes are spaced by
-// status_interval.
+// nothing, and a pass over 10k containers waiting for one reason writes one group.
+//
+// Writes run beside the passes, one at a time (issue 12): a pass offers its statuses and goes on. A write
+// of a long queue's group costs seconds (every member's position is stored: when the head moves, every
+// part of the group is rewritten; ~2 s at 300k waiting, docs/PERFORMANCE.md), and a pass that waited for it
+// would leave the freed slots idle meanwhile. A write starts at most every status_interval, and no sooner
+// after the last one ended than twice as long as that one took, so that statuses take at most a third of
+// the database's time for one connection however long the queue: at a million waiting they are seconds old.
+// Offers that come while a write runs or too soon are dropped; the next pass offers newer ones.
 import type { DispatchQueue, StoredGroup } from './ports.js';
 import type { Statuses, WaitingGroup } from './scheduler/statuses.js';
 
 /** Most own texts written at once (the rest follow in later writes). */
 const MAX_OWN_WRITES = 5_000;
+
+/** After a write that took d, the next starts no sooner than SPACING × d after it ended. */
+const SPACING = 2;
 
 export class StatusWriter {
   private lastOwn = new Map<string, string>();
@@ -16,18 +26,56 @@ export class StatusWriter {
   private lastGroups = new Map<number, StoredGroup>();
   /** The statuses last written in full (a reused plan hands the same object over). */
   private lastStatuses: Statuses | null = null;
-  private lastWrite = -Infinity;
   /** Whether this process wrote the groups yet (the first write drops groups a previous run left). */
   private groupsWritten = false;
+
+  /** The write in flight, if any. */
+  private writing: Promise<void> | null = null;
+  /** When the next write may start (ms): status_interval after the last, and SPACING × its duration. */
+  private nextAt = -Infinity;
+  /** Writes that started, for tests and benchmarks. */
+  writes = 0;
 
   constructor(
     private readonly queue: Pick<DispatchQueue, 'setStatuses' | 'setWaiting'>,
     private readonly dispatcherId: string,
     private readonly intervalMs: number,
+    /** The application clock (ms): a write's duration spaces the next. */
+    private readonly clock: () => number,
+    /** A write failed (the next offer writes again); it never rejects a pass. */
+    private readonly onError: (err: unknown, at: Date) => void,
   ) {}
 
-  async save(st: Statuses, now: Date): Promise<void> {
-    if (st === this.lastStatuses || now.getTime() - this.lastWrite < this.intervalMs) return;
+  /**
+   * Offers a pass's statuses: written now, in the background, unless a write is in flight, the last one
+   * is too recent (file comment), or they are the ones written last (a reused plan).
+   */
+  offer(st: Statuses, now: Date): void {
+    if (this.writing !== null || st === this.lastStatuses || now.getTime() < this.nextAt) return;
+    const start = this.clock();
+    this.writes++;
+    this.writing = this.save(st)
+      .catch((err: unknown) => {
+        this.onError(err, now);
+        return true;
+      })
+      .then((wrote) => {
+        // A pass whose statuses needed no write does not hold the next one back.
+        if (wrote) {
+          const end = this.clock();
+          this.nextAt = Math.max(start + this.intervalMs, end + SPACING * Math.max(0, end - start));
+        }
+        this.writing = null;
+      });
+  }
+
+  /** Resolves when no write is in flight (never rejects). */
+  async flushed(): Promise<void> {
+    while (this.writing !== null) await this.writing;
+  }
+
+  /** Writes what changed since the last write; whether anything was written. */
+  private async save(st: Statuses): Promise<boolean> {
     const own = new Map<string, string>();
     let capped = false;
     for (const [id, s] of st.own) {
@@ -59,13 +107,15 @@ export class StatusWriter {
       for (const id of [...this.lastOwn.keys()]) if (!st.own.has(id)) this.lastOwn.delete(id);
     }
     if (!capped) this.lastStatuses = st;
-    if (own.size > 0 || changed.length > 0 || reasonsMoved) this.lastWrite = now.getTime();
+    return own.size > 0 || changed.length > 0 || reasonsMoved;
   }
 
   /**
    * Gives each group a slot, so that as few containers as possible change rows: largest group first,
-   * each takes the slot its first member held at the last write whose slot is still free (a reason whose
-   * text changed, as when the container at the head moves, keeps its row), else the lowest free one.
+   * each takes the free slot most of its members held at the last write (a reason whose text changed, as
+   * when the container at the head moves, keeps its row), else the lowest free one. Not the slot of its
+   * first member: when a new container takes the head, the old head joins the long group behind it, and
+   * the long group would take the old head's slot, repointing every member (~4 s at 100k waiting).
    */
   private slotted(groups: WaitingGroup[]): StoredGroup[] {
     const slotOf = new Map<string, number>();
@@ -76,13 +126,17 @@ export class StatusWriter {
       .map((_, i) => i)
       .sort((i, j) => groups[j]!.members.length - groups[i]!.members.length);
     for (const i of bySize) {
+      const votes = new Map<number, number>();
       for (const id of groups[i]!.members) {
         const slot = slotOf.get(id);
-        if (slot !== undefined && !taken.has(slot)) {
-          taken.add(slot);
-          slots[i] = slot;
-          break;
-        }
+        if (slot !== undefined && !taken.has(slot)) votes.set(slot, (votes.get(slot) ?? 0) + 1);
+      }
+      let best: number | undefined;
+      let most = 0;
+      for (const [slot, n] of votes) if (n > most || (n === most && slot < best!)) [best, most] = [slot, n];
+      if (best !== undefined) {
+        taken.add(best);
+        slots[i] = best;
       }
     }
     let free = 0;

@@ -55,6 +55,42 @@ describe('statuses by group', () => {
     expect(Number(await groups())).toBe(plan2.statuses.reasons.length);
   });
 
+  it('a new container taking the head: the old head joins the long group, whose members keep their row', async () => {
+    const h = await harness({ config: { maxInstances: 0 } });
+    const d = h.make();
+    const low = await h.submit(...Array.from({ length: 500 }, () => ({ vcpus: 1, ram: '1GiB' })));
+    const pointers = async () =>
+      new Map(
+        (
+          await h.db.pool.query<{ id: string; g: string | null; x: string }>(
+            `SELECT id, status_group::text AS g, xmin::text AS x FROM containers WHERE id = ANY($1)`,
+            [low],
+          )
+        ).rows.map((r) => [r.id, r]),
+      );
+    await d.tick();
+    const before = await pointers();
+    const plan1 = d.lastPlan!;
+    const head = plan1.statuses.waiting[0]!.id;
+    // The head waits for a reason of its own (the limit); the others wait behind it.
+    expect(plan1.statuses.reasonOf[0]).not.toBe(plan1.statuses.reasonOf[1]);
+    expect(new Set(plan1.statuses.reasonOf.slice(1)).size).toBe(1);
+
+    // A higher-priority container arrives: it is the new head, and the old head joins the others.
+    const [top] = await h.submit({ vcpus: 1, ram: '1GiB', priority: 900 });
+    await h.advance(5_000);
+    await d.tick();
+    const plan2 = d.lastPlan!;
+    expect(plan2.statuses.waiting[0]!.id).toBe(top);
+    const after = await pointers();
+    for (const id of low) expect((await h.status(id))!).toBe(plan2.status.get(id));
+    const repointed = low.filter((id) => after.get(id)!.g !== before.get(id)!.g);
+    const rewritten = low.filter((id) => after.get(id)!.x !== before.get(id)!.x);
+    // Only the old head moved to another row (the first member's slot rule moved all 499 others).
+    expect(repointed).toEqual([head]);
+    expect(rewritten).toEqual([head]);
+  });
+
   it("the store's text is queuedText's, for 0, 1 and more higher-priority containers ahead", async () => {
     const h = await harness();
     const ids = await h.submit({}, {}, {});
