@@ -151,7 +151,14 @@ export const SCHEDULER_OPTIONS = section(
       field: 'bootBudget',
       kind: num(0),
       default: 4,
-      help: "Work-proportional boots (docs/SCHEDULER.md): the containers of one step (request name without its task number) hold at most as many vcpus on instances not up yet (booting, or created in this pass) as their expected work (vcpus × run time: their own expected run time, else the step's median from history, else the longest that a running one of the step has run so far) keeps busy for this many boot times each; the others wait for room. A step with nothing booting for it may always have one instance. 0: off (every waiting container may cause a create: shorter waits, more boots and idle; for latency-sensitive workloads).",
+      help: "Work-proportional boots (docs/SCHEDULER.md): the containers of one step (request name without its task number) hold at most as many vcpus on instances not up yet (booting, or created in this pass) as their expected work (vcpus × run time: their own expected run time, else the step's median from history, else the longest that a running one of the step has run so far) keeps busy for this many boot times each (the boot time measured, else boot_estimate); the others wait for room. A step with nothing booting for it may always have one instance. 0: off (every waiting container may cause a create: shorter waits, more boots and idle; for latency-sensitive workloads).",
+    }),
+    opt({
+      key: 'boot_estimate',
+      field: 'bootEstimateMs',
+      kind: duration({ above0: true }),
+      default: '60s',
+      help: "The expected boot time (create → agent ready) that boot_budget counts with until one has been measured (the snapshot's `estimates.boot`: the median of the recent boots this dispatcher saw; none on a fresh install, or after the dispatcher restarts, until a new instance has booted): a first fan-out of known run time (max_run_time) gets its budget at once, not one instance at a time until the first boot ends. Set it near your cloud's usual boot time.",
     }),
     opt({
       key: 'end_aligned',

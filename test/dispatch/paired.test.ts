@@ -76,7 +76,7 @@ describe('pair_ends (pure planner)', () => {
     // c0, c2 are `short` (10 min by history), c1, c3 `long` (60 min): the same pairs and bill as above.
     const xs = ['short', 'long', 'short', 'long'].map((name, i) => ctr(`c${i}`, { queuedAt: AT, name }));
     const s = snap({
-      // boot_budget off: with no boot estimate it would let each step one instance at a time.
+      // boot_budget off: the case is about pairing alone.
       config: { waitForRunning: false, endAligned: 'history', pairEnds: true, bootBudget: 0 },
       types: [T2],
       containers: xs,

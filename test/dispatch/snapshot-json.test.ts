@@ -102,6 +102,7 @@ describe('parseSnapshot', () => {
       waitMarginMs: 0,
       bootAhead: 0,
       bootBudget: 4,
+      bootEstimateMs: 60_000,
       endAligned: 'expected',
       pairEnds: true,
     });

@@ -6,6 +6,11 @@
 // room (on the instances booting for it, or on running ones: wait_for_running). Long tasks get all they
 // ask; a fan-out of 1,000 tasks of seconds shares a few instances instead of booting room for all of it.
 //
+// The expected boot time is the one measured (the snapshot's estimates, the median of recent boots), else
+// the `boot_estimate` prior: before any instance has booted (a fresh install, a restarted dispatcher) a
+// step whose run time is known gets its budget at once, not one instance at a time until the first boot
+// ends (a 1,000-task first fan-out would otherwise wait a whole boot before growing).
+//
 // A step whose run time is not known yet (no history, no expected run time of its own) counts what its
 // running containers show: the longest any of them has run so far is a lower bound of its run time, and
 // the budget grows with it (the plan is valid until the next container would be allowed). With nothing
@@ -36,8 +41,8 @@ export class BootBudget {
   private constructor(
     private readonly pass: Pass,
     private readonly k: number,
-    /** The expected boot time (ms), or null while none is known. */
-    private readonly bootMs: number | null,
+    /** The expected boot time (ms): measured, else the boot_estimate prior. */
+    private readonly bootMs: number,
   ) {
     this.runs = pass.snap.estimates?.steps ?? {};
   }
@@ -46,8 +51,9 @@ export class BootBudget {
   static of(pass: Pass): BootBudget | null {
     const k = pass.config.bootBudget;
     if (!(k > 0)) return null;
+    // A median boot of 0 ms (creation and readiness stamped alike) counts as none measured, as before.
     const boot = pass.snap.estimates?.bootMs ?? null;
-    const b = new BootBudget(pass, k, boot !== null && boot > 0 ? boot : null);
+    const b = new BootBudget(pass, k, boot !== null && boot > 0 ? boot : pass.config.bootEstimateMs);
     const notUp = (id: string | null): boolean => {
       if (id === null || !pass.pool.keeps.has(id)) return false;
       const state = pass.pool.instanceOf.get(id)?.state;
@@ -102,7 +108,6 @@ export class BootBudget {
     const s = this.step(c);
     if (s.held <= 0) return true;
     const want = (s.held + c.vcpus) * this.k;
-    if (this.bootMs === null) return false;
     if (this.work(s) >= want * this.bootMs) return true;
     // The work grows with the bound of unknown run times: the budget reaches `want` at this time.
     if (s.unknown > 0 && s.since !== Infinity)
