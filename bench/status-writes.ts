@@ -65,11 +65,14 @@ async function measure(url: string, queued: number, passes: number, way: Way['wa
     const store = new Store(pool, { clock, rng: seededRng(1) });
     const spec = (priority: number) =>
       normalizeRequest({ command: ['true'], vcpus: 1, ram: '1GiB', priority });
-    for (let n = 0; n < queued; n += BATCH)
+    for (let n = 0; n < queued; n += BATCH) {
       await store.requests.create(
         'bench',
         Array.from({ length: Math.min(BATCH, queued - n) }, () => spec(1)),
       );
+      // Ids are the time and a random part: a millisecond of their own per batch, as a real clock gives.
+      clock.runUntil(clock.nowMs() + 1);
+    }
     const writes: number[] = [];
     const queue = new PgQueue(store, url);
     const timedQueue = Object.create(queue) as PgQueue;

@@ -22,6 +22,7 @@ import {
   type UnlockItem,
 } from './ports.js';
 import type { MeasuredUsage, SnapshotContainer } from './scheduler/types.js';
+import { WrittenGroups, type GroupWrite } from './status-parts.js';
 
 export interface PgQueueOptions {
   /**
@@ -40,6 +41,8 @@ export interface PgQueueOptions {
 export class PgQueue implements DispatchQueue {
   private leaseClient: pg.Client | null = null;
   private readonly sql: SnapshotSql;
+  /** What each dispatcher's status groups hold, as its writes left them (status-parts.ts). */
+  private readonly written = new Map<string, WrittenGroups>();
 
   constructor(
     private readonly store: Store,
@@ -282,59 +285,81 @@ export class PgQueue implements DispatchQueue {
        FROM unnest($1::text[], $2::text[]) AS u(id, s) WHERE c.id = u.id`,
       [[...statuses.keys()], [...statuses.values()]],
     );
+    for (const w of this.written.values()) w.unpointed(statuses.keys());
   }
 
-  /** Drops the gone groups, then upserts the changed ones and points their moved members at them. */
+  /**
+   * Drops the gone groups, then upserts the changed ones: their rows, the parts that differ from what the
+   * last write left (status-parts.ts: positions are stored less the group's bases, so a moving head
+   * changes a base, not every part), and the pointers of members that moved from another group.
+   */
   async setWaiting(dispatcherId: string, groups: StoredGroup[], slots: number[]): Promise<void> {
-    // Two statements: a deleted group's members lose their pointer (ON DELETE SET NULL) before the
-    // upsert gives them their new one.
-    await this.pool.query(
-      `DELETE FROM status_groups WHERE dispatcher_id = $1 AND NOT (slot = ANY($2::integer[]))`,
-      [dispatcherId, slots],
+    const written = this.writtenGroups(dispatcherId);
+    const plans = groups.map((g) => written.plan(g));
+    try {
+      // Two statements: a deleted group's members lose their pointer (ON DELETE SET NULL) before the
+      // upsert gives them their new one.
+      await this.pool.query(
+        `DELETE FROM status_groups WHERE dispatcher_id = $1 AND NOT (slot = ANY($2::integer[]))`,
+        [dispatcherId, slots],
+      );
+      if (groups.length > 0)
+        await this.writeGroups(
+          dispatcherId,
+          plans.map((p) => p.write),
+        );
+    } catch (err) {
+      // What the database holds is not known now: the next write sends everything.
+      written.clear();
+      throw err;
+    }
+    written.written(
+      plans.map((p) => p.next),
+      slots,
     );
-    if (groups.length === 0) return;
-    // Each group's members are written in parts by a hash of the id (migration 210; a reader scans only
-    // the part of the id it looks up): every part 0 … parts-1 is upserted, empty ones too, so that no part
-    // keeps members of the last write, and parts beyond the new count are dropped. A part whose contents
-    // did not change is left alone (no new row version, no WAL): a pass in which a few members of a big
-    // group moved writes their parts only (while the others' positions stay; see docs/PERFORMANCE.md).
+  }
+
+  /** One statement: the groups' rows, their changed parts (and none past `parts`), the moved pointers. */
+  private async writeGroups(dispatcherId: string, writes: GroupWrite[]): Promise<void> {
+    const parts = writes.flatMap((w) => w.parts.map((p) => ({ slot: w.row.slot, ...p })));
+    const pointers = writes.flatMap((w) => w.repointed.map((id) => [id, w.row.slot] as const));
     await this.pool.query(
       `WITH g AS (SELECT * FROM jsonb_to_recordset($2::jsonb)
-                  AS x(slot integer, reason text, members text[], positions integer[], "higherAhead" integer[], parts integer)),
-         up AS (INSERT INTO status_groups (dispatcher_id, slot, reason, parts)
-                SELECT $1, slot, reason, parts FROM g
-                ON CONFLICT (dispatcher_id, slot) DO UPDATE SET reason = EXCLUDED.reason, parts = EXCLUDED.parts
+                  AS x(slot integer, reason text, parts integer, "positionBase" integer, "higherAheadBase" integer)),
+         up AS (INSERT INTO status_groups (dispatcher_id, slot, reason, parts, position_base, higher_ahead_base)
+                SELECT $1, slot, reason, parts, "positionBase", "higherAheadBase" FROM g
+                ON CONFLICT (dispatcher_id, slot) DO UPDATE
+                  SET reason = EXCLUDED.reason, parts = EXCLUDED.parts,
+                      position_base = EXCLUDED.position_base, higher_ahead_base = EXCLUDED.higher_ahead_base
                 RETURNING id, slot, parts),
-         m AS (SELECT up.id AS group_id, hashtext(u.id) & (up.parts - 1) AS part, u.id, u.pos, u.ha, u.ord
-               FROM up JOIN g USING (slot)
-               CROSS JOIN LATERAL unnest(g.members, g.positions, g."higherAhead") WITH ORDINALITY AS u(id, pos, ha, ord)),
-         pointed AS (UPDATE containers c SET status_group = m.group_id FROM m
-                     WHERE c.id = m.id AND c.status_group IS DISTINCT FROM m.group_id),
+         pt AS (SELECT * FROM jsonb_to_recordset($3::jsonb)
+                AS x(slot integer, part integer, members text[], positions integer[], "higherAhead" integer[])),
+         pointed AS (UPDATE containers c SET status_group = up.id
+                     FROM unnest($4::text[], $5::integer[]) AS m(id, slot) JOIN up USING (slot)
+                     WHERE c.id = m.id AND c.status_group IS DISTINCT FROM up.id),
          dropped AS (DELETE FROM status_group_parts p USING up WHERE p.group_id = up.id AND p.part >= up.parts)
        INSERT INTO status_group_parts AS p (group_id, part, members, positions, higher_ahead)
-       SELECT up.id, k.part,
-              coalesce(array_agg(m.id ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}'),
-              coalesce(array_agg(m.pos ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}'),
-              coalesce(array_agg(m.ha ORDER BY m.ord) FILTER (WHERE m.id IS NOT NULL), '{}')
-       FROM up CROSS JOIN LATERAL generate_series(0, up.parts - 1) AS k(part)
-       LEFT JOIN m ON m.group_id = up.id AND m.part = k.part
-       GROUP BY up.id, k.part
+       SELECT up.id, pt.part, pt.members, pt.positions, pt."higherAhead" FROM pt JOIN up USING (slot)
        ON CONFLICT (group_id, part) DO UPDATE
          SET members = EXCLUDED.members, positions = EXCLUDED.positions, higher_ahead = EXCLUDED.higher_ahead
          WHERE (p.members, p.positions, p.higher_ahead)
            IS DISTINCT FROM (EXCLUDED.members, EXCLUDED.positions, EXCLUDED.higher_ahead)`,
-      [dispatcherId, JSON.stringify(groups.map((g) => ({ ...g, parts: statusParts(g.members.length) })))],
+      [
+        dispatcherId,
+        JSON.stringify(writes.map((w) => w.row)),
+        JSON.stringify(parts),
+        pointers.map((p) => p[0]),
+        pointers.map((p) => p[1]),
+      ],
     );
   }
-}
 
-/** How many parts a status group of `members` is stored in: a power of two, ~64 members a part. */
-export function statusParts(members: number): number {
-  let parts = 1;
-  while (parts * STATUS_PART_MEMBERS < members) parts *= 2;
-  return parts;
+  private writtenGroups(dispatcherId: string): WrittenGroups {
+    let w = this.written.get(dispatcherId);
+    if (w === undefined) this.written.set(dispatcherId, (w = new WrittenGroups()));
+    return w;
+  }
 }
-const STATUS_PART_MEMBERS = 64;
 
 /** The port's view of a store outcome. */
 function itemOutcome(o: Outcome): ItemOutcome {

@@ -193,11 +193,11 @@ export function ofRequest(c: string, request: string): string {
  * SQL: the group-held status of container `c` (a table name or alias; its columns are qualified, since the
  * subquery's own tables have an `id`) as `queued_status`: [queue position, higher-priority ahead, reason]
  * while its status group lists it, else null. Only the one part of the group its id hashes to is read
- * (migration 210), and nothing per row calls a function: the page's plan stays the listing's index scan.
+ * (migration 210), its values plus the group's bases (migration 224), and nothing per row calls a function: the page's plan stays the listing's index scan.
  * The text is made by withStatusText (queuedText's format, its one owner).
  */
 export function queuedStatusSql(c: string): string {
-  return `(SELECT jsonb_build_array(s.positions[i], s.higher_ahead[i], g.reason)
+  return `(SELECT jsonb_build_array(s.positions[i] + g.position_base, s.higher_ahead[i] + g.higher_ahead_base, g.reason)
      FROM status_groups g
      JOIN status_group_parts s ON s.group_id = g.id AND s.part = (hashtext(${c}.id) & (g.parts - 1))
      CROSS JOIN LATERAL array_position(s.members, ${c}.id) AS i

@@ -2,7 +2,8 @@
 // its id hashes to, so a listing's page reads a few buffers a row, not the group's whole member array (at
 // 300k waiting containers in one group the first page took ~1.4 s). The texts stay queuedText's.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { PgQueue, statusParts } from '../../src/dispatch/pg-queue.js';
+import { PgQueue } from '../../src/dispatch/pg-queue.js';
+import { hashText, statusParts } from '../../src/dispatch/status-parts.js';
 import { queuedText } from '../../src/dispatch/scheduler/statuses.js';
 import { normalizeRequest } from '../../src/model/request.js';
 import { CONTAINER_COLUMNS } from '../../src/store/records.js';
@@ -105,5 +106,92 @@ describe('status groups in parts', () => {
 
   it('parts: a power of two, ~64 members each', () => {
     expect([0, 1, 64, 65, 128, 129, 20_000].map(statusParts)).toEqual([1, 1, 1, 2, 2, 4, 512]);
+  });
+});
+
+// Bases and incremental writes (migration 224, src/dispatch/status-parts.ts): positions are stored less the
+// group's bases, and a write sends only the parts that changed, so a moving head costs a few parts.
+describe('status groups: bases and incremental writes', () => {
+  const D = 'd-bases';
+  /** A queue of one priority in `members` order (nobody of a higher priority ahead), after `ahead` others. */
+  const fifo = (members: string[], reason = 'waits for a t2', slot = 0, ahead = 0) => ({
+    slot,
+    reason,
+    members,
+    positions: members.map((_, i) => ahead + i + 1),
+    higherAhead: members.map(() => 0),
+  });
+  const versions = async () =>
+    new Map(
+      (
+        await store.ctx.pool.query<{ k: string; x: string }>(
+          `SELECT p.group_id || '/' || p.part AS k, p.xmin::text AS x
+             FROM status_group_parts p JOIN status_groups g ON g.id = p.group_id WHERE g.dispatcher_id = $1`,
+          [D],
+        )
+      ).rows.map((r) => [r.k, r.x]),
+    );
+  const rewritten = (before: Map<string, string>, after: Map<string, string>) =>
+    [...after].filter(([k, x]) => before.get(k) !== x).length;
+  /** Every member of each group reads the text the group gives it. */
+  const expectTexts = async (...groups: ReturnType<typeof fifo>[]) => {
+    const want = new Map<string, string>();
+    for (const g of groups)
+      g.members.forEach((id, i) => want.set(id, queuedText(g.positions[i]!, g.higherAhead[i]!, g.reason)));
+    const got = await store.containers.getMany([...want.keys()]);
+    for (const c of got) expect(c.scheduling_status).toBe(want.get(c.id));
+  };
+
+  it("hashText is the server's hashtext", async () => {
+    const odd = ['', 'a', 'é漢字', 'x'.repeat(11), 'x'.repeat(12), 'x'.repeat(13), 'y'.repeat(40)];
+    const sample = [...odd, ...ids.slice(0, 5_000), ...ids.slice(0, 500).map((id) => `${id}-2`)];
+    const r = await store.ctx.pool.query<{ h: number }>(
+      `SELECT hashtext(u) AS h FROM unnest($1::text[]) WITH ORDINALITY AS t(u, o) ORDER BY o`,
+      [sample],
+    );
+    expect(r.rows.map((row) => row.h >>> 0)).toEqual(sample.map(hashText));
+  });
+
+  it('the head leaves and one arrives: the base moves and at most two parts are rewritten', async () => {
+    await queue.setWaiting(D, [fifo(ids)], [0]);
+    const before = await versions();
+    // The head was placed; a new container (here the same one, back) arrived at the tail.
+    const next = fifo([...ids.slice(1), ids[0]!]);
+    await queue.setWaiting(D, [next], [0]);
+    const after = await versions();
+    expect(after.size).toBe(statusParts(N));
+    expect(rewritten(before, after)).toBeLessThanOrEqual(2);
+    await expectTexts(next);
+  });
+
+  it('a higher-priority container takes the head: both bases move, one part is rewritten', async () => {
+    const [top] = await store.requests.create('alice', [normalizeRequest({ command: ['true'] })]);
+    await queue.setWaiting(D, [fifo(ids)], [0]);
+    const before = await versions();
+    const g = fifo([top!.container_id!, ...ids]);
+    g.higherAhead = g.members.map((_, i) => (i === 0 ? 0 : 1));
+    await queue.setWaiting(D, [g], [0]);
+    const after = await versions();
+    expect(rewritten(before, after)).toBeLessThanOrEqual(1 + (after.size - before.size));
+    await expectTexts(g);
+  });
+
+  it('a write that failed after dropping a group is followed by a complete one', async () => {
+    const a = fifo(ids.slice(0, 1_000), 'first', 0);
+    const b = fifo(ids.slice(1_000, 2_000), 'second', 1, 1_000);
+    await queue.setWaiting(D, [a, b], [0, 1]);
+    await expectTexts(a, b);
+    // The drop of group 1 succeeds, the upsert of group 0 fails (a reason may not be null).
+    await expect(queue.setWaiting(D, [{ ...a, reason: null as unknown as string }], [0])).rejects.toThrow();
+    await queue.setWaiting(D, [a, b], [0, 1]);
+    await expectTexts(a, b);
+  });
+
+  it('a new process (nothing known of what is stored) writes over what another left', async () => {
+    const g = fifo(ids.slice(0, 3_000), 'after a restart');
+    await queue.setWaiting(D, [fifo(ids.slice(0, 3_000).reverse(), 'before')], [0]);
+    const restarted = new PgQueue(store, '');
+    await restarted.setWaiting(D, [g], [0]);
+    await expectTexts(g);
   });
 });
