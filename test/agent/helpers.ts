@@ -1,11 +1,16 @@
 // Shared pieces of the runtime tests: work dirs that are always removed, output collection, waiting
 // for a condition with a deadline, and where the test image built by scripts/build-test-image.sh lives.
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { CGROUP_ROOT, containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
-import type { OutputChunk, RunHandle, RunSpec } from '../../src/agent/runtimes/types.js';
+import {
+  RunSpecError,
+  type OutputChunk,
+  type RunHandle,
+  type RunSpec,
+} from '../../src/agent/runtimes/types.js';
 
 /** The known paths of scripts/build-test-image.sh. */
 export const TEST_CACHE = process.env.BERTH_TEST_CACHE ?? '/var/cache/berth-test';
@@ -27,6 +32,26 @@ export async function makeWorkDir(): Promise<string> {
 }
 export async function cleanupWorkDirs(): Promise<void> {
   while (dirs.length) await rm(dirs.pop()!, { recursive: true, force: true });
+}
+
+/**
+ * What a runtime's checkpoint record reader `read` makes of a checkpoint dir (a new temp dir, listed in
+ * `temp` for the test file to remove) holding `text` as `file` (null: no such file): the record, or the
+ * message of the RunSpecError it threw (any other error fails the test).
+ */
+export async function recordIn<R>(
+  read: (dir: string) => Promise<R>,
+  file: string,
+  text: string | null,
+  temp: string[],
+): Promise<R | string> {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-record-'));
+  temp.push(dir);
+  if (text !== null) await writeFile(join(dir, file), text);
+  return read(dir).catch((err: Error) => {
+    if (!(err instanceof RunSpecError)) throw err;
+    return err.message;
+  });
 }
 
 /** Container ids handed out by `spec` in this test file (for the leak check). */

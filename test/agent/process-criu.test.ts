@@ -11,11 +11,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { criuUnusable } from '../../src/agent/runtimes/criu.js';
+import { awaitProcessRestore, checkpointRecord } from '../../src/agent/runtimes/process-criu.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { readRunState } from '../../src/agent/runtimes/shim.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
-import { cleanupHandles, cleanupWorkDirs, collect, isRoot, spec, track, waitForOutput } from './helpers.js';
+import {
+  cleanupHandles,
+  cleanupWorkDirs,
+  collect,
+  isRoot,
+  recordIn,
+  spec,
+  track,
+  waitForOutput,
+} from './helpers.js';
 
 const temp: string[] = [];
 afterEach(async () => {
@@ -106,6 +116,58 @@ const noRoot = isRoot ? null : 'not root: cgroup limits need root';
 
 runtimeConformance(wrapped, null, noRoot, {
   ended: async (_id, workDir) => existsSync(join(workDir, 'exit')),
+});
+
+describe("process checkpoints' record and restore errors", () => {
+  const good = { workDir: '/w/old', root: 4242, limits: { vcpus: 0.5, ram: 1 << 28 } };
+  const recordOf = (text: string | null) => recordIn(checkpointRecord, 'process.json', text, temp);
+
+  it('accepts what save() writes and names the field that is wrong', async () => {
+    expect(await recordOf(JSON.stringify(good))).toEqual(good);
+    expect(await recordOf(null)).toBe('checkpoint: process.json missing (not a process checkpoint)');
+    expect(await recordOf('{')).toBe('checkpoint: process.json: expected JSON');
+    expect(await recordOf('null')).toBe(
+      'checkpoint: process.json workDir: expected an absolute path, got undefined',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, workDir: 'rel' }))).toBe(
+      'checkpoint: process.json workDir: expected an absolute path, got "rel"',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, root: 0 }))).toBe(
+      'checkpoint: process.json root: expected a pid, got 0',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, limits: { vcpus: 1 } }))).toBe(
+      'checkpoint: process.json limits: expected {vcpus, ram}, got {"vcpus":1}',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, limits: { vcpus: 0, ram: 1 } }))).toBe(
+      'checkpoint: process.json limits: expected {vcpus, ram}, got {"vcpus":0,"ram":1}',
+    );
+  });
+
+  it("a restore that ended names criu's first error (its log, then stderr), else what the work dir says", async () => {
+    const failed = async (files: Record<string, string>) => {
+      const work = await mkdtemp(join(tmpdir(), 'berth-process-restore-'));
+      temp.push(work);
+      for (const [f, text] of Object.entries(files)) await writeFile(join(work, f), text);
+      return awaitProcessRestore(work, 60_000).then(
+        () => 'restored',
+        (e: Error) => e.message,
+      );
+    };
+    expect(
+      await failed({
+        exit: '1\n',
+        'criu-restore.log': '(00.01) note\n(00.05) 1: Error (criu/pie.c:7): pid 42 taken\n',
+        stderr: 'Error (x): later\n',
+      }),
+    ).toBe('criu restore failed: Error (criu/pie.c:7): pid 42 taken');
+    expect(await failed({ exit: '1\n', stderr: 'sh: 1: Error (y): from stderr\nlast\n' })).toBe(
+      'criu restore failed: ended (exit 1) without restoring: last',
+    );
+    expect(await failed({ exit: '1\n', stderr: 'Error (y): from stderr\nlast\n' })).toBe(
+      'criu restore failed: Error (y): from stderr',
+    );
+    expect(await failed({ 'criu.restored': '42\n' })).toBe('restored');
+  });
 });
 
 describe('CRIU wrapper', () => {

@@ -13,7 +13,6 @@ import { criuUnusable } from '../../src/agent/runtimes/criu.js';
 import { RUNC_CRIU_NETWORK, RuncRuntime } from '../../src/agent/runtimes/runc.js';
 import { runcCheckpointRecord, runcError } from '../../src/agent/runtimes/runc-criu.js';
 import { readRunState } from '../../src/agent/runtimes/shim.js';
-import { RunSpecError } from '../../src/agent/runtimes/types.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
 import {
@@ -22,6 +21,7 @@ import {
   cleanupWorkDirs,
   collect,
   leftovers,
+  recordIn,
   rootfsMissing,
   spec,
   track,
@@ -119,18 +119,7 @@ describe("runc checkpoints' record and errors", () => {
     ram: 1 << 28,
     network: 'none',
   };
-  const recordOf = async (text: string | null) => {
-    const dir = await mkdtemp(join(tmpdir(), 'berth-runc-record-'));
-    temp.push(dir);
-    if (text !== null) await writeFile(join(dir, 'runc.json'), text);
-    return runcCheckpointRecord(dir).then(
-      (r) => r,
-      (err: Error) => {
-        expect(err).toBeInstanceOf(RunSpecError);
-        return err.message;
-      },
-    );
-  };
+  const recordOf = (text: string | null) => recordIn(runcCheckpointRecord, 'runc.json', text, temp);
 
   it('accepts what save() writes and names the field that is wrong', async () => {
     expect(await recordOf(JSON.stringify(good))).toEqual(good);
