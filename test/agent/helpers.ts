@@ -1,7 +1,7 @@
 // Shared pieces of the runtime tests: work dirs that are always removed, output collection, waiting
 // for a condition with a deadline, and where the test image built by scripts/build-test-image.sh lives.
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { CGROUP_ROOT, containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
@@ -32,6 +32,39 @@ export async function makeWorkDir(): Promise<string> {
 }
 export async function cleanupWorkDirs(): Promise<void> {
   while (dirs.length) await rm(dirs.pop()!, { recursive: true, force: true });
+}
+
+/** A stand-in `criu` program: see standInCriu. */
+export interface StandInCriu {
+  criu: string;
+  /** A probe cache file beside it (not made). */
+  cache: string;
+  /** How many times it ran. */
+  runs: () => Promise<number>;
+  /** Makes it run `body` instead (still counting its runs). */
+  rewrite: (body: string) => Promise<void>;
+}
+
+/**
+ * A stand-in `criu` (a shell script) that counts its runs, then runs `body` (shell, its arguments in $@),
+ * in a new temp dir listed in `temp` for the test file to remove.
+ */
+export async function standInCriu(body: string, temp: string[]): Promise<StandInCriu> {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-criu-stand-in-'));
+  temp.push(dir);
+  const criu = join(dir, 'criu');
+  const count = join(dir, 'runs');
+  const rewrite = async (b: string) => {
+    await writeFile(criu, `#!/bin/sh\necho "$*" >> '${count}'\n${b}\n`);
+    await chmod(criu, 0o755);
+  };
+  await rewrite(body);
+  const runs = () =>
+    readFile(count, 'utf8').then(
+      (t) => t.split('\n').filter(Boolean).length,
+      () => 0,
+    );
+  return { criu, cache: join(dir, 'probe.json'), runs, rewrite };
 }
 
 /**

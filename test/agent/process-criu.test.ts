@@ -6,7 +6,7 @@
 // `check` passes; nothing is dumped). The save and restore themselves run in the guest, where criu works:
 // test/guest/criu-process-case.ts.
 import { existsSync } from 'node:fs';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -23,6 +23,7 @@ import {
   isRoot,
   recordIn,
   spec,
+  standInCriu,
   track,
   waitForOutput,
 } from './helpers.js';
@@ -32,33 +33,15 @@ afterEach(async () => {
   await Promise.all(temp.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
 
-/** A stand-in criu that counts its runs and answers `check` with `exitCode`, and a cache file path. */
-async function standIn(
-  exitCode: number,
-): Promise<{ criu: string; cache: string; runs: () => Promise<number> }> {
-  const dir = await mkdtemp(join(tmpdir(), 'berth-process-criu-'));
-  temp.push(dir);
-  const criu = join(dir, 'criu');
-  const count = join(dir, 'runs');
-  await writeFile(
-    criu,
-    `#!/bin/sh\necho "$*" >> '${count}'\necho "Error (x): stand-in says ${exitCode}" >&2\nexit ${exitCode}\n`,
-  );
-  await chmod(criu, 0o755);
-  const runs = () =>
-    readFile(count, 'utf8').then(
-      (t) => t.split('\n').filter(Boolean).length,
-      () => 0,
-    );
-  return { criu, cache: join(dir, 'probe.json'), runs };
-}
+/** A stand-in criu that counts its runs and passes `check` (and anything else). */
+const standIn = () => standInCriu('echo "Error (x): stand-in says 0" >&2\nexit 0', temp);
 
 describe('ProcessRuntime.wholeState', () => {
   it('is absent unless asked for and unsandboxed, saying why, without running criu', async () => {
     const unasked = new ProcessRuntime(undefined, { sandbox: 'none' });
     expect(await unasked.probeWholeState()).toBe('not asked for (process_criu unset)');
     expect(unasked.wholeState).toBeUndefined();
-    const s = await standIn(0);
+    const s = await standIn();
     const sandboxed = new ProcessRuntime(undefined, { sandbox: 'bwrap', criu: s.criu, probeCache: s.cache });
     expect(await sandboxed.probeWholeState()).toBe(
       'process sandbox bwrap: CRIU saves only unsandboxed containers (process sandbox "none")',
@@ -71,7 +54,7 @@ describe('ProcessRuntime.wholeState', () => {
   });
 
   it('is set where `criu check` passes; the pass is remembered per criu binary; a failure is not', async () => {
-    const s = await standIn(0);
+    const s = await standIn();
     const rt = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
     expect(await rt.probeWholeState()).toBeNull();
     expect(rt.wholeState).toBeDefined();
@@ -83,10 +66,7 @@ describe('ProcessRuntime.wholeState', () => {
     expect(next.wholeState).toBeDefined();
     expect(await s.runs()).toBe(1);
     // Another criu binary (here: one whose check fails) is another key: probed, and its failure said.
-    await writeFile(
-      s.criu,
-      `#!/bin/sh\necho "$*" >> '${join(s.cache, '..', 'runs')}'\necho "Error (criu/kerndat.c:1): vdso" >&2\nexit 1\n`,
-    );
+    await s.rewrite('echo "Error (criu/kerndat.c:1): vdso" >&2\nexit 1');
     const changed = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
     expect(await changed.probeWholeState()).toBe('criu check failed: Error (criu/kerndat.c:1): vdso');
     expect(changed.wholeState).toBeUndefined();
