@@ -4,7 +4,9 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { expect } from 'vitest';
 import { CGROUP_ROOT, containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
+import { criuUnusable } from '../../src/agent/runtimes/criu.js';
 import {
   RunSpecError,
   type OutputChunk,
@@ -65,6 +67,21 @@ export async function standInCriu(body: string, temp: string[]): Promise<StandIn
       () => 0,
     );
   return { criu, cache: join(dir, 'probe.json'), runs, rewrite };
+}
+
+/**
+ * That a runtime told to use this host's real `criu` follows what `criu check` says: whole state where it
+ * passes, else none and criu's error (or `criu not found`) as the reason.
+ */
+export async function expectRealCriuProbe(rt: {
+  probeWholeState(): Promise<string | null>;
+  wholeState?: unknown;
+}): Promise<void> {
+  const real = await criuUnusable();
+  const why = await rt.probeWholeState();
+  if (real?.endsWith('not found')) expect(why).toBe('criu not found');
+  else expect(why).toBe(real);
+  expect(rt.wholeState === undefined).toBe(why !== null);
 }
 
 /**

@@ -10,7 +10,6 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { criuUnusable } from '../../src/agent/runtimes/criu.js';
 import { awaitProcessRestore, checkpointRecord } from '../../src/agent/runtimes/process-criu.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { readRunState } from '../../src/agent/runtimes/shim.js';
@@ -20,6 +19,7 @@ import {
   cleanupHandles,
   cleanupWorkDirs,
   collect,
+  expectRealCriuProbe,
   isRoot,
   recordIn,
   spec,
@@ -77,12 +77,7 @@ describe('ProcessRuntime.wholeState', () => {
   });
 
   it("follows this host's real `criu check` (which fails on kernel 6.18: no whole state, criu's error said)", async () => {
-    const real = await criuUnusable();
-    const rt = new ProcessRuntime(undefined, { sandbox: 'none', criu: 'criu' });
-    const why = await rt.probeWholeState();
-    if (real?.endsWith('not found')) expect(why).toBe('criu not found');
-    else expect(why).toBe(real);
-    expect(rt.wholeState === undefined).toBe(why !== null);
+    await expectRealCriuProbe(new ProcessRuntime(undefined, { sandbox: 'none', criu: 'criu' }));
   });
 });
 

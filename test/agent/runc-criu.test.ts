@@ -9,7 +9,6 @@ import { lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { criuUnusable } from '../../src/agent/runtimes/criu.js';
 import { RUNC_CRIU_NETWORK, RuncRuntime } from '../../src/agent/runtimes/runc.js';
 import { runcCheckpointRecord, runcError } from '../../src/agent/runtimes/runc-criu.js';
 import { readRunState } from '../../src/agent/runtimes/shim.js';
@@ -20,6 +19,7 @@ import {
   cleanupHandles,
   cleanupWorkDirs,
   collect,
+  expectRealCriuProbe,
   leftovers,
   recordIn,
   rootfsMissing,
@@ -82,12 +82,7 @@ describe('RuncRuntime.wholeState', () => {
   itIf(runcWhy)(
     "follows this host's real `criu check` (which fails on kernel 6.18: no whole state, criu's error said)",
     async () => {
-      const real = await criuUnusable();
-      const rt = runcRuntime('criu');
-      const why = await rt.probeWholeState();
-      if (real?.endsWith('not found')) expect(why).toBe('criu not found');
-      else expect(why).toBe(real);
-      expect(rt.wholeState === undefined).toBe(why !== null);
+      await expectRealCriuProbe(runcRuntime('criu'));
     },
   );
 });
