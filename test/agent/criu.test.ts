@@ -3,7 +3,13 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { criuDump, criuRestore, criuUnusable } from '../../src/agent/runtimes/criu.js';
+import {
+  awaitRestore,
+  criuDump,
+  criuRestore,
+  criuUnusable,
+  type RestoreWait,
+} from '../../src/agent/runtimes/criu.js';
 
 let dir = '';
 afterAll(async () => {
@@ -58,5 +64,64 @@ describe('criuDump and criuRestore (stand-in criu; the real one runs in the gues
       'while [ $# -gt 0 ]; do case $1 in --pidfile) p=$2;; esac; shift; done; echo 4242 > "$p"',
     );
     expect(await criuRestore(images, { criu: ok })).toBe(4242);
+  });
+});
+
+describe('awaitRestore (the wait of both runtimes: runc.ts, process-criu.ts)', () => {
+  /** A work dir holding `files`, and the wait for it (the restore's log `log` inside it). */
+  const waitIn = async (files: Record<string, string>, w: Partial<RestoreWait> = {}) => {
+    dir ||= await mkdtemp(join(tmpdir(), 'berth-criu-'));
+    const work = await mkdtemp(join(dir, 'work-'));
+    for (const [f, text] of Object.entries(files)) await writeFile(join(work, f), text);
+    const wait: RestoreWait = {
+      pidFile: 'restored.pid',
+      log: join(work, 'restore.log'),
+      prefix: 'x restore failed',
+      deadline: Date.now() + 60_000,
+      timeoutMs: 60_000,
+      explain: () => null,
+      ...w,
+    };
+    return {
+      work,
+      done: () =>
+        awaitRestore(work, wait).then(
+          () => 'restored',
+          (e: Error) => e.message,
+        ),
+    };
+  };
+
+  it('resolves once the pid file is there (even if the restored tree already ended)', async () => {
+    expect(await (await waitIn({ 'restored.pid': '42\n', exit: '0\n' })).done()).toBe('restored');
+    // Written while it waits.
+    const w = await waitIn({});
+    const done = w.done();
+    await writeFile(join(w.work, 'restored.pid'), '42\n');
+    expect(await done).toBe('restored');
+  });
+
+  it('fails when the restore ended first: the reason explain() finds, else the last line of stderr or log', async () => {
+    const explain = ({ log, stderr, ended }: { log: string; stderr: string; ended: boolean }) =>
+      `${ended} [${log}] [${stderr}]`;
+    expect(await (await waitIn({ exit: '1\n', 'restore.log': 'L', stderr: 'E' }, { explain })).done()).toBe(
+      'x restore failed: true [L] [E]',
+    );
+    expect(
+      await (await waitIn({ exit: '3\n', 'restore.log': 'a\nlog end\n', stderr: 'b\nerr end\n' })).done(),
+    ).toBe('x restore failed: ended (exit 3) without restoring: err end');
+    expect(await (await waitIn({ exit: '3\n', 'restore.log': 'a\nlog end\n' })).done()).toBe(
+      'x restore failed: ended (exit 3) without restoring: log end',
+    );
+    expect(await (await waitIn({ exit: '3\n' })).done()).toBe(
+      'x restore failed: ended (exit 3) without restoring: no log',
+    );
+  });
+
+  it('fails when the deadline passed, naming the timeout (explain() may still say why)', async () => {
+    const late = { deadline: Date.now() - 1, timeoutMs: 1234 };
+    expect(await (await waitIn({}, late)).done()).toBe('x restore failed: not done in 1234 ms');
+    const explain = ({ ended }: { ended: boolean }) => `ended ${ended}`;
+    expect(await (await waitIn({}, { ...late, explain })).done()).toBe('x restore failed: ended false');
   });
 });

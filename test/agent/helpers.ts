@@ -1,11 +1,18 @@
 // Shared pieces of the runtime tests: work dirs that are always removed, output collection, waiting
 // for a condition with a deadline, and where the test image built by scripts/build-test-image.sh lives.
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
+import { expect } from 'vitest';
 import { CGROUP_ROOT, containerCgroup, probeCgroups } from '../../src/agent/runtimes/cgroup.js';
-import type { OutputChunk, RunHandle, RunSpec } from '../../src/agent/runtimes/types.js';
+import { criuUnusable } from '../../src/agent/runtimes/criu.js';
+import {
+  RunSpecError,
+  type OutputChunk,
+  type RunHandle,
+  type RunSpec,
+} from '../../src/agent/runtimes/types.js';
 
 /** The known paths of scripts/build-test-image.sh. */
 export const TEST_CACHE = process.env.BERTH_TEST_CACHE ?? '/var/cache/berth-test';
@@ -27,6 +34,74 @@ export async function makeWorkDir(): Promise<string> {
 }
 export async function cleanupWorkDirs(): Promise<void> {
   while (dirs.length) await rm(dirs.pop()!, { recursive: true, force: true });
+}
+
+/** A stand-in `criu` program: see standInCriu. */
+export interface StandInCriu {
+  criu: string;
+  /** A probe cache file beside it (not made). */
+  cache: string;
+  /** How many times it ran. */
+  runs: () => Promise<number>;
+  /** Makes it run `body` instead (still counting its runs). */
+  rewrite: (body: string) => Promise<void>;
+}
+
+/**
+ * A stand-in `criu` (a shell script) that counts its runs, then runs `body` (shell, its arguments in $@),
+ * in a new temp dir listed in `temp` for the test file to remove.
+ */
+export async function standInCriu(body: string, temp: string[]): Promise<StandInCriu> {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-criu-stand-in-'));
+  temp.push(dir);
+  const criu = join(dir, 'criu');
+  const count = join(dir, 'runs');
+  const rewrite = async (b: string) => {
+    await writeFile(criu, `#!/bin/sh\necho "$*" >> '${count}'\n${b}\n`);
+    await chmod(criu, 0o755);
+  };
+  await rewrite(body);
+  const runs = () =>
+    readFile(count, 'utf8').then(
+      (t) => t.split('\n').filter(Boolean).length,
+      () => 0,
+    );
+  return { criu, cache: join(dir, 'probe.json'), runs, rewrite };
+}
+
+/**
+ * That a runtime told to use this host's real `criu` follows what `criu check` says: whole state where it
+ * passes, else none and criu's error (or `criu not found`) as the reason.
+ */
+export async function expectRealCriuProbe(rt: {
+  probeWholeState(): Promise<string | null>;
+  wholeState?: unknown;
+}): Promise<void> {
+  const real = await criuUnusable();
+  const why = await rt.probeWholeState();
+  if (real?.endsWith('not found')) expect(why).toBe('criu not found');
+  else expect(why).toBe(real);
+  expect(rt.wholeState === undefined).toBe(why !== null);
+}
+
+/**
+ * What a runtime's checkpoint record reader `read` makes of a checkpoint dir (a new temp dir, listed in
+ * `temp` for the test file to remove) holding `text` as `file` (null: no such file): the record, or the
+ * message of the RunSpecError it threw (any other error fails the test).
+ */
+export async function recordIn<R>(
+  read: (dir: string) => Promise<R>,
+  file: string,
+  text: string | null,
+  temp: string[],
+): Promise<R | string> {
+  const dir = await mkdtemp(join(tmpdir(), 'berth-record-'));
+  temp.push(dir);
+  if (text !== null) await writeFile(join(dir, file), text);
+  return read(dir).catch((err: Error) => {
+    if (!(err instanceof RunSpecError)) throw err;
+    return err.message;
+  });
 }
 
 /** Container ids handed out by `spec` in this test file (for the leak check). */

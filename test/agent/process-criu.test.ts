@@ -6,49 +6,42 @@
 // `check` passes; nothing is dumped). The save and restore themselves run in the guest, where criu works:
 // test/guest/criu-process-case.ts.
 import { existsSync } from 'node:fs';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { criuUnusable } from '../../src/agent/runtimes/criu.js';
+import { awaitProcessRestore, checkpointRecord } from '../../src/agent/runtimes/process-criu.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import { readRunState } from '../../src/agent/runtimes/shim.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
-import { cleanupHandles, cleanupWorkDirs, collect, isRoot, spec, track, waitForOutput } from './helpers.js';
+import {
+  cleanupHandles,
+  cleanupWorkDirs,
+  collect,
+  expectRealCriuProbe,
+  isRoot,
+  recordIn,
+  spec,
+  standInCriu,
+  track,
+  waitForOutput,
+} from './helpers.js';
 
 const temp: string[] = [];
 afterEach(async () => {
   await Promise.all(temp.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
 
-/** A stand-in criu that counts its runs and answers `check` with `exitCode`, and a cache file path. */
-async function standIn(
-  exitCode: number,
-): Promise<{ criu: string; cache: string; runs: () => Promise<number> }> {
-  const dir = await mkdtemp(join(tmpdir(), 'berth-process-criu-'));
-  temp.push(dir);
-  const criu = join(dir, 'criu');
-  const count = join(dir, 'runs');
-  await writeFile(
-    criu,
-    `#!/bin/sh\necho "$*" >> '${count}'\necho "Error (x): stand-in says ${exitCode}" >&2\nexit ${exitCode}\n`,
-  );
-  await chmod(criu, 0o755);
-  const runs = () =>
-    readFile(count, 'utf8').then(
-      (t) => t.split('\n').filter(Boolean).length,
-      () => 0,
-    );
-  return { criu, cache: join(dir, 'probe.json'), runs };
-}
+/** A stand-in criu that counts its runs and passes `check` (and anything else). */
+const standIn = () => standInCriu('echo "Error (x): stand-in says 0" >&2\nexit 0', temp);
 
 describe('ProcessRuntime.wholeState', () => {
   it('is absent unless asked for and unsandboxed, saying why, without running criu', async () => {
     const unasked = new ProcessRuntime(undefined, { sandbox: 'none' });
     expect(await unasked.probeWholeState()).toBe('not asked for (process_criu unset)');
     expect(unasked.wholeState).toBeUndefined();
-    const s = await standIn(0);
+    const s = await standIn();
     const sandboxed = new ProcessRuntime(undefined, { sandbox: 'bwrap', criu: s.criu, probeCache: s.cache });
     expect(await sandboxed.probeWholeState()).toBe(
       'process sandbox bwrap: CRIU saves only unsandboxed containers (process sandbox "none")',
@@ -61,7 +54,7 @@ describe('ProcessRuntime.wholeState', () => {
   });
 
   it('is set where `criu check` passes; the pass is remembered per criu binary; a failure is not', async () => {
-    const s = await standIn(0);
+    const s = await standIn();
     const rt = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
     expect(await rt.probeWholeState()).toBeNull();
     expect(rt.wholeState).toBeDefined();
@@ -73,10 +66,7 @@ describe('ProcessRuntime.wholeState', () => {
     expect(next.wholeState).toBeDefined();
     expect(await s.runs()).toBe(1);
     // Another criu binary (here: one whose check fails) is another key: probed, and its failure said.
-    await writeFile(
-      s.criu,
-      `#!/bin/sh\necho "$*" >> '${join(s.cache, '..', 'runs')}'\necho "Error (criu/kerndat.c:1): vdso" >&2\nexit 1\n`,
-    );
+    await s.rewrite('echo "Error (criu/kerndat.c:1): vdso" >&2\nexit 1');
     const changed = new ProcessRuntime(undefined, { sandbox: 'none', criu: s.criu, probeCache: s.cache });
     expect(await changed.probeWholeState()).toBe('criu check failed: Error (criu/kerndat.c:1): vdso');
     expect(changed.wholeState).toBeUndefined();
@@ -87,12 +77,7 @@ describe('ProcessRuntime.wholeState', () => {
   });
 
   it("follows this host's real `criu check` (which fails on kernel 6.18: no whole state, criu's error said)", async () => {
-    const real = await criuUnusable();
-    const rt = new ProcessRuntime(undefined, { sandbox: 'none', criu: 'criu' });
-    const why = await rt.probeWholeState();
-    if (real?.endsWith('not found')) expect(why).toBe('criu not found');
-    else expect(why).toBe(real);
-    expect(rt.wholeState === undefined).toBe(why !== null);
+    await expectRealCriuProbe(new ProcessRuntime(undefined, { sandbox: 'none', criu: 'criu' }));
   });
 });
 
@@ -106,6 +91,58 @@ const noRoot = isRoot ? null : 'not root: cgroup limits need root';
 
 runtimeConformance(wrapped, null, noRoot, {
   ended: async (_id, workDir) => existsSync(join(workDir, 'exit')),
+});
+
+describe("process checkpoints' record and restore errors", () => {
+  const good = { workDir: '/w/old', root: 4242, limits: { vcpus: 0.5, ram: 1 << 28 } };
+  const recordOf = (text: string | null) => recordIn(checkpointRecord, 'process.json', text, temp);
+
+  it('accepts what save() writes and names the field that is wrong', async () => {
+    expect(await recordOf(JSON.stringify(good))).toEqual(good);
+    expect(await recordOf(null)).toBe('checkpoint: process.json missing (not a process checkpoint)');
+    expect(await recordOf('{')).toBe('checkpoint: process.json: expected JSON');
+    expect(await recordOf('null')).toBe(
+      'checkpoint: process.json workDir: expected an absolute path, got undefined',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, workDir: 'rel' }))).toBe(
+      'checkpoint: process.json workDir: expected an absolute path, got "rel"',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, root: 0 }))).toBe(
+      'checkpoint: process.json root: expected a pid, got 0',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, limits: { vcpus: 1 } }))).toBe(
+      'checkpoint: process.json limits: expected {vcpus, ram}, got {"vcpus":1}',
+    );
+    expect(await recordOf(JSON.stringify({ ...good, limits: { vcpus: 0, ram: 1 } }))).toBe(
+      'checkpoint: process.json limits: expected {vcpus, ram}, got {"vcpus":0,"ram":1}',
+    );
+  });
+
+  it("a restore that ended names criu's first error (its log, then stderr), else what the work dir says", async () => {
+    const failed = async (files: Record<string, string>) => {
+      const work = await mkdtemp(join(tmpdir(), 'berth-process-restore-'));
+      temp.push(work);
+      for (const [f, text] of Object.entries(files)) await writeFile(join(work, f), text);
+      return awaitProcessRestore(work, 60_000).then(
+        () => 'restored',
+        (e: Error) => e.message,
+      );
+    };
+    expect(
+      await failed({
+        exit: '1\n',
+        'criu-restore.log': '(00.01) note\n(00.05) 1: Error (criu/pie.c:7): pid 42 taken\n',
+        stderr: 'Error (x): later\n',
+      }),
+    ).toBe('criu restore failed: Error (criu/pie.c:7): pid 42 taken');
+    expect(await failed({ exit: '1\n', stderr: 'sh: 1: Error (y): from stderr\nlast\n' })).toBe(
+      'criu restore failed: ended (exit 1) without restoring: last',
+    );
+    expect(await failed({ exit: '1\n', stderr: 'Error (y): from stderr\nlast\n' })).toBe(
+      'criu restore failed: Error (y): from stderr',
+    );
+    expect(await failed({ 'criu.restored': '42\n' })).toBe('restored');
+  });
 });
 
 describe('CRIU wrapper', () => {

@@ -5,15 +5,13 @@
 // that runc cannot do (the stand-in does nothing else) fails naming runc's error and changes nothing. The
 // save and restore themselves run in the guest, where criu works: test/guest/criu-runc-case.ts.
 import { existsSync } from 'node:fs';
-import { chmod, lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { criuUnusable } from '../../src/agent/runtimes/criu.js';
 import { RUNC_CRIU_NETWORK, RuncRuntime } from '../../src/agent/runtimes/runc.js';
 import { runcCheckpointRecord, runcError } from '../../src/agent/runtimes/runc-criu.js';
 import { readRunState } from '../../src/agent/runtimes/shim.js';
-import { RunSpecError } from '../../src/agent/runtimes/types.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
 import {
@@ -21,9 +19,12 @@ import {
   cleanupHandles,
   cleanupWorkDirs,
   collect,
+  expectRealCriuProbe,
   leftovers,
+  recordIn,
   rootfsMissing,
   spec,
+  standInCriu,
   track,
   waitForOutput,
 } from './helpers.js';
@@ -34,23 +35,7 @@ afterEach(async () => {
 });
 
 /** A stand-in criu that counts its runs, passes `check` and fails everything else (as `Error (x): …`). */
-async function standIn(): Promise<{ criu: string; cache: string; runs: () => Promise<number> }> {
-  const dir = await mkdtemp(join(tmpdir(), 'berth-runc-criu-'));
-  temp.push(dir);
-  const criu = join(dir, 'criu');
-  const count = join(dir, 'runs');
-  await writeFile(
-    criu,
-    `#!/bin/sh\necho "$*" >> '${count}'\n[ "$1" = check ] && exit 0\necho "Error (x): stand-in" >&2\nexit 1\n`,
-  );
-  await chmod(criu, 0o755);
-  const runs = () =>
-    readFile(count, 'utf8').then(
-      (t) => t.split('\n').filter(Boolean).length,
-      () => 0,
-    );
-  return { criu, cache: join(dir, 'probe.json'), runs };
-}
+const standIn = () => standInCriu('[ "$1" = check ] && exit 0\necho "Error (x): stand-in" >&2\nexit 1', temp);
 
 const runcWhy = (await new RuncRuntime().available()) ?? rootfsMissing();
 /** A runc runtime in the host's network (runc whole state needs it: RUNC_CRIU_NETWORK) with `criu`. */
@@ -87,7 +72,7 @@ describe('RuncRuntime.wholeState', () => {
       expect(await next.probeWholeState()).toBeNull();
       expect(await s.runs()).toBe(1);
       // A check that fails is said, and probed again by the next runtime.
-      await writeFile(s.criu, `#!/bin/sh\necho "Error (criu/kerndat.c:1): vdso" >&2\nexit 1\n`);
+      await s.rewrite('echo "Error (criu/kerndat.c:1): vdso" >&2\nexit 1');
       const failing = runcRuntime(s.criu, s.cache);
       expect(await failing.probeWholeState()).toBe('criu check failed: Error (criu/kerndat.c:1): vdso');
       expect(failing.wholeState).toBeUndefined();
@@ -97,12 +82,7 @@ describe('RuncRuntime.wholeState', () => {
   itIf(runcWhy)(
     "follows this host's real `criu check` (which fails on kernel 6.18: no whole state, criu's error said)",
     async () => {
-      const real = await criuUnusable();
-      const rt = runcRuntime('criu');
-      const why = await rt.probeWholeState();
-      if (real?.endsWith('not found')) expect(why).toBe('criu not found');
-      else expect(why).toBe(real);
-      expect(rt.wholeState === undefined).toBe(why !== null);
+      await expectRealCriuProbe(runcRuntime('criu'));
     },
   );
 });
@@ -119,18 +99,7 @@ describe("runc checkpoints' record and errors", () => {
     ram: 1 << 28,
     network: 'none',
   };
-  const recordOf = async (text: string | null) => {
-    const dir = await mkdtemp(join(tmpdir(), 'berth-runc-record-'));
-    temp.push(dir);
-    if (text !== null) await writeFile(join(dir, 'runc.json'), text);
-    return runcCheckpointRecord(dir).then(
-      (r) => r,
-      (err: Error) => {
-        expect(err).toBeInstanceOf(RunSpecError);
-        return err.message;
-      },
-    );
-  };
+  const recordOf = (text: string | null) => recordIn(runcCheckpointRecord, 'runc.json', text, temp);
 
   it('accepts what save() writes and names the field that is wrong', async () => {
     expect(await recordOf(JSON.stringify(good))).toEqual(good);

@@ -6,9 +6,9 @@ import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
 import { seededRng } from '../../src/model/clock.js';
 import { USAGE_STAMP_GROWTH, USAGE_STAMP_INTERVAL_MS } from '../../src/store/containers.js';
 import { Store } from '../../src/store/store.js';
-import { pgSubjects, randomTransition, SUBJECTS, T0, type Subject } from './subjects.js';
+import { DISPATCHER, pgSubjects, randomTransition, running, SUBJECTS, T0, type Subject } from './subjects.js';
 
-const D = 'c/t';
+const D = DISPATCHER;
 
 /** A dispatcher's container view, kept up to date with changes(). */
 class View {
@@ -133,11 +133,7 @@ describe('changes() on PostgreSQL: a change committed after a read is in the nex
 
   it('a usage sample of a Running container is in the next read (what opportunistic placement lends)', async () => {
     const s: Subject = await pgSubjects()();
-    const id = await s.current(await s.submit());
-    const node = await s.node('i-1');
-    expect(await s.queue.lock([id], D)).toEqual([id]);
-    await s.queue.assign([{ id, instance: 'i-1', node }], D);
-    await s.start(id, node);
+    const { id, node } = await running(s, await s.submit());
     const v = new View(s.queue);
     expect((await v.read(s.clock.now())).upserts.map((c) => [c.id, c.state, c.usage])).toEqual([
       [id, 'Running', undefined],
@@ -184,11 +180,7 @@ describe('changes() on PostgreSQL: a change committed after a read is in the nex
 
   it("a sample that waited for the row while its container ended leaves the exit report's final usage", async () => {
     const s: Subject = await pgSubjects()();
-    const id = await s.current(await s.submit());
-    const node = await s.node('i-1');
-    expect(await s.queue.lock([id], D)).toEqual([id]);
-    await s.queue.assign([{ id, instance: 'i-1', node }], D);
-    await s.start(id, node);
+    const { id, node } = await running(s, await s.submit());
     const store = new Store(s.db!, { clock: s.clock, rng: seededRng(1) });
     const token = await store.containers.tokenFor(id);
     const final = { cpu_seconds: 9, peak_ram: 40_000_000, wall_ms: 5000 };

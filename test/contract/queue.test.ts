@@ -5,26 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { seededRng } from '../../src/model/clock.js';
 import { tempBackoffMs } from '../../src/model/retry.js';
-import { SUBJECTS, T0, type Subject } from './subjects.js';
+import { DISPATCHER, placed, running, SUBJECTS, T0, type Subject } from './subjects.js';
 
-const D = 'c/t';
+const D = DISPATCHER;
 const OTHER = 'c/other';
-
-/** The request's container Locked by D and placed on a fresh node of instance `instance`. */
-async function placed(s: Subject, request: string, instance = 'i-1') {
-  const id = await s.current(request);
-  expect(await s.queue.lock([id], D)).toEqual([id]);
-  const node = await s.node(instance);
-  expect(await s.queue.assign([{ id, instance, node }], D)).toEqual([{ id, ok: true }]);
-  return { id, node };
-}
-
-/** The request's container Running on a fresh node. */
-async function running(s: Subject, request: string, instance = 'i-1') {
-  const p = await placed(s, request, instance);
-  expect(await s.start(p.id, p.node)).toEqual({ id: p.id, ok: true });
-  return p;
-}
 
 /** The request's next attempt is Queued and runnable now, and it spent neither an attempt nor a temp retry. */
 async function retriedAtOnce(s: Subject, request: string, was: string) {

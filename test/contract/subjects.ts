@@ -2,6 +2,7 @@
 // shape, so one set of contract cases runs against both: PostgreSQL (PgQueue over the store) and the
 // simulator's in-memory queue (SimQueue). What the port does not cover (submitting, the agent's
 // reports, reading a container back) is here too, as each side does it.
+import { expect } from 'vitest';
 import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import type { DispatchQueue, ItemOutcome } from '../../src/dispatch/ports.js';
 import { ManualClock, seededRng } from '../../src/model/clock.js';
@@ -15,6 +16,9 @@ import type { Db } from '../../src/store/db.js';
 import { testDb, type TestDb } from '../helpers/db.js';
 
 export const T0 = Date.parse('2026-01-01T00:00:00Z');
+
+/** The dispatcher the contract cases lock and place for (its cluster `c`, tag `t`: node()'s defaults). */
+export const DISPATCHER = 'c/t';
 
 /** What a request asks for, in the terms both queues share. */
 export interface RequestArgs {
@@ -305,6 +309,22 @@ export function simSubjects(): SubjectFactory {
       },
     };
   };
+}
+
+/** The request's container Locked by DISPATCHER and placed on a fresh node of instance `instance`. */
+export async function placed(s: Subject, request: string, instance = 'i-1') {
+  const id = await s.current(request);
+  expect(await s.queue.lock([id], DISPATCHER)).toEqual([id]);
+  const node = await s.node(instance);
+  expect(await s.queue.assign([{ id, instance, node }], DISPATCHER)).toEqual([{ id, ok: true }]);
+  return { id, node };
+}
+
+/** The request's container Running on a fresh node. */
+export async function running(s: Subject, request: string, instance = 'i-1') {
+  const p = await placed(s, request, instance);
+  expect(await s.start(p.id, p.node)).toEqual({ id: p.id, ok: true });
+  return p;
 }
 
 /** Both implementations, for describe.each. */

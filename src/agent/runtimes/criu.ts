@@ -4,12 +4,16 @@
 // with the netfilter and socket-diag modules loaded): there a process tree is dumped and restored, its
 // count going on (test/guest/criu-case.ts). The process runtime uses it for unsandboxed containers, when the
 // agent is told to (process-criu.ts).
+// What the process and runc runtimes' CRIU whole state share is here too: the wait for a restore the shim
+// runs (awaitRestore) and the reading of a checkpoint's JSON record (readCheckpointRecord).
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { pollUntil } from './cgroup-common.js';
 import { diskUsage } from './du.js';
 import { criuProbeKey, probePassed, recordPassed } from './probe-cache.js';
 import { findExecutable } from './sandbox.js';
+import { RunSpecError } from './types.js';
 
 /** How long one criu dump or restore may take unless a runtime is told otherwise. */
 export const CRIU_TIMEOUT_MS = 60_000;
@@ -134,6 +138,97 @@ export function criuError(text: string): string | null {
       .map((l) => l.trim().replace(/^\(\s*\d+\.\d+\)\s*(\d+:\s*)?/, ''))
       .find((l) => /^Error/.test(l)) ?? null
   );
+}
+
+/** How awaitRestore() finds a restore's end and explains its failure. */
+export interface RestoreWait {
+  /** The pid file, in the work dir, the restore writes once the tree runs on. */
+  pidFile: string;
+  /** The restore's log (criu's, or runc's CRIU log), absolute. */
+  log: string;
+  /** What the error starts with (`criu restore failed`, `runc restore failed`). */
+  prefix: string;
+  /** When to give up (epoch ms), and the timeout it stands for (named in the error). */
+  deadline: number;
+  timeoutMs: number;
+  /**
+   * Why the restore failed, from its log and the work dir's stderr (`ended`: it ended without restoring,
+   * else it took too long), or null for the default: `ended (exit N) without restoring: <the last line of
+   * stderr, else of the log>`, or `not done in <timeoutMs> ms`.
+   */
+  explain: (out: { log: string; stderr: string; ended: boolean }) => string | null;
+}
+
+/**
+ * Resolves once a restore the shim runs in `workDir` (criu's or runc's, in the foreground) wrote its pid
+ * file; throws `<prefix>: <why>` when the restore ended first (the shim wrote its exit file) or the deadline
+ * passed.
+ */
+export async function awaitRestore(workDir: string, w: RestoreWait): Promise<void> {
+  const exists = (f: string) =>
+    lstat(join(workDir, f)).then(
+      () => true,
+      () => false,
+    );
+  let ended = false;
+  // `read` never throws: pollUntil rejects only when the deadline passed.
+  const done = await pollUntil(
+    async () => (await exists(w.pidFile)) || (ended = await exists('exit')),
+    Math.max(0, w.deadline - Date.now()),
+    'the restore',
+  ).then(
+    () => true,
+    () => false,
+  );
+  if (done && !ended) return;
+  const read = (file: string) => readFile(file, 'utf8').catch(() => '');
+  const log = await read(w.log);
+  const stderr = await read(join(workDir, 'stderr'));
+  const last = (t: string) => t.trim().split('\n').pop() ?? '';
+  const why =
+    w.explain({ log, stderr, ended }) ??
+    (ended
+      ? `ended (exit ${(await read(join(workDir, 'exit'))).trim()}) without restoring: ${last(stderr) || last(log) || 'no log'}`
+      : `not done in ${w.timeoutMs} ms`);
+  throw new Error(`${w.prefix}: ${why}`);
+}
+
+/** What a checkpoint record's field must be: a check of its value, and what it expects (named in errors). */
+export type FieldRule = readonly [ok: (v: unknown) => boolean, expected: string];
+
+/** Field checks the runtimes' records share. */
+export const isAbsolutePath = (v: unknown): boolean => typeof v === 'string' && v.startsWith('/');
+export const isPositiveInteger = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) > 0;
+export const isPositiveNumber = (v: unknown): boolean => typeof v === 'number' && v > 0 && Number.isFinite(v);
+
+/**
+ * A checkpoint's JSON record `file` in `dir` (what a runtime's save wrote beside CRIU's images), each of
+ * its fields checked by `rules` in their order. Throws a RunSpecError naming the file and what is wrong:
+ * missing (not a `kind` checkpoint), not JSON, or the first wrong field, what it expects and what it holds
+ * (a record that is not an object has every field missing). Fields without a rule are kept as they are.
+ * (Checked by hand, as validateSpec does: the agent's bundle carries no schema library.)
+ */
+export async function readCheckpointRecord<R>(
+  dir: string,
+  file: string,
+  kind: string,
+  rules: { readonly [K in keyof R]-?: FieldRule },
+): Promise<R> {
+  const text = await readFile(join(dir, file), 'utf8').catch(() => null);
+  const bad = (why: string): never => {
+    throw new RunSpecError(`checkpoint: ${why}`);
+  };
+  if (text === null) return bad(`${file} missing (not a ${kind} checkpoint)`);
+  let r: unknown;
+  try {
+    r = JSON.parse(text);
+  } catch {
+    return bad(`${file}: expected JSON`);
+  }
+  const rec = (typeof r === 'object' && r !== null ? r : {}) as Record<string, unknown>;
+  for (const [field, [ok, expected]] of Object.entries<FieldRule>(rules))
+    if (!ok(rec[field])) bad(`${file} ${field}: expected ${expected}, got ${JSON.stringify(rec[field])}`);
+  return rec as R;
 }
 
 function criuRun(opts: CriuOptions, args: string[], dir: string): Promise<void> {

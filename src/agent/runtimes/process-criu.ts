@@ -16,10 +16,18 @@
 import { cp, lstat, mkdir, readFile, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { CgroupV1, type Cgroup } from './cgroup.js';
-import { criuDump, criuError } from './criu.js';
+import {
+  awaitRestore,
+  criuDump,
+  criuError,
+  isAbsolutePath,
+  isPositiveInteger,
+  isPositiveNumber,
+  readCheckpointRecord,
+} from './criu.js';
 import { diskUsage } from './du.js';
 import { ShimHandle } from './shim.js';
-import { RunSpecError, type RunHandle } from './types.js';
+import type { RunHandle } from './types.js';
 
 /** The wrapper's files in the work dir: its pid (the dumped tree's root), and the command's exit code. */
 export const CRIU_ROOT_FILE = 'criu.root';
@@ -122,27 +130,18 @@ async function freezerDir(cgroup: Cgroup | null): Promise<string | undefined> {
 }
 
 /** save()'s record in `dir`, checked; throws a RunSpecError naming what is wrong. */
-export async function checkpointRecord(dir: string): Promise<SavedRecord> {
-  const text = await readFile(join(dir, RECORD), 'utf8').catch(() => null);
-  const bad = (why: string): never => {
-    throw new RunSpecError(`checkpoint: ${why}`);
-  };
-  if (text === null) return bad(`${RECORD} missing (not a process checkpoint)`);
-  let r: unknown;
-  try {
-    r = JSON.parse(text);
-  } catch {
-    return bad(`${RECORD}: expected JSON`);
-  }
-  const rec = r as Partial<SavedRecord> | null;
-  if (typeof rec?.workDir !== 'string' || !rec.workDir.startsWith('/'))
-    return bad(`${RECORD} workDir: expected an absolute path, got ${JSON.stringify(rec?.workDir)}`);
-  if (!Number.isSafeInteger(rec.root) || rec.root! <= 0)
-    return bad(`${RECORD} root: expected a pid, got ${JSON.stringify(rec.root)}`);
-  const l = rec.limits;
-  if (!(typeof l?.vcpus === 'number' && l.vcpus > 0 && Number.isSafeInteger(l.ram) && l.ram > 0))
-    return bad(`${RECORD} limits: expected {vcpus, ram}, got ${JSON.stringify(l)}`);
-  return rec as SavedRecord;
+export function checkpointRecord(dir: string): Promise<SavedRecord> {
+  return readCheckpointRecord<SavedRecord>(dir, RECORD, 'process', {
+    workDir: [isAbsolutePath, 'an absolute path'],
+    root: [isPositiveInteger, 'a pid'],
+    limits: [
+      (l) => {
+        const { vcpus, ram } = (l ?? {}) as Partial<Limits>;
+        return isPositiveNumber(vcpus) && isPositiveInteger(ram);
+      },
+      '{vcpus, ram}',
+    ],
+  });
 }
 
 /**
@@ -197,27 +196,13 @@ export async function restoreSetup(
  * Resolves once criu restored the tree (it writes its pid file then); throws naming criu's first error
  * (from its log) when the restore ended first (the shim wrote an exit code) or took over `deadlineMs`.
  */
-export async function awaitRestore(workDir: string, deadlineMs: number): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  const exists = (f: string) =>
-    lstat(join(workDir, f)).then(
-      () => true,
-      () => false,
-    );
-  while (!(await exists(RESTORED_FILE))) {
-    const ended = await exists('exit');
-    if (ended || Date.now() > deadline) {
-      const log = await readFile(join(workDir, RESTORE_LOG), 'utf8').catch(() => '');
-      const stderr = await readFile(join(workDir, 'stderr'), 'utf8').catch(() => '');
-      const exit = (await readFile(join(workDir, 'exit'), 'utf8').catch(() => '')).trim();
-      const last = (t: string) => t.trim().split('\n').pop() ?? '';
-      const why =
-        criuError(`${log}\n${stderr}`) ??
-        (ended
-          ? `ended (exit ${exit}) without restoring: ${last(stderr) || last(log) || 'no log'}`
-          : `not done in ${deadlineMs} ms`);
-      throw new Error(`criu restore failed: ${why}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
+export function awaitProcessRestore(workDir: string, deadlineMs: number): Promise<void> {
+  return awaitRestore(workDir, {
+    pidFile: RESTORED_FILE,
+    log: join(workDir, RESTORE_LOG),
+    prefix: 'criu restore failed',
+    deadline: Date.now() + deadlineMs,
+    timeoutMs: deadlineMs,
+    explain: ({ log, stderr }) => criuError(`${log}\n${stderr}`),
+  });
 }

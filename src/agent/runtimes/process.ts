@@ -12,7 +12,7 @@ import {
   CRIU_RUN_FILES,
   checkpointRecord,
   criuWrapped,
-  awaitRestore,
+  awaitProcessRestore,
   restoreSetup,
   saveProcess,
   type Limits,
@@ -263,7 +263,7 @@ export class ProcessRuntime implements Runtime {
       };
       await writeRunState(workDir, state);
       handle = new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') }, shim.child);
-      await awaitRestore(workDir, this.criuTimeoutMs);
+      await awaitProcessRestore(workDir, this.criuTimeoutMs);
       return handle;
     } catch (err) {
       if (handle) {

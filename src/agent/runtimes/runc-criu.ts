@@ -21,11 +21,18 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Cgroup } from './cgroup.js';
-import { criuError } from './criu.js';
+import {
+  criuError,
+  isAbsolutePath,
+  isPositiveInteger,
+  isPositiveNumber,
+  readCheckpointRecord,
+  type FieldRule,
+} from './criu.js';
 import { diskUsage } from './du.js';
 import type { NetworkSetting } from './sandbox.js';
 import { ShimHandle } from './shim.js';
-import { RunSpecError, type RunHandle } from './types.js';
+import type { RunHandle } from './types.js';
 
 const exec = promisify(execFile);
 
@@ -124,53 +131,32 @@ export async function saveRunc(
 }
 
 /** save()'s record in `dir`, checked; throws a RunSpecError naming what is wrong. */
-export async function runcCheckpointRecord(dir: string): Promise<RuncRecord> {
-  const text = await readFile(join(dir, RECORD), 'utf8').catch(() => null);
-  const bad = (why: string): never => {
-    throw new RunSpecError(`checkpoint: ${why}`);
-  };
-  if (text === null) return bad(`${RECORD} missing (not a runc checkpoint)`);
-  let r: unknown;
-  try {
-    r = JSON.parse(text);
-  } catch {
-    return bad(`${RECORD}: expected JSON`);
-  }
-  const rec = (r ?? {}) as Partial<Record<keyof RuncRecord, unknown>>;
-  const field = (name: keyof RuncRecord, ok: boolean, expected: string) => {
-    if (!ok) bad(`${RECORD} ${name}: expected ${expected}, got ${JSON.stringify(rec[name])}`);
-  };
-  const abs = (v: unknown) => typeof v === 'string' && v.startsWith('/');
-  field('workDir', abs(rec.workDir), 'an absolute path');
-  field(
-    'cgroup',
-    typeof rec.cgroup === 'string' &&
-      /^(?!.*(^|\/)\.\.?(\/|$))[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/.test(rec.cgroup),
-    'a cgroup path such as berth/c1',
-  );
-  field('image', abs(rec.image), 'an absolute path');
-  field(
-    'args',
-    Array.isArray(rec.args) && rec.args.length > 0 && rec.args.every((a) => typeof a === 'string'),
-    'a non-empty list of strings',
-  );
-  field(
-    'env',
-    typeof rec.env === 'object' &&
-      rec.env !== null &&
-      !Array.isArray(rec.env) &&
-      Object.values(rec.env).every((v) => typeof v === 'string'),
-    'an object of strings',
-  );
-  field('cwd', abs(rec.cwd), 'an absolute path');
-  field(
-    'vcpus',
-    typeof rec.vcpus === 'number' && rec.vcpus > 0 && Number.isFinite(rec.vcpus),
-    'a number > 0',
-  );
-  field('ram', Number.isSafeInteger(rec.ram) && (rec.ram as number) > 0, 'bytes > 0');
-  field('network', rec.network === 'none' || rec.network === 'host', '"none" or "host"');
-  return rec as RuncRecord;
+export function runcCheckpointRecord(dir: string): Promise<RuncRecord> {
+  const abs: FieldRule = [isAbsolutePath, 'an absolute path'];
+  return readCheckpointRecord<RuncRecord>(dir, RECORD, 'runc', {
+    workDir: abs,
+    cgroup: [
+      (v) => typeof v === 'string' && /^(?!.*(^|\/)\.\.?(\/|$))[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/.test(v),
+      'a cgroup path such as berth/c1',
+    ],
+    image: abs,
+    args: [
+      (v) => Array.isArray(v) && v.length > 0 && v.every((a) => typeof a === 'string'),
+      'a non-empty list of strings',
+    ],
+    env: [
+      (v) =>
+        typeof v === 'object' &&
+        v !== null &&
+        !Array.isArray(v) &&
+        Object.values(v).every((x) => typeof x === 'string'),
+      'an object of strings',
+    ],
+    cwd: abs,
+    vcpus: [isPositiveNumber, 'a number > 0'],
+    ram: [isPositiveInteger, 'bytes > 0'],
+    network: [(v) => v === 'none' || v === 'host', '"none" or "host"'],
+  });
 }
 
 /**

@@ -3,7 +3,7 @@
 // scratch usage is the size of what the container wrote). `runc run --keep` runs under the shim, so the
 // exit code lands in the work dir and the cgroup survives the exit long enough to read usage from it.
 import { execFile } from 'node:child_process';
-import { access, lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
@@ -15,7 +15,7 @@ import {
   probeCgroups,
   requireContainerCgroup,
 } from './cgroup.js';
-import { CRIU_TIMEOUT_MS, probeCriu } from './criu.js';
+import { CRIU_TIMEOUT_MS, awaitRestore, probeCriu } from './criu.js';
 import { ImageNotFoundError, RuntimeTransientError } from './errors.js';
 import { classifyImage, ensureRootfs } from './image.js';
 import { ociConfig } from './oci.js';
@@ -313,7 +313,16 @@ export class RuncRuntime implements Runtime {
         extra,
         fill: (scratch) => unpackScratch(dir, scratch),
       });
-      await this.awaitRestore(workDir, dir, t0 + this.criuTimeoutMs);
+      // CRIU's first error, else runc's last line, when it ended; none when it took too long.
+      await awaitRestore(workDir, {
+        pidFile: RESTORED_FILE,
+        log: restoreLog(dir),
+        prefix: 'runc restore failed',
+        deadline: t0 + this.criuTimeoutMs,
+        timeoutMs: this.criuTimeoutMs,
+        explain: ({ log, stderr, ended }) =>
+          ended ? (runcError(log, stderr) ?? 'ended without restoring (no log)') : null,
+      });
       await adoptProcesses(dumped, handle.facts.cgroup!);
       return handle;
     } catch (err) {
@@ -334,31 +343,6 @@ export class RuncRuntime implements Runtime {
       await dumped.killAll().catch(() => {});
       await dumped.remove().catch(() => {});
       throw err;
-    }
-  }
-
-  /**
-   * Resolves once runc restored the container (it writes its pid file then); throws naming CRIU's first
-   * error (else runc's last line) when the restore ended first (the shim wrote an exit code) or took past
-   * `deadline`.
-   */
-  private async awaitRestore(workDir: string, dir: string, deadline: number): Promise<void> {
-    const exists = (f: string) =>
-      lstat(join(workDir, f)).then(
-        () => true,
-        () => false,
-      );
-    while (!(await exists(RESTORED_FILE))) {
-      const ended = await exists('exit');
-      if (ended || Date.now() > deadline) {
-        const log = await readFile(restoreLog(dir), 'utf8').catch(() => '');
-        const stderr = await readFile(join(workDir, 'stderr'), 'utf8').catch(() => '');
-        const why = ended
-          ? (runcError(log, stderr) ?? 'ended without restoring (no log)')
-          : `not done in ${this.criuTimeoutMs} ms`;
-        throw new Error(`runc restore failed: ${why}`);
-      }
-      await new Promise((r) => setTimeout(r, 20));
     }
   }
 
