@@ -7,10 +7,12 @@
 // logs and reports, for that one container only; when it has reported it, it asks for the next container
 // that fits its job's allocation (allocation reuse, docs/SLURM.md) and runs that one the same way, and exits
 // when there is none (or at once when its container is not assigned to its node). It never saves its token,
-// removes its work dir, and on SIGTERM (SLURM ending the job) stops the container and reports it cancelled
-// (temp), so it is retried.
+// removes its work dir, and on SIGTERM (SLURM ending the job) stops the container, removes its cgroup and
+// reports it cancelled (temp), so it is retried. At its start it sweeps what one-shot agents killed before
+// they cleaned up left beside its work dir (sweep.ts).
 //
 // Work dir layout:
+//   agent.json               one-shot only: who owns the dir (pid, start time, PID namespace; sweep.ts)
 //   node-token.json          the node token (0600), so a restart does not need the used-up secret
 //   journal.json             containers this agent is responsible for (see journal.ts)
 //   containers/<id>/run/     the runtime's work dir (stdout, stderr, exit, run.json, scratch/)
@@ -59,6 +61,7 @@ import { DEFAULT_SHIPPER_OPTIONS, type ShipperOptions } from './log-shipper.js';
 import { ApiCheckpoints } from './checkpoint.js';
 import { watchPressure, type AgentPressureOptions } from './pressure.js';
 import { ContainerRunner, type RunnerContext, type RuntimeChoice } from './runner.js';
+import { claimWorkDir, sweepDeadAgents } from './sweep.js';
 
 export type RuntimeSetting = 'auto' | RuntimeName;
 
@@ -164,6 +167,12 @@ export const SANDBOX_PROBE_FILE = 'sandbox-probe.json';
 
 export const DEFAULT_PING_WAIT_MS = PROCESS_OPTIONS.defaultOf('ping_wait');
 
+/**
+ * A one-shot agent told that its SLURM job ends (SIGTERM) has its kill grace and this long to stop its container;
+ * then it is killed at once, waited for this long again, and discarded (its cgroup removed) if need be.
+ */
+export const HOST_ENDING_MARGIN_MS = 3000;
+
 export class Agent {
   readonly client: AgentClient;
   private readonly stopper = new AbortController();
@@ -181,6 +190,8 @@ export class Agent {
   private onceRunner: ContainerRunner | null = null;
   /** One-shot mode: the container it runs now (--once, then each one its allocation was given next). */
   private onceId: string | null = null;
+  /** One-shot mode: cuts a stop on SIGTERM short (hostEnding). */
+  private hostEndingTimer: NodeJS.Timeout | null = null;
   /** One-shot mode: its container's order from the registration's answer (already started), if any. */
   private registeredStart: StartOrder[] = [];
   private sendUsage: boolean;
@@ -213,7 +224,24 @@ export class Agent {
       await mkdir(dir, { recursive: true, mode: 0o700 });
       await chmod(dir, 0o700);
     }
+    // A one-shot agent owns its work dir (sweep.ts); what dead ones left beside it goes meanwhile.
+    if (opts.once) await claimWorkDir(opts.workDir);
     const runtimes = await this.chooseRuntimes();
+    const sweeping = opts.once
+      ? sweepDeadAgents(dirname(opts.workDir), opts.workDir, runtimes.choice, this.log).catch(
+          (err: unknown) => this.log.warn(errorFields(err), 'sweeping dead one-shot agents failed'),
+        )
+      : null;
+    try {
+      await this.runRegistered(runtimes);
+    } finally {
+      if (this.hostEndingTimer) clearTimeout(this.hostEndingTimer);
+      await sweeping;
+    }
+  }
+
+  private async runRegistered(runtimes: { info: RuntimeInfo; choice: RuntimeChoice }): Promise<void> {
+    const { opts } = this;
     if (this.imds) await this.readInstanceId(this.imds);
     await this.authenticate(runtimes.info);
     // A one-shot agent is never restarted to read its journal back: no need to wait for the disk.
@@ -339,12 +367,24 @@ export class Agent {
    */
   hostEnding(reason: string): void {
     this.draining = true; // asks for no next container
-    if (!this.onceRunner) {
+    const runner = this.onceRunner;
+    if (!runner) {
       this.stop();
       return;
     }
-    this.log.info({ container: this.onceRunner.id }, `${reason}: stopping the container`);
-    this.onceRunner.handBack('job-end', reason);
+    this.log.info({ container: runner.id }, `${reason}: stopping the container`);
+    runner.handBack('job-end', reason);
+    // SLURM kills the agent after KillWait: a stop that has not ended by the kill grace and a margin is cut
+    // short, so that the container and its cgroup are gone before that (docs/SLURM.md, "What is cleaned when").
+    const bound = (this.opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS) + HOST_ENDING_MARGIN_MS;
+    this.hostEndingTimer ??= setTimeout(() => {
+      if (!this.runners.has(runner.id)) return;
+      this.log.warn(
+        { container: runner.id },
+        `${reason}: the container was not stopped within ${bound} ms; killing it and exiting`,
+      );
+      void runner.killNow(HOST_ENDING_MARGIN_MS).finally(() => this.stop());
+    }, bound);
   }
 
   private async chooseRuntimes(): Promise<{ info: RuntimeInfo; choice: RuntimeChoice }> {

@@ -353,16 +353,36 @@ export class ContainerRunner {
     );
   }
 
-  /** SIGKILL at once (the node was declared failed: its containers already run elsewhere). */
+  /**
+   * SIGKILL at once (the node was declared failed: its containers already run elsewhere), and make sure that
+   * nothing of it is left when this resolves: the agent exits next, and a one-shot agent's containers are
+   * never re-attached.
+   */
   async killNow(timeoutMs = 10_000): Promise<void> {
     this.killRequested ??= 'node failed';
     const sup = this.supervisor;
-    if (!sup) return;
-    await sup.handle.signal('SIGKILL').catch(() => {});
-    // Wait (bounded) for the runtime to reap it, so that its processes and cgroup are gone.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([sup.wait().catch(() => {}), new Promise((r) => (timer = setTimeout(r, timeoutMs)))]);
-    clearTimeout(timer);
+    if (sup) {
+      await sup.handle.signal('SIGKILL').catch(() => {});
+      // Wait (bounded) for the runtime to reap it, so that its processes and cgroup are gone.
+      let timer: NodeJS.Timeout | undefined;
+      const reaped = await Promise.race([
+        sup.wait().then(
+          () => true,
+          () => false,
+        ),
+        new Promise<false>((r) => (timer = setTimeout(() => r(false), timeoutMs))),
+      ]);
+      clearTimeout(timer);
+      if (reaped) return;
+    }
+    // Not started yet (its start may have made the cgroup), or not reaped in time: what a start cut short
+    // leaves is removed the same way (its processes, found by its cgroup, killed; the cgroup removed).
+    const entry = this.ctx.journal.containers.get(this.id);
+    if (!entry) return;
+    await this.ctx.runtimes
+      .byName(entry.runtime)
+      ?.discard(entry.id, entry.runDir)
+      .catch((err: unknown) => this.log.warn(errorFields(err), 'discarding its leftovers failed'));
   }
 
   /**

@@ -3,8 +3,10 @@
 // The shim is a /bin/sh that joins the container's cgroup, runs the command with its output going to
 // files in the work dir, and writes the exit code to `exit`. It is started detached from the agent, so
 // the container outlives an agent crash, and everything a new agent needs (output, exit code, run.json)
-// is on disk. The shim is never signalled itself: signals go to the container's other processes, so the
-// shim always lives to record the exit code (128+N when the command died of signal N).
+// is on disk. Berth never signals the shim itself: signals go to the container's other processes, so the
+// shim lives to record the exit code (128+N when the command died of signal N). Others may: SLURM ending a
+// job signals every process of the job (proctrack/linuxproc, pgid), the shim too; it then dies without an
+// exit code, its children are re-parented, and the container's cgroup is what still finds them.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -194,8 +196,14 @@ export class ShimHandle implements RunHandle {
     this.id = state.id;
     this.runtime = state.runtime;
     this.warning = state.warning;
+    // A shim killed by a signal has no exit code, only a signalCode: it was signalled, not by Berth, before
+    // this handle existed (a SLURM job's end signals every process of the job, the shim too), and its 'exit'
+    // event has passed. Awaiting that event would never settle: the exit would not be collected, and its
+    // cgroup, where the rest of the container may still run, would be neither emptied nor removed.
     this.exited = child
-      ? new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', () => r())))
+      ? new Promise((r) =>
+          child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r()),
+        )
       : null;
   }
 

@@ -192,7 +192,7 @@ export const SLURM_OPTIONS = section([
     field: 'agentKillGraceMs',
     kind: duration(),
     default: '10s',
-    help: "SIGTERM → SIGKILL grace for a container being stopped; keep it below SLURM's KillWait (30 s).",
+    help: "SIGTERM → SIGKILL grace for a container being stopped; keep it 11 s below SLURM's KillWait (30 s by default; docs/SLURM.md).",
   }),
   opt({
     key: 'agent_ping_wait',
