@@ -120,6 +120,13 @@ export interface AgentOptions {
   checkpointLimitBytes?: number;
   /** How long a reclaimed container may take to checkpoint and exit after SIGUSR1 (default 5 s). */
   checkpointWaitMs?: number;
+  /** One-shot mode: the margin of hostEnding's bound and killNow's wait (default HOST_ENDING_MARGIN_MS). */
+  hostEndingMarginMs?: number;
+  /**
+   * Wraps the runtimes the agent chose (tests: a container whose wait never settles, as when its shim was
+   * lost; test/agent-e2e/cut-short.test.ts). Unset: as chosen.
+   */
+  wrapRuntimes?: (choice: RuntimeChoice) => RuntimeChoice;
 }
 
 /**
@@ -227,6 +234,7 @@ export class Agent {
     // A one-shot agent owns its work dir (sweep.ts); what dead ones left beside it goes meanwhile.
     if (opts.once) await claimWorkDir(opts.workDir);
     const runtimes = await this.chooseRuntimes();
+    if (opts.wrapRuntimes) runtimes.choice = opts.wrapRuntimes(runtimes.choice);
     const sweeping = opts.once
       ? sweepDeadAgents(dirname(opts.workDir), opts.workDir, runtimes.choice, this.log).catch(
           (err: unknown) => this.log.warn(errorFields(err), 'sweeping dead one-shot agents failed'),
@@ -376,14 +384,15 @@ export class Agent {
     runner.handBack('job-end', reason);
     // SLURM kills the agent after KillWait: a stop that has not ended by the kill grace and a margin is cut
     // short, so that the container and its cgroup are gone before that (docs/SLURM.md, "What is cleaned when").
-    const bound = (this.opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS) + HOST_ENDING_MARGIN_MS;
+    const margin = this.opts.hostEndingMarginMs ?? HOST_ENDING_MARGIN_MS;
+    const bound = (this.opts.killGraceMs ?? DEFAULT_KILL_GRACE_MS) + margin;
     this.hostEndingTimer ??= setTimeout(() => {
       if (!this.runners.has(runner.id)) return;
       this.log.warn(
         { container: runner.id },
         `${reason}: the container was not stopped within ${bound} ms; killing it and exiting`,
       );
-      void runner.killNow(HOST_ENDING_MARGIN_MS).finally(() => this.stop());
+      void runner.killNow(margin).finally(() => this.stop());
     }, bound);
   }
 

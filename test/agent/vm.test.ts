@@ -8,7 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createRuntime, DETECT_ORDER } from '../../src/agent/runtimes/detect.js';
-import { guestReportedExit, pruneTemplates, TEMPLATES_KEPT, VmRuntime } from '../../src/agent/runtimes/vm.js';
+import {
+  guestReportedExit,
+  machineRecord,
+  pruneTemplates,
+  TEMPLATES_KEPT,
+  VmRuntime,
+} from '../../src/agent/runtimes/vm.js';
 import { findGuest } from '../helpers/guest.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
@@ -19,6 +25,7 @@ import {
   isRoot,
   leftovers,
   makeWorkDir,
+  recordIn,
   spec,
   track,
   waitFor,
@@ -90,6 +97,32 @@ describe('vm runtime refusals', () => {
       await cleanupWorkDirs();
     },
   );
+
+  it("reads a checkpoint's machine.json with the runtimes' shared reader, naming the field that is wrong", async () => {
+    const temp: string[] = [];
+    const recordOf = (text: string | null) => recordIn(machineRecord, 'machine.json', text, temp);
+    try {
+      const good = { memoryMiB: 224, cpus: 1, accel: 'tcg', build: '0123456789abcdef' };
+      expect(await recordOf(JSON.stringify(good))).toEqual(good);
+      expect(await recordOf(null)).toBe('checkpoint: machine.json missing (not a vm checkpoint)');
+      expect(await recordOf('{')).toBe('checkpoint: machine.json: expected JSON');
+      // Not an object: every field is missing, the first one checked is named.
+      expect(await recordOf('null')).toBe(
+        'checkpoint: machine.json accel: expected tcg or kvm, got undefined',
+      );
+      expect(await recordOf(JSON.stringify({ ...good, build: 'abc' }))).toBe(
+        'checkpoint: machine.json build: expected the guest build\'s digest, got "abc"',
+      );
+      expect(await recordOf(JSON.stringify({ ...good, memoryMiB: 1.5 }))).toBe(
+        'checkpoint: machine.json memoryMiB: expected an integer 1..1048576, got 1.5',
+      );
+      expect(await recordOf(JSON.stringify({ ...good, cpus: 1025 }))).toBe(
+        'checkpoint: machine.json cpus: expected an integer 1..1024, got 1025',
+      );
+    } finally {
+      for (const d of temp) await rm(d, { recursive: true, force: true });
+    }
+  });
 
   it('prunes its saved templates: unused for a week, beyond the most recently used, half-made ones left by a dead process', async () => {
     const root = await makeWorkDir();

@@ -5,7 +5,8 @@
 // count going on (test/guest/criu-case.ts). The process runtime uses it for unsandboxed containers, when the
 // agent is told to (process-criu.ts).
 // What the process and runc runtimes' CRIU whole state share is here too: the wait for a restore the shim
-// runs (awaitRestore) and the reading of a checkpoint's JSON record (readCheckpointRecord).
+// runs (awaitRestore) and the reading of a checkpoint's JSON record (readCheckpointRecord), which the vm
+// runtime's machine.json uses as well (vm.ts machineRecord).
 import { execFile } from 'node:child_process';
 import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';

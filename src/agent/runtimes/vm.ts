@@ -39,6 +39,7 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CGROUP_ROOT, cgroupAt, containerCgroup, killCgroup, probeCgroups, type Cgroup } from './cgroup.js';
+import { readCheckpointRecord, type FieldRule } from './criu.js';
 import { outputDiskUsage } from './du.js';
 import { signalOf } from './engine-handle.js';
 import { RuntimeTransientError } from './errors.js';
@@ -384,7 +385,7 @@ export class VmRuntime implements Runtime {
   async restore(id: string, workDir: string, dir: string): Promise<VmHandle> {
     const why = await this.available();
     if (why) throw new RuntimeTransientError(this.name, why);
-    const shape = checkpointShape(await readFile(join(dir, 'machine.json'), 'utf8').catch(() => null));
+    const shape = await machineRecord(dir);
     const here = guestBuildKey(this.build());
     if (shape.build !== here)
       throw new RunSpecError(
@@ -454,41 +455,28 @@ function guestBuildKey(build: string): string {
   return createHash('sha256').update(build).digest('hex').slice(0, 16);
 }
 
-/** The machine a checkpoint's machine.json describes, checked field by field; throws naming the field. */
-function checkpointShape(text: string | null): {
+/** What a vm checkpoint's machine.json holds: the machine's shape, and the guest build it ran. */
+export interface MachineRecord {
   memoryMiB: number;
   cpus: number;
   accel: VmAccel;
   build: string;
-} {
-  const bad = (what: string): never => {
-    throw new RunSpecError(`checkpoint: ${what}`);
-  };
-  if (text === null) return bad('machine.json missing (not a vm checkpoint)');
-  let m: Record<string, unknown>;
-  try {
-    m = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    return bad('machine.json: expected JSON');
-  }
-  if (typeof m !== 'object' || m === null) return bad('machine.json: expected an object');
-  const int = (field: string, max: number): number => {
-    const v = m[field];
-    return Number.isInteger(v) && (v as number) > 0 && (v as number) <= max
-      ? (v as number)
-      : bad(`machine.json ${field}: expected an integer 1..${max}, got ${JSON.stringify(v)}`);
-  };
-  const accel = m.accel;
-  if (!(VM_ACCELS as readonly unknown[]).includes(accel))
-    bad(`machine.json accel: expected ${VM_ACCELS.join(' or ')}, got ${JSON.stringify(accel)}`);
-  if (typeof m.build !== 'string' || !/^[0-9a-f]{16}$/.test(m.build))
-    bad(`machine.json build: expected the guest build's digest, got ${JSON.stringify(m.build)}`);
-  return {
-    memoryMiB: int('memoryMiB', 1024 * 1024),
-    cpus: int('cpus', 1024),
-    accel: accel as VmAccel,
-    build: m.build as string,
-  };
+}
+
+/** An integer 1..max (a machine.json size). */
+const upTo = (max: number): FieldRule => [
+  (v) => Number.isInteger(v) && (v as number) > 0 && (v as number) <= max,
+  `an integer 1..${max}`,
+];
+
+/** The machine a checkpoint's machine.json in `dir` describes, checked; throws a RunSpecError naming the field. */
+export function machineRecord(dir: string): Promise<MachineRecord> {
+  return readCheckpointRecord<MachineRecord>(dir, 'machine.json', 'vm', {
+    accel: [(v) => (VM_ACCELS as readonly unknown[]).includes(v), VM_ACCELS.join(' or ')],
+    build: [(v) => typeof v === 'string' && /^[0-9a-f]{16}$/.test(v), "the guest build's digest"],
+    memoryMiB: upTo(1024 * 1024),
+    cpus: upTo(1024),
+  });
 }
 
 /** spec.sh: the command, environment, working directory and limits as shell words. */
