@@ -23,25 +23,14 @@ import { Dispatcher } from '../src/dispatch/dispatcher.js';
 import { PgQueue } from '../src/dispatch/pg-queue.js';
 import { seededRng } from '../src/model/clock.js';
 import { normalizeRequest } from '../src/model/request.js';
-import type { InstanceType } from '../src/model/types.js';
 import { VirtualClock } from '../src/sim/clock.js';
 import { createPool, withDatabase } from '../src/store/db.js';
 import { startEmbedded } from '../src/store/embedded.js';
 import { migrate } from '../src/store/migrate.js';
 import { Store } from '../src/store/store.js';
 import { benchArgs, opt } from './args.js';
+import { BENCH_TYPE } from './ec2.js';
 
-const GiB = 1024 ** 3;
-const TYPE: InstanceType = {
-  name: 'small',
-  providerType: 'small',
-  vcpus: 1,
-  ram: 2 * GiB,
-  scratch: 10 * GiB,
-  gpus: 0,
-  price: 0.1,
-  preemptible: false,
-};
 const BATCH = 1000;
 
 interface Way {
@@ -88,7 +77,7 @@ async function measure(url: string, queued: number, passes: number, way: Way['wa
       queue: timedQueue,
       driver: new SimCloud(clock, { seed: 1, bootTime: { kind: 'fixed', ms: 3_600_000 } }),
       clock,
-      instanceTypes: [TYPE],
+      instanceTypes: [BENCH_TYPE],
       config: { ...SCHEDULER_OPTIONS.defaults(), maxInstances: 1 },
       ...DISPATCHER_TIMERS.parse({ status_interval: '0s' }),
       bootData: bootDataFor('sim:'),

@@ -378,7 +378,11 @@ export class ContainerRunner {
     // Not started yet (its start may have made the cgroup), or not reaped in time: what a start cut short
     // leaves is removed the same way (its processes, found by its cgroup, killed; the cgroup removed).
     const entry = this.ctx.journal.containers.get(this.id);
-    if (!entry) return;
+    if (entry) await this.discardLeftovers(entry);
+  }
+
+  /** Kills what is left of the container (its processes, by its cgroup) and removes its cgroup. */
+  private async discardLeftovers(entry: JournalEntry): Promise<void> {
     await this.ctx.runtimes
       .byName(entry.runtime)
       ?.discard(entry.id, entry.runDir)
@@ -520,9 +524,7 @@ export class ContainerRunner {
       this.log.warn(why);
       // A start cut short may still have left a running process or engine container: it must not run on
       // unseen while the retry runs elsewhere.
-      await runtime
-        ?.discard(entry.id, entry.runDir)
-        .catch((err: unknown) => this.log.warn(errorFields(err), 'discarding its leftovers failed'));
+      await this.discardLeftovers(entry);
       await this.cancel(entry, 'temp', why);
       return;
     }

@@ -313,10 +313,7 @@ export class PgQueue implements DispatchQueue {
       written.clear();
       throw err;
     }
-    written.written(
-      plans.map((p) => p.next),
-      slots,
-    );
+    written.written(plans, slots);
   }
 
   /** One statement: the groups' rows, their changed parts (and none past `parts`), the moved pointers. */

@@ -21,77 +21,54 @@ export function statusParts(members: number): number {
   return parts;
 }
 
-/** The part a member's id falls in, as the reader finds it: hashtext(id) & (parts - 1). */
-export function partOf(id: string, parts: number): number {
-  return hashText(id) & (parts - 1);
-}
+/** lookup3's mix() and final() as steps over h = [a, b, c]: the rotation of each step. */
+const MIX = [4, 6, 8, 16, 19, 4];
+const FINAL = [14, 11, 25, 16, 4, 14, 24];
 
 const rot = (x: number, k: number): number => (x << k) | (x >>> (32 - k));
 
 /** PostgreSQL's hashtext(s) as an unsigned 32-bit number (hash_bytes over s's UTF-8 bytes). */
 export function hashText(s: string): number {
   const k = Buffer.from(s, 'utf8');
-  let len = k.length;
-  let a = (0x9e3779b9 + len + 3923095) | 0;
-  let b = a;
-  let c = a;
+  // Int32Array: every sum wraps at 32 bits, as uint32 arithmetic does in C.
+  const h = new Int32Array(3).fill(0x9e3779b9 + k.length + 3923095);
   let i = 0;
-  const word = (j: number) => k[j]! | (k[j + 1]! << 8) | (k[j + 2]! << 16) | (k[j + 3]! << 24);
-  while (len >= 12) {
-    a = (a + word(i)) | 0;
-    b = (b + word(i + 4)) | 0;
-    c = (c + word(i + 8)) | 0;
-    // mix(a, b, c)
-    a = (a - c) | 0;
-    a ^= rot(c, 4);
-    c = (c + b) | 0;
-    b = (b - a) | 0;
-    b ^= rot(a, 6);
-    a = (a + c) | 0;
-    c = (c - b) | 0;
-    c ^= rot(b, 8);
-    b = (b + a) | 0;
-    a = (a - c) | 0;
-    a ^= rot(c, 16);
-    c = (c + b) | 0;
-    b = (b - a) | 0;
-    b ^= rot(a, 19);
-    a = (a + c) | 0;
-    c = (c - b) | 0;
-    c ^= rot(b, 4);
-    b = (b + a) | 0;
-    i += 12;
-    len -= 12;
+  for (; k.length - i >= 12; i += 12) {
+    for (let w = 0; w < 3; w++) h[w]! += k.readInt32LE(i + 4 * w);
+    // mix(a, b, c): step t is x -= z; x ^= rot(z, r); z += y, with x, y, z = a, b, c turned t times.
+    for (let t = 0; t < MIX.length; t++) {
+      const [x, y, z] = [t % 3, (t + 1) % 3, (t + 2) % 3];
+      h[x]! -= h[z]!;
+      h[x]! ^= rot(h[z]!, MIX[t]!);
+      h[z]! += h[y]!;
+    }
   }
-  // The last 11 bytes, each added where hash_bytes's fall-through switch adds it (the lowest byte of c is
-  // left for the length, which is already in the seed).
-  if (len >= 11) c = (c + (k[i + 10]! << 24)) | 0;
-  if (len >= 10) c = (c + (k[i + 9]! << 16)) | 0;
-  if (len >= 9) c = (c + (k[i + 8]! << 8)) | 0;
-  if (len >= 8) b = (b + (k[i + 7]! << 24)) | 0;
-  if (len >= 7) b = (b + (k[i + 6]! << 16)) | 0;
-  if (len >= 6) b = (b + (k[i + 5]! << 8)) | 0;
-  if (len >= 5) b = (b + k[i + 4]!) | 0;
-  if (len >= 4) a = (a + (k[i + 3]! << 24)) | 0;
-  if (len >= 3) a = (a + (k[i + 2]! << 16)) | 0;
-  if (len >= 2) a = (a + (k[i + 1]! << 8)) | 0;
-  if (len >= 1) a = (a + k[i]!) | 0;
-  // final(a, b, c)
-  c ^= b;
-  c = (c - rot(b, 14)) | 0;
-  a ^= c;
-  a = (a - rot(c, 11)) | 0;
-  b ^= a;
-  b = (b - rot(a, 25)) | 0;
-  c ^= b;
-  c = (c - rot(b, 16)) | 0;
-  a ^= c;
-  a = (a - rot(c, 4)) | 0;
-  b ^= a;
-  b = (b - rot(a, 14)) | 0;
-  c ^= b;
-  c = (c - rot(b, 24)) | 0;
-  return c >>> 0;
+  // The last 11 bytes: byte n into a (n < 4), b (n < 8) or c, shifted by its place in that word; c's lowest
+  // byte is left for the length, which is in the seed.
+  for (let n = 0; n < k.length - i; n++) h[n >> 2]! += k[i + n]! << (n < 8 ? 8 * (n & 3) : 8 * (n - 7));
+  // final(a, b, c): step t is x ^= z; x -= rot(z, r), with x, z = c, b turned t times.
+  for (let t = 0; t < FINAL.length; t++) {
+    const [x, z] = [(t + 2) % 3, (t + 1) % 3];
+    h[x]! ^= h[z]!;
+    h[x]! -= rot(h[z]!, FINAL[t]!);
+  }
+  return h[2]! >>> 0;
+}
+
+/**
+ * The value that occurs most often (the lowest of those tied), or undefined for none: the slot most of a
+ * status group's members held (status-writer.ts), the shift most of them share (the bases, below).
+ */
+export function mostCommon(values: Iterable<number>): number | undefined {
+  const counts = new Map<number, number>();
+  let best: number | undefined;
+  let most = 0;
+  for (const v of values) {
+    const c = (counts.get(v) ?? 0) + 1;
+    counts.set(v, c);
+    if (c > most || (c === most && v < best!)) [best, most] = [v, c];
+  }
+  return best;
 }
 
 /** One part of a group as stored: members in queue order, their positions and counts less the bases. */
@@ -121,8 +98,6 @@ export interface GroupWrite {
 interface Written {
   row: GroupRow;
   byPart: PartRow[];
-  /** Members whose pointer this write sets. */
-  repointed: string[];
 }
 
 /** Members whose shift since the last write is counted to choose the bases (any choice is correct). */
@@ -169,7 +144,7 @@ export class WrittenGroups {
     const same = last !== undefined && last.row.parts === parts;
     const changed = same ? byPart.filter((p) => !samePart(p, last.byPart[p.part]!)) : byPart;
     const row = { slot: g.slot, reason: g.reason, parts, positionBase, higherAheadBase };
-    return { write: { row, parts: changed, repointed }, next: { row, byPart, repointed } };
+    return { write: { row, parts: changed, repointed }, next: { row, byPart } };
   }
 
   /**
@@ -177,39 +152,32 @@ export class WrittenGroups {
    * `last` (0 when none of them was in it). Each sampled member is found in its part of the last write.
    */
   private modeShifts(g: StoredGroup, last: Written): [number, number] {
-    const n = g.members.length;
-    const step = Math.max(1, Math.floor(n / SAMPLE));
+    const step = Math.max(1, Math.floor(g.members.length / SAMPLE));
     const mask = last.row.parts - 1;
-    const counts = [new Map<number, number>(), new Map<number, number>()];
-    const best: [number, number] = [0, 0];
-    const most = [0, 0];
-    const count = (k: 0 | 1, d: number) => {
-      const c = (counts[k]!.get(d) ?? 0) + 1;
-      counts[k]!.set(d, c);
-      if (c > most[k]! || (c === most[k]! && d < best[k])) [best[k], most[k]] = [d, c];
-    };
-    for (let i = 0; i < n; i += step) {
+    const dp: number[] = [];
+    const dh: number[] = [];
+    for (let i = 0; i < g.members.length; i += step) {
       const id = g.members[i]!;
       const part = last.byPart[this.hash(id) & mask]!;
       const j = part.members.indexOf(id);
       if (j < 0) continue;
-      count(0, g.positions[i]! - (part.positions[j]! + last.row.positionBase));
-      count(1, g.higherAhead[i]! - (part.higherAhead[j]! + last.row.higherAheadBase));
+      dp.push(g.positions[i]! - (part.positions[j]! + last.row.positionBase));
+      dh.push(g.higherAhead[i]! - (part.higherAhead[j]! + last.row.higherAheadBase));
     }
-    return best;
+    return [mostCommon(dp) ?? 0, mostCommon(dh) ?? 0];
   }
 
-  /** Records a successful write: `groups` were written, and the slots not in `slots` were dropped. */
-  written(next: Written[], slots: readonly number[]): void {
+  /** Records a successful write: plan()'s groups were written, and the slots not in `slots` were dropped. */
+  written(plans: { write: GroupWrite; next: Written }[], slots: readonly number[]): void {
     const kept = new Set(slots);
     const dropped = [...this.bySlot.keys()].filter((slot) => !kept.has(slot));
     for (const slot of dropped) this.bySlot.delete(slot);
     // A dropped group's members lose their pointer (ON DELETE SET NULL).
     if (dropped.length > 0)
       for (const [id, slot] of this.pointer) if (!kept.has(slot)) this.pointer.delete(id);
-    for (const w of next) {
-      this.bySlot.set(w.row.slot, w);
-      for (const id of w.repointed) this.pointer.set(id, w.row.slot);
+    for (const { write, next } of plans) {
+      this.bySlot.set(next.row.slot, next);
+      for (const id of write.repointed) this.pointer.set(id, next.row.slot);
     }
     // Ids no group holds any more (a container that left the queue keeps its pointer: its text is then
     // its own) are forgotten now and then, so that the maps do not grow without bound over a long run.

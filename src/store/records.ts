@@ -193,7 +193,8 @@ export function ofRequest(c: string, request: string): string {
  * SQL: the group-held status of container `c` (a table name or alias; its columns are qualified, since the
  * subquery's own tables have an `id`) as `queued_status`: [queue position, higher-priority ahead, reason]
  * while its status group lists it, else null. Only the one part of the group its id hashes to is read
- * (migration 210), its values plus the group's bases (migration 224), and nothing per row calls a function: the page's plan stays the listing's index scan.
+ * (migration 210), its values plus the group's bases (migration 224), and nothing per row calls a
+ * function: the page's plan stays the listing's index scan.
  * The text is made by withStatusText (queuedText's format, its one owner).
  */
 export function queuedStatusSql(c: string): string {

@@ -23,6 +23,11 @@ function gated(queue: PgQueue) {
     if (held !== null) await held;
     return queue.setWaiting(...args);
   };
+  let releasedWhileHeld: boolean | null = null;
+  q.release = (...args: Parameters<PgQueue['release']>) => {
+    releasedWhileHeld = held !== null;
+    return queue.release(...args);
+  };
   return {
     queue: q,
     close() {
@@ -38,19 +43,25 @@ function gated(queue: PgQueue) {
     get calls() {
       return calls;
     },
-    /** Whether the gate holds writes now. */
-    get held() {
-      return held !== null;
+    /** Whether the gate held writes when the lease was released (null: not released). */
+    get releasedWhileHeld() {
+      return releasedWhileHeld;
     },
   };
 }
 
+/** A dispatcher on the gated queue behind max_instances 1, and two containers submitted: one will wait. */
+async function twoWaiting() {
+  const h = await harness({ config: { maxInstances: 1 } });
+  const gate = gated(h.queue);
+  const d = h.make({ queue: gate.queue });
+  await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 1, ram: '1GiB' });
+  return { h, gate, d };
+}
+
 describe('status writes beside the passes', () => {
   it('a pass does not wait for its status write; offers during a write are dropped; the next pass writes the newest', async () => {
-    const h = await harness({ config: { maxInstances: 1 } });
-    const gate = gated(h.queue);
-    const d = h.make({ queue: gate.queue });
-    await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 1, ram: '1GiB' });
+    const { h, gate, d } = await twoWaiting();
 
     gate.close();
     await d.tickAhead();
@@ -81,10 +92,7 @@ describe('status writes beside the passes', () => {
   });
 
   it('after a write that took d, the next starts no sooner than 2 × d after it ended', async () => {
-    const h = await harness({ config: { maxInstances: 1 } });
-    const gate = gated(h.queue);
-    const d = h.make({ queue: gate.queue });
-    await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 1, ram: '1GiB' });
+    const { h, gate, d } = await twoWaiting();
 
     gate.close();
     await d.tickAhead();
@@ -110,10 +118,7 @@ describe('status writes beside the passes', () => {
   });
 
   it('a failed write is an error event, not a failed pass; the next pass writes again', async () => {
-    const h = await harness({ config: { maxInstances: 1 } });
-    const gate = gated(h.queue);
-    const d = h.make({ queue: gate.queue });
-    await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 1, ram: '1GiB' });
+    const { h, gate, d } = await twoWaiting();
 
     gate.failOnce();
     await d.tick(); // resolves: the pass itself did not fail
@@ -131,15 +136,7 @@ describe('status writes beside the passes', () => {
   });
 
   it('stop() releases the lease only once the write in flight ended', async () => {
-    const h = await harness({ config: { maxInstances: 1 } });
-    const gate = gated(h.queue);
-    let releasedWhileHeld: boolean | null = null;
-    gate.queue.release = (...args: Parameters<PgQueue['release']>) => {
-      releasedWhileHeld = gate.held;
-      return h.queue.release(...args);
-    };
-    const d = h.make({ queue: gate.queue });
-    await h.submit({ vcpus: 1, ram: '1GiB' }, { vcpus: 1, ram: '1GiB' });
+    const { h, gate, d } = await twoWaiting();
 
     gate.close();
     await d.tickAhead();
@@ -149,7 +146,7 @@ describe('status writes beside the passes', () => {
     await new Promise((r) => setImmediate(r));
     gate.open();
     await stopping;
-    expect(releasedWhileHeld).toBe(false);
+    expect(gate.releasedWhileHeld).toBe(false);
     expect(await h.status(b!)).toMatch(/^queue position 1; /);
   });
 });
