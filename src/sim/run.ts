@@ -28,6 +28,7 @@ import { makePolicy, type PolicyName } from './policies.js';
 import { SimQueue, type RequestOutcomes } from './queue.js';
 import { buildReport, type Report } from './report/build.js';
 import type { ContainerRecord, InstanceRecord, RunRecord } from './report/input.js';
+import { WaitCauses } from './wait-causes.js';
 import { WorkflowEngine } from './workflows.js';
 import type { WorkflowRun, WorkloadJob } from './workload/types.js';
 
@@ -51,6 +52,8 @@ export interface RunOptions {
   /** Called every `progressEvery` passes (for progress lines on long runs). */
   onProgress?: (p: Progress) => void;
   progressEvery?: number;
+  /** Record what each container's wait was spent on (report.waitCauses; src/sim/wait-causes.ts). */
+  waitCauses?: boolean;
 }
 
 export interface Progress {
@@ -149,6 +152,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
 
   // --- records for the report ---------------------------------------------------------------------
   const containerRecs = new Map<string, ContainerRecord>();
+  const causes = o.waitCauses === true ? new WaitCauses() : null;
   // Names and recorded usage of the requests not yet final (right-sizing; most jobs carry neither).
   const jobMeta = new Map<string, Pick<SimJob, 'name' | 'usage'>>();
   const instanceRecs = new Map<string, InstanceRecord>();
@@ -186,11 +190,13 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
         const r = containerRecs.get(c.id)!;
         r.start = clock.nowMs();
         r.instance = c.instance;
+        if (causes !== null) r.waitCauses = causes.started(c.id, r.arrival, r.start);
       },
       ended: (c, wasRunning) => {
         const r = containerRecs.get(c.id)!;
         if (wasRunning && r.end === null) r.end = clock.nowMs();
         if (c.state === 'Complete') r.exitCode = c.request.spec.exitCode;
+        causes?.forget(c.id);
         agents.ended(c);
         passNow();
       },
@@ -431,6 +437,8 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
         await dispatcher.tick();
         // Creates and destroys run in the background; on the virtual clock they end at this instant.
         await dispatcher.settled();
+        if (causes !== null && dispatcher.lastPlan !== null)
+          causes.observe(dispatcher.lastPlan.statuses, clock.nowMs());
       } catch (err) {
         // As `berth dispatch`'s loop (src/dispatch/run.ts): a failed pass (e.g. the cloud list of a sync
         // refused by a rate limit) is retried by a later pass, never a crash. A lost lease cannot happen

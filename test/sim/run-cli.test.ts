@@ -28,6 +28,21 @@ describe('berth sim', () => {
     expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('<svg');
   });
 
+  it('--wait-causes adds the breakdown to report.json and the summary; without it neither has one', async () => {
+    const out = join(dir, 'causes');
+    const r = await berth('sim', '--workload', workload, '--config', config, '--out', out, '--wait-causes');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^wait by cause, mean per container: .*boot \d+\.\ds/m);
+    expect(r.stdout).toMatch(/^ {2}the \d+ that waited >= \d+\.\ds: /m);
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8'));
+    expect(Object.keys(report.waitCauses)).toEqual(['mean', 'tail', 'steps']);
+    const without = join(dir, 'no-causes');
+    const p = await berth('sim', '--workload', workload, '--config', config, '--out', without);
+    expect(p.code).toBe(0);
+    expect(p.stdout).not.toMatch(/wait by cause/);
+    expect(JSON.parse(readFileSync(join(without, 'report.json'), 'utf8')).waitCauses).toBeUndefined();
+  });
+
   it('--json, --policy, --limit-jobs, --time-scale, then compare', async () => {
     const out = join(dir, 'single');
     const r = await berth(

@@ -23,6 +23,7 @@ export interface SimOpts {
   timeScale?: string;
   out?: string;
   json?: boolean;
+  waitCauses?: boolean;
 }
 
 function wholeNumber(flag: string, v: string, min: number): number {
@@ -50,6 +51,7 @@ export function summary(r: Report): string {
     `cost ${money(r.cost.total)}  lower bound ${money(r.cost.lowerBound)}  ratio ${r.cost.ratio === null ? '-' : r.cost.ratio.toFixed(3)}  (boot ${money(r.cost.boot)}, work ${money(r.cost.work)}, idle ${money(r.cost.idle)})`,
     `wait p50 ${secs(r.wait.p50)}  p90 ${secs(r.wait.p90)}  p99 ${secs(r.wait.p99)}  max ${secs(r.wait.max)}`,
     `makespan ${r.makespan === null ? '-' : formatDuration(r.makespan * 1000)}  utilization vcpu ${r.utilization.vcpu ?? '-'} ram ${r.utilization.ram ?? '-'}`,
+    ...waitCauseLines(r),
     ...workflowLines(r),
     ...pathBoundLine(r),
     ...(r.rightSizing === null
@@ -58,6 +60,27 @@ export function summary(r: Report): string {
           `right-sizing from recorded usage: cost lower bound ${r.rightSizing.lowerBound.asked.toFixed(4)} as asked, ${r.rightSizing.lowerBound.rightSized.toFixed(4)} right-sized (berth usage --report for the table)`,
         ]),
   ].join('\n');
+}
+
+/** The wait breakdown (--wait-causes): mean seconds by cause, overall, in the tail, and the tail's top steps. */
+function waitCauseLines(r: Report): string[] {
+  const w = r.waitCauses;
+  if (w === undefined) return [];
+  const by = (m: Record<string, number>): string =>
+    Object.entries(m)
+      .filter(([, s]) => s > 0)
+      .map(([k, s]) => `${k} ${s.toFixed(1)}s`)
+      .join(', ');
+  return [
+    `wait by cause, mean per container: ${by(w.mean)}`,
+    `  the ${w.tail.containers} that waited >= ${w.tail.threshold.toFixed(1)}s: ${by(w.tail.mean)}`,
+    ...w.steps
+      .filter((s) => s.tail > 0)
+      .map(
+        (s) =>
+          `  ${s.step || '(unnamed)'}: ${s.tail} of ${s.containers} in the tail (fan-out ${s.fanOut}, run p50 ${secs(s.runP50)}, wait p50 ${secs(s.waitP50)} p90 ${secs(s.waitP90)}): ${by(s.tailMean)}`,
+      ),
+  ];
 }
 
 /** A single run's critical-path bound (report.criticalPathBound), when it has one. */
@@ -134,6 +157,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     policy,
     onProgress,
     progressEvery: 500,
+    waitCauses: opts.waitCauses === true,
   });
   const elapsed = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);

@@ -24,6 +24,7 @@ export function registerSim(program: Command): void {
     .option('--time-scale <f>', 'multiply arrival times and run times (0.5 = twice as fast)')
     .option('--out <dir>', 'directory for report.json and report.html')
     .option('--json', 'print the report and run statistics as JSON instead of the summary')
+    .option('--wait-causes', "break the waits down by what the scheduler's statuses said (report.waitCauses)")
     .action(async (opts: SimOpts) => (await import('./sim-run.js')).runCommand(opts));
   sim
     .command('gates')

@@ -37,3 +37,26 @@ export const statusText = {
   dispatchAttempts: (count: number, max: number) =>
     `locked ${count} times without completing; max_dispatch_attempts=${max}`,
 };
+
+/**
+ * What a status says a container waits for (the simulator's wait breakdown, src/sim/wait-causes.ts):
+ * `boot` a new or booting instance; `budget` boot_budget held it back; `freeing` wait_for_running;
+ * `limit` a limit, a missing type or its owner's cap; `start` its agent starting it on a ready instance;
+ * `other` any other text.
+ */
+export const WAIT_CAUSES = ['boot', 'budget', 'freeing', 'limit', 'start', 'other'] as const;
+export type WaitCause = (typeof WAIT_CAUSES)[number];
+
+/** The cause of a status text: an own text, or a waiting reason (without its queue position). */
+export function waitCause(text: string): WaitCause {
+  if (
+    text.startsWith('waiting for a new ') ||
+    (text.startsWith('waiting for instance ') && text.endsWith('to become ready'))
+  )
+    return 'boot';
+  if (text.endsWith('(boot_budget)')) return 'budget';
+  if (text.endsWith('(wait_for_running)')) return 'freeing';
+  if (text.startsWith('starting on ') || text.startsWith('assigned to ')) return 'start';
+  if (text.startsWith('waits for ') || text.startsWith('unlocked: its place')) return 'limit';
+  return 'other';
+}

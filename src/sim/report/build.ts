@@ -6,6 +6,7 @@ import { costLowerBound, criticalPathBound } from '../lower-bound.js';
 import { ReportInputError, type ContainerRecord, type RunRecord } from './input.js';
 import { bucketMax, percentile, round, unionLength } from './stats.js';
 import { rightSizingSection, type RightSizingSection } from './usage.js';
+import { waitCausesSection, type WaitCausesSection } from './waits.js';
 import { workflowSection, type WorkflowSection } from './workflows.js';
 
 /** Number of buckets in the time series (enough for a chart, small enough for a 1M-container run). */
@@ -71,6 +72,8 @@ export interface Report {
   } | null;
   wait: WaitStats;
   waitHistogram: Array<{ bucket: string; count: number }>;
+  /** What the waits were spent on (`berth sim --wait-causes`); absent when the run did not record it. */
+  waitCauses?: WaitCausesSection;
   /** From the first arrival to the last container end; null when nothing ended. */
   makespan: number | null;
   instances: {
@@ -288,6 +291,7 @@ export function buildReport(run: RunRecord): Report {
     criticalPathBound: pathBound(run, lb, total),
     wait,
     waitHistogram: histogram,
+    ...waitCausesField(run),
     makespan: lastEnd === Number.NEGATIVE_INFINITY ? null : round((lastEnd - firstArrival) / 1000, 3),
     instances: {
       created: run.instances.length,
@@ -307,6 +311,12 @@ export function buildReport(run: RunRecord): Report {
     workflows: run.workflows === undefined ? null : workflowSection(run.workflows, start),
     rightSizing: rightSizingSection(run.containers, run.instanceTypes),
   };
+}
+
+/** The wait breakdown as an optional field: reports of runs that did not record causes stay as they were. */
+function waitCausesField(run: RunRecord): { waitCauses?: WaitCausesSection } {
+  const section = waitCausesSection(run.containers);
+  return section === null ? {} : { waitCauses: section };
 }
 
 /** Serialises a report as report.json: two-space indentation and a final newline. */

@@ -29,6 +29,8 @@ export interface ContainerRecord {
   name?: string;
   /** What the job used, as its trace recorded it. */
   usage?: Usage;
+  /** Its wait by cause (ms, in src/sim/wait-causes.ts CAUSES order), when the run recorded causes. */
+  waitCauses?: number[];
 }
 
 /** One instance as the run saw it. */
