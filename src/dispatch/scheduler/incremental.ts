@@ -48,6 +48,14 @@ export class IncrementalPlanner {
     return { ...this.kept.counts };
   }
 
+  /**
+   * Full passes that grouped the assigned containers anew or updated the groups, and that built the pool
+   * view or reused it (kept-pool.ts), for tests and benchmarks.
+   */
+  get poolCounts(): { grouped: number; updated: number; built: number; reused: number } {
+    return { ...this.kept.pool.counts };
+  }
+
   /** Forgets the last pass: the next one is a full pass. */
   reset(): void {
     this.last = null;

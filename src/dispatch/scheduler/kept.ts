@@ -11,6 +11,7 @@ import type { InstanceType } from '../../model/types.js';
 import type { ShapeCache } from './fitting.js';
 import { type ShapeConfig } from './fitting.js';
 import type { WaitingFacts } from './placement.js';
+import { KeptPool } from './kept-pool.js';
 import { PoolOrder } from './pool.js';
 
 const SHAPE_FIELDS = [
@@ -26,6 +27,8 @@ const MAX_SHAPES = 10_000;
 
 export class KeptPass {
   readonly order = new PoolOrder();
+  /** The containers assigned to each instance and the pool view (kept-pool.ts). */
+  readonly pool = new KeptPool();
   /** The last pass's waiting containers' facts and queue order (placement.ts). */
   waiting: WaitingFacts | null = null;
   /** Passes that updated the kept facts and queue order, and passes that read and sorted them anew. */
