@@ -184,6 +184,8 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
         { opportunisticMargin: 0.5 },
         { opportunisticAnyType: false },
         { opportunisticVacate: false },
+        { maxDispatchAttempts: 3 },
+        { maxDispatchAttempts: 10 },
       ),
     }),
     weight: 2,
@@ -445,7 +447,7 @@ describe('incremental pass', () => {
     let reused = 0;
     let merged = 0;
     let sorted = 0;
-    const pool = { grouped: 0, updated: 0, built: 0, reused: 0 };
+    const pool = { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 };
     let vacated = 0;
     fc.assert(
       fc.property(snapshotArb, fc.array(stepArb, { minLength: 1, maxLength: 25 }), (first, steps) => {
@@ -476,6 +478,8 @@ describe('incremental pass', () => {
     expect(pool.reused).toBeGreaterThan(500);
     expect(pool.built).toBeGreaterThan(500);
     expect(pool.grouped).toBeGreaterThan(200);
+    // settle (plan.ts) looked again only at the containers that arrived or changed.
+    expect(pool.settledChanged).toBeGreaterThan(300);
     // The borrowers do get taken off their instances (vacate.ts) in some of the passes compared.
     expect(vacated).toBeGreaterThan(10);
   });

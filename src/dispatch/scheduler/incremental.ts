@@ -10,6 +10,7 @@
 // scratch, byte for byte, on random sequences of changes.
 import { plan as fullPlan } from './plan.js';
 import { KeptPass } from './kept.js';
+import type { KeptPool } from './kept-pool.js';
 import type { CloudState, Plan, SchedulerConfig, Snapshot, SnapshotInstance } from './types.js';
 
 /** Counts of what the planner did, for tests and benchmarks. */
@@ -49,10 +50,11 @@ export class IncrementalPlanner {
   }
 
   /**
-   * Full passes that grouped the assigned containers anew or updated the groups, and that built the pool
-   * view or reused it (kept-pool.ts), for tests and benchmarks.
+   * Full passes that grouped the assigned containers anew or updated the groups, that built the pool view
+   * or reused it, and that settled every container or the changed ones (kept-pool.ts), for tests and
+   * benchmarks.
    */
-  get poolCounts(): { grouped: number; updated: number; built: number; reused: number } {
+  get poolCounts(): KeptPool['counts'] {
     return { ...this.kept.pool.counts };
   }
 

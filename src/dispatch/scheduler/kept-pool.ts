@@ -11,9 +11,17 @@ import type { InstanceType } from '../../model/types.js';
 import { matchLists, type Match } from './kept.js';
 import type { LimitTotals, Limits } from './limits.js';
 import type { Slot } from './capacity.js';
+import { countsOwner } from './settle.js';
 import { assignments, isAssigned, viewPool, type PoolOrder, type PoolView } from './pool.js';
 import { BORROW_FIELDS, type BorrowConfig, type Borrowing } from './opportunistic.js';
 import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
+
+/** What settle (settle.ts) does with each container, by index, and how many count for each owner. */
+export interface Settled {
+  kinds: Uint8Array;
+  /** Containers that count for their owner (settle.ts countsOwner), by owner. */
+  owned: Map<string, number>;
+}
 
 /** The last pass's pool view and what it was computed from. */
 interface LastView {
@@ -26,22 +34,29 @@ interface LastView {
   view: PoolView;
   /** Its slots as they were before the pass placed anything on them (a pass changes its slots). */
   slots: Slot[];
+  /** The copies of `slots` the last pass changed, set back for the next (null: none yet). */
+  copies: Slot[] | null;
   /** What its instances add to the limits. */
   totals: LimitTotals;
   /** vacate.ts's slots to look at, for this minimum billing period, from this time on. */
   vacating: { minBillingPeriodMs: number; since: number; slots: number[] } | null;
+  /** What settle (plan.ts) does with each container of `containers`, for this max_dispatch_attempts. */
+  settled: (Settled & { containers: readonly SnapshotContainer[]; maxAttempts: number }) | null;
   /** The lent capacity (opportunistic.ts), for this config and these estimates. */
   borrowing: { config: BorrowConfig; estimates: RunEstimates | undefined; of: Borrowing } | null;
 }
 
 export class KeptPool {
   private containers: readonly SnapshotContainer[] | null = null;
+  /** The last list before `containers` and how the two matched (null: not matched). */
+  private before: readonly SnapshotContainer[] | null = null;
+  private match: Match | null = null;
   private groups = new Map<string, SnapshotContainer[]>();
   /** Bumped whenever a group changes: a view is reused only over the groups it read. */
   private version = 0;
   private last: LastView | null = null;
   /** Passes that grouped the containers anew and that updated the groups; views built and reused (tests). */
-  readonly counts = { grouped: 0, updated: 0, built: 0, reused: 0 };
+  readonly counts = { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 };
 
   /**
    * The containers assigned to each instance (pool.ts assignments), updated from the last pass's by the
@@ -52,8 +67,11 @@ export class KeptPool {
   assigned(containers: readonly SnapshotContainer[]): Map<string, SnapshotContainer[]> {
     const before = this.containers;
     this.containers = containers;
+    this.before = before;
+    this.match = null;
     if (before === containers) return this.groups;
     const m = before === null ? null : matchLists(before, containers, Math.max(64, containers.length >> 4));
+    this.match = m;
     if (m === null) {
       this.counts.grouped++;
       this.groups = assignments(containers);
@@ -107,7 +125,7 @@ export class KeptPool {
       limits.addTotals(l.totals);
       // The boot deadlines the view's pass heard (viewPool), as one: the pass keeps the earliest.
       if (l.view.stableUntil !== Infinity) until(l.view.stableUntil + 1);
-      return { ...l.view, slots: l.slots.map(copySlot) };
+      return { ...l.view, slots: this.freshSlots(l) };
     }
     this.counts.built++;
     const view = viewPool(snap, typesByName, typeIndex, assigned, limits, until, order);
@@ -118,12 +136,50 @@ export class KeptPool {
       bootTimeoutMs: config.bootTimeoutMs,
       groups: this.version,
       view,
-      slots: view.slots.map(copySlot),
+      slots: view.slots.map((x) => copySlot(x, null)),
+      copies: null,
       totals: limits.totals(),
       vacating: null,
       borrowing: null,
+      settled: null,
     };
     return view;
+  }
+
+  /**
+   * The view's slots as viewPool made them, for this pass to change: the last pass's copies set back in
+   * place (a pass is over when the next begins, and nothing keeps its slots), so that a pass allocates no
+   * 10k slots for the garbage collector.
+   */
+  private freshSlots(l: LastView): Slot[] {
+    const copies = (l.copies ??= []);
+    // The last pass appended the instances it planned (capacity.ts addPlanned).
+    copies.length = l.slots.length;
+    for (let i = 0; i < l.slots.length; i++) copies[i] = copySlot(l.slots[i]!, copies[i] ?? null);
+    return copies;
+  }
+
+  /**
+   * What settle does with each container (`kindOf`'s answer, by index), kept with the pool view it depends
+   * on: the last pass's for the containers matched to it, `kindOf` only for those that arrived or changed.
+   */
+  settled(
+    containers: readonly SnapshotContainer[],
+    maxAttempts: number,
+    kindOf: (c: SnapshotContainer) => number,
+  ): Settled {
+    const l = this.last!;
+    const s = l.settled;
+    const kept = s !== null && s.maxAttempts === maxAttempts ? s : null;
+    if (kept !== null && kept.containers === containers) return kept;
+    const updated =
+      kept !== null && kept.containers === this.before && this.match !== null
+        ? updateKinds(kept, this.match, containers, kindOf)
+        : null;
+    if (updated !== null) this.counts.settledChanged++;
+    else this.counts.settledAll++;
+    l.settled = { containers, maxAttempts, ...(updated ?? settleAll(containers, kindOf)) };
+    return l.settled;
   }
 
   /**
@@ -160,23 +216,72 @@ export class KeptPool {
   }
 }
 
-/** A copy of a slot of an existing instance as viewPool made it (no bin, nothing placed), for a pass to change. */
-function copySlot(s: Slot): Slot {
-  // Written out rather than spread: this runs for every instance, every pass.
-  return {
-    id: s.id,
-    type: s.type,
-    typeIndex: s.typeIndex,
-    state: s.state,
-    ready: s.ready,
-    free: { mcpu: s.free.mcpu, ram: s.free.ram, scratch: s.free.scratch, gpus: s.free.gpus },
-    count: s.count,
-    occupants: s.occupants,
-    createFor: null,
-    bin: null,
-    used: false,
-    reservedBelow: 0,
-  };
+/**
+ * `s`, a slot of an existing instance as viewPool made it (no bin, nothing placed), written into `into`
+ * (or a new slot) for a pass to change.
+ */
+function copySlot(s: Slot, into: Slot | null): Slot {
+  if (into === null)
+    return { ...s, free: { ...s.free }, createFor: null, bin: null, used: false, reservedBelow: 0 };
+  // Field by field: this runs for every instance, every pass.
+  into.id = s.id;
+  into.type = s.type;
+  into.typeIndex = s.typeIndex;
+  into.state = s.state;
+  into.ready = s.ready;
+  into.free.mcpu = s.free.mcpu;
+  into.free.ram = s.free.ram;
+  into.free.scratch = s.free.scratch;
+  into.free.gpus = s.free.gpus;
+  into.count = s.count;
+  into.occupants = s.occupants;
+  into.createFor = null;
+  into.bin = null;
+  into.used = false;
+  into.reservedBelow = 0;
+  return into;
+}
+
+/** What settle does with every container, read from each. */
+function settleAll(
+  containers: readonly SnapshotContainer[],
+  kindOf: (c: SnapshotContainer) => number,
+): Settled {
+  const kinds = new Uint8Array(containers.length);
+  const owned = new Map<string, number>();
+  for (let i = 0; i < containers.length; i++) {
+    const c = containers[i]!;
+    kinds[i] = kindOf(c);
+    if (countsOwner(kinds[i]!)) owned.set(c.owner, (owned.get(c.owner) ?? 0) + 1);
+  }
+  return { kinds, owned };
+}
+
+/**
+ * `kept`'s kinds moved as `m` moves its containers, `kindOf` only for those added; null when a container
+ * counted for its owner came or went. That cannot happen under the same pool view (such a container is
+ * assigned to a kept instance, so its coming or going changes the groups, and the view with them), but
+ * the owners' counts are not updated here on the strength of that.
+ */
+function updateKinds(
+  kept: Settled & { containers: readonly SnapshotContainer[] },
+  m: Match,
+  containers: readonly SnapshotContainer[],
+  kindOf: (c: SnapshotContainer) => number,
+): Settled | null {
+  let owners = false;
+  forEachGone(m, kept.containers.length, (i) => {
+    owners ||= countsOwner(kept.kinds[i]!);
+  });
+  if (owners) return null;
+  const kinds = new Uint8Array(containers.length);
+  for (let r = 0; r < m.from.length; r++)
+    kinds.set(kept.kinds.subarray(m.from[r], m.to[r]), m.from[r]! + m.shift[r]!);
+  for (const j of m.added) {
+    kinds[j] = kindOf(containers[j]!);
+    if (countsOwner(kinds[j]!)) return null;
+  }
+  return { kinds, owned: kept.owned };
 }
 
 /** Calls `gone(i)` for each index of the old list that `m` matched to nothing. */
