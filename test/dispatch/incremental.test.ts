@@ -24,7 +24,7 @@ import {
 import { planToJson } from '../../src/dispatch/snapshot-json.js';
 import { VACATED } from '../../src/dispatch/scheduler/vacate.js';
 import { snapshotArb } from './arbitraries.js';
-import { applyPlan, ctr, GiB, NOW, snap, withArrival, withoutContainer } from './builders.js';
+import { applyPlan, ctr, GiB, inst, NOW, snap, type, withArrival, withoutContainer } from './builders.js';
 
 /** One change between two passes. Parts that do not change keep their objects, as the dispatcher's view does. */
 type Step =
@@ -502,5 +502,39 @@ describe('incremental pass', () => {
     // A changed container (a new object) is a change.
     planner.plan({ ...s, containers: [{ ...s.containers[0]! }], now: new Date(NOW.getTime() + 10_000) });
     expect(planner.stats).toEqual({ full: 3, reused: 1 });
+  });
+
+  it('lends by the estimates of this pass, not by those its kept pool view was built with', () => {
+    // A borrower may go next to a guaranteed container on a type beyond its max_price_factor only when that
+    // one is expected to outlast it (opportunistic.ts; set up as in opportunistic.test.ts). The passes
+    // change only the estimates: the pool view is reused, the lent capacity must not be.
+    const g = ctr('g', {
+      state: 'Running',
+      instance: 'i-1',
+      vcpus: 4,
+      ram: 16 * GiB,
+      usage: { ram: 2 * GiB, vcpus: 1, observedMs: 3_600_000 },
+    });
+    const o = ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, name: 'small-7' });
+    const s = snap({
+      types: [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)],
+      config: { opportunisticMargin: 0.25, opportunisticMinObservationMs: 300_000, shareRule: 'price' },
+      instances: [inst('i-1', 't4', 'running', { reclaims: true })],
+      containers: [g, o],
+    });
+    const gEndsIn = (ms: number): Snapshot => ({
+      ...s,
+      estimates: { bootMs: 60_000, endsAt: { g: NOW.getTime() + ms }, steps: { small: 3_600_000 } },
+    });
+    const planner = new IncrementalPlanner();
+    for (const ms of [7_200_000, 600_000, 7_200_000]) {
+      const now = gEndsIn(ms);
+      expectSame(planner.plan(now), plan(structuredClone(now)));
+    }
+    expect(planner.poolCounts.reused).toBe(2);
+    // The two estimates do decide differently (else this test could not fail).
+    const borrowed = { op: 'start', container: 'o', instance: 'i-1' };
+    expect(plan(gEndsIn(7_200_000)).actions).toContainEqual(borrowed);
+    expect(plan(gEndsIn(600_000)).actions).not.toContainEqual(borrowed);
   });
 });
