@@ -1,8 +1,11 @@
 // The pool side of what a planner keeps from one pass to the next (issue 12; kept.ts keeps the queue side):
-// the containers assigned to each instance, and the pool view (pool.ts viewPool). A pass after one arrival
-// read all containers to group the assigned ones, and all instances to view the pool, although neither had
-// changed; now it updates the groups from the containers that arrived, changed or left (kept.ts
-// matchLists, as the queue does), and reuses the last view while nothing it is a function of changed.
+// the containers assigned to each instance, the pool view (pool.ts viewPool), and what depends on little
+// else: lent capacity (opportunistic.ts), vacate's slots (vacate.ts), and what settle does with each
+// container (settle.ts). A pass after one arrival read all containers to group the assigned ones and to
+// settle them, and all instances to view the pool, although none of that had changed; now it updates the
+// groups from the containers that arrived, changed or left (kept.ts matchLists, as the queue does), reuses
+// the last view and what hangs on it while nothing they are a function of changed, and settles only the
+// containers that arrived or changed.
 //
 // What is kept for an instance or a container is kept for its object: the dispatcher hands over the same
 // object while it is the same (dispatcher.ts `shown`, ../container-view.ts). Changing one in place between
@@ -40,7 +43,7 @@ interface LastView {
   totals: LimitTotals;
   /** vacate.ts's slots to look at, for this minimum billing period, from this time on. */
   vacating: { minBillingPeriodMs: number; since: number; slots: number[] } | null;
-  /** What settle (plan.ts) does with each container of `containers`, for this max_dispatch_attempts. */
+  /** What settle (settle.ts) does with each container of `containers`, for this max_dispatch_attempts. */
   settled: (Settled & { containers: readonly SnapshotContainer[]; maxAttempts: number }) | null;
   /** The lent capacity (opportunistic.ts), for this config and these estimates. */
   borrowing: { config: BorrowConfig; estimates: RunEstimates | undefined; of: Borrowing } | null;
@@ -55,7 +58,10 @@ export class KeptPool {
   /** Bumped whenever a group changes: a view is reused only over the groups it read. */
   private version = 0;
   private last: LastView | null = null;
-  /** Passes that grouped the containers anew and that updated the groups; views built and reused (tests). */
+  /**
+   * Passes that grouped the containers anew and that updated the groups; views built and reused; passes
+   * that settled every container and those that settled the changed ones (for tests).
+   */
   readonly counts = { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 };
 
   /**

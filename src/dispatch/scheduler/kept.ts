@@ -1,8 +1,10 @@
 // What a planner keeps from one pass to the next (issue 12) to compute the same pass faster: the pool
-// view's orders (pool.ts PoolOrder), the shapes of the containers, and the waiting containers' facts and
-// queue order (placement.ts WaitingFacts: a pass reads and sorts only the containers that arrived or
-// changed, and merges them in). A pass from scratch (plan(snapshot) alone, `berth plan`) builds them anew
-// and decides the same; the incremental planner (incremental.ts) keeps one for the dispatcher's passes.
+// view's orders (pool.ts PoolOrder), the shapes of the containers, the waiting containers' facts and queue
+// order (placement.ts WaitingFacts: a pass reads and sorts only the containers that arrived or changed, and
+// merges them in), and the pool side (kept-pool.ts: the assigned containers' groups, the pool view and what
+// hangs on it, what settle does with each container). A pass from scratch (plan(snapshot) alone, `berth
+// plan`) builds them anew and decides the same; the incremental planner (incremental.ts) keeps one for the
+// dispatcher's passes.
 //
 // What is kept for a container is kept for its object: a container that changes is a new object (the
 // dispatcher's container view, ../container-view.ts, hands over the same object only while the container
