@@ -10,6 +10,7 @@
 // scratch, byte for byte, on random sequences of changes.
 import { plan as fullPlan } from './plan.js';
 import { KeptPass } from './kept.js';
+import type { KeptPool } from './kept-pool.js';
 import type { CloudState, Plan, SchedulerConfig, Snapshot, SnapshotInstance } from './types.js';
 
 /** Counts of what the planner did, for tests and benchmarks. */
@@ -46,6 +47,15 @@ export class IncrementalPlanner {
    */
   get queueCounts(): { merged: number; sorted: number } {
     return { ...this.kept.counts };
+  }
+
+  /**
+   * Full passes that grouped the assigned containers anew or updated the groups, that built the pool view
+   * or reused it, and that settled every container or the changed ones (kept-pool.ts), for tests and
+   * benchmarks.
+   */
+  get poolCounts(): KeptPool['counts'] {
+    return { ...this.kept.pool.counts };
   }
 
   /** Forgets the last pass: the next one is a full pass. */

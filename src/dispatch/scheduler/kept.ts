@@ -1,8 +1,10 @@
 // What a planner keeps from one pass to the next (issue 12) to compute the same pass faster: the pool
-// view's orders (pool.ts PoolOrder), the shapes of the containers, and the waiting containers' facts and
-// queue order (placement.ts WaitingFacts: a pass reads and sorts only the containers that arrived or
-// changed, and merges them in). A pass from scratch (plan(snapshot) alone, `berth plan`) builds them anew
-// and decides the same; the incremental planner (incremental.ts) keeps one for the dispatcher's passes.
+// view's orders (pool.ts PoolOrder), the shapes of the containers, the waiting containers' facts and queue
+// order (placement.ts WaitingFacts: a pass reads and sorts only the containers that arrived or changed, and
+// merges them in), and the pool side (kept-pool.ts: the assigned containers' groups, the pool view and what
+// hangs on it, what settle does with each container). A pass from scratch (plan(snapshot) alone, `berth
+// plan`) builds them anew and decides the same; the incremental planner (incremental.ts) keeps one for the
+// dispatcher's passes.
 //
 // What is kept for a container is kept for its object: a container that changes is a new object (the
 // dispatcher's container view, ../container-view.ts, hands over the same object only while the container
@@ -11,6 +13,7 @@ import type { InstanceType } from '../../model/types.js';
 import type { ShapeCache } from './fitting.js';
 import { type ShapeConfig } from './fitting.js';
 import type { WaitingFacts } from './placement.js';
+import { KeptPool } from './kept-pool.js';
 import { PoolOrder } from './pool.js';
 
 const SHAPE_FIELDS = [
@@ -26,6 +29,8 @@ const MAX_SHAPES = 10_000;
 
 export class KeptPass {
   readonly order = new PoolOrder();
+  /** The containers assigned to each instance and the pool view (kept-pool.ts). */
+  readonly pool = new KeptPool();
   /** The last pass's waiting containers' facts and queue order (placement.ts). */
   waiting: WaitingFacts | null = null;
   /** Passes that updated the kept facts and queue order, and passes that read and sorted them anew. */

@@ -9,6 +9,13 @@ export type LimitBlock =
   | { kind: 'rate'; text: string }
   | { kind: 'type'; text: string };
 
+/** What a list of instances adds to the limits (Limits.totals), for a pass to add again (kept-pool.ts). */
+export interface LimitTotals {
+  readonly count: number;
+  readonly spend: number;
+  readonly perType: ReadonlyMap<string, number>;
+}
+
 /** Running totals the pass updates as it creates instances. */
 export class Limits {
   count = 0;
@@ -28,6 +35,23 @@ export class Limits {
     this.version++;
     this.spend += price;
     this.perType.set(typeName, (this.perType.get(typeName) ?? 0) + 1);
+  }
+
+  /** The totals added so far. */
+  totals(): LimitTotals {
+    return { count: this.count, spend: this.spend, perType: new Map(this.perType) };
+  }
+
+  /**
+   * Adds totals taken from other limits, as if their instances were added one by one. Limits that nothing
+   * was added to yet get the same spend, to the bit, as the adds gave (0 + x is x; in another order a sum
+   * of prices may differ in its last bit).
+   */
+  addTotals(t: LimitTotals): void {
+    this.count += t.count;
+    this.version += t.count;
+    this.spend += t.spend;
+    for (const [name, n] of t.perType) this.perType.set(name, (this.perType.get(name) ?? 0) + n);
   }
 
   /** Whether an instance planned as `from` may become a `to` instead (per-type cap, spend cap). */

@@ -96,10 +96,14 @@ export function outlasts(until: number | null, now: number, runMs: number): bool
   return until === null || now + runMs <= until;
 }
 
-type BorrowConfig = Pick<
-  SchedulerConfig,
-  'opportunisticMargin' | 'opportunisticMinObservationMs' | 'opportunisticAnyType'
->;
+/** What lent capacity depends on in the config (a kept Borrowing is reused while they are the same). */
+export const BORROW_FIELDS = [
+  'opportunisticMargin',
+  'opportunisticMinObservationMs',
+  'opportunisticAnyType',
+] as const satisfies readonly (keyof SchedulerConfig)[];
+
+export type BorrowConfig = Pick<SchedulerConfig, (typeof BORROW_FIELDS)[number]>;
 
 /** The pass's view of lent capacity: instance id → what its guaranteed containers lend. */
 export class Borrowing {

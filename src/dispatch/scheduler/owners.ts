@@ -8,8 +8,9 @@ export class Owners {
   /** max_running_per_user, or null: no per-user limit (then `full` is always null). */
   constructor(readonly max: number | null) {}
 
-  add(owner: string): void {
-    this.placed.set(owner, (this.placed.get(owner) ?? 0) + 1);
+  /** Counts `n` more containers placed for `owner`. */
+  add(owner: string, n = 1): void {
+    this.placed.set(owner, (this.placed.get(owner) ?? 0) + n);
   }
 
   remove(owner: string): void {

@@ -73,18 +73,27 @@ export class Pass {
     this.limits = new Limits(snap);
     const rateLimit = snap.cloud.rateLimitedUntil?.getTime() ?? -Infinity;
     if (rateLimit > this.now) this.until(rateLimit);
-    const assigned = assignments(snap.containers);
-    this.assigned = assigned;
-    this.pool = viewPool(
-      snap,
-      this.typesByName,
-      this.typeIndex,
-      assigned,
-      this.limits,
-      (at) => this.until(at),
-      kept?.order,
-    );
-    this.borrowing = Borrowing.of(assigned, this.pool.instanceOf, this.config, snap.estimates);
+    const until = (at: number) => this.until(at);
+    if (kept === undefined) {
+      this.assigned = assignments(snap.containers);
+      this.pool = viewPool(snap, this.typesByName, this.typeIndex, this.assigned, this.limits, until);
+    } else {
+      // Updated from, or the same as, the last pass's (kept-pool.ts).
+      this.assigned = kept.pool.assigned(snap.containers);
+      this.pool = kept.pool.view(
+        snap,
+        this.typesByName,
+        this.typeIndex,
+        this.assigned,
+        this.limits,
+        until,
+        kept.order,
+      );
+    }
+    const assigned = this.assigned;
+    const borrowing = () => Borrowing.of(assigned, this.pool.instanceOf, this.config, snap.estimates);
+    this.borrowing =
+      kept === undefined ? borrowing() : kept.pool.borrowing(this.config, snap.estimates, borrowing);
     this.capacity = new Capacity(
       this.pool.slots,
       this.config.maxContainersPerInstance,

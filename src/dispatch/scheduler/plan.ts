@@ -2,7 +2,7 @@
 // the same snapshot always gives the same plan, action for action.
 //
 // Phases, each a function of the pass's state (pass.ts): look at the pool (pool.ts); settle the containers
-// that need no place (kill, unlock, cancel); place the waiting ones in queue order (placement.ts) on
+// that need no place (settle.ts: kill, unlock, cancel); place the waiting ones in queue order (placement.ts) on
 // existing capacity or on instances planned together (bins.ts); then shut idle instances down
 // (shutdown.ts) and top up the warm pool. Each waiting container gets a status (statuses.ts).
 import type { InstanceType } from '../../model/types.js';
@@ -12,7 +12,7 @@ import { placeWaiting } from './placement.js';
 import type { KeptPass } from './kept.js';
 import { arrivalRates } from './reuse.js';
 import { idleShutdowns } from './shutdown.js';
-import { statusText } from './status.js';
+import { settle } from './settle.js';
 import { vacate } from './vacate.js';
 import type { Statuses } from './statuses.js';
 import type { Action, Plan, Snapshot } from './types.js';
@@ -30,43 +30,6 @@ export function plan(snap: Snapshot, kept?: KeptPass): Plan {
   const shutdowns = releaseInstances(pass, ahead.keep);
   const warm = [...ahead.creates, ...warmPool(pass, shutdowns.length)];
   return assemble(pass, shutdowns, warm);
-}
-
-/**
- * Containers that need no place: running or assigned ones (counted for their owners), priority-0
- * withdrawals, exhausted ones. The rest wait for a place.
- */
-function settle(pass: Pass): void {
-  const { config, pool } = pass;
-  for (const c of pass.snap.containers) {
-    const placed = c.instance !== null && pool.keeps.has(c.instance);
-    if (c.state === 'Running') {
-      if (c.priority === 0 && c.instance !== null)
-        pass.kills.push({ op: 'kill', container: c.id, instance: c.instance });
-      else if (placed) pass.owners.add(c.owner);
-      continue;
-    }
-    if (c.priority <= 0) {
-      if (c.state === 'Locked') {
-        pass.unlocks.push({ op: 'unlock', container: c.id, reason: statusText.priorityZero });
-        pass.say(c, statusText.unlocked(statusText.priorityZero));
-      } else pass.say(c, statusText.notScheduled);
-      continue;
-    }
-    if (c.state === 'Locked' && placed) {
-      const inst = pool.instanceOf.get(c.instance!);
-      pass.say(c, statusText.assigned(c.instance!, inst?.state ?? 'held or draining'));
-      pass.owners.add(c.owner);
-      continue;
-    }
-    if (c.state === 'Queued' && c.lockCount >= config.maxDispatchAttempts) {
-      const reason = statusText.dispatchAttempts(c.lockCount, config.maxDispatchAttempts);
-      pass.cancels.push({ op: 'cancel', container: c.id, class: 'perm', reason });
-      pass.say(c, statusText.cancelled(reason));
-      continue;
-    }
-    pass.waiting.push(c);
-  }
 }
 
 /**

@@ -15,22 +15,33 @@ export interface Shutdown {
 
 /** Result of looking at the pool before placing anything. */
 export interface PoolView {
-  /** Slots in preference order (capacity.ts). */
+  /** Slots in preference order (capacity.ts); the pass's own (it changes them). */
   slots: Slot[];
   /** Instances whose assigned containers stay assigned (live and not being shut down). */
-  keeps: Set<string>;
-  shutdowns: Shutdown[];
+  readonly keeps: ReadonlySet<string>;
+  readonly shutdowns: readonly Shutdown[];
   /** Live instances (not shutdown/gone), for limits and the warm pool. */
-  liveCount: number;
+  readonly liveCount: number;
   /** The snapshot instance behind each existing slot. */
-  instanceOf: Map<string, SnapshotInstance>;
+  readonly instanceOf: ReadonlyMap<string, SnapshotInstance>;
+  /**
+   * The view stays the same while the clock is at most this (ms) and nothing else changes: the earliest
+   * boot deadline of a booting instance (Infinity: none), or -Infinity when a shutdown's reason says how
+   * long an instance has been booting (it changes with the clock). The kept view (kept-pool.ts) reads it.
+   */
+  readonly stableUntil: number;
 }
 
-/** Containers assigned to each instance (Locked with an instance, or Running). */
-export function assignments(containers: SnapshotContainer[]): Map<string, SnapshotContainer[]> {
+/** Whether `c` is assigned to its instance: Locked with an instance, or Running. */
+export function isAssigned(c: SnapshotContainer): c is SnapshotContainer & { instance: string } {
+  return c.instance !== null && c.state !== 'Queued';
+}
+
+/** Containers assigned to each instance (isAssigned). */
+export function assignments(containers: readonly SnapshotContainer[]): Map<string, SnapshotContainer[]> {
   const m = new Map<string, SnapshotContainer[]>();
   for (const c of containers) {
-    if (c.instance === null || c.state === 'Queued') continue;
+    if (!isAssigned(c)) continue;
     const list = m.get(c.instance);
     if (list === undefined) m.set(c.instance, [c]);
     else list.push(c);
@@ -54,6 +65,7 @@ export function viewPool(
   const shutdowns: Shutdown[] = [];
   const instanceOf = new Map<string, SnapshotInstance>();
   let liveCount = 0;
+  let stableUntil = Infinity;
   for (const inst of kept.instances(snap.instances)) {
     if (inst.state === 'gone') continue;
     const type = typesByName.get(inst.type);
@@ -71,6 +83,7 @@ export function viewPool(
     const booting = !held && inst.state === 'booting';
     const bootDeadline = booting ? inst.stateSince.getTime() + config.bootTimeoutMs : 0;
     if (booting && now > bootDeadline) {
+      stableUntil = -Infinity;
       shutdowns.push({
         instance: inst.id,
         reason:
@@ -79,7 +92,10 @@ export function viewPool(
       });
       continue;
     }
-    if (booting) until(bootDeadline + 1);
+    if (booting) {
+      until(bootDeadline + 1);
+      stableUntil = Math.min(stableUntil, bootDeadline);
+    }
     keeps.add(inst.id);
     if (type === undefined || inst.idleBehavior === 'drain') {
       if (empty && !held)
@@ -113,7 +129,7 @@ export function viewPool(
       reservedBelow: 0,
     });
   }
-  return { slots: kept.slots(slots), keeps, shutdowns, liveCount, instanceOf };
+  return { slots: kept.slots(slots), keeps, shutdowns, liveCount, instanceOf, stableUntil };
 }
 
 /**

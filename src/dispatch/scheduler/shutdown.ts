@@ -39,7 +39,7 @@ function shutdownWindow(
 /** What the idle decision looks at. */
 export interface IdleInputs {
   slots: Slot[];
-  instanceOf: Map<string, SnapshotInstance>;
+  instanceOf: ReadonlyMap<string, SnapshotInstance>;
   config: SchedulerConfig;
   now: number;
   /** Live instances after the shutdowns already decided. */

@@ -25,11 +25,13 @@ export function toVacate(
   maxPriceOf: (c: SnapshotContainer) => number,
 ): SnapshotContainer[] {
   if (list.length === 0) return [];
+  if (!list.every(mayBeVacated)) return [];
+  // Summed smallest first, not in the list's order: an instance's list is in input order in a pass from
+  // scratch and in another one in a kept pass (kept-pool.ts), and a sum of prices in two orders may
+  // differ in its last bit.
+  const prices = list.map(maxPriceOf).sort((a, b) => a - b);
   let pay = 0;
-  for (const c of list) {
-    if (c.opportunistic !== true || c.state !== 'Running' || c.priority <= 0) return [];
-    pay += maxPriceOf(c);
-  }
+  for (const p of prices) pay += p;
   return price > pay * (1 + 1e-9) ? list : [];
 }
 
@@ -37,7 +39,12 @@ export function toVacate(
 export function vacate(pass: Pass): void {
   if (!pass.config.opportunisticVacate) return;
   const { pool, config } = pass;
-  for (const slot of pool.slots) {
+  const slots = pool.slots;
+  // An incremental planner keeps the slots worth looking at while its pool view is the same (kept-pool.ts).
+  const look = pass.kept?.pool.vacating(pass.now, config.minBillingPeriodMs, () => candidates(pass));
+  const n = look?.length ?? slots.length;
+  for (let k = 0; k < n; k++) {
+    const slot = slots[look === undefined ? k : look[k]!]!;
     if (slot.used || !slot.ready || slot.bin !== null) continue;
     const inst = pool.instanceOf.get(slot.id);
     const containers = pass.assigned.get(slot.id);
@@ -55,4 +62,27 @@ export function vacate(pass: Pass): void {
     for (const c of gone)
       pass.cancels.push({ op: 'cancel', container: c.id, class: 'temp', reason, reclaimed: true });
   }
+}
+
+/**
+ * The indices of the pool's slots that vacate may act on or hear the clock from, in this pass or a later
+ * one with the same pool view and a later clock: ready, with assigned containers, and still within the
+ * billing period or holding only borrowers. The others stay out of it as the clock moves.
+ */
+function candidates(pass: Pass): number[] {
+  const { pool, config } = pass;
+  const out: number[] = [];
+  pool.slots.forEach((slot, i) => {
+    const inst = pool.instanceOf.get(slot.id);
+    const containers = pass.assigned.get(slot.id);
+    if (!slot.ready || inst === undefined || containers === undefined) return;
+    const paid = pass.now >= inst.createdAt.getTime() + config.minBillingPeriodMs;
+    if (!paid || containers.every(mayBeVacated)) out.push(i);
+  });
+  return out;
+}
+
+/** What toVacate asks of every container on an instance, whatever the prices. */
+function mayBeVacated(c: SnapshotContainer): boolean {
+  return c.opportunistic === true && c.state === 'Running' && c.priority > 0;
 }

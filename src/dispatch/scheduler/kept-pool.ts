@@ -1,0 +1,308 @@
+// The pool side of what a planner keeps from one pass to the next (issue 12; kept.ts keeps the queue side):
+// the containers assigned to each instance, the pool view (pool.ts viewPool), and what depends on little
+// else: lent capacity (opportunistic.ts), vacate's slots (vacate.ts), and what settle does with each
+// container (settle.ts). A pass after one arrival read all containers to group the assigned ones and to
+// settle them, and all instances to view the pool, although none of that had changed; now it updates the
+// groups from the containers that arrived, changed or left (kept.ts matchLists, as the queue does), reuses
+// the last view and what hangs on it while nothing they are a function of changed, and settles only the
+// containers that arrived or changed.
+//
+// What is kept for an instance or a container is kept for its object: the dispatcher hands over the same
+// object while it is the same (dispatcher.ts `shown`, ../container-view.ts). Changing one in place between
+// passes would leave what is kept stale.
+import type { InstanceType } from '../../model/types.js';
+import { matchLists, type Match } from './kept.js';
+import type { LimitTotals, Limits } from './limits.js';
+import type { Slot } from './capacity.js';
+import { countsOwner } from './settle.js';
+import { assignments, isAssigned, viewPool, type PoolOrder, type PoolView } from './pool.js';
+import { BORROW_FIELDS, type BorrowConfig, type Borrowing } from './opportunistic.js';
+import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
+
+/** What settle (settle.ts) does with each container, by index, and how many count for each owner. */
+export interface Settled {
+  kinds: Uint8Array;
+  /** Containers that count for their owner (settle.ts countsOwner), by owner. */
+  owned: Map<string, number>;
+}
+
+/** The last pass's pool view and what it was computed from. */
+interface LastView {
+  instances: readonly SnapshotInstance[];
+  types: readonly InstanceType[];
+  ramOverhead: number;
+  bootTimeoutMs: number;
+  /** KeptPool.groups' version the view read. */
+  groups: number;
+  view: PoolView;
+  /** Its slots as they were before the pass placed anything on them (a pass changes its slots). */
+  slots: Slot[];
+  /** The copies of `slots` the last pass changed, set back for the next (null: none yet). */
+  copies: Slot[] | null;
+  /** What its instances add to the limits. */
+  totals: LimitTotals;
+  /** vacate.ts's slots to look at, for this minimum billing period, from this time on. */
+  vacating: { minBillingPeriodMs: number; since: number; slots: number[] } | null;
+  /** What settle (settle.ts) does with each container of `containers`, for this max_dispatch_attempts. */
+  settled: (Settled & { containers: readonly SnapshotContainer[]; maxAttempts: number }) | null;
+  /** The lent capacity (opportunistic.ts), for this config and these estimates. */
+  borrowing: { config: BorrowConfig; estimates: RunEstimates | undefined; of: Borrowing } | null;
+}
+
+export class KeptPool {
+  private containers: readonly SnapshotContainer[] | null = null;
+  /** The last list before `containers` and how the two matched (null: not matched). */
+  private before: readonly SnapshotContainer[] | null = null;
+  private match: Match | null = null;
+  private groups = new Map<string, SnapshotContainer[]>();
+  /** Bumped whenever a group changes: a view is reused only over the groups it read. */
+  private version = 0;
+  private last: LastView | null = null;
+  /**
+   * Passes that grouped the containers anew and that updated the groups; views built and reused; passes
+   * that settled every container and those that settled the changed ones (for tests).
+   */
+  readonly counts = { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 };
+
+  /**
+   * The containers assigned to each instance (pool.ts assignments), updated from the last pass's by the
+   * containers that arrived, changed or left. Each group holds the same containers as assignments' would,
+   * maybe in another order: every reader of the groups is indifferent to it (vacate.ts toVacate says why
+   * it sums in its own order).
+   */
+  assigned(containers: readonly SnapshotContainer[]): Map<string, SnapshotContainer[]> {
+    const before = this.containers;
+    this.containers = containers;
+    this.before = before;
+    this.match = null;
+    if (before === containers) return this.groups;
+    const m = before === null ? null : matchLists(before, containers, Math.max(64, containers.length >> 4));
+    this.match = m;
+    if (m === null) {
+      this.counts.grouped++;
+      this.groups = assignments(containers);
+      this.version++;
+      return this.groups;
+    }
+    this.counts.updated++;
+    let changed = false;
+    forEachGone(m, before!.length, (i) => {
+      const c = before![i]!;
+      if (isAssigned(c)) changed = this.ungroup(c) || changed;
+    });
+    for (const j of m.added) {
+      const c = containers[j]!;
+      if (!isAssigned(c)) continue;
+      const group = this.groups.get(c.instance);
+      if (group === undefined) this.groups.set(c.instance, [c]);
+      else group.push(c);
+      changed = true;
+    }
+    if (changed) this.version++;
+    return this.groups;
+  }
+
+  /**
+   * The pool view of `snap` (pool.ts viewPool over `assigned`, this pass's groups): the last one when
+   * nothing it is a function of changed — the instances (the same objects), the groups, the types (the
+   * same list, frozen by kept.ts shapes), the two config fields it reads, and no boot timeout passed.
+   */
+  view(
+    snap: Snapshot,
+    typesByName: Map<string, InstanceType>,
+    typeIndex: Map<string, number>,
+    assigned: Map<string, SnapshotContainer[]>,
+    limits: Limits,
+    until: (at: number) => void,
+    order: PoolOrder,
+  ): PoolView {
+    const l = this.last;
+    const { config } = snap;
+    if (
+      l !== null &&
+      l.groups === this.version &&
+      l.types === snap.instanceTypes &&
+      l.ramOverhead === config.ramOverhead &&
+      l.bootTimeoutMs === config.bootTimeoutMs &&
+      snap.now.getTime() <= l.view.stableUntil &&
+      sameObjects(l.instances, snap.instances)
+    ) {
+      this.counts.reused++;
+      limits.addTotals(l.totals);
+      // The boot deadlines the view's pass heard (viewPool), as one: the pass keeps the earliest.
+      if (l.view.stableUntil !== Infinity) until(l.view.stableUntil + 1);
+      return { ...l.view, slots: this.freshSlots(l) };
+    }
+    this.counts.built++;
+    const view = viewPool(snap, typesByName, typeIndex, assigned, limits, until, order);
+    this.last = {
+      instances: snap.instances,
+      types: snap.instanceTypes,
+      ramOverhead: config.ramOverhead,
+      bootTimeoutMs: config.bootTimeoutMs,
+      groups: this.version,
+      view,
+      slots: view.slots.map((x) => copySlot(x, null)),
+      copies: null,
+      totals: limits.totals(),
+      vacating: null,
+      borrowing: null,
+      settled: null,
+    };
+    return view;
+  }
+
+  /**
+   * The view's slots as viewPool made them, for this pass to change: the last pass's copies set back in
+   * place (a pass is over when the next begins, and nothing keeps its slots), so that a pass allocates no
+   * 10k slots for the garbage collector.
+   */
+  private freshSlots(l: LastView): Slot[] {
+    const copies = (l.copies ??= []);
+    // The last pass appended the instances it planned (capacity.ts addPlanned).
+    copies.length = l.slots.length;
+    for (let i = 0; i < l.slots.length; i++) copies[i] = copySlot(l.slots[i]!, copies[i] ?? null);
+    return copies;
+  }
+
+  /**
+   * What settle does with each container (`kindOf`'s answer, by index), kept with the pool view it depends
+   * on: the last pass's for the containers matched to it, `kindOf` only for those that arrived or changed.
+   */
+  settled(
+    containers: readonly SnapshotContainer[],
+    maxAttempts: number,
+    kindOf: (c: SnapshotContainer) => number,
+  ): Settled {
+    const l = this.last!;
+    const s = l.settled;
+    const kept = s !== null && s.maxAttempts === maxAttempts ? s : null;
+    if (kept !== null && kept.containers === containers) return kept;
+    const updated =
+      kept !== null && kept.containers === this.before && this.match !== null
+        ? updateKinds(kept, this.match, containers, kindOf)
+        : null;
+    if (updated !== null) this.counts.settledChanged++;
+    else this.counts.settledAll++;
+    l.settled = { containers, maxAttempts, ...(updated ?? settleAll(containers, kindOf)) };
+    return l.settled;
+  }
+
+  /**
+   * The slots vacate.ts looks at (`find()`'s, indices into the pass's slots), kept with the pool view they
+   * index: a slot that it leaves out stays out as the clock moves on (vacate.ts candidates).
+   */
+  vacating(now: number, minBillingPeriodMs: number, find: () => number[]): number[] {
+    const l = this.last!;
+    const v = l.vacating;
+    if (v !== null && v.minBillingPeriodMs === minBillingPeriodMs && now >= v.since) return v.slots;
+    l.vacating = { minBillingPeriodMs, since: now, slots: find() };
+    return l.vacating.slots;
+  }
+
+  /** What the groups lend (opportunistic.ts Borrowing.of), kept with the pool view and the groups. */
+  borrowing(config: BorrowConfig, estimates: RunEstimates | undefined, make: () => Borrowing): Borrowing {
+    const l = this.last!;
+    const b = l.borrowing;
+    if (b !== null && b.estimates === estimates && BORROW_FIELDS.every((f) => b.config[f] === config[f]))
+      return b.of;
+    l.borrowing = { config, estimates, of: make() };
+    return l.borrowing.of;
+  }
+
+  /** Takes `c` out of its instance's group; whether it was there. */
+  private ungroup(c: SnapshotContainer & { instance: string }): boolean {
+    const group = this.groups.get(c.instance);
+    const k = group === undefined ? -1 : group.indexOf(c);
+    if (k < 0) return false;
+    group!.splice(k, 1);
+    // assignments() has no group for an instance without containers.
+    if (group!.length === 0) this.groups.delete(c.instance);
+    return true;
+  }
+}
+
+/**
+ * `s`, a slot of an existing instance as viewPool made it (no bin, nothing placed), written into `into`
+ * (or a new slot) for a pass to change.
+ */
+function copySlot(s: Slot, into: Slot | null): Slot {
+  if (into === null)
+    return { ...s, free: { ...s.free }, createFor: null, bin: null, used: false, reservedBelow: 0 };
+  // Field by field: this runs for every instance, every pass.
+  into.id = s.id;
+  into.type = s.type;
+  into.typeIndex = s.typeIndex;
+  into.state = s.state;
+  into.ready = s.ready;
+  into.free.mcpu = s.free.mcpu;
+  into.free.ram = s.free.ram;
+  into.free.scratch = s.free.scratch;
+  into.free.gpus = s.free.gpus;
+  into.count = s.count;
+  into.occupants = s.occupants;
+  into.createFor = null;
+  into.bin = null;
+  into.used = false;
+  into.reservedBelow = 0;
+  return into;
+}
+
+/** What settle does with every container, read from each. */
+function settleAll(
+  containers: readonly SnapshotContainer[],
+  kindOf: (c: SnapshotContainer) => number,
+): Settled {
+  const kinds = new Uint8Array(containers.length);
+  const owned = new Map<string, number>();
+  for (let i = 0; i < containers.length; i++) {
+    const c = containers[i]!;
+    kinds[i] = kindOf(c);
+    if (countsOwner(kinds[i]!)) owned.set(c.owner, (owned.get(c.owner) ?? 0) + 1);
+  }
+  return { kinds, owned };
+}
+
+/**
+ * `kept`'s kinds moved as `m` moves its containers, `kindOf` only for those added; null when a container
+ * counted for its owner came or went. That cannot happen under the same pool view (such a container is
+ * assigned to a kept instance, so its coming or going changes the groups, and the view with them), but
+ * the owners' counts are not updated here on the strength of that.
+ */
+function updateKinds(
+  kept: Settled & { containers: readonly SnapshotContainer[] },
+  m: Match,
+  containers: readonly SnapshotContainer[],
+  kindOf: (c: SnapshotContainer) => number,
+): Settled | null {
+  let owners = false;
+  forEachGone(m, kept.containers.length, (i) => {
+    owners ||= countsOwner(kept.kinds[i]!);
+  });
+  if (owners) return null;
+  const kinds = new Uint8Array(containers.length);
+  for (let r = 0; r < m.from.length; r++)
+    kinds.set(kept.kinds.subarray(m.from[r], m.to[r]), m.from[r]! + m.shift[r]!);
+  for (const j of m.added) {
+    kinds[j] = kindOf(containers[j]!);
+    if (countsOwner(kinds[j]!)) return null;
+  }
+  return { kinds, owned: kept.owned };
+}
+
+/** Calls `gone(i)` for each index of the old list that `m` matched to nothing. */
+function forEachGone(m: Match, length: number, gone: (i: number) => void): void {
+  let i = 0;
+  for (let r = 0; r < m.from.length; r++) {
+    for (; i < m.from[r]!; i++) gone(i);
+    i = m.to[r]!;
+  }
+  for (; i < length; i++) gone(i);
+}
+
+function sameObjects<T>(a: readonly T[], b: readonly T[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
