@@ -13,10 +13,13 @@
 // Offers that come while a write runs or too soon are dropped; the next pass offers newer ones.
 import type { DispatchQueue, StoredGroup } from './ports.js';
 import type { Statuses, WaitingGroup } from './scheduler/statuses.js';
-import { mostCommon } from './status-parts.js';
+import { align, mostCommon, mostCounted } from './status-parts.js';
 
 /** Most own texts written at once (the rest follow in later writes). */
 const MAX_OWN_WRITES = 5_000;
+
+/** Members of a group whose last slot is looked up to choose the last group it is paired with. */
+const SLOT_SAMPLE = 16;
 
 /** After a write that took d, the next starts no sooner than SPACING × d after it ended. */
 const SPACING = 2;
@@ -25,6 +28,8 @@ export class StatusWriter {
   private lastOwn = new Map<string, string>();
   /** The groups last written, by slot. */
   private lastGroups = new Map<number, StoredGroup>();
+  /** The slot of each of lastGroups' members (kept as they change: slotted()). */
+  private slotOf = new Map<string, number>();
   /** The statuses last written in full (a reused plan hands the same object over). */
   private lastStatuses: Statuses | null = null;
   /** Whether this process wrote the groups yet (the first write drops groups a previous run left). */
@@ -87,7 +92,7 @@ export class StatusWriter {
       }
       own.set(id, s);
     }
-    const groups = this.slotted(st.groups());
+    const { groups, track } = this.slotted(st.groups());
     const changed = groups.filter((g) => !sameGroup(this.lastGroups.get(g.slot), g));
     const reasonsMoved = this.slotsDiffer(groups);
     if (own.size > 0) {
@@ -100,6 +105,7 @@ export class StatusWriter {
         changed,
         groups.map((g) => g.slot),
       );
+      track();
       this.lastGroups = new Map(groups.map((g) => [g.slot, g]));
       this.groupsWritten = true;
     }
@@ -117,29 +123,47 @@ export class StatusWriter {
    * when the container at the head moves, keeps its row), else the lowest free one. Not the slot of its
    * first member: when a new container takes the head, the old head joins the long group behind it, and
    * the long group would take the old head's slot, repointing every member (~4 s at 100k waiting).
+   *
+   * Without a lookup per member: a group is paired (align()) with the last group most of a sample of its
+   * members were in, and only members not paired are looked up. `track()`, once the groups are written,
+   * brings slotOf up to date from the same pairing, touching only members that left, came or moved.
    */
-  private slotted(groups: WaitingGroup[]): StoredGroup[] {
-    const slotOf = new Map<string, number>();
-    for (const [slot, g] of this.lastGroups) for (const id of g.members) slotOf.set(id, slot);
+  private slotted(groups: WaitingGroup[]): { groups: StoredGroup[]; track: () => void } {
     const taken = new Set<number>();
     const slots = new Array<number | undefined>(groups.length);
+    /** Each group's last group (its slot) and where each member was in it (-1: not paired). */
+    const pairs = new Array<{ slot: number | undefined; from: Int32Array }>(groups.length);
     const bySize = groups
       .map((_, i) => i)
       .sort((i, j) => groups[j]!.members.length - groups[i]!.members.length);
     for (const i of bySize) {
-      const free: number[] = [];
-      for (const id of groups[i]!.members) {
-        const slot = slotOf.get(id);
-        if (slot !== undefined && !taken.has(slot)) free.push(slot);
+      const { members } = groups[i]!;
+      const slot = this.likelySlot(members);
+      const from =
+        slot === undefined
+          ? new Int32Array(members.length).fill(-1)
+          : align(members, this.lastGroups.get(slot)!.members, (id) => this.slotOf.get(id) === slot);
+      pairs[i] = { slot, from };
+      // Paired members held `slot`; the others are looked up.
+      const counts = new Map<number, number>();
+      let paired = 0;
+      for (let k = 0; k < members.length; k++) {
+        if (from[k]! >= 0) {
+          paired++;
+          continue;
+        }
+        const held = this.slotOf.get(members[k]!);
+        if (held !== undefined && !taken.has(held)) counts.set(held, (counts.get(held) ?? 0) + 1);
       }
-      const best = mostCommon(free);
+      if (paired > 0 && !taken.has(slot!)) counts.set(slot!, (counts.get(slot!) ?? 0) + paired);
+      const best = mostCounted(counts);
       if (best !== undefined) {
         taken.add(best);
         slots[i] = best;
       }
     }
     let free = 0;
-    return groups.map((g, i) => {
+    const stored = groups.map((g, i) => {
       let slot = slots[i];
       if (slot === undefined) {
         while (taken.has(free)) free++;
@@ -148,6 +172,46 @@ export class StatusWriter {
       }
       return { ...g, slot };
     });
+    const track = () => {
+      // A group that kept the slot it was paired with keeps its paired members' entries; every other
+      // member of the last groups is forgotten, then every member not kept is entered.
+      const keeper = new Map<number, number>();
+      stored.forEach((g, i) => {
+        if (pairs[i]!.slot === g.slot) keeper.set(g.slot, i);
+      });
+      for (const [slot, last] of this.lastGroups) {
+        const i = keeper.get(slot);
+        if (i === undefined) {
+          for (const id of last.members) this.slotOf.delete(id);
+          continue;
+        }
+        let kept = 0;
+        for (const j of pairs[i]!.from) {
+          if (j < 0) continue;
+          for (; kept < j; kept++) this.slotOf.delete(last.members[kept]!);
+          kept = j + 1;
+        }
+        for (; kept < last.members.length; kept++) this.slotOf.delete(last.members[kept]!);
+      }
+      stored.forEach((g, i) => {
+        const { slot, from } = pairs[i]!;
+        g.members.forEach((id, k) => {
+          if (slot !== g.slot || from[k]! < 0) this.slotOf.set(id, g.slot);
+        });
+      });
+    };
+    return { groups: stored, track };
+  }
+
+  /** The slot most of a sample of `members` held at the last write (undefined: none of them was written). */
+  private likelySlot(members: readonly string[]): number | undefined {
+    const step = Math.max(1, Math.floor(members.length / SLOT_SAMPLE));
+    const held: number[] = [];
+    for (let k = 0; k < members.length; k += step) {
+      const slot = this.slotOf.get(members[k]!);
+      if (slot !== undefined) held.push(slot);
+    }
+    return mostCommon(held);
   }
 
   /** Whether the slots in use differ from those last written (or nothing was written yet). */

@@ -3,6 +3,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AheadCounter, queueOrder } from '../../src/dispatch/scheduler/ordering.js';
+import { seededRng } from '../../src/model/clock.js';
 import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
 import { ctr, NOW } from './builders.js';
 
@@ -90,5 +91,25 @@ describe('AheadCounter', () => {
     const a = new AheadCounter();
     for (const p of [5, 5, 3, 1000, 0]) a.add(p);
     expect([a.higherThan(5), a.higherThan(4), a.higherThan(0), a.higherThan(1000)]).toEqual([1, 3, 4, 0]);
+  });
+
+  it("the count of one at the lowest priority so far (O(1)) is the tree's: seeded queues, mostly in priority order", () => {
+    const rng = seededRng(5);
+    for (let run = 0; run < 20; run++) {
+      const a = new AheadCounter();
+      const seen: number[] = [];
+      let p = 1 + Math.floor(rng() * 1200); // beyond the tree's top too
+      for (let i = 0; i < 500; i++) {
+        // Mostly descending, with ties and some out of order (and negative, fractional).
+        const r = rng();
+        if (r < 0.3) p -= Math.floor(rng() * 5);
+        else if (r < 0.4) p = Math.floor(rng() * 1100) - 5 + (rng() < 0.2 ? 0.5 : 0);
+        const clamp = (x: number) => Math.min(Math.max(Math.floor(x), 0), 1001);
+        const want = seen.filter((q) => clamp(q) > clamp(p)).length;
+        expect(a.higherThan(p), `run ${run} i ${i}`).toBe(want);
+        a.add(p);
+        seen.push(p);
+      }
+    }
   });
 });

@@ -2,7 +2,12 @@
 // and the API read is the text the plan gave, while the store holds one row per reason, and a pass that
 // moves the head of a long queue rewrites the group, not the waiting containers.
 import { describe, expect, it } from 'vitest';
-import { queuedText } from '../../src/dispatch/scheduler/statuses.js';
+import type { PgQueue } from '../../src/dispatch/pg-queue.js';
+import { Statuses, queuedText } from '../../src/dispatch/scheduler/statuses.js';
+import type { SnapshotContainer } from '../../src/dispatch/scheduler/types.js';
+import { mostCommon } from '../../src/dispatch/status-parts.js';
+import { StatusWriter } from '../../src/dispatch/status-writer.js';
+import { seededRng } from '../../src/model/clock.js';
 import { harness } from './harness.js';
 
 describe('statuses by group', () => {
@@ -112,4 +117,104 @@ describe('statuses by group', () => {
     expect((await h.store.containers.get(ids[1]!)).scheduling_status).toBeNull();
     expect(Number((await h.db.pool.query(`SELECT count(*) AS n FROM status_groups`)).rows[0].n)).toBe(0);
   });
+
+  // The slot vote keeps each member's last slot as groups change (status-writer.ts slotted: paired with the
+  // last groups, only members not paired are looked up): seeded random passes over a few reasons (members
+  // leave, come back, move between groups and within one, groups split off and vanish, a write fails),
+  // each checked against the rule computed from scratch: largest group first, the free slot most of its
+  // members held at the last write, else the lowest free one.
+  it('random passes: each group takes the free slot most of its members held at the last write', async () => {
+    const h = await harness();
+    const ids = await h.submit(...Array.from({ length: 1_200 }, () => ({ vcpus: 1, ram: '1GiB' })));
+    let failNext = false;
+    const queue = Object.create(h.queue) as PgQueue;
+    queue.setWaiting = async (...args: Parameters<PgQueue['setWaiting']>) => {
+      if (failNext) {
+        failNext = false;
+        throw new Error('connection lost (injected)');
+      }
+      return h.queue.setWaiting(...args);
+    };
+    const errors: unknown[] = [];
+    const w = new StatusWriter(
+      queue,
+      'c1/vote',
+      0,
+      () => h.clock.nowMs(),
+      (err) => errors.push(err),
+    );
+    const rng = seededRng(11);
+    const pick = (n: number) => Math.floor(rng() * n);
+    let groups: string[][] = [
+      ids.slice(0, 500),
+      ids.slice(500, 700),
+      ids.slice(700, 760),
+      ids.slice(760, 790),
+    ];
+    /** The model: each member's slot at the last write that succeeded. */
+    let held = new Map<string, number>();
+    // First, 200 arrive in a small group, then they wait for a reason of their own: they held its slot.
+    const [a, b, c] = [ids.slice(0, 100), ids.slice(100, 110), ids.slice(200, 400)];
+    const scripted = [
+      [a, b],
+      [a, [...b, ...c]],
+      [a, b, c],
+    ];
+    for (let step = 0; step < 40; step++) {
+      const spare = ids.filter((id) => !groups.some((g) => g.includes(id)));
+      if (step < scripted.length) groups = scripted[step]!.map((x) => [...x]);
+      const g = groups[pick(groups.length)]!;
+      const k = 1 + pick(120);
+      const op = step < scripted.length ? -1 : pick(6);
+      if (op === 0) g.splice(pick(g.length), k);
+      if (op === 1)
+        g.splice(pick(g.length + 1), 0, ...spare.slice(pick(spare.length), undefined).slice(0, k));
+      if (op === 2) {
+        const to = groups[pick(groups.length)]!;
+        to.splice(pick(to.length + 1), 0, ...g.splice(pick(g.length), k));
+      }
+      if (op === 3) groups.push(g.splice(pick(g.length), k));
+      if (op === 4) groups.splice(pick(groups.length), 1);
+      if (op === 5 && g.length > 1) g.splice(pick(g.length), 0, ...g.splice(pick(g.length), 1));
+      groups = groups.filter((x) => x.length > 0);
+      if (groups.length === 0) groups.push(spare.slice(0, 50));
+      // The rule, from scratch.
+      const taken = new Set<number>();
+      const want = new Array<number | undefined>(groups.length);
+      const bySize = groups.map((_, i) => i).sort((i, j) => groups[j]!.length - groups[i]!.length);
+      for (const i of bySize) {
+        const best = mostCommon(
+          groups[i]!.map((id) => held.get(id)!).filter((s) => s !== undefined && !taken.has(s)),
+        );
+        if (best !== undefined) taken.add((want[i] = best));
+      }
+      let free = 0;
+      for (let i = 0; i < groups.length; i++)
+        if (want[i] === undefined) {
+          while (taken.has(free)) free++;
+          taken.add((want[i] = free));
+        }
+      const st = new Statuses();
+      groups.forEach((members, i) => {
+        const reason = st.reason(`reason ${i}`);
+        for (const id of members) st.wait({ id, priority: 1 } as SnapshotContainer, reason);
+      });
+      failNext = step % 9 === 8;
+      const before = errors.length;
+      h.clock.runUntil(h.clock.nowMs() + 1_000);
+      w.offer(st, h.clock.now());
+      await w.flushed();
+      if (errors.length > before) continue; // nothing was written: the members hold their last slots
+      const stored = await h.db.pool.query<{ slot: number; reason: string }>(
+        `SELECT slot, reason FROM status_groups WHERE dispatcher_id = 'c1/vote'`,
+      );
+      const got = new Map(stored.rows.map((r) => [r.reason, r.slot]));
+      expect(
+        groups.map((_, i) => got.get(`reason ${i}`)),
+        `step ${step} op ${op}`,
+      ).toEqual(want);
+      held = new Map(groups.flatMap((members, i) => members.map((id) => [id, want[i]!] as const)));
+    }
+    expect(errors).toHaveLength(4);
+  }, 60_000);
 });

@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { PgQueue } from '../../src/dispatch/pg-queue.js';
 import { hashText, statusParts } from '../../src/dispatch/status-parts.js';
 import { queuedText } from '../../src/dispatch/scheduler/statuses.js';
+import { seededRng } from '../../src/model/clock.js';
 import { normalizeRequest } from '../../src/model/request.js';
 import { CONTAINER_COLUMNS } from '../../src/store/records.js';
 import type { Store } from '../../src/store/store.js';
@@ -186,6 +187,101 @@ describe('status groups: bases and incremental writes', () => {
     await queue.setWaiting(D, [a, b], [0, 1]);
     await expectTexts(a, b);
   });
+
+  it('a member given its own text, then back in its place, reads its group again (its pointer is set again)', async () => {
+    const g = fifo(ids.slice(0, 500), 'own and back');
+    await queue.setWaiting(D, [g], [0]);
+    // Placed, then requeued: the same group, the same places; only the pointers were cleared meanwhile.
+    await queue.setStatuses(new Map(ids.slice(100, 103).map((id) => [id, 'starting on instance i-1'])));
+    await queue.setWaiting(D, [g], [0]);
+    await expectTexts(g);
+  });
+
+  // What the writer keeps of the last write (status-parts.ts WrittenGroups: members paired with it, their
+  // hashes, pointers and parts) against what the database holds: seeded random passes over three groups
+  // (members leave from the head or anywhere, arrive, move within a group and between groups, are given
+  // their own text and come back, a group goes and comes, part counts change, a write fails), and after
+  // each write every member reads its group's text and every other its own.
+  it('random passes: every member reads what the last write gave it', async () => {
+    const R = 'd-random';
+    const rng = seededRng(7);
+    const pick = (n: number) => Math.floor(rng() * n);
+    const pool = ids.slice(0, 3_000);
+    let groups: string[][] = [pool.slice(0, 700), pool.slice(700, 760), pool.slice(760, 1_000)];
+    let spare = pool.slice(1_000);
+    let shift = 0;
+    const own = new Map<string, string>();
+    const stored = () => {
+      let ahead = shift;
+      return groups.flatMap((members, slot) => {
+        if (members.length === 0) return [];
+        const g = { ...fifo(members, `reason ${slot}`, slot, ahead), slot };
+        g.higherAhead = members.map((id) => (id.charCodeAt(id.length - 1) % 4) + (shift % 3));
+        ahead += members.length;
+        return [g];
+      });
+    };
+    for (let step = 0; step < 40; step++) {
+      const g = groups[pick(groups.length)]!;
+      const k = 1 + pick(150);
+      const op = pick(8);
+      if (op === 0) g.splice(0, Math.min(k, g.length)); // the head placed
+      if (op === 1) for (let n = 0; n < 5 && g.length > 0; n++) g.splice(pick(g.length), 1);
+      if (op === 2) g.push(...spare.splice(0, k)); // arrivals at the tail
+      if (op === 3) g.splice(pick(g.length + 1), 0, ...spare.splice(0, 1 + pick(5))); // ahead of others
+      if (op === 4 && g.length > 1) g.splice(pick(g.length), 0, ...g.splice(pick(g.length), 1)); // one moves
+      if (op === 5) {
+        const to = groups[pick(groups.length)]!;
+        to.splice(pick(to.length + 1), 0, ...g.splice(pick(g.length), Math.min(k, 80)));
+      }
+      if (op === 6 && g.length > 10) {
+        // Some are placed (their own text) and requeued in their place before the next write.
+        const placed = g.slice(pick(g.length - 5), undefined).slice(0, 5);
+        await queue.setStatuses(new Map(placed.map((id) => [id, `placed ${step}`])));
+      }
+      if (op === 7)
+        groups =
+          groups[2]!.length > 0 ? [groups[0]!, groups[1]!, []] : [...groups.slice(0, 2), spare.splice(0, k)];
+      shift += pick(3);
+      // Containers out of every group get a text of their own.
+      const held = new Set(groups.flat());
+      const gone = pool.filter((id) => !held.has(id) && !own.has(id));
+      const ownNow = new Map(gone.map((id) => [id, `left at ${step}`]));
+      for (const id of held) own.delete(id);
+      for (const [id, text] of ownNow) own.set(id, text);
+      if (ownNow.size > 0) await queue.setStatuses(ownNow);
+      spare = pool.filter((id) => !held.has(id));
+      const now = stored();
+      if (step % 13 === 12) {
+        // The drop succeeds, the upsert fails: what the writer knows is forgotten.
+        const bad = now.map((x, i) => (i === 0 ? { ...x, reason: null as unknown as string } : x));
+        await expect(queue.setWaiting(R, bad, [now[0]!.slot])).rejects.toThrow();
+      }
+      await queue.setWaiting(
+        R,
+        now,
+        now.map((x) => x.slot),
+      );
+      await expectTexts(...now).catch((e: unknown) => {
+        throw new Error(`step ${step} op ${op}: ${String(e)}`);
+      });
+      // Each part holds exactly the members that hash to it, in queue order (none that left).
+      const want = new Map<string, string[]>();
+      for (const x of now) {
+        const parts = statusParts(x.members.length);
+        for (let part = 0; part < parts; part++) want.set(`${x.slot}/${part}`, []);
+        for (const id of x.members) want.get(`${x.slot}/${hashText(id) & (parts - 1)}`)!.push(id);
+      }
+      const rows = await store.ctx.pool.query<{ k: string; members: string[] }>(
+        `SELECT g.slot || '/' || p.part AS k, p.members FROM status_group_parts p
+           JOIN status_groups g ON g.id = p.group_id WHERE g.dispatcher_id = $1`,
+        [R],
+      );
+      expect(new Map(rows.rows.map((r) => [r.k, r.members])), `step ${step} op ${op}`).toEqual(want);
+      const got = await store.containers.getMany([...own.keys()]);
+      for (const c of got) expect(c.scheduling_status, `step ${step}`).toBe(own.get(c.id));
+    }
+  }, 60_000);
 
   it('a new process (nothing known of what is stored) writes over what another left', async () => {
     const g = fifo(ids.slice(0, 3_000), 'after a restart');

@@ -382,15 +382,21 @@ function sortRun(
 
 /**
  * Counts, for each container in queue order, how many containers ahead of it have a strictly higher
- * priority (for status texts). A Fenwick tree over priorities keeps this O(log P) per container.
+ * priority (for status texts). A Fenwick tree over priorities keeps this O(log P) per container; one of
+ * the lowest priority added so far (most of a queue in priority order) is counted in O(1).
  */
 export class AheadCounter {
   private readonly tree: Int32Array;
   private readonly size: number;
+  private added = 0;
+  /** The lowest index added (size + 1: none yet), and how many were added at it. */
+  private lowest: number;
+  private atLowest = 0;
 
   constructor(maxPriority = 1000) {
     this.size = maxPriority + 2;
     this.tree = new Int32Array(this.size + 1);
+    this.lowest = this.size + 1;
   }
 
   private index(priority: number): number {
@@ -398,15 +404,20 @@ export class AheadCounter {
   }
 
   add(priority: number): void {
-    for (let i = this.index(priority); i <= this.size; i += i & -i) this.tree[i]!++;
+    const x = this.index(priority);
+    for (let i = x; i <= this.size; i += i & -i) this.tree[i]!++;
+    this.added++;
+    if (x < this.lowest) [this.lowest, this.atLowest] = [x, 1];
+    else if (x === this.lowest) this.atLowest++;
   }
 
   /** How many added priorities are strictly greater than `priority`. */
   higherThan(priority: number): number {
-    let total = 0;
+    const x = this.index(priority);
+    if (x < this.lowest) return this.added;
+    if (x === this.lowest) return this.added - this.atLowest;
     let atMost = 0;
-    for (let i = this.size; i > 0; i -= i & -i) total += this.tree[i]!;
-    for (let i = this.index(priority); i > 0; i -= i & -i) atMost += this.tree[i]!;
-    return total - atMost;
+    for (let i = x; i > 0; i -= i & -i) atMost += this.tree[i]!;
+    return this.added - atMost;
   }
 }
