@@ -10,6 +10,7 @@
 // (agents, the neighbour, the instance groups, their processes, the temp dir) is gone whatever happened.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -60,6 +61,10 @@ export async function criuMigrateCase(setup: CriuMigrateSetup): Promise<Measured
       throw new Error(`${err.message}; agent ${'AB'[i]}'s log:\n${lines[i]!.slice(-30).join('\n')}`);
     });
   try {
+    if (!existsSync('/sys/class/net/eth0'))
+      throw new Error(
+        'no eth0: QEMU gave no NIC, or the guest predates virtio_net in its initramfs (scripts/guest/build.sh test)',
+      );
     const [a, b] = setup.nodes as [CriuMigrateSetup['nodes'][0], CriuMigrateSetup['nodes'][0]];
     const tag = randomBytes(3).toString('hex');
     const start = async (i: number, node: { id: string; secret: string }, over: Partial<AgentOptions>) => {
