@@ -13,19 +13,7 @@
 //   stdout, stderr and exit-code file handed over with `--inherit-fd` in place of the old ones, and the old
 //   work dir's path a symlink to the new one while criu restores (the tree's cwd cannot be remapped).
 //   Restored processes keep their pids: where one is taken, the restore fails and the runner starts afresh.
-import {
-  copyFile,
-  cp,
-  link,
-  lstat,
-  mkdir,
-  readdir,
-  readFile,
-  rm,
-  rmdir,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
+import { cp, lstat, mkdir, readFile, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { CgroupV1, type Cgroup } from './cgroup.js';
 import {
@@ -53,13 +41,6 @@ export const CRIU_RUN_FILES = [CRIU_ROOT_FILE, CODE_FILE, RESTORED_FILE, RESTORE
 /** In the checkpoint directory: where the container ran and with which limits; CRIU's images; its scratch. */
 const RECORD = 'process.json';
 const IMAGES = 'images';
-/**
- * In the restoring work dir: links to the checkpoint's images, which criu restores from. criu writes into
- * its images dir after the tree runs on (`stats-restore`, after the pid file restore() waits for), so the
- * caller's removal of the checkpoint once restore() resolved raced it (`ENOTEMPTY: directory not empty,
- * rmdir '…/whole-state/images'` in the guest's migration case); these links go with the work dir.
- */
-const RESTORE_IMAGES = 'criu-images';
 const SCRATCH = 'scratch';
 
 // $1 the work dir; then the command. Traps (not ignores: the command gets the default actions) the signals
@@ -181,9 +162,6 @@ export async function restoreSetup(
     throw new Error(
       `checkpoint: its old work dir ${rec.workDir} exists on this instance (CRIU restores its paths)`,
     );
-  const images = join(workDir, RESTORE_IMAGES);
-  await rm(images, { recursive: true, force: true });
-  await linkTree(join(dir, IMAGES), images);
   const made = await mkdir(dirname(rec.workDir), { recursive: true });
   await symlink(workDir, rec.workDir);
   const cleanUp = async () => {
@@ -200,23 +178,18 @@ export async function restoreSetup(
         break;
   };
   return {
-    command: ['/bin/sh', '-c', RESTORE_SCRIPT, 'berth-criu-restore', workDir, rec.workDir, criu, images],
+    command: [
+      '/bin/sh',
+      '-c',
+      RESTORE_SCRIPT,
+      'berth-criu-restore',
+      workDir,
+      rec.workDir,
+      criu,
+      join(dir, IMAGES),
+    ],
     cleanUp,
   };
-}
-
-/** `to` made with hard links to the files under `from` (copies where another filesystem refuses links). */
-async function linkTree(from: string, to: string): Promise<void> {
-  await mkdir(to);
-  for (const e of await readdir(from, { withFileTypes: true })) {
-    const [a, b] = [join(from, e.name), join(to, e.name)];
-    if (e.isDirectory()) await linkTree(a, b);
-    else
-      await link(a, b).catch(async (err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EXDEV') throw err;
-        await copyFile(a, b);
-      });
-  }
 }
 
 /**
