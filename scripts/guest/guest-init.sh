@@ -16,6 +16,10 @@ mount -t tmpfs tmpfs /tmp
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 hostname berth-guest
 ip link set lo up 2>/dev/null
+# A NIC on QEMU's user network (-nic user): its fixed addresses, no DHCP; the host's loopback is 10.0.2.2.
+if [ -e /sys/class/net/eth0 ]; then
+  ip addr add 10.0.2.15/24 dev eth0 && ip link set eth0 up && ip route add default via 10.0.2.2
+fi
 echo "berth-guest: up at $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r), cgroup controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 if mount -t ext4 -o ro /dev/vdb /mnt/data 2>/dev/null && [ -x /mnt/data/run ]; then
   /mnt/data/run

@@ -319,8 +319,10 @@ export class ContainerRunner {
       this.log.warn(errorFields(err), 'resuming its whole state failed');
       this.restoredCheckpoint = `whole state not resumed (starting afresh): ${(err as Error).message}`;
     } finally {
-      // A later save must not find (and send) this one.
-      await rm(way.dir, { recursive: true, force: true });
+      // A later save must not find (and send) this one. criu may still write into it (the process
+      // runtime's restore resolves at criu's pid file; criu writes `stats-restore` into its images dir
+      // after it): retried, as that raced once (`ENOTEMPTY: directory not empty, rmdir …/images`).
+      await rm(way.dir, { recursive: true, force: true, maxRetries: 5 });
     }
     return runtime.start(spec);
   }

@@ -1,5 +1,5 @@
 // CRIU detection (src/agent/runtimes/criu.ts) against stand-in `criu` executables, and the real one.
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -64,6 +64,16 @@ describe('criuDump and criuRestore (stand-in criu; the real one runs in the gues
       'while [ $# -gt 0 ]; do case $1 in --pidfile) p=$2;; esac; shift; done; echo 4242 > "$p"',
     );
     expect(await criuRestore(images, { criu: ok })).toBe(4242);
+  });
+
+  it("gives criu's collection of the tree (its --timeout, 10 s unless told) the dump's own deadline", async () => {
+    const args = join(dir, 'dump-args');
+    const recording = await script('records', `echo "$@" > '${args}'`);
+    const images = await mkdtemp(join(dir, 'images-'));
+    await criuDump(123, images, { criu: recording, timeoutMs: 45_500 });
+    expect(await readFile(args, 'utf8')).toMatch(/ --timeout 46\n$/);
+    await criuDump(123, images, { criu: recording });
+    expect(await readFile(args, 'utf8')).toMatch(/ --timeout 60\n$/);
   });
 });
 

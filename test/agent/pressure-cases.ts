@@ -167,7 +167,7 @@ function unlessEnded<T>(h: RunHandle, what: string, p: Promise<T>): Promise<T> {
 }
 
 /** 8 MiB more memory, touched and held (dd's buffer, while it blocks writing into a pipe nobody reads). */
-const GROW = 'dd if=/dev/zero bs=8M count=1 2>/dev/null | sleep 100000 &';
+export const GROW = 'dd if=/dev/zero bs=8M count=1 2>/dev/null | sleep 100000 &';
 
 export const watcherCase: CgroupCase = {
   name: 'the pressure watcher freezes the opportunistic container when the guaranteed one grows into its memory; no OOM kill',

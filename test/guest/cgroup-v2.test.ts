@@ -1,7 +1,9 @@
 // The runtimes on a real cgroup v2 kernel: boots the `test` guest (Debian's 6.1 kernel, cgroup v2 only,
 // built by scripts/guest/build.sh) once under QEMU, runs guest-main.ts inside it (bundled with esbuild
 // into one file: node starts ~10× slower under emulation, and vitest would take a minute), and reports
-// each case the guest ran as its own test here.
+// each case the guest ran as its own test here. The guest has a NIC on QEMU's user network: its CRIU
+// migration case runs two agents against an API server on this host (criu-migrate-host.ts), whose checks of
+// the store are that case's too.
 import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +13,8 @@ import { afterAll, beforeAll, describe } from 'vitest';
 import { itIf } from '../helpers/needs.js';
 import { bootGuest, findGuest, type BootResult } from '../helpers/guest.js';
 import { TEST_ROOTFS_TAR, rootfsMissing } from '../agent/helpers.js';
+import { CRIU_MIGRATE_CASE } from './criu-migrate-case.js';
+import { startCriuMigration, type CriuMigration } from './criu-migrate-host.js';
 import { RESULT_PREFIX, guestPlan, type CaseResult } from './plan.js';
 
 const guest = findGuest('test');
@@ -23,6 +27,8 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
   const results = new Map<string, CaseResult>();
   let boot: BootResult | null = null;
   let dataDir: string | null = null;
+  let migration: CriuMigration | null = null;
+  let migrated: Awaited<CriuMigration['outcome']> | null = null;
 
   beforeAll(async () => {
     if (typeof guest === 'string' || missing) return;
@@ -35,6 +41,10 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
       target: 'node20',
       outfile: join(dataDir, 'guest-main.mjs'),
       logLevel: 'error',
+      // The agent's CommonJS packages (pino) call require(); an ES module has none of its own.
+      banner: {
+        js: "import { createRequire as __berthRequire } from 'node:module'; const require = __berthRequire(import.meta.url);",
+      },
     });
     await copyFile(TEST_ROOTFS_TAR, join(dataDir, 'busybox-rootfs.tar'));
     await writeFile(
@@ -42,12 +52,15 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
       '#!/bin/sh\nexport BERTH_TEST_CACHE=/mnt/data BERTH_TEST_TIME_SCALE=10\nexec node /mnt/data/guest-main.mjs\n',
       { mode: 0o755 },
     );
+    let guestEnded = false;
+    migration = await startCriuMigration(dataDir, () => guestEnded);
     const t0 = performance.now();
     let firstCaseMs: number | null = null;
     let upMs: number | null = null;
     boot = await bootGuest(guest, {
       dataDir,
       timeoutMs: GUEST_DEADLINE_MS,
+      network: true,
       onLine: (line) => {
         if (line.startsWith('berth-guest: up at')) upMs ??= performance.now() - t0;
         const at = line.indexOf(RESULT_PREFIX);
@@ -57,17 +70,21 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
         results.set(r.id, r);
       },
     });
+    guestEnded = true;
+    migrated = await migration.outcome;
     // The timings the report asks for: boot to the first result, each case, the whole run.
     console.log(
       `guest: ${Math.round(boot.wallMs)} ms in QEMU; its init ran after ${Math.round(upMs ?? -1)} ms, ` +
         `the first result came after ${Math.round(firstCaseMs ?? -1)} ms\n` +
         [...results.values()]
           .map((r) => `  ${r.ok ? 'ok  ' : 'FAIL'} ${r.ms} ms ${r.id} ${JSON.stringify(r.measured ?? {})}`)
-          .join('\n'),
+          .join('\n') +
+        `\n${migrated.ok ? migrated.line : 'criu migration: FAIL'}`,
     );
   }, GUEST_DEADLINE_MS + 60_000);
 
   afterAll(async () => {
+    await migration?.cleanup();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -79,6 +96,12 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
         const why = boot?.timedOut ? `the guest was killed after ${GUEST_DEADLINE_MS} ms` : 'no result';
         throw new Error(`${why} for this case; the guest console ended with:\n${tail}`);
       }
+      // The migration's host half first: when it failed, the guest's half only waited for it in vain.
+      if (id === CRIU_MIGRATE_CASE && !migrated?.ok)
+        throw new Error(
+          `the host's half: ${migrated?.ok === false ? migrated.error : 'not checked'}` +
+            (r.ok ? '' : `\nthe guest's half, after ${r.ms} ms: ${r.error}`),
+        );
       if (!r.ok) throw new Error(`failed in the guest after ${r.ms} ms:\n${r.error}`);
     });
 });

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { probeCgroups } from '../../src/agent/runtimes/cgroup.js';
 import { createRuntime, detectRuntime, type RuntimeName } from '../../src/agent/runtimes/detect.js';
 import { DOCKER_TIMEOUT_MS } from '../../src/agent/runtimes/docker-api.js';
@@ -18,8 +19,16 @@ import {
   type RuntimeCase,
 } from '../agent/cases.js';
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
-import { TEST_ROOTFS_TAR, cleanupHandles, cleanupWorkDirs, leftovers, waitFor } from '../agent/helpers.js';
+import {
+  TEST_CACHE,
+  TEST_ROOTFS_TAR,
+  cleanupHandles,
+  cleanupWorkDirs,
+  leftovers,
+  waitFor,
+} from '../agent/helpers.js';
 import { CRIU_CASE, criuCase } from './criu-case.js';
+import { CRIU_MIGRATE_CASE, CRIU_MIGRATE_FILE, criuMigrateCase } from './criu-migrate-case.js';
 import { CRIU_PROCESS_CASE, criuProcessCase } from './criu-process-case.js';
 import { CRIU_RUNC_CASE, criuRuncCase } from './criu-runc-case.js';
 import { DETECT_CASE, DETECT_DOCKER_CASE, PRESSURE_CASES, RESULT_PREFIX, type CaseResult } from './plan.js';
@@ -71,6 +80,10 @@ await report(DETECT_CASE, async () => {
 await report(CRIU_CASE, criuCase);
 await report(CRIU_PROCESS_CASE, criuProcessCase);
 await report(CRIU_RUNC_CASE, criuRuncCase);
+// The host wrote its setup (the API's address, the two nodes, the counter it assigned to A) beside `run`.
+await report(CRIU_MIGRATE_CASE, () =>
+  criuMigrateCase(JSON.parse(readFileSync(join(TEST_CACHE, CRIU_MIGRATE_FILE), 'utf8'))),
+);
 
 await runtimeCases('process', null);
 await runtimeCases('process', null, [sandboxCase]);

@@ -51,6 +51,11 @@ export interface BootOptions {
   onLine?: (line: string) => void;
   /** Extra kernel command line. */
   append?: string;
+  /**
+   * A NIC on QEMU's user network (default none): the guest (10.0.2.15, set up by its init) reaches this
+   * host's loopback as 10.0.2.2; nothing reaches the guest.
+   */
+  network?: boolean;
 }
 
 /** What a boot gave. */
@@ -78,7 +83,8 @@ export async function bootGuest(guest: GuestImage, opts: BootOptions): Promise<B
     const append = guestKernelArgs(guest.init, `quiet ${opts.append ?? ''}`);
     const args = [
       ...['-accel', 'tcg', '-machine', 'q35', '-m', String(opts.memoryMiB ?? 1024)],
-      ...['-smp', String(opts.cpus ?? 2), '-nographic', '-no-reboot', '-snapshot', '-nic', 'none'],
+      ...['-smp', String(opts.cpus ?? 2), '-nographic', '-no-reboot', '-snapshot'],
+      ...['-nic', opts.network ? 'user,model=virtio-net-pci' : 'none'],
       ...['-kernel', join(guest.dir, 'vmlinuz'), '-initrd', join(guest.dir, 'initrd.img')],
       ...drives,
       ...['-append', append],

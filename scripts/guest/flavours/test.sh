@@ -12,8 +12,9 @@ EXTRACT="docker.io containerd tini libdevmapper1.02.1 criu libbsd0 libmd0 libnet
 CHECK="dockerd containerd runc bwrap criu"
 # Loaded by the initramfs (with their dependencies): the root disk, and overlay for runc's and docker's
 # root filesystems; and what `criu check` probes: netfilter netlink and nf_tables, the socket diag modules,
-# tun and veth.
-MODULES="crc32c_generic virtio_pci virtio_blk ext4 overlay nfnetlink nf_tables unix_diag inet_diag tcp_diag udp_diag netlink_diag af_packet_diag tun veth"
+# tun and veth; and virtio_net, for the guest that reaches an API on the host (QEMU's user network:
+# guest-init.sh configures eth0 when the host gives it one).
+MODULES="crc32c_generic virtio_pci virtio_blk ext4 overlay nfnetlink nf_tables unix_diag inet_diag tcp_diag udp_diag netlink_diag af_packet_diag tun veth virtio_net"
 INIT=/sbin/berth-guest-init
 COPY_NODE=1
 ROOT_SIZE=1500M

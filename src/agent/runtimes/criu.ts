@@ -85,6 +85,10 @@ export async function criuDump(
 ): Promise<{ ms: number; bytes: number }> {
   const t0 = performance.now();
   const freeze = opts.freezeCgroup ? ['--freeze-cgroup', opts.freezeCgroup] : [];
+  // criu's own limit on collecting the tree (freezing and seizing it) is 10 s unless told: under emulation
+  // and load that took longer (`Timeout reached. Try to interrupt: 0`, test/guest/criu-migrate-case.ts).
+  // The whole dump is bounded by timeoutMs already; its collection gets the same bound, never a tighter one.
+  const collectS = Math.max(1, Math.ceil((opts.timeoutMs ?? CRIU_TIMEOUT_MS) / 1000));
   await criuRun(
     opts,
     [
@@ -97,6 +101,7 @@ export async function criuDump(
       'dump.log',
       ...commonArgs(opts),
       ...freeze,
+      ...['--timeout', String(collectS)],
     ],
     dir,
   );
@@ -235,7 +240,7 @@ export async function readCheckpointRecord<R>(
 function criuRun(opts: CriuOptions, args: string[], dir: string): Promise<void> {
   const criu = opts.criu ?? 'criu';
   return new Promise((resolve, reject) => {
-    execFile(criu, args, { timeout: opts.timeoutMs ?? 60_000 }, (err, _stdout, stderr) => {
+    execFile(criu, args, { timeout: opts.timeoutMs ?? CRIU_TIMEOUT_MS }, (err, _stdout, stderr) => {
       if (!err) return resolve();
       void readFile(join(dir, args.includes('dump') ? 'dump.log' : 'restore.log'), 'utf8')
         .catch(() => '')
