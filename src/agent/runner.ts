@@ -319,9 +319,10 @@ export class ContainerRunner {
       this.log.warn(errorFields(err), 'resuming its whole state failed');
       this.restoredCheckpoint = `whole state not resumed (starting afresh): ${(err as Error).message}`;
     } finally {
-      // A later save must not find (and send) this one. criu may still write into it (the process
-      // runtime's restore resolves at criu's pid file; criu writes `stats-restore` into its images dir
-      // after it): retried, as that raced once (`ENOTEMPTY: directory not empty, rmdir …/images`).
+      // A later save must not find (and send) this one. Retried: the process runtime's restore resolves
+      // at criu's pid file, and a `stats-restore` criu wrote into the images after it made the removal
+      // fail once (`ENOTEMPTY: directory not empty, rmdir …/images`); criu's work dir is now the new work
+      // dir (process-criu.ts RESTORE_SCRIPT), the retry covers whatever else a runtime writes late.
       await rm(way.dir, { recursive: true, force: true, maxRetries: 5 });
     }
     return runtime.start(spec);

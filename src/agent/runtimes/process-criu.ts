@@ -56,10 +56,13 @@ echo $c >&4; exit $c`;
 
 // $1 the new work dir, $2 the old one, $3 criu, $4 the images; the shim runs it (its child), criu is its
 // child, the restored tree criu's. Its exit code is the command's (written by the restored WRAPPER), else
-// criu's. The inherit-fd keys are the old paths without their leading '/'.
+// criu's. The inherit-fd keys are the old paths without their leading '/'. criu's work dir (-W: its
+// statistics, which it writes after the pid file) is the new work dir, not the images' dir: the runner
+// removes the checkpoint once the pid file is there, and a late `stats-restore` in it made that removal
+// fail once (ENOTEMPTY, the guest's migration case).
 const RESTORE_SCRIPT = `w=$1; old=\${2#/}; criu=$3; images=$4
 exec 7>>"$w/stdout" 8>>"$w/stderr" 9>"$w/${CODE_FILE}"
-"$criu" restore --shell-job --manage-cgroups=ignore --images-dir "$images" -o "$w/${RESTORE_LOG}" \\
+"$criu" restore --shell-job --manage-cgroups=ignore --images-dir "$images" -W "$w" -o "$w/${RESTORE_LOG}" \\
   --pidfile "$w/${RESTORED_FILE}" --inherit-fd "fd[7]:$old/stdout" --inherit-fd "fd[8]:$old/stderr" \\
   --inherit-fd "fd[9]:$old/${CODE_FILE}"
 c=$?; read -r code <"$w/${CODE_FILE}"; exit "\${code:-$c}"`;
