@@ -168,15 +168,15 @@ const SAMPLE = 1024;
  *
  * A write's Node work is one pass over the group's lists, without a lookup per member: the group is
  * paired with the last one written in its slot (align()), and a member in its place takes its hash from
- * there, its pointer is known to name the slot (unless it is in the last write's `lost`), and its part is compared by
- * its two numbers only. Members not paired are looked up, and their parts, and the parts of members that
- * left, are built and compared in full.
+ * there (each written group keeps its members' hashes: the one place they are kept), its pointer is known
+ * to name the slot (unless it is in the last write's `lost`), and its part is compared by its two numbers
+ * only. Members not paired are hashed and looked up, and their parts, and the parts of members that left,
+ * are built and compared in full.
  */
 export class WrittenGroups {
   private readonly bySlot = new Map<number, Written>();
   /** The slot each container's pointer names (absent: none, or unknown). */
   private readonly pointer = new Map<string, number>();
-  private readonly hashes = new Map<string, number>();
 
   /** What writing `g` must send (nothing is recorded until written() is called). */
   plan(g: StoredGroup): GroupPlan {
@@ -190,7 +190,7 @@ export class WrittenGroups {
         ? new Int32Array(n).fill(-1)
         : align(members, last.members, (id) => this.pointer.get(id) === slot || last.lost.has(id));
     const hashes = new Uint32Array(n);
-    for (let i = 0; i < n; i++) hashes[i] = from[i]! >= 0 ? last!.hashes[from[i]!]! : this.hash(members[i]!);
+    for (let i = 0; i < n; i++) hashes[i] = from[i]! >= 0 ? last!.hashes[from[i]!]! : hashText(members[i]!);
     let positionBase = 0;
     let higherAheadBase = 0;
     if (last !== undefined) {
@@ -299,15 +299,14 @@ export class WrittenGroups {
       this.bySlot.set(next.row.slot, next);
     }
     // Ids no group holds any more (a container that left the queue keeps its pointer: its text is then
-    // its own) are forgotten now and then, so that the maps do not grow without bound over a long run.
+    // its own) are forgotten now and then, so that the map does not grow without bound over a long run.
     let members = 0;
     for (const w of this.bySlot.values()) members += w.members.length;
     const bound = 2 * members + 1024;
-    if (this.pointer.size > bound || this.hashes.size > bound) {
+    if (this.pointer.size > bound) {
       const held = new Set<string>();
       for (const w of this.bySlot.values()) for (const id of w.members) held.add(id);
       for (const id of [...this.pointer.keys()]) if (!held.has(id)) this.pointer.delete(id);
-      for (const id of [...this.hashes.keys()]) if (!held.has(id)) this.hashes.delete(id);
     }
   }
 
@@ -328,12 +327,6 @@ export class WrittenGroups {
   clear(): void {
     this.bySlot.clear();
     this.pointer.clear();
-  }
-
-  private hash(id: string): number {
-    let h = this.hashes.get(id);
-    if (h === undefined) this.hashes.set(id, (h = hashText(id)));
-    return h;
   }
 }
 

@@ -188,6 +188,19 @@ export class Harness {
     await this.store.containers.assign(containerId, DISPATCHER, node.instanceId, node.id);
   }
 
+  /**
+   * An opportunistic counter (1..n on stdout, one line every 0.2 s, no retry of its own) assigned to
+   * `node`: what a migration must carry on where it stopped, never restart.
+   */
+  submitCounter(node: { id: string; instanceId: string }, n: number): Promise<string> {
+    return this.submitAndAssign(node, {
+      command: ['/bin/sh', '-c', `i=0; while [ $i -lt ${n} ]; do i=$((i+1)); echo $i; sleep 0.2; done`],
+      ram: '64MiB',
+      max_temp_retries: 0,
+      opportunistic: true,
+    });
+  }
+
   async submitAndAssign(node: { id: string; instanceId: string }, input: RequestInput): Promise<string> {
     const id = await this.submit(input);
     await this.assign(id, node);

@@ -101,13 +101,7 @@ describe('a reclaim migrates a vm container by its whole state', () => {
         checkpointLimitBytes: LIMIT,
       });
       const N = 40;
-      const opp = await h.submit({
-        command: ['/bin/sh', '-c', `i=0; while [ $i -lt ${N} ]; do i=$((i+1)); echo $i; sleep 0.2; done`],
-        ram: '64MiB',
-        max_temp_retries: 0,
-        opportunistic: true,
-      });
-      await h.assign(opp, a);
+      const opp = await h.submitCounter(a, N);
       // The first start on A boots a guest (its template): minutes on a slow host.
       await until(
         async () => (await h.text(opp, 'stdout')).split('\n').length > 3,

@@ -33,13 +33,7 @@ export async function startCriuMigration(dataDir: string, guestEnded: () => bool
   try {
     const a = await h.node();
     const b = await h.node();
-    const opp = await h.submit({
-      command: ['/bin/sh', '-c', `i=0; while [ $i -lt ${N} ]; do i=$((i+1)); echo $i; sleep 0.2; done`],
-      ram: '64MiB',
-      max_temp_retries: 0,
-      opportunistic: true,
-    });
-    await h.assign(opp, a);
+    const opp = await h.submitCounter(a, N);
     const setup: CriuMigrateSetup = {
       apiUrl: `http://10.0.2.2:${h.port}`,
       nodes: [a, b].map((n) => ({ id: n.id, secret: n.secret })),

@@ -9,7 +9,7 @@
 // property test (test/dispatch/incremental.test.ts) checks that both give the same plan as a pass from
 // scratch, byte for byte, on random sequences of changes.
 import { plan as fullPlan } from './plan.js';
-import { KeptPass } from './kept.js';
+import { KeptPass, sameList } from './kept.js';
 import type { KeptPool } from './kept-pool.js';
 import type { CloudState, Plan, SchedulerConfig, Snapshot, SnapshotInstance } from './types.js';
 
@@ -71,7 +71,7 @@ function reusable(before: Snapshot, p: Plan, now: Snapshot): boolean {
   if (t < before.now.getTime() || t >= p.validUntil) return false;
   if (p.actions.some((a) => a.op === 'shutdown')) return false;
   return (
-    sameList(before.containers, now.containers, (a, b) => a === b) &&
+    sameList(before.containers, now.containers) &&
     sameList(before.instances, now.instances, sameInstance) &&
     sameList(before.instanceTypes, now.instanceTypes, (a, b) => a === b || sameFields(a, b)) &&
     sameList(before.arrivals, now.arrivals, (a, b) => a === b || sameFields(a, b)) &&
@@ -80,13 +80,6 @@ function reusable(before: Snapshot, p: Plan, now: Snapshot): boolean {
     before.estimates === now.estimates &&
     sameCloud(before.cloud, now.cloud)
   );
-}
-
-function sameList<T>(a: readonly T[], b: readonly T[], same: (x: T, y: T) => boolean): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (!same(a[i]!, b[i]!)) return false;
-  return true;
 }
 
 /** Shallow equality of plain records whose values are primitives, Dates or lists of primitives. */

@@ -11,11 +11,11 @@
 // object while it is the same (dispatcher.ts `shown`, ../container-view.ts). Changing one in place between
 // passes would leave what is kept stale.
 import type { InstanceType } from '../../model/types.js';
-import { matchLists, type Match } from './kept.js';
+import { matchLists, sameList, type Match } from './kept.js';
 import type { LimitTotals, Limits } from './limits.js';
 import type { Slot } from './capacity.js';
 import { countsOwner } from './settle.js';
-import { assignments, isAssigned, viewPool, type PoolOrder, type PoolView } from './pool.js';
+import { assignments, isAssigned, type PoolView } from './pool.js';
 import { BORROW_FIELDS, type BorrowConfig, type Borrowing } from './opportunistic.js';
 import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
 
@@ -103,19 +103,12 @@ export class KeptPool {
   }
 
   /**
-   * The pool view of `snap` (pool.ts viewPool over `assigned`, this pass's groups): the last one when
-   * nothing it is a function of changed — the instances (the same objects), the groups, the types (the
-   * same list, frozen by kept.ts shapes), the two config fields it reads, and no boot timeout passed.
+   * The pool view of `snap` (`build`: pool.ts viewPool over this pass's groups, adding to `limits` and
+   * telling `until` its boot deadlines): the last one when nothing it is a function of changed — the
+   * instances (the same objects), the groups, the types (the same list, frozen by kept.ts shapes), the two
+   * config fields it reads, and no boot timeout passed.
    */
-  view(
-    snap: Snapshot,
-    typesByName: Map<string, InstanceType>,
-    typeIndex: Map<string, number>,
-    assigned: Map<string, SnapshotContainer[]>,
-    limits: Limits,
-    until: (at: number) => void,
-    order: PoolOrder,
-  ): PoolView {
+  view(snap: Snapshot, limits: Limits, until: (at: number) => void, build: () => PoolView): PoolView {
     const l = this.last;
     const { config } = snap;
     if (
@@ -125,7 +118,7 @@ export class KeptPool {
       l.ramOverhead === config.ramOverhead &&
       l.bootTimeoutMs === config.bootTimeoutMs &&
       snap.now.getTime() <= l.view.stableUntil &&
-      sameObjects(l.instances, snap.instances)
+      sameList(l.instances, snap.instances)
     ) {
       this.counts.reused++;
       limits.addTotals(l.totals);
@@ -134,7 +127,7 @@ export class KeptPool {
       return { ...l.view, slots: this.freshSlots(l) };
     }
     this.counts.built++;
-    const view = viewPool(snap, typesByName, typeIndex, assigned, limits, until, order);
+    const view = build();
     this.last = {
       instances: snap.instances,
       types: snap.instanceTypes,
@@ -298,11 +291,4 @@ function forEachGone(m: Match, length: number, gone: (i: number) => void): void 
     i = m.to[r]!;
   }
   for (; i < length; i++) gone(i);
-}
-
-function sameObjects<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }

@@ -89,6 +89,18 @@ export function matchedIndex(m: Match, i: number): number {
   return lo > 0 && i < m.to[lo - 1]! ? i + m.shift[lo - 1]! : -1;
 }
 
+/** Whether two lists hold equal items (`same`; by default the same object) in the same places. */
+export function sameList<T>(
+  a: readonly T[],
+  b: readonly T[],
+  same: (x: T, y: T) => boolean = (x, y) => x === y,
+): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!same(a[i]!, b[i]!)) return false;
+  return true;
+}
+
 /**
  * Matches `now` against `before` element by element, by identity, as the dispatcher's container view
  * changes its list: an arrival is appended, a changed container is a new object in its place, one that

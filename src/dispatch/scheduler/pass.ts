@@ -74,23 +74,12 @@ export class Pass {
     const rateLimit = snap.cloud.rateLimitedUntil?.getTime() ?? -Infinity;
     if (rateLimit > this.now) this.until(rateLimit);
     const until = (at: number) => this.until(at);
-    if (kept === undefined) {
-      this.assigned = assignments(snap.containers);
-      this.pool = viewPool(snap, this.typesByName, this.typeIndex, this.assigned, this.limits, until);
-    } else {
-      // Updated from, or the same as, the last pass's (kept-pool.ts).
-      this.assigned = kept.pool.assigned(snap.containers);
-      this.pool = kept.pool.view(
-        snap,
-        this.typesByName,
-        this.typeIndex,
-        this.assigned,
-        this.limits,
-        until,
-        kept.order,
-      );
-    }
-    const assigned = this.assigned;
+    // An incremental planner's are updated from, or the same as, the last pass's (kept-pool.ts).
+    const assigned = kept === undefined ? assignments(snap.containers) : kept.pool.assigned(snap.containers);
+    this.assigned = assigned;
+    const view = () =>
+      viewPool(snap, this.typesByName, this.typeIndex, assigned, this.limits, until, kept?.order);
+    this.pool = kept === undefined ? view() : kept.pool.view(snap, this.limits, until, view);
     const borrowing = () => Borrowing.of(assigned, this.pool.instanceOf, this.config, snap.estimates);
     this.borrowing =
       kept === undefined ? borrowing() : kept.pool.borrowing(this.config, snap.estimates, borrowing);
