@@ -111,9 +111,10 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
       }
       // A migration's host half first: when it failed, the guest's half stopped for it (saying so).
       const host = migrated.get(id);
-      if (host?.ok === false)
+      if (CRIU_MIGRATIONS.some((kind) => kind.name === id) && !host?.ok)
         throw new Error(
-          `the host's half: ${host.error}` + (r.ok ? '' : `\nthe guest's half, after ${r.ms} ms: ${r.error}`),
+          `the host's half: ${host?.ok === false ? host.error : 'not checked'}` +
+            (r.ok ? '' : `\nthe guest's half, after ${r.ms} ms: ${r.error}`),
         );
       if (!r.ok) throw new Error(`failed in the guest after ${r.ms} ms:\n${r.error}`);
     });
