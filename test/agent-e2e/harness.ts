@@ -190,14 +190,20 @@ export class Harness {
 
   /**
    * An opportunistic counter (1..n on stdout, one line every 0.2 s, no retry of its own) assigned to
-   * `node`: what a migration must carry on where it stopped, never restart.
+   * `node`: what a migration must carry on where it stopped, never restart. `more`: the request's other
+   * fields (an image: a POSIX sh at /bin/sh in it).
    */
-  submitCounter(node: { id: string; instanceId: string }, n: number): Promise<string> {
+  submitCounter(
+    node: { id: string; instanceId: string },
+    n: number,
+    more: Partial<RequestInput> = {},
+  ): Promise<string> {
     return this.submitAndAssign(node, {
       command: ['/bin/sh', '-c', `i=0; while [ $i -lt ${n} ]; do i=$((i+1)); echo $i; sleep 0.2; done`],
       ram: '64MiB',
       max_temp_retries: 0,
       opportunistic: true,
+      ...more,
     });
   }
 

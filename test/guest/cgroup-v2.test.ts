@@ -2,19 +2,19 @@
 // built by scripts/guest/build.sh) once under QEMU, runs guest-main.ts inside it (bundled with esbuild
 // into one file: node starts ~10× slower under emulation, and vitest would take a minute), and reports
 // each case the guest ran as its own test here. The guest has a NIC on QEMU's user network: its CRIU
-// migration case runs two agents against an API server on this host (criu-migrate-host.ts), whose checks of
-// the store are that case's too.
+// migration cases (process, runc) each run two agents against an API server on this host
+// (criu-migrate-host.ts), whose checks of the store are that case's too.
 import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { itIf } from '../helpers/needs.js';
-import { bootGuest, findGuest, type BootResult } from '../helpers/guest.js';
+import { GUEST_DATA, bootGuest, findGuest, type BootResult } from '../helpers/guest.js';
 import { TEST_ROOTFS_TAR, rootfsMissing } from '../agent/helpers.js';
-import { CRIU_MIGRATE_CASE } from './criu-migrate-case.js';
-import { startCriuMigration, type CriuMigration } from './criu-migrate-host.js';
+import { CRIU_MIGRATIONS } from './criu-migrate-case.js';
+import { startCriuMigrations, type CriuMigrationOutcome, type CriuMigrations } from './criu-migrate-host.js';
 import { RESULT_PREFIX, guestPlan, type CaseResult } from './plan.js';
 
 const guest = findGuest('test');
@@ -23,12 +23,23 @@ const it = itIf(missing);
 /** The whole guest run: boot, ~20 cases under emulation, power off. Killed (and failed) past this. */
 const GUEST_DEADLINE_MS = 10 * 60_000;
 
+/** A migration's line for the report: the host's times, and end to end with the guest's handover. */
+function migrationLine(runtime: string, host: CriuMigrationOutcome, guest: CaseResult | undefined): string {
+  if (!host.ok) return `criu migration of a ${runtime} container: FAIL`;
+  const handover = guest?.ok ? Number(guest.measured?.handoverMs) : NaN;
+  return (
+    `${host.line}; end to end ${Number.isNaN(handover) ? '?' : handover + host.resumeMs} ms ` +
+    `(A's freeze to B's order ${Number.isNaN(handover) ? '?' : handover} ms, then download and restore)`
+  );
+}
+
 describe('runtimes in a cgroup v2 guest (QEMU)', () => {
   const results = new Map<string, CaseResult>();
   let boot: BootResult | null = null;
   let dataDir: string | null = null;
-  let migration: CriuMigration | null = null;
-  let migrated: Awaited<CriuMigration['outcome']> | null = null;
+  let migrations: CriuMigrations | null = null;
+  /** Each migration case's host half, by case id. */
+  const migrated = new Map<string, CriuMigrationOutcome>();
 
   beforeAll(async () => {
     if (typeof guest === 'string' || missing) return;
@@ -46,14 +57,14 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
         js: "import { createRequire as __berthRequire } from 'node:module'; const require = __berthRequire(import.meta.url);",
       },
     });
-    await copyFile(TEST_ROOTFS_TAR, join(dataDir, 'busybox-rootfs.tar'));
+    await copyFile(TEST_ROOTFS_TAR, join(dataDir, basename(TEST_ROOTFS_TAR)));
     await writeFile(
       join(dataDir, 'run'),
-      '#!/bin/sh\nexport BERTH_TEST_CACHE=/mnt/data BERTH_TEST_TIME_SCALE=10\nexec node /mnt/data/guest-main.mjs\n',
+      `#!/bin/sh\nexport BERTH_TEST_CACHE=${GUEST_DATA} BERTH_TEST_TIME_SCALE=10\nexec node ${GUEST_DATA}/guest-main.mjs\n`,
       { mode: 0o755 },
     );
     let guestEnded = false;
-    migration = await startCriuMigration(dataDir, () => guestEnded);
+    migrations = await startCriuMigrations(dataDir, () => guestEnded);
     const t0 = performance.now();
     let firstCaseMs: number | null = null;
     let upMs: number | null = null;
@@ -71,7 +82,7 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
       },
     });
     guestEnded = true;
-    migrated = await migration.outcome;
+    for (const kind of CRIU_MIGRATIONS) migrated.set(kind.name, await migrations.outcomes.get(kind.runtime)!);
     // The timings the report asks for: boot to the first result, each case, the whole run.
     console.log(
       `guest: ${Math.round(boot.wallMs)} ms in QEMU; its init ran after ${Math.round(upMs ?? -1)} ms, ` +
@@ -79,12 +90,14 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
         [...results.values()]
           .map((r) => `  ${r.ok ? 'ok  ' : 'FAIL'} ${r.ms} ms ${r.id} ${JSON.stringify(r.measured ?? {})}`)
           .join('\n') +
-        `\n${migrated.ok ? migrated.line : 'criu migration: FAIL'}`,
+        CRIU_MIGRATIONS.map(
+          (kind) => `\n${migrationLine(kind.runtime, migrated.get(kind.name)!, results.get(kind.name))}`,
+        ).join(''),
     );
   }, GUEST_DEADLINE_MS + 60_000);
 
   afterAll(async () => {
-    await migration?.cleanup();
+    await migrations?.cleanup();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
@@ -96,10 +109,11 @@ describe('runtimes in a cgroup v2 guest (QEMU)', () => {
         const why = boot?.timedOut ? `the guest was killed after ${GUEST_DEADLINE_MS} ms` : 'no result';
         throw new Error(`${why} for this case; the guest console ended with:\n${tail}`);
       }
-      // The migration's host half first: when it failed, the guest's half only waited for it in vain.
-      if (id === CRIU_MIGRATE_CASE && !migrated?.ok)
+      // A migration's host half first: when it failed, the guest's half stopped for it (saying so).
+      const host = migrated.get(id);
+      if (CRIU_MIGRATIONS.some((kind) => kind.name === id) && !host?.ok)
         throw new Error(
-          `the host's half: ${migrated?.ok === false ? migrated.error : 'not checked'}` +
+          `the host's half: ${host?.ok === false ? host.error : 'not checked'}` +
             (r.ok ? '' : `\nthe guest's half, after ${r.ms} ms: ${r.error}`),
         );
       if (!r.ok) throw new Error(`failed in the guest after ${r.ms} ms:\n${r.error}`);

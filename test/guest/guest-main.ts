@@ -28,7 +28,7 @@ import {
   waitFor,
 } from '../agent/helpers.js';
 import { CRIU_CASE, criuCase } from './criu-case.js';
-import { CRIU_MIGRATE_CASE, CRIU_MIGRATE_FILE, criuMigrateCase } from './criu-migrate-case.js';
+import { CRIU_MIGRATE_FILE, CRIU_MIGRATIONS, criuMigrateCase } from './criu-migrate-case.js';
 import { CRIU_PROCESS_CASE, criuProcessCase } from './criu-process-case.js';
 import { CRIU_RUNC_CASE, criuRuncCase } from './criu-runc-case.js';
 import { DETECT_CASE, DETECT_DOCKER_CASE, PRESSURE_CASES, RESULT_PREFIX, type CaseResult } from './plan.js';
@@ -80,10 +80,12 @@ await report(DETECT_CASE, async () => {
 await report(CRIU_CASE, criuCase);
 await report(CRIU_PROCESS_CASE, criuProcessCase);
 await report(CRIU_RUNC_CASE, criuRuncCase);
-// The host wrote its setup (the API's address, the two nodes, the counter it assigned to A) beside `run`.
-await report(CRIU_MIGRATE_CASE, () =>
-  criuMigrateCase(JSON.parse(readFileSync(join(TEST_CACHE, CRIU_MIGRATE_FILE), 'utf8'))),
-);
+// The host wrote its setup (the API's address, its status address, per runtime the two nodes and the
+// counter it assigned to A) beside `run`.
+for (const kind of CRIU_MIGRATIONS)
+  await report(kind.name, () =>
+    criuMigrateCase(kind, JSON.parse(readFileSync(join(TEST_CACHE, CRIU_MIGRATE_FILE), 'utf8'))),
+  );
 
 await runtimeCases('process', null);
 await runtimeCases('process', null, [sandboxCase]);

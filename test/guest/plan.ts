@@ -3,15 +3,15 @@
 // guest has (scripts/guest/flavours/test.sh: runc and docker.io; podman is not in it), and the process
 // runtime's bubblewrap sandbox in its cgroup; CRIU's dump and restore of a process (criu-case.ts) and of a
 // process container through the process runtime (criu-process-case.ts) and of a runc container through the
-// runc runtime (criu-runc-case.ts); a migration of a process container by CRIU between two agents through a
-// real API on the host (criu-migrate-case.ts, criu-migrate-host.ts); and the
+// runc runtime (criu-runc-case.ts); a migration of a process container and of a runc container by CRIU
+// between two agents through a real API on the host (criu-migrate-case.ts, criu-migrate-host.ts); and the
 // agent's pressure watcher on a v2 parent group (pressure-cases.ts).
 // Case ids are "<scope>: <case name>".
 import { ENGINE_CGROUP_CASES, RUNTIME_CASES, sandboxCase } from '../agent/cases.js';
 import { CGROUP_CASES } from '../agent/cgroup-cases.js';
 import { enclosingCase, fileCacheCase, watcherCase } from '../agent/pressure-cases.js';
 import { CRIU_CASE } from './criu-case.js';
-import { CRIU_MIGRATE_CASE } from './criu-migrate-case.js';
+import { CRIU_MIGRATIONS } from './criu-migrate-case.js';
 import { CRIU_PROCESS_CASE } from './criu-process-case.js';
 import { CRIU_RUNC_CASE } from './criu-runc-case.js';
 
@@ -28,7 +28,7 @@ export function guestPlan(): string[] {
     CRIU_CASE,
     CRIU_PROCESS_CASE,
     CRIU_RUNC_CASE,
-    CRIU_MIGRATE_CASE,
+    ...CRIU_MIGRATIONS.map((m) => m.name),
     ...runtimeCases('process'),
     `process: ${sandboxCase.name}`,
     ...PRESSURE_CASES.map((c) => `pressure: ${c.name}`),

@@ -17,6 +17,8 @@ const exec = promisify(execFile);
 /** Where scripts/guest/build.sh caches its guests. */
 export const GUEST_CACHE =
   process.env.BERTH_GUEST_CACHE ?? join(process.env.BERTH_TEST_CACHE ?? '/var/cache/berth-test', 'guest');
+/** Where the guest's init mounts the second disk (scripts/guest/guest-init.sh), whose `run` it runs. */
+export const GUEST_DATA = '/mnt/data';
 const QEMU = process.env.BERTH_QEMU ?? 'qemu-system-x86_64';
 
 /** A built guest: its files and the init its flavour boots. */
