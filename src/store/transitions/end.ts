@@ -117,7 +117,7 @@ const ENDED = `
       AND (i.g_owner IS NULL OR c.owner = i.g_owner)
     RETURNING c.id, c.request_id, c.attempt, c.queued_at, c.node_id, c.state, c.spot_interruptions, c.ram)`;
 
-const END_SQL = `
+export const END_SQL = `
   WITH ${ENDED}
   SELECT e.*, r.state AS request_state, r.container_id, r.priority, r.attempts, r.temp_failures,
     r.container_count_max, r.max_temp_retries, r.retry_on_failure, r.run_after, r.ram_retry_factor
@@ -128,7 +128,7 @@ const END_SQL = `
 // user's cancel): the containers, their requests (the current attempt's, not yet Final) and the events of
 // the ended ones in one statement, the request rows locked by their update (containers first, as above).
 // $15–$17 the decisions by item, the events from $18 on.
-const END_ALONE_SQL = `
+export const END_ALONE_SQL = `
   WITH ${ENDED},
   f AS (
     UPDATE container_requests r SET state = 'Final', outcome = d.outcome, final_reason = d.reason,

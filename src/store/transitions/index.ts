@@ -3,7 +3,9 @@
 // batch, records its events at the application's clock, and answers per item. The API, the dispatcher's
 // queue port (src/dispatch/pg-queue.ts), node failures (src/store/nodes.ts) and request cancels go
 // through here; the rules themselves are pure (src/model/transitions.ts, src/model/retry.ts) and shared
-// with the simulator's queue.
+// with the simulator's queue. The lifecycle's statements (lockAssign, start, end) are named: each
+// connection parses them once and, after five runs, plans them once (generic plans, chosen by cost; their
+// reads by primary key: test/store/transition-plans.test.ts), as the submission's is (src/store/requests.ts).
 //
 // | transition            | file        | shape                                                          |
 // |-----------------------|-------------|----------------------------------------------------------------|
@@ -11,7 +13,8 @@
 // | (Locked) assign       | assign.ts   | one statement                                                  |
 // | lock + assign         | lock.ts     | one statement (what a pass locks for a ready instance)         |
 // | Locked → Running      | start.ts    | one statement                                                  |
-// | → Complete/Cancelled  | end.ts      | one transaction: end + lock requests; finalise/retry + events  |
+// | → Complete/Cancelled  | end.ts      | one transaction: end + lock requests; finalise/retry + events; |
+// |                       |             | one statement when every item is a success or a user's cancel  |
 // | Locked → Queued       | requeue.ts  | one transaction: lock rows, decide, requeue; over-limit → end  |
 // | Locked → Running, moved | move.ts   | one statement: pick, move to the asking node's allocation, start |
 import { statesFrom, type Actor } from '../../model/transitions.js';
