@@ -57,8 +57,13 @@ async function retried<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Tokens remembered with their generation (Transitions.generation), at most; then forgotten all at once. */
+const KNOWN_TOKENS = 20_000;
+
 export class Transitions {
   private key: Buffer | null = null;
+  /** Genuine tokens by `id token`, with their generation: granted here, or checked once (an HMAC each). */
+  private readonly known = new Map<string, number>();
 
   constructor(private readonly ctx: StoreContext) {}
 
@@ -66,6 +71,25 @@ export class Transitions {
   async lockKey(): Promise<Buffer> {
     this.key ??= await lockKey(this.ctx.pool);
     return this.key;
+  }
+
+  /**
+   * The generation a per-lock token is genuine for, or null (tokenGeneration): a token this server granted
+   * or already checked is not checked again (an agent's start and end reports carry the same one). Only
+   * genuine tokens are remembered, and a token's generation never changes, so a forged one is always checked.
+   */
+  generation(key: Buffer, id: string, token: unknown): number | null {
+    if (typeof token !== 'string') return null;
+    const known = this.known.get(`${id} ${token}`);
+    if (known !== undefined) return known;
+    const generation = tokenGeneration(key, id, token);
+    if (generation !== null) this.remember(id, token, generation);
+    return generation;
+  }
+
+  private remember(id: string, token: string, generation: number): void {
+    if (this.known.size >= KNOWN_TOKENS) this.known.clear();
+    this.known.set(`${id} ${token}`, generation);
   }
 
   /** The per-lock token for a container at a lock generation. */
@@ -114,7 +138,7 @@ export class Transitions {
   /** Locked → Running, reported by agents with their per-lock tokens. */
   async start(items: AgentItem[]): Promise<Outcome[]> {
     const key = await this.lockKey();
-    const withGen = items.map((it) => ({ ...it, generation: tokenGeneration(key, it.id, it.token) }));
+    const withGen = items.map((it) => ({ ...it, generation: this.generation(key, it.id, it.token) }));
     return retried(() => startContainers(this.ctx, this.ctx.pool, withGen));
   }
 
@@ -136,13 +160,17 @@ export class Transitions {
     return {
       kind: 'agent',
       node: it.node,
-      generation: tokenGeneration(await this.lockKey(), it.id, it.token),
+      generation: this.generation(await this.lockKey(), it.id, it.token),
     };
   }
 
   private async granted(rows: LockedRow[]): Promise<GrantedLock[]> {
     const key = await this.lockKey();
-    return rows.map((r) => ({ id: r.id, token: lockToken(key, r.id, r.lock_generation) }));
+    return rows.map((r) => {
+      const token = lockToken(key, r.id, r.lock_generation);
+      this.remember(r.id, token, r.lock_generation);
+      return { id: r.id, token };
+    });
   }
 
   private inTx<T>(tx: Tx | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
