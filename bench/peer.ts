@@ -7,7 +7,8 @@
 // (lockAssign, as the dispatcher's act step does for a ready instance; `--separate`: a lock statement then
 // an assign statement, the shape before), and started and completed by `--workers` agents whose reports go through
 // the store's group commit (as the API sends them). Each side: N items, from the first add to the last
-// completion, on its own database of the same server.
+// completion, on its own database of the same server. Each side's cost per item is printed too: the server's WAL
+// bytes (pg_current_wal_lsn before and after) and the CPU of PostgreSQL's processes and of this one.
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -177,8 +178,27 @@ export async function run(argv: string[]): Promise<number> {
     await admin.query('CREATE DATABASE peer_berth');
     await admin.query('CREATE DATABASE peer_graphile');
     await admin.end();
+    // WAL (the server's, both databases: one phase runs at a time) and CPU of each side, per item.
+    const wal = createPool(pg.url, 1);
+    const lsn = async () =>
+      (await wal.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]!.l;
+    const walSince = async (from: string) =>
+      (
+        await wal.query<{ d: number }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1)::float8 AS d', [
+          from,
+        ])
+      ).rows[0]!.d / args.jobs;
+    const cpuPer = (a: CpuSample, b: CpuSample) => ({
+      postgres: +(((b.postgres - a.postgres) / args.jobs) * 1e3).toFixed(4),
+      node: +(((b.bench - a.bench) / args.jobs) * 1e3).toFixed(4),
+    });
     say(`graphile-worker: ${args.jobs} jobs, concurrency ${args.workers}…`);
+    const [gLsn, gCpu] = [await lsn(), cpuSample(null, pg.pid)];
     const g = await graphile(withDatabase(pg.url, 'peer_graphile'), args.jobs, args.workers);
+    const gCost = {
+      wal_bytes: Math.round(await walSince(gLsn)),
+      cpu_ms: cpuPer(gCpu, cpuSample(null, pg.pid)),
+    };
     say(`  ${g.toFixed(0)} jobs/s`);
     say(`Berth: ${args.jobs} containers, ${args.workers} agents…`);
     const stats = args.profile ? createPool(withDatabase(pg.url, 'peer_berth'), 1) : null;
@@ -186,10 +206,12 @@ export async function run(argv: string[]): Promise<number> {
       await stats.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
       await topStatements(stats, 0);
     }
-    const before = cpuSample(null, pg.pid);
+    const [bLsn, before] = [await lsn(), cpuSample(null, pg.pid)];
     const b = await berth(withDatabase(pg.url, 'peer_berth'), args.jobs, args.workers, args.separate, () =>
-      stats ? cpuSample(null, pg.pid) : null,
+      cpuSample(null, pg.pid),
     );
+    const bCost = { wal_bytes: Math.round(await walSince(bLsn)), cpu_ms: cpuPer(before, b.cpu!) };
+    await wal.end();
     if (stats) {
       printProfile(say, 'Berth', args.jobs, before, b.cpu!, await topStatements(stats, 12));
       await printIndexUse(say, stats);
@@ -204,6 +226,10 @@ export async function run(argv: string[]): Promise<number> {
       berth_lifecycles_per_s: Math.round(b.rate),
       berth_reports_per_commit: +b.perCommit.toFixed(1),
       ratio: +(b.rate / g).toFixed(3),
+      // Per job / per lifecycle: the server's WAL, PostgreSQL's CPU and this process's (graphile-worker's
+      // worker pool, or Berth's store and the agents' loop), all under whatever else the machine ran.
+      graphile_worker_per_job: gCost,
+      berth_per_lifecycle: bCost,
       targets: { berth_lifecycles_per_s: 2000, ratio: 0.25 },
     };
     if (args.json) console.log(JSON.stringify(result, null, 2));
@@ -211,6 +237,10 @@ export async function run(argv: string[]): Promise<number> {
       console.log(`graphile-worker jobs/s:   ${result.graphile_worker_jobs_per_s}`);
       console.log(`Berth lifecycles/s:       ${result.berth_lifecycles_per_s} (target ≥ 2,000)`);
       console.log(`ratio Berth / graphile:   ${result.ratio} (target ≥ 0.25)`);
+      const cost = (c: typeof gCost) =>
+        `WAL ${c.wal_bytes} B, CPU PostgreSQL ${c.cpu_ms.postgres} ms, Node ${c.cpu_ms.node} ms`;
+      console.log(`per graphile-worker job:  ${cost(gCost)}`);
+      console.log(`per Berth lifecycle:      ${cost(bCost)}`);
     }
     return 0;
   } finally {

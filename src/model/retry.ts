@@ -60,25 +60,34 @@ export function tempBackoffMs(n: number, rng: () => number): number {
   return Math.round(Math.min(TEMP_BACKOFF_CAP_MS, raw * (0.8 + 0.4 * rng())));
 }
 
-export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => number): RetryDecision {
-  if (end.state === 'Complete' && end.exitCode === 0) {
+/**
+ * The request's course when it does not depend on the request (a success, a user's cancel): final, with
+ * the attempts it adds (its temp failures unchanged); null when decideRetry must read the request.
+ */
+export type FinalAlone = { outcome: 'success' | 'cancelled'; reason: string; attemptsAdded: 0 | 1 };
+
+export function decideAlone(end: ContainerEnd): FinalAlone | null {
+  if (end.state === 'Complete' && end.exitCode === 0)
     return {
-      kind: 'final',
       outcome: 'success',
       reason: `completed with ${describeExit(0, end.oomKilled ?? false)}`,
-      attempts: req.attempts + 1,
-      tempFailures: req.tempFailures,
+      attemptsAdded: 1,
     };
-  }
-  if (end.state === 'Cancelled' && end.failureClass === 'user') {
+  if (end.state === 'Cancelled' && end.failureClass === 'user')
+    return { outcome: 'cancelled', reason: end.reason ?? 'cancelled', attemptsAdded: 0 };
+  return null;
+}
+
+export function decideRetry(end: ContainerEnd, req: RetryState, rng: () => number): RetryDecision {
+  const alone = decideAlone(end);
+  if (alone)
     return {
       kind: 'final',
-      outcome: 'cancelled',
-      reason: end.reason ?? 'cancelled',
-      attempts: req.attempts,
+      outcome: alone.outcome,
+      reason: alone.reason,
+      attempts: req.attempts + alone.attemptsAdded,
       tempFailures: req.tempFailures,
     };
-  }
   if (req.priority === 0) {
     return {
       kind: 'final',

@@ -12,7 +12,6 @@ import type { StoreContext } from './context.js';
 import { COPY_HEADER, COPY_TRAILER, copyColumnBytes, copyTuple } from './copy-binary.js';
 import { withTx, type Queryable } from './db.js';
 import { ConflictError, NotFoundError } from './errors.js';
-import { tokenGeneration } from './secrets.js';
 import type { Transitions } from './transitions/index.js';
 import { EventRows } from './transitions/events.js';
 
@@ -48,7 +47,7 @@ export class Checkpoints {
 
   /** The Running container `c.id` on the caller's node under its current token, or why not (thrown). */
   private async holder(q: Queryable, c: CheckpointCaller): Promise<Holder> {
-    const generation = tokenGeneration(await this.t.lockKey(), c.id, c.token);
+    const generation = this.t.generation(await this.t.lockKey(), c.id, c.token);
     // FOR SHARE of the request: it cannot become Final (dropping its checkpoint) while a write is in flight.
     const r = await q.query<Holder & { ok: boolean; node_id: string | null }>(
       `SELECT c.request_id, c.instance_id, c.node_id,

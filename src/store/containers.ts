@@ -17,7 +17,7 @@ import {
   type Usage,
 } from './records.js';
 import { appendLogs } from './logs.js';
-import { lockToken, tokenGeneration } from './secrets.js';
+import { lockToken } from './secrets.js';
 import type { GrantedLock, Transitions } from './transitions/index.js';
 import { one } from './transitions/outcome.js';
 
@@ -137,7 +137,7 @@ export class Containers {
   async tokenValid(id: string, token: string): Promise<boolean> {
     const r = await this.ctx.pool.query(`SELECT node_id FROM containers WHERE id = $1`, [id]);
     if (!r.rows[0]) throw new NotFoundError(`container ${id} not found`);
-    const generation = tokenGeneration(await this.t.lockKey(), id, token);
+    const generation = this.t.generation(await this.t.lockKey(), id, token);
     const [o] = await appendLogs(this.ctx, this.ctx.pool, [
       { id, node: r.rows[0].node_id ?? '', generation, chunks: [] },
     ]);

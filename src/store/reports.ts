@@ -9,7 +9,6 @@ import { Coalescer, type CoalescerOptions } from '../lib/coalescer.js';
 import type { StoreContext } from './context.js';
 import { withRetriedTx, type Tx } from './db.js';
 import { appendLogs, type LogChunk, type LogOutcome } from './logs.js';
-import { tokenGeneration } from './secrets.js';
 import type { Ending, EndOutcome, Transitions } from './transitions/index.js';
 import { endContainers } from './transitions/end.js';
 import { startContainers } from './transitions/start.js';
@@ -53,7 +52,7 @@ export class Reports {
 
   private async commit(items: Report[]): Promise<(ReportOutcome | Error)[]> {
     const key = await this.transitions.lockKey();
-    const gen = (r: Report) => tokenGeneration(key, r.id, r.token);
+    const gen = (r: Report) => this.transitions.generation(key, r.id, r.token);
     try {
       // Only starts, each container once: one statement, no transaction around it (3 round trips → 1).
       if (items.every((r) => r.kind === 'start') && new Set(items.map((r) => r.id)).size === items.length)

@@ -6,7 +6,8 @@ import { normalizeRequest } from '../../src/model/request.js';
 import { statesFrom } from '../../src/model/transitions.js';
 import type { Store } from '../../src/store/store.js';
 import { ASSIGN_SQL } from '../../src/store/transitions/assign.js';
-import { LOCK_IDS_SQL } from '../../src/store/transitions/lock.js';
+import { END_ALONE_SQL, END_SQL } from '../../src/store/transitions/end.js';
+import { LOCK_ASSIGN_SQL, LOCK_IDS_SQL } from '../../src/store/transitions/lock.js';
 import { START_SQL } from '../../src/store/transitions/start.js';
 import { submit, testStore } from '../helpers/store.js';
 
@@ -40,12 +41,20 @@ beforeAll(async () => {
   );
 });
 
-/** The index names of a statement's plan for these parameters (EXPLAIN without ANALYZE runs nothing). */
-async function indexes(sql: string, params: unknown[]): Promise<string[]> {
-  const r = await store.ctx.pool.query(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+/**
+ * The index names of a statement's plan for these parameters (EXPLAIN without ANALYZE runs nothing); without
+ * parameters, its generic plan (what a named statement runs after its first five), and "seq scan of T" for a
+ * table read whole.
+ */
+async function indexes(sql: string, params?: unknown[]): Promise<string[]> {
+  const r = await store.ctx.pool.query(
+    `EXPLAIN (FORMAT JSON${params ? '' : ', GENERIC_PLAN'}) ${sql}`,
+    params,
+  );
   const found: string[] = [];
   const walk = (n: Record<string, unknown>) => {
     if (typeof n['Index Name'] === 'string') found.push(n['Index Name']);
+    if (n['Node Type'] === 'Seq Scan') found.push(`seq scan of ${String(n['Relation Name'])}`);
     for (const c of (n.Plans as Record<string, unknown>[] | undefined) ?? []) walk(c);
   };
   walk((r.rows[0]['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
@@ -79,5 +88,23 @@ describe('transitions by id read containers by id', () => {
     };
     for (const [name, used] of Object.entries(plans))
       for (const whole of WHOLE_SETS) expect(used, `${name} uses ${whole}`).not.toContain(whole);
+  });
+
+  it("the lifecycle's named statements, planned generically, read containers and requests by primary key", async () => {
+    // A table of some size, its statistics taken: a generic plan is chosen by its estimated cost.
+    const spec = normalizeRequest({ command: ['true'] });
+    for (let i = 0; i < 20; i++)
+      await store.requests.create(
+        'bob',
+        Array.from({ length: 1000 }, () => spec),
+      );
+    await store.ctx.pool.query('ANALYZE containers, container_requests');
+    const named = { start: START_SQL, lockAssign: LOCK_ASSIGN_SQL, end: END_SQL, endAlone: END_ALONE_SQL };
+    for (const [name, sql] of Object.entries(named)) {
+      const used = await indexes(sql);
+      expect(used, name).toContain('containers_pkey');
+      for (const whole of [...WHOLE_SETS, 'seq scan of containers', 'seq scan of container_requests'])
+        expect(used, `${name} uses ${whole}`).not.toContain(whole);
+    }
   });
 });

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTAINER_STATES, type ContainerState } from '../../src/model/types.js';
 import { ConflictError, ForbiddenError } from '../../src/store/errors.js';
 import type { Store } from '../../src/store/store.js';
+import { Transitions } from '../../src/store/transitions/index.js';
 import { dump, submit, testStore } from '../helpers/store.js';
 
 let store: Store;
@@ -142,6 +143,24 @@ describe('container state machine', () => {
     expect(await dump(store)).toBe(before2);
     await store.containers.start(c.id, c.nodeId, relock!.token);
     expect((await store.containers.get(c.id)).state).toBe('Running');
+  });
+
+  it('a per-lock token granted or checked once is remembered; a forged one, or one for another container, is still refused', async () => {
+    const [a, b] = [(await submit(store)).container_id!, (await submit(store)).container_id!];
+    const [lock] = await store.containers.lock([a], D);
+    const key = await store.transitions.lockKey();
+    const forged = `${lock!.token.split('.')[0]}.${'A'.repeat(43)}`;
+    // Twice each: the second answer comes from what the first remembered.
+    for (let i = 0; i < 2; i++) {
+      expect(store.transitions.generation(key, a, lock!.token)).toBe(1);
+      expect(store.transitions.generation(key, a, forged)).toBeNull();
+      expect(store.transitions.generation(key, b, lock!.token)).toBeNull();
+      expect(store.transitions.generation(key, a, 42)).toBeNull();
+    }
+    // Another server's transitions, which granted nothing, check the token by its HMAC: the same answers.
+    const other = new Transitions(store.ctx);
+    expect(other.generation(key, a, lock!.token)).toBe(1);
+    expect(other.generation(key, a, forged)).toBeNull();
   });
 
   it('only the lock holder unlocks', async () => {

@@ -4,9 +4,19 @@
 //     their requests (lock order everywhere: container rows, then request rows);
 //  2. after decideRetry (src/model/retry.ts, the one owner of retry rules, shared with the simulator)
 //     has decided each request: finalise some, queue the retries of the others, write every event.
+// One statement when no request needs reading (decideAlone: every item a success or a user's cancel, the
+// common batch): end, finalise the current attempts' requests and write the events together.
 import { describeExit, oomWarning } from '../../model/exit.js';
 import { newId } from '../../model/ids.js';
-import { decideRetry, grownRam, retryRunAfter, type RetryDecision } from '../../model/retry.js';
+import {
+  decideAlone,
+  decideRetry,
+  grownRam,
+  retryRunAfter,
+  type ContainerEnd,
+  type FinalAlone,
+  type RetryDecision,
+} from '../../model/retry.js';
 import { formatSize } from '../../model/units.js';
 import { statesFrom, type Actor } from '../../model/transitions.js';
 import type { FailureClass } from '../../model/types.js';
@@ -87,8 +97,9 @@ function guard(
   }
 }
 
-const END_SQL = `
-  WITH i AS (
+// $1 now, the items from $2 on (the guard's columns as guard() gives them), the states $13 and $14.
+const ENDED = `
+  i AS (
     SELECT * FROM unnest($2::text[], $3::text[], $4::int4[], $5::bool[], $6::jsonb[], $7::text[], $8::text[],
       $9::text[], $10::int4[], $11::text[], $12::text[])
       AS i(id, state, exit_code, oom, usage, failure_class, reason, g_node, g_gen, g_holder, g_owner)),
@@ -104,11 +115,29 @@ const END_SQL = `
       AND (i.g_gen IS NULL OR c.lock_generation = i.g_gen)
       AND (i.g_holder IS NULL OR c.locked_by IS NULL OR c.locked_by = i.g_holder)
       AND (i.g_owner IS NULL OR c.owner = i.g_owner)
-    RETURNING c.id, c.request_id, c.attempt, c.queued_at, c.node_id, c.state, c.spot_interruptions, c.ram)
+    RETURNING c.id, c.request_id, c.attempt, c.queued_at, c.node_id, c.state, c.spot_interruptions, c.ram)`;
+
+export const END_SQL = `
+  WITH ${ENDED}
   SELECT e.*, r.state AS request_state, r.container_id, r.priority, r.attempts, r.temp_failures,
     r.container_count_max, r.max_temp_retries, r.retry_on_failure, r.run_after, r.ram_retry_factor
   FROM ended e JOIN container_requests r ON r.id = e.request_id
   FOR UPDATE OF r`;
+
+// A batch whose every request's course is decided without reading the request (decideAlone: a success, a
+// user's cancel): the containers, their requests (the current attempt's, not yet Final) and the events of
+// the ended ones in one statement, the request rows locked by their update (containers first, as above).
+// $15–$17 the decisions by item, the events from $18 on.
+export const END_ALONE_SQL = `
+  WITH ${ENDED},
+  f AS (
+    UPDATE container_requests r SET state = 'Final', outcome = d.outcome, final_reason = d.reason,
+      attempts = r.attempts + d.added, updated_at = $1
+    FROM ended e JOIN unnest($2::text[], $15::text[], $16::text[], $17::int4[]) AS d(id, outcome, reason, added)
+      ON d.id = e.id
+    WHERE r.id = e.request_id AND r.state <> 'Final' AND r.container_id = e.id),
+  ev AS (${EventRows.INSERT_SQL(18, 'ended')})
+  SELECT id, state, node_id FROM ended`;
 
 const NEXT_SQL = `
   WITH f AS (
@@ -181,6 +210,35 @@ async function exitsAfterCancel(
   return new Set(r.rows.map((row) => row.id));
 }
 
+/** How an ending reads to the retry rules (src/model/retry.ts). */
+function containerEnd(end: Ending): ContainerEnd {
+  return {
+    state: end.state,
+    exitCode: end.state === 'Complete' ? end.exitCode : null,
+    failureClass: end.state === 'Cancelled' ? end.failureClass : null,
+    reason: end.reason ?? null,
+    oomKilled: end.state === 'Complete' && end.oomKilled,
+    retryable: end.state === 'Complete' || end.retryable !== false,
+    reclaimed: end.state === 'Cancelled' && end.reclaimed === true,
+  };
+}
+
+/** The events of a container's end: its state, and a reclaim or an OOM warning when there is one. */
+function addEndEvents(events: EventRows, id: string, end: Ending): void {
+  const retryable = end.state === 'Complete' || end.retryable !== false;
+  const what =
+    end.state === 'Complete'
+      ? `completed with ${describeExit(end.exitCode, end.oomKilled)}`
+      : `cancelled (${end.failureClass}${retryable ? '' : ', not retryable'}): ${end.reason}`;
+  events.add(id, 'state', `${end.state}: ${what}`, {
+    state: end.state,
+    ...(retryable ? {} : { retryable: false }),
+  });
+  if (end.state === 'Cancelled' && end.reclaimed) events.add(id, 'reclaim', end.reason, { reclaimed: true });
+  const warning = end.state === 'Complete' ? oomWarning(end.exitCode, end.oomKilled) : null;
+  if (warning) events.add(id, 'warning', warning, { oom_killed: true });
+}
+
 /** Ends the containers of `items` inside `tx`; see the file comment. */
 export async function endContainers(ctx: StoreContext, tx: Tx, items: EndItem[]): Promise<EndOutcome[]> {
   if (items.length === 0) return [];
@@ -188,7 +246,7 @@ export async function endContainers(ctx: StoreContext, tx: Tx, items: EndItem[])
   const batch = firstOfEach(items);
   const col = <T>(f: (it: EndItem) => T) => batch.map(f);
   const guards = batch.map((it) => guard(it.actor));
-  const ended = await tx.query<EndedRow>(END_SQL, [
+  const params = [
     now,
     col((it) => it.id),
     col((it) => it.end.state),
@@ -203,17 +261,40 @@ export async function endContainers(ctx: StoreContext, tx: Tx, items: EndItem[])
     guards.map((g) => g[3]),
     statesFrom('complete'),
     statesFrom('cancel'),
-  ]);
-  const byId = new Map(batch.map((it) => [it.id, it]));
-  const retries = await next(ctx, tx, now, ended.rows, byId);
+  ];
+  const alone = batch.map((it) => decideAlone(containerEnd(it.end)));
+  let ended: Pick<EndedRow, 'id' | 'state' | 'node_id'>[];
+  let retries = new Map<string, string>();
+  if (alone.every((d) => d !== null)) {
+    // One statement: no request needs reading to decide its course.
+    const events = new EventRows();
+    for (const it of batch) addEndEvents(events, it.id, it.end);
+    const decided = alone as FinalAlone[];
+    const r = await tx.query<Pick<EndedRow, 'id' | 'state' | 'node_id'>>({
+      name: 'berth-end-alone',
+      text: END_ALONE_SQL,
+      values: [
+        ...params,
+        decided.map((d) => d.outcome),
+        decided.map((d) => d.reason),
+        decided.map((d) => d.attemptsAdded),
+        ...events.params(),
+      ],
+    });
+    ended = r.rows;
+  } else {
+    const r = await tx.query<EndedRow>({ name: 'berth-end', text: END_SQL, values: params });
+    ended = r.rows;
+    retries = await next(ctx, tx, now, r.rows, new Map(batch.map((it) => [it.id, it])));
+  }
 
-  if (ended.rows.length > 0) onCommit(tx, () => ctx.wake.send('berth_dispatch', DISPATCH_WAKE.finish));
-  for (const row of ended.rows)
+  if (ended.length > 0) onCommit(tx, () => ctx.wake.send('berth_dispatch', DISPATCH_WAKE.finish));
+  for (const row of ended)
     if (row.state === 'Cancelled' && row.node_id) {
       const node = row.node_id;
       onCommit(tx, () => ctx.wake.send('berth_node', node));
     }
-  const done = new Map(ended.rows.map((r) => [r.id, r.state]));
+  const done = new Map(ended.map((r) => [r.id, r.state]));
   const late = await exitsAfterCancel(
     ctx,
     tx,
@@ -251,31 +332,11 @@ async function next(
   const largestRam = () => (largest ??= largestOffered(tx));
   for (const row of rows) {
     const end = items.get(row.id)!.end;
-    const retryable = end.state === 'Complete' || end.retryable !== false;
-    const what =
-      end.state === 'Complete'
-        ? `completed with ${describeExit(end.exitCode, end.oomKilled)}`
-        : `cancelled (${end.failureClass}${retryable ? '' : ', not retryable'}): ${end.reason}`;
-    events.add(row.id, 'state', `${end.state}: ${what}`, {
-      state: end.state,
-      ...(retryable ? {} : { retryable: false }),
-    });
-    if (end.state === 'Cancelled' && end.reclaimed)
-      events.add(row.id, 'reclaim', end.reason, { reclaimed: true });
-    const warning = end.state === 'Complete' ? oomWarning(end.exitCode, end.oomKilled) : null;
-    if (warning) events.add(row.id, 'warning', warning, { oom_killed: true });
+    addEndEvents(events, row.id, end);
     // An old attempt, or a request already final (cancelled between attempts): nothing more to decide.
     if (row.request_state === 'Final' || row.container_id !== row.id) continue;
     const d = decideRetry(
-      {
-        state: end.state,
-        exitCode: end.state === 'Complete' ? end.exitCode : null,
-        failureClass: end.state === 'Cancelled' ? end.failureClass : null,
-        reason: end.reason ?? null,
-        oomKilled: end.state === 'Complete' && end.oomKilled,
-        retryable,
-        reclaimed: end.state === 'Cancelled' && end.reclaimed === true,
-      },
+      containerEnd(end),
       {
         priority: row.priority,
         attempts: row.attempts,
@@ -322,28 +383,32 @@ async function next(
     });
   });
   if (events.size === 0) return new Map();
-  await tx.query(NEXT_SQL, [
-    now,
-    final.map((f) => f.id),
-    final.map((f) => f.d.outcome),
-    final.map((f) => f.d.reason),
-    final.map((f) => f.d.attempts),
-    final.map((f) => f.d.tempFailures),
-    retry.map((r) => r.row.request_id),
-    retry.map((r) => r.cid),
-    retry.map((r) => r.d.attempts),
-    retry.map((r) => r.d.tempFailures),
-    retry.map((r) => r.row.attempt + 1),
-    retry.map((r) => r.row.queued_at),
-    runAfter,
-    // A retry carries its predecessor's spot interruptions, plus one when that one was interrupted.
-    retry.map(({ row }) => {
-      const end = items.get(row.id)!.end;
-      return row.spot_interruptions + (end.state === 'Cancelled' && end.interrupted ? 1 : 0);
-    }),
-    retry.map((r) => r.ram ?? r.row.ram),
-    ...events.params(),
-  ]);
+  await tx.query({
+    name: 'berth-end-next',
+    text: NEXT_SQL,
+    values: [
+      now,
+      final.map((f) => f.id),
+      final.map((f) => f.d.outcome),
+      final.map((f) => f.d.reason),
+      final.map((f) => f.d.attempts),
+      final.map((f) => f.d.tempFailures),
+      retry.map((r) => r.row.request_id),
+      retry.map((r) => r.cid),
+      retry.map((r) => r.d.attempts),
+      retry.map((r) => r.d.tempFailures),
+      retry.map((r) => r.row.attempt + 1),
+      retry.map((r) => r.row.queued_at),
+      runAfter,
+      // A retry carries its predecessor's spot interruptions, plus one when that one was interrupted.
+      retry.map(({ row }) => {
+        const end = items.get(row.id)!.end;
+        return row.spot_interruptions + (end.state === 'Cancelled' && end.interrupted ? 1 : 0);
+      }),
+      retry.map((r) => r.ram ?? r.row.ram),
+      ...events.params(),
+    ],
+  });
   return new Map(retry.map((r) => [r.row.id, r.cid]));
 }
 

@@ -14,12 +14,19 @@ export class EventRows {
   private readonly messages: string[] = [];
   private readonly data: (string | null)[] = [];
 
-  /** The INSERT of the rows, its arrays from parameter $first on (and the time in $1). */
-  static INSERT_SQL(first: number): string {
+  /**
+   * The INSERT of the rows, its arrays from parameter $first on (and the time in $1); `of`: only the rows of
+   * the containers in that CTE (its column id), in the order they were added.
+   */
+  static INSERT_SQL(first: number, of?: string): string {
     const p = (i: number) => `$${first + i}`;
-    return `INSERT INTO container_events (container_id, at, kind, message, data)
-      SELECT e.id, $1, e.kind, e.message, e.data
-      FROM unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::jsonb[]) AS e(id, kind, message, data)`;
+    const rows = `unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::jsonb[])`;
+    return of === undefined
+      ? `INSERT INTO container_events (container_id, at, kind, message, data)
+      SELECT e.id, $1, e.kind, e.message, e.data FROM ${rows} AS e(id, kind, message, data)`
+      : `INSERT INTO container_events (container_id, at, kind, message, data)
+      SELECT e.id, $1, e.kind, e.message, e.data FROM ${rows} WITH ORDINALITY AS e(id, kind, message, data, o)
+      WHERE e.id IN (SELECT id FROM ${of}) ORDER BY e.o`;
   }
 
   get size(): number {

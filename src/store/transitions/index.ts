@@ -3,7 +3,9 @@
 // batch, records its events at the application's clock, and answers per item. The API, the dispatcher's
 // queue port (src/dispatch/pg-queue.ts), node failures (src/store/nodes.ts) and request cancels go
 // through here; the rules themselves are pure (src/model/transitions.ts, src/model/retry.ts) and shared
-// with the simulator's queue.
+// with the simulator's queue. The lifecycle's statements (lockAssign, start, end) are named: each
+// connection parses them once and, after five runs, plans them once (generic plans, chosen by cost; their
+// reads by primary key: test/store/transition-plans.test.ts), as the submission's is (src/store/requests.ts).
 //
 // | transition            | file        | shape                                                          |
 // |-----------------------|-------------|----------------------------------------------------------------|
@@ -11,7 +13,8 @@
 // | (Locked) assign       | assign.ts   | one statement                                                  |
 // | lock + assign         | lock.ts     | one statement (what a pass locks for a ready instance)         |
 // | Locked → Running      | start.ts    | one statement                                                  |
-// | → Complete/Cancelled  | end.ts      | one transaction: end + lock requests; finalise/retry + events  |
+// | → Complete/Cancelled  | end.ts      | one transaction: end + lock requests; finalise/retry + events; |
+// |                       |             | one statement when every item is a success or a user's cancel  |
 // | Locked → Queued       | requeue.ts  | one transaction: lock rows, decide, requeue; over-limit → end  |
 // | Locked → Running, moved | move.ts   | one statement: pick, move to the asking node's allocation, start |
 import { statesFrom, type Actor } from '../../model/transitions.js';
@@ -54,8 +57,13 @@ async function retried<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Tokens remembered with their generation (Transitions.generation), at most; then forgotten all at once. */
+const KNOWN_TOKENS = 20_000;
+
 export class Transitions {
   private key: Buffer | null = null;
+  /** Genuine tokens by `id token`, with their generation: granted here, or checked once (an HMAC each). */
+  private readonly known = new Map<string, number>();
 
   constructor(private readonly ctx: StoreContext) {}
 
@@ -63,6 +71,25 @@ export class Transitions {
   async lockKey(): Promise<Buffer> {
     this.key ??= await lockKey(this.ctx.pool);
     return this.key;
+  }
+
+  /**
+   * The generation a per-lock token is genuine for, or null (tokenGeneration): a token this server granted
+   * or already checked is not checked again (an agent's start and end reports carry the same one). Only
+   * genuine tokens are remembered, and a token's generation never changes, so a forged one is always checked.
+   */
+  generation(key: Buffer, id: string, token: unknown): number | null {
+    if (typeof token !== 'string') return null;
+    const known = this.known.get(`${id} ${token}`);
+    if (known !== undefined) return known;
+    const generation = tokenGeneration(key, id, token);
+    if (generation !== null) this.remember(id, token, generation);
+    return generation;
+  }
+
+  private remember(id: string, token: string, generation: number): void {
+    if (this.known.size >= KNOWN_TOKENS) this.known.clear();
+    this.known.set(`${id} ${token}`, generation);
   }
 
   /** The per-lock token for a container at a lock generation. */
@@ -111,7 +138,7 @@ export class Transitions {
   /** Locked → Running, reported by agents with their per-lock tokens. */
   async start(items: AgentItem[]): Promise<Outcome[]> {
     const key = await this.lockKey();
-    const withGen = items.map((it) => ({ ...it, generation: tokenGeneration(key, it.id, it.token) }));
+    const withGen = items.map((it) => ({ ...it, generation: this.generation(key, it.id, it.token) }));
     return retried(() => startContainers(this.ctx, this.ctx.pool, withGen));
   }
 
@@ -133,13 +160,17 @@ export class Transitions {
     return {
       kind: 'agent',
       node: it.node,
-      generation: tokenGeneration(await this.lockKey(), it.id, it.token),
+      generation: this.generation(await this.lockKey(), it.id, it.token),
     };
   }
 
   private async granted(rows: LockedRow[]): Promise<GrantedLock[]> {
     const key = await this.lockKey();
-    return rows.map((r) => ({ id: r.id, token: lockToken(key, r.id, r.lock_generation) }));
+    return rows.map((r) => {
+      const token = lockToken(key, r.id, r.lock_generation);
+      this.remember(r.id, token, r.lock_generation);
+      return { id: r.id, token };
+    });
   }
 
   private inTx<T>(tx: Tx | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {

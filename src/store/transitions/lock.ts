@@ -93,14 +93,18 @@ export async function lockAssign(
 ): Promise<LockedRow[]> {
   const once = firstOfEach(items);
   if (once.length === 0) return [];
-  const r = await q.query<LockedRow>(LOCK_ASSIGN_SQL, [
-    dispatcherId,
-    ctx.clock.now(),
-    statesFrom('lock'),
-    once.map((it) => it.id),
-    once.map((it) => it.instance),
-    once.map((it) => it.node),
-  ]);
+  const r = await q.query<LockedRow>({
+    name: 'berth-lock-assign',
+    text: LOCK_ASSIGN_SQL,
+    values: [
+      dispatcherId,
+      ctx.clock.now(),
+      statesFrom('lock'),
+      once.map((it) => it.id),
+      once.map((it) => it.instance),
+      once.map((it) => it.node),
+    ],
+  });
   wakeNodes(ctx, once, new Set(r.rows.map((row) => row.id)));
   return r.rows;
 }

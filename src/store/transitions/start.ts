@@ -35,14 +35,18 @@ export async function startContainers(
 ): Promise<Outcome[]> {
   if (items.length === 0) return [];
   const now = ctx.clock.now();
-  const r = await q.query<{ id: string }>(START_SQL, [
-    now,
-    items.map((it) => it.id),
-    items.map((it) => it.node),
-    // A token that is not genuine matches no generation: refused, and explained as stale.
-    items.map((it) => it.generation ?? -1),
-    statesFrom('start'),
-  ]);
+  const r = await q.query<{ id: string }>({
+    name: 'berth-start',
+    text: START_SQL,
+    values: [
+      now,
+      items.map((it) => it.id),
+      items.map((it) => it.node),
+      // A token that is not genuine matches no generation: refused, and explained as stale.
+      items.map((it) => it.generation ?? -1),
+      statesFrom('start'),
+    ],
+  });
   return outcomes(
     q,
     'start',
