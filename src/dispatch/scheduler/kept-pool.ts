@@ -14,7 +14,7 @@ import type { InstanceType } from '../../model/types.js';
 import { matchLists, sameList, type Match } from './kept.js';
 import type { LimitTotals, Limits } from './limits.js';
 import type { Slot } from './capacity.js';
-import { countsOwner } from './settle.js';
+import { countsOwner, settleVisits, WAITS } from './settle.js';
 import { assignments, isAssigned, type PoolView } from './pool.js';
 import { BORROW_FIELDS, type BorrowConfig, type Borrowing } from './opportunistic.js';
 import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
@@ -24,6 +24,18 @@ export interface Settled {
   kinds: Uint8Array;
   /** Containers that count for their owner (settle.ts countsOwner), by owner. */
   owned: Map<string, number>;
+  /** The indices of the containers settle gives actions or a status (settle.ts settleVisits), in order. */
+  visits: Int32Array;
+  /** The containers that wait for a place (kind WAITS), in input order: the pass's waiting list. */
+  waiting: SnapshotContainer[];
+  /** waitsBefore[i]: how many of the containers before index i wait (n + 1 of them). */
+  waitsBefore: Int32Array;
+}
+
+/** How this pass's waiting list matches the last one (`before`), from the containers' match. */
+export interface WaitMatch {
+  before: readonly SnapshotContainer[];
+  match: Match;
 }
 
 /** The last pass's pool view and what it was computed from. */
@@ -59,10 +71,25 @@ export class KeptPool {
   private version = 0;
   private last: LastView | null = null;
   /**
-   * Passes that grouped the containers anew and that updated the groups; views built and reused; passes
-   * that settled every container and those that settled the changed ones (for tests).
+   * How the waiting list that settled() gave matches the last pass's (placement.ts reads it instead of
+   * matching the two lists again); null when settled() read every container.
    */
-  readonly counts = { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 };
+  waitMatch: WaitMatch | null = null;
+  /**
+   * Passes that grouped the containers anew and that updated the groups; views built and reused; passes
+   * that settled every container and those that settled the changed ones; and the waiting lists matched
+   * from settle's match (for tests).
+   */
+  readonly counts = {
+    grouped: 0,
+    updated: 0,
+    built: 0,
+    reused: 0,
+    settledAll: 0,
+    settledChanged: 0,
+    /** Passes whose waiting list placement.ts matched by settle's match (waitMatch), not anew. */
+    waitsMatched: 0,
+  };
 
   /**
    * The containers assigned to each instance (pool.ts assignments), updated from the last pass's by the
@@ -170,13 +197,21 @@ export class KeptPool {
     const l = this.last!;
     const s = l.settled;
     const kept = s !== null && s.maxAttempts === maxAttempts ? s : null;
-    if (kept !== null && kept.containers === containers) return kept;
+    this.waitMatch = null;
+    if (kept !== null && kept.containers === containers) {
+      const n = kept.waiting.length;
+      const all = { from: n > 0 ? [0] : [], to: n > 0 ? [n] : [], shift: n > 0 ? [0] : [], added: [] };
+      this.waitMatch = { before: kept.waiting, match: all };
+      return kept;
+    }
     const updated =
       kept !== null && kept.containers === this.before && this.match !== null
         ? updateKinds(kept, this.match, containers, kindOf)
         : null;
-    if (updated !== null) this.counts.settledChanged++;
-    else this.counts.settledAll++;
+    if (updated !== null) {
+      this.counts.settledChanged++;
+      this.waitMatch = { before: kept!.waiting, match: waitingMatch(kept!, updated, this.match!) };
+    } else this.counts.settledAll++;
     l.settled = { containers, maxAttempts, ...(updated ?? settleAll(containers, kindOf)) };
     return l.settled;
   }
@@ -253,7 +288,64 @@ function settleAll(
     kinds[i] = kindOf(c);
     if (countsOwner(kinds[i]!)) owned.set(c.owner, (owned.get(c.owner) ?? 0) + 1);
   }
-  return { kinds, owned };
+  return { kinds, owned, ...lists(kinds, containers, null, null) };
+}
+
+/**
+ * The waiting list, its prefix counts and settle's visits for `kinds`; the waiting list copied run by run
+ * from `kept`'s as `m` matches them (the matched containers keep their kinds), or read from `containers`.
+ */
+function lists(
+  kinds: Uint8Array,
+  containers: readonly SnapshotContainer[],
+  kept: Settled | null,
+  m: Match | null,
+): Pick<Settled, 'visits' | 'waiting' | 'waitsBefore'> {
+  const n = kinds.length;
+  const waitsBefore = new Int32Array(n + 1);
+  let visits = 0;
+  for (let i = 0; i < n; i++) {
+    const k = kinds[i]!;
+    waitsBefore[i + 1] = waitsBefore[i]! + (k === WAITS ? 1 : 0);
+    if (settleVisits(k)) visits++;
+  }
+  const visit = new Int32Array(visits);
+  for (let i = 0, v = 0; v < visits; i++) if (settleVisits(kinds[i]!)) visit[v++] = i;
+  const waiting = new Array<SnapshotContainer>(waitsBefore[n]!);
+  if (kept === null || m === null) {
+    for (let i = 0; i < n; i++) if (kinds[i] === WAITS) waiting[waitsBefore[i]!] = containers[i]!;
+  } else {
+    // The matched runs' waiting containers are the last list's, in the same order.
+    for (let r = 0; r < m.from.length; r++) {
+      const at = waitsBefore[m.from[r]! + m.shift[r]!]!;
+      const from = kept.waitsBefore[m.from[r]!]!;
+      const to = kept.waitsBefore[m.to[r]!]!;
+      for (let k = from; k < to; k++) waiting[at + k - from] = kept.waiting[k]!;
+    }
+    for (const j of m.added) if (kinds[j] === WAITS) waiting[waitsBefore[j]!] = containers[j]!;
+  }
+  return { visits: visit, waiting, waitsBefore };
+}
+
+/** How `now`'s waiting list matches `kept`'s, when `m` matches their containers (as kept.ts matchLists would). */
+function waitingMatch(kept: Settled, now: Settled, m: Match): Match {
+  const w = { from: [] as number[], to: [] as number[], shift: [] as number[], added: [] as number[] };
+  for (let r = 0; r < m.from.length; r++) {
+    const from = kept.waitsBefore[m.from[r]!]!;
+    const to = kept.waitsBefore[m.to[r]!]!;
+    if (to === from) continue;
+    const shift = now.waitsBefore[m.from[r]! + m.shift[r]!]! - from;
+    // Runs that the containers between them did not split (no waiting one among them) are one.
+    const last = w.from.length - 1;
+    if (last >= 0 && w.to[last] === from && w.shift[last] === shift) w.to[last] = to;
+    else {
+      w.from.push(from);
+      w.to.push(to);
+      w.shift.push(shift);
+    }
+  }
+  for (const j of m.added) if (now.kinds[j] === WAITS) w.added.push(now.waitsBefore[j]!);
+  return w;
 }
 
 /**
@@ -280,7 +372,7 @@ function updateKinds(
     kinds[j] = kindOf(containers[j]!);
     if (countsOwner(kinds[j]!)) return null;
   }
-  return { kinds, owned: kept.owned };
+  return { kinds, owned: kept.owned, ...lists(kinds, containers, kept, m) };
 }
 
 /** Calls `gone(i)` for each index of the old list that `m` matched to nothing. */
