@@ -49,6 +49,7 @@ type Step =
   | { kind: 'vanish'; index: number }
   | { kind: 'borrow'; index: number; opportunistic: boolean; reclaims: boolean; usedShare: number }
   | { kind: 'start'; index: number }
+  | { kind: 'end'; index: number }
   | { kind: 'measure'; index: number; opportunistic: boolean; usedShare: number }
   | { kind: 'pool'; config: Partial<SchedulerConfig> }
   | { kind: 'estimates'; endsInMs: number | null }
@@ -161,6 +162,9 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   // The instance's record stays the same object (its list of container ids does not change): only the
   // kept groups of assigned containers say that something changed on it.
   { arbitrary: fc.record({ kind: fc.constant('start' as const), index: fc.nat() }), weight: 3 },
+  // An assigned container ended: gone, and its instance's record listed again without it (as the dispatcher
+  // does): the kept view is updated for that instance alone (kept-pool.ts updateSlots).
+  { arbitrary: fc.record({ kind: fc.constant('end' as const), index: fc.nat() }), weight: 2 },
   {
     arbitrary: fc.record({
       kind: fc.constant('measure' as const),
@@ -389,6 +393,11 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
       containers[k] = { ...containers[k]!, state: 'Running' };
       return { ...s, containers };
     }
+    case 'end': {
+      const on = s.containers.flatMap((c, k) => (c.state !== 'Queued' && c.instance !== null ? [k] : []));
+      if (on.length === 0) return s;
+      return withoutContainer(s, on[step.index % on.length]!);
+    }
     case 'measure': {
       // A Running container's use measured anew (its agent's samples), and maybe its class changed.
       const running = s.containers.flatMap((c, k) => (c.state === 'Running' ? [k] : []));
@@ -478,6 +487,7 @@ describe('incremental pass', () => {
       reused: 0,
       settledAll: 0,
       settledChanged: 0,
+      updatedView: 0,
       waitsMatched: 0,
     };
     let vacated = 0;
@@ -536,6 +546,33 @@ describe('incremental pass', () => {
     // A changed container (a new object) is a change.
     planner.plan({ ...s, containers: [{ ...s.containers[0]! }], now: new Date(NOW.getTime() + 10_000) });
     expect(planner.stats).toEqual({ full: 3, reused: 1 });
+  });
+
+  it('updates its kept pool view for the instance whose containers ended, and places by the new order', () => {
+    // Existing instances are preferred fullest first (capacity.ts compareSlots). Two containers end on the
+    // fuller one: the view is updated for that instance alone, and the one arriving goes where a full pass
+    // puts it, on the other instance, now the fuller.
+    const running = (id: string, on: string) =>
+      ctr(id, { state: 'Running', instance: on, vcpus: 1, ram: GiB });
+    const s0 = snap({
+      types: [type('t4', 4, 16, 0.4)],
+      instances: [
+        inst('i-1', 't4', 'running', { containers: ['a', 'b'] }),
+        inst('i-2', 't4', 'running', { containers: ['c'] }),
+      ],
+      containers: [running('a', 'i-1'), running('b', 'i-1'), running('c', 'i-2')],
+    });
+    const planner = new IncrementalPlanner();
+    expectSame(planner.plan(s0), plan(structuredClone(s0)));
+    const s1: Snapshot = {
+      ...s0,
+      instances: [{ ...s0.instances[0]!, containers: [] }, s0.instances[1]!],
+      containers: [s0.containers[2]!, ctr('w', { vcpus: 1, ram: GiB })],
+    };
+    const p = planner.plan(s1);
+    expectSame(p, plan(structuredClone(s1)));
+    expect(planner.poolCounts.updatedView).toBe(1);
+    expect(p.actions).toContainEqual({ op: 'start', container: 'w', instance: 'i-2' });
   });
 
   it('lends by the estimates of this pass, not by those its kept pool view was built with', () => {
