@@ -575,6 +575,38 @@ describe('incremental pass', () => {
     expect(p.actions).toContainEqual({ op: 'start', container: 'w', instance: 'i-2' });
   });
 
+  it('keeps vacating a borrower after the view was updated for another instance that moved past it', () => {
+    // i-1 holds only a borrower (vacate.ts takes it off: the instance costs more than it would pay); i-2,
+    // fuller, comes before it in slot order until its two containers end. The kept list of slots vacate
+    // looks at must follow i-1 to its new place.
+    const running = (id: string, on: string) =>
+      ctr(id, { state: 'Running', instance: on, vcpus: 1, ram: GiB });
+    const o = { ...running('o', 'i-1'), opportunistic: true };
+    const s0 = snap({
+      types: [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)],
+      config: { minBillingPeriodMs: 0, opportunisticVacate: true },
+      instances: [
+        inst('i-1', 't4', 'running', { containers: ['o'] }),
+        inst('i-2', 't4', 'running', { containers: ['a', 'b'] }),
+      ],
+      containers: [o, running('a', 'i-2'), running('b', 'i-2')],
+    });
+    const planner = new IncrementalPlanner();
+    const p0 = planner.plan(s0);
+    expectSame(p0, plan(structuredClone(s0)));
+    const vacated = (p: Plan) => p.actions.some((a) => a.op === 'cancel' && a.container === 'o');
+    expect(vacated(p0)).toBe(true);
+    const s1: Snapshot = {
+      ...s0,
+      instances: [s0.instances[0]!, { ...s0.instances[1]!, containers: [] }],
+      containers: [o],
+    };
+    const p1 = planner.plan(s1);
+    expectSame(p1, plan(structuredClone(s1)));
+    expect(planner.poolCounts.updatedView).toBe(1);
+    expect(vacated(p1)).toBe(true);
+  });
+
   it('lends by the estimates of this pass, not by those its kept pool view was built with', () => {
     // A borrower may go next to a guaranteed container on a type beyond its max_price_factor only when that
     // one is expected to outlast it (opportunistic.ts; set up as in opportunistic.test.ts). The passes

@@ -56,7 +56,13 @@ interface LastView {
   /** What its instances add to the limits. */
   totals: LimitTotals;
   /** vacate.ts's slots to look at, for this minimum billing period, from this time on. */
-  vacating: { minBillingPeriodMs: number; since: number; slots: number[] } | null;
+  vacating: {
+    minBillingPeriodMs: number;
+    since: number;
+    slots: number[];
+    /** Slots updated since (updateSlots), by id: looked at again by the next pass. */
+    recheck: Set<string>;
+  } | null;
   /** What settle (settle.ts) does with each container of `containers`, for this max_dispatch_attempts. */
   settled: (Settled & { containers: readonly SnapshotContainer[]; maxAttempts: number }) | null;
   /** The lent capacity (opportunistic.ts), for this config and these estimates. */
@@ -177,7 +183,6 @@ export class KeptPool {
         this.counts.updatedView++;
         l.groups = this.version;
         l.instances = snap.instances;
-        l.vacating = null;
         l.borrowing = null;
       }
     }
@@ -251,8 +256,10 @@ export class KeptPool {
       slot.occupants = f.count;
       return slot;
     });
+    const v = l.vacating;
     for (const slot of moved) {
-      l.slots.splice(l.slots.indexOf(slot), 1);
+      const from = l.slots.indexOf(slot);
+      l.slots.splice(from, 1);
       // Its place among the others (compareSlots is a total order: ties end on the id).
       let lo = 0;
       let hi = l.slots.length;
@@ -262,6 +269,17 @@ export class KeptPool {
         else hi = mid;
       }
       l.slots.splice(lo, 0, slot);
+      if (v !== null) {
+        // vacate's slots keep indices into the slots: those between the two places shift by one; the
+        // updated one is looked at again.
+        const kept: number[] = [];
+        for (const i of v.slots) {
+          if (i === from) continue;
+          kept.push(i > from && i <= lo ? i - 1 : i < from && i >= lo ? i + 1 : i);
+        }
+        v.slots = kept;
+        v.recheck.add(slot.id);
+      }
     }
     return true;
   }
@@ -314,11 +332,27 @@ export class KeptPool {
    * The slots vacate.ts looks at (`find()`'s, indices into the pass's slots), kept with the pool view they
    * index: a slot that it leaves out stays out as the clock moves on (vacate.ts candidates).
    */
-  vacating(now: number, minBillingPeriodMs: number, find: () => number[]): number[] {
+  vacating(
+    now: number,
+    minBillingPeriodMs: number,
+    find: () => number[],
+    looks: (slot: number) => boolean,
+  ): number[] {
     const l = this.last!;
     const v = l.vacating;
-    if (v !== null && v.minBillingPeriodMs === minBillingPeriodMs && now >= v.since) return v.slots;
-    l.vacating = { minBillingPeriodMs, since: now, slots: find() };
+    if (v !== null && v.minBillingPeriodMs === minBillingPeriodMs && now >= v.since) {
+      if (v.recheck.size > 0) {
+        // The slots updated since (updateSlots), looked at now: one left out stays out as the clock moves on.
+        for (const id of v.recheck) {
+          const i = l.slots.findIndex((x) => x.id === id);
+          if (i >= 0 && looks(i)) v.slots.push(i);
+        }
+        v.slots.sort((a, b) => a - b);
+        v.recheck.clear();
+      }
+      return v.slots;
+    }
+    l.vacating = { minBillingPeriodMs, since: now, slots: find(), recheck: new Set() };
     return l.vacating.slots;
   }
 
