@@ -2,7 +2,9 @@
 // steady snapshot and the same with one container more, alternately), for a CPU profile of them alone:
 //   npm run build && node --cpu-prof --cpu-prof-dir=/tmp/prof scripts/profile-one-change.mjs 100000 100
 //   node scripts/cpuprofile-top.mjs /tmp/prof/*.cpuprofile 25
-// Arguments: queued containers (100000), passes (40). Instances 10,000, types 50, seed 1, as the bench's.
+// Arguments: queued containers (100000), passes (40), the change (`arrival`, or `start`: one Locked
+// container assigned to an instance started, as the bench's one_start columns). Instances 10,000, types 50,
+// seed 1, as the bench's.
 import { applied, buildSnapshot, shapeContainer } from '../dist/bench/scheduler.js';
 import { seededRng } from '../dist/src/model/clock.js';
 import { IncrementalPlanner } from '../dist/src/dispatch/scheduler/incremental.js';
@@ -22,8 +24,17 @@ const args = {
 };
 const s = buildSnapshot(args);
 const steady = applied(s, plan(s));
-const arrival = shapeContainer('q-arrival', seededRng(args.seed + 7), { queuedAt: steady.now });
-const arrived = { ...steady, containers: [...steady.containers, arrival] };
+const change = process.argv[4] ?? 'arrival';
+let arrived;
+if (change === 'start') {
+  const k = steady.containers.findIndex((c) => c.state === 'Locked' && c.instance !== null);
+  const containers = [...steady.containers];
+  containers[k] = { ...containers[k], state: 'Running', startedAt: steady.now };
+  arrived = { ...steady, containers };
+} else {
+  const arrival = shapeContainer('q-arrival', seededRng(args.seed + 7), { queuedAt: steady.now });
+  arrived = { ...steady, containers: [...steady.containers, arrival] };
+}
 const planner = new IncrementalPlanner();
 planner.plan({ ...steady });
 const cpu = [];
@@ -35,6 +46,6 @@ for (let i = 0; i < passes; i++) {
 }
 cpu.sort((a, b) => a - b);
 console.log(
-  `one-change passes=${passes} cpu_median_ms=${cpu[cpu.length >> 1]} stats=${JSON.stringify(planner.stats)} ` +
-    `queue=${JSON.stringify(planner.queueCounts)}`,
+  `one-change (${change}) passes=${passes} cpu_median_ms=${cpu[cpu.length >> 1]} stats=${JSON.stringify(planner.stats)} ` +
+    `queue=${JSON.stringify(planner.queueCounts)} pool=${JSON.stringify(planner.poolCounts)}`,
 );

@@ -19,12 +19,29 @@ import { fits, typeCapacity } from './resources.js';
 /** Drains instances for the head of the queue (see the file comment). */
 export function reserveForHead(pass: Pass, head: Head, shape: Shape): void {
   const priority = head.container.priority;
-  const ready = pass.pool.slots
-    .filter((s) => s.ready && s.bin === null && s.reservedBelow === 0)
-    .sort((a, b) => a.count - b.count || (a.id < b.id ? -1 : 1));
-  const holds = (s: Slot) =>
-    shape.usableByIndex[s.typeIndex] === 1 && fits(shape.need, typeCapacity(s.type, pass.config.ramOverhead));
-  const own = ready.find(holds);
+  // The instances that may be drained, the fewest containers first (then by id): the first of them, and the
+  // first that holds the head, are found in one walk; only a spend cap needs them all in that order (a
+  // sort of 10k slots each time a head was set was a tenth of the pass after one change).
+  const candidate = (s: Slot) => s.ready && s.bin === null && s.reservedBelow === 0;
+  // Whether the head fits an instance of a type, by type index (0: not known yet, 1: fits, 2: does not).
+  const byType = new Uint8Array(pass.sortedTypes.length);
+  const holds = (s: Slot) => {
+    let h = byType[s.typeIndex]!;
+    if (h === 0) {
+      const fit =
+        shape.usableByIndex[s.typeIndex] === 1 &&
+        fits(shape.need, typeCapacity(s.type, pass.config.ramOverhead));
+      byType[s.typeIndex] = h = fit ? 1 : 2;
+    }
+    return h === 1;
+  };
+  let first: Slot | undefined;
+  let own: Slot | undefined;
+  for (const s of pass.pool.slots) {
+    if (!candidate(s)) continue;
+    if (first === undefined || fewer(s, first)) first = s;
+    if ((own === undefined || fewer(s, own)) && holds(s)) own = s;
+  }
   if (own !== undefined) {
     own.reservedBelow = priority;
     return;
@@ -32,9 +49,10 @@ export function reserveForHead(pass: Pass, head: Head, shape: Shape): void {
   // Draining for a create makes sense only if an instance may go: not below min_instances.
   if (head.block.kind !== 'global' || pass.limits.count <= pass.config.minInstances) return;
   if (head.block.what === 'count') {
-    if (ready[0] !== undefined) ready[0].reservedBelow = priority;
+    if (first !== undefined) first.reservedBelow = priority;
     return;
   }
+  const ready = pass.pool.slots.filter(candidate).sort((a, b) => (fewer(a, b) ? -1 : 1));
   const cap = pass.config.maxSpendPerHour ?? Infinity;
   let deficit = pass.limits.spend + head.type.price - cap;
   for (const s of ready) {
@@ -42,4 +60,9 @@ export function reserveForHead(pass: Pass, head: Head, shape: Shape): void {
     s.reservedBelow = priority;
     deficit -= s.type.price;
   }
+}
+
+/** Whether `a` comes before `b` in draining order: fewer containers, then the smaller id (ids are unique). */
+function fewer(a: Slot, b: Slot): boolean {
+  return a.count < b.count || (a.count === b.count && a.id < b.id);
 }

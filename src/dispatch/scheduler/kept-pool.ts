@@ -5,7 +5,9 @@
 // settle them, and all instances to view the pool, although none of that had changed; now it updates the
 // groups from the containers that arrived, changed or left (kept.ts matchLists, as the queue does), reuses
 // the last view and what hangs on it while nothing they are a function of changed, and settles only the
-// containers that arrived or changed.
+// containers that arrived or changed. When only some instances' containers changed (a start, an end: their
+// groups, and maybe their records' lists of containers), the view is updated for those instances alone
+// (updateSlots), and settle's kinds are kept with it.
 //
 // What is kept for an instance or a container is kept for its object: the dispatcher hands over the same
 // object while it is the same (dispatcher.ts `shown`, ../container-view.ts). Changing one in place between
@@ -13,9 +15,9 @@
 import type { InstanceType } from '../../model/types.js';
 import { matchLists, sameList, type Match } from './kept.js';
 import type { LimitTotals, Limits } from './limits.js';
-import type { Slot } from './capacity.js';
-import { countsOwner } from './settle.js';
-import { assignments, isAssigned, type PoolView } from './pool.js';
+import { compareSlots, type Slot } from './capacity.js';
+import { countsOwner, settleVisits, WAITS } from './settle.js';
+import { assignments, freeOn, isAssigned, unknownIds, type PoolView } from './pool.js';
 import { BORROW_FIELDS, type BorrowConfig, type Borrowing } from './opportunistic.js';
 import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
 
@@ -24,6 +26,18 @@ export interface Settled {
   kinds: Uint8Array;
   /** Containers that count for their owner (settle.ts countsOwner), by owner. */
   owned: Map<string, number>;
+  /** The indices of the containers settle gives actions or a status (settle.ts settleVisits), in order. */
+  visits: Int32Array;
+  /** The containers that wait for a place (kind WAITS), in input order: the pass's waiting list. */
+  waiting: SnapshotContainer[];
+  /** waitsBefore[i]: how many of the containers before index i wait (n + 1 of them). */
+  waitsBefore: Int32Array;
+}
+
+/** How this pass's waiting list matches the last one (`before`), from the containers' match. */
+export interface WaitMatch {
+  before: readonly SnapshotContainer[];
+  match: Match;
 }
 
 /** The last pass's pool view and what it was computed from. */
@@ -42,7 +56,13 @@ interface LastView {
   /** What its instances add to the limits. */
   totals: LimitTotals;
   /** vacate.ts's slots to look at, for this minimum billing period, from this time on. */
-  vacating: { minBillingPeriodMs: number; since: number; slots: number[] } | null;
+  vacating: {
+    minBillingPeriodMs: number;
+    since: number;
+    slots: number[];
+    /** Slots updated since (updateSlots), by id: looked at again by the next pass. */
+    recheck: Set<string>;
+  } | null;
   /** What settle (settle.ts) does with each container of `containers`, for this max_dispatch_attempts. */
   settled: (Settled & { containers: readonly SnapshotContainer[]; maxAttempts: number }) | null;
   /** The lent capacity (opportunistic.ts), for this config and these estimates. */
@@ -57,12 +77,34 @@ export class KeptPool {
   private groups = new Map<string, SnapshotContainer[]>();
   /** Bumped whenever a group changes: a view is reused only over the groups it read. */
   private version = 0;
+  /**
+   * The instances whose groups changed since the last view was made (null: all of them, the groups were
+   * made anew): a view is updated for these alone when nothing else it reads changed.
+   */
+  private dirty: Set<string> | null = new Set();
   private last: LastView | null = null;
   /**
-   * Passes that grouped the containers anew and that updated the groups; views built and reused; passes
-   * that settled every container and those that settled the changed ones (for tests).
+   * How the waiting list that settled() gave matches the last pass's (placement.ts reads it instead of
+   * matching the two lists again); null when settled() read every container.
    */
-  readonly counts = { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 };
+  waitMatch: WaitMatch | null = null;
+  /**
+   * Passes that grouped the containers anew and that updated the groups; views built and reused; passes
+   * that settled every container and those that settled the changed ones; and the waiting lists matched
+   * from settle's match (for tests).
+   */
+  readonly counts = {
+    grouped: 0,
+    updated: 0,
+    built: 0,
+    reused: 0,
+    settledAll: 0,
+    settledChanged: 0,
+    /** Views updated for the instances whose groups changed (and then reused). */
+    updatedView: 0,
+    /** Passes whose waiting list placement.ts matched by settle's match (waitMatch), not anew. */
+    waitsMatched: 0,
+  };
 
   /**
    * The containers assigned to each instance (pool.ts assignments), updated from the last pass's by the
@@ -82,13 +124,17 @@ export class KeptPool {
       this.counts.grouped++;
       this.groups = assignments(containers);
       this.version++;
+      this.dirty = null;
       return this.groups;
     }
     this.counts.updated++;
     let changed = false;
     forEachGone(m, before!.length, (i) => {
       const c = before![i]!;
-      if (isAssigned(c)) changed = this.ungroup(c) || changed;
+      if (isAssigned(c) && this.ungroup(c)) {
+        changed = true;
+        this.dirty?.add(c.instance);
+      }
     });
     for (const j of m.added) {
       const c = containers[j]!;
@@ -97,6 +143,7 @@ export class KeptPool {
       if (group === undefined) this.groups.set(c.instance, [c]);
       else group.push(c);
       changed = true;
+      this.dirty?.add(c.instance);
     }
     if (changed) this.version++;
     return this.groups;
@@ -111,15 +158,35 @@ export class KeptPool {
   view(snap: Snapshot, limits: Limits, until: (at: number) => void, build: () => PoolView): PoolView {
     const l = this.last;
     const { config } = snap;
-    if (
+    const dirty = this.dirty;
+    this.dirty = new Set();
+    const same =
       l !== null &&
-      l.groups === this.version &&
       l.types === snap.instanceTypes &&
       l.ramOverhead === config.ramOverhead &&
       l.bootTimeoutMs === config.bootTimeoutMs &&
-      snap.now.getTime() <= l.view.stableUntil &&
-      sameList(l.instances, snap.instances)
+      snap.now.getTime() <= l.view.stableUntil;
+    // The instance records that changed only in their list of containers (a start or an end: the dispatcher
+    // sets an instance's list again when its containers change).
+    const relisted = same ? relistedOnly(l.instances, snap.instances) : null;
+    // The same records in another array: the same instances.
+    if (l !== null && relisted !== null && relisted.length === 0) l.instances = snap.instances;
+    if (
+      l !== null &&
+      relisted !== null &&
+      (l.groups !== this.version || relisted.length > 0) &&
+      dirty !== null &&
+      dirty.size + relisted.length <= MAX_DIRTY
     ) {
+      // Only some instances' groups or lists changed: their slots made again, the rest of the view kept.
+      if (this.updateSlots(l, dirty, relisted, config.ramOverhead)) {
+        this.counts.updatedView++;
+        l.groups = this.version;
+        l.instances = snap.instances;
+        l.borrowing = null;
+      }
+    }
+    if (same && l !== null && l.groups === this.version && l.instances === snap.instances) {
       this.counts.reused++;
       limits.addTotals(l.totals);
       // The boot deadlines the view's pass heard (viewPool), as one: the pass keeps the earliest.
@@ -143,6 +210,78 @@ export class KeptPool {
       settled: null,
     };
     return view;
+  }
+
+  /**
+   * The last view's slots made again for the instances in `dirty` from their groups now, as viewPool would
+   * make them, each moved to its place in slot order (compareSlots); false, and nothing changed, when one of
+   * them would have no slot, or gets one (an instance that does not take work: held, draining, of a type no
+   * longer configured, or with containers the snapshot does not describe; or a new one), or is not live:
+   * then the view is made anew. Which instances are live, kept and shut down, and what they add to the
+   * limits, do not depend on the groups of an instance that has a slot.
+   */
+  private updateSlots(
+    l: LastView,
+    dirty: ReadonlySet<string>,
+    relisted: readonly SnapshotInstance[],
+    ramOverhead: number,
+  ): boolean {
+    const { view } = l;
+    const instanceOf = view.instanceOf as Map<string, SnapshotInstance>;
+    const records = new Map<string, SnapshotInstance>();
+    for (const r of relisted) {
+      // A record kept by the view (one that takes work) is replaced below; any other is not read by it.
+      if (instanceOf.has(r.id)) records.set(r.id, r);
+      else if (view.keeps.has(r.id)) return false;
+    }
+    const fresh: { at: number; free: Slot['free']; count: number }[] = [];
+    for (const id of new Set([...dirty, ...records.keys()])) {
+      const inst = records.get(id) ?? view.instanceOf.get(id);
+      if (inst === undefined) {
+        // Not live or not kept (its containers are not assigned: settle.ts): nothing of the view reads its group.
+        if (!view.keeps.has(id)) continue;
+        return false;
+      }
+      const mine = this.groups.get(id) ?? [];
+      if (unknownIds(inst.containers, mine) > 0) return false;
+      const at = l.slots.findIndex((x) => x.id === id);
+      if (at < 0) return false;
+      fresh.push({ at, free: freeOn(l.slots[at]!.type, ramOverhead, mine), count: mine.length });
+    }
+    for (const [id, r] of records) instanceOf.set(id, r);
+    const moved = fresh.map((f) => {
+      const slot = l.slots[f.at]!;
+      slot.free = f.free;
+      slot.count = f.count;
+      slot.occupants = f.count;
+      return slot;
+    });
+    const v = l.vacating;
+    for (const slot of moved) {
+      const from = l.slots.indexOf(slot);
+      l.slots.splice(from, 1);
+      // Its place among the others (compareSlots is a total order: ties end on the id).
+      let lo = 0;
+      let hi = l.slots.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (compareSlots(l.slots[mid]!, slot) < 0) lo = mid + 1;
+        else hi = mid;
+      }
+      l.slots.splice(lo, 0, slot);
+      if (v !== null) {
+        // vacate's slots keep indices into the slots: those between the two places shift by one; the
+        // updated one is looked at again.
+        const kept: number[] = [];
+        for (const i of v.slots) {
+          if (i === from) continue;
+          kept.push(i > from && i <= lo ? i - 1 : i < from && i >= lo ? i + 1 : i);
+        }
+        v.slots = kept;
+        v.recheck.add(slot.id);
+      }
+    }
+    return true;
   }
 
   /**
@@ -170,13 +309,21 @@ export class KeptPool {
     const l = this.last!;
     const s = l.settled;
     const kept = s !== null && s.maxAttempts === maxAttempts ? s : null;
-    if (kept !== null && kept.containers === containers) return kept;
+    this.waitMatch = null;
+    if (kept !== null && kept.containers === containers) {
+      const n = kept.waiting.length;
+      const all = { from: n > 0 ? [0] : [], to: n > 0 ? [n] : [], shift: n > 0 ? [0] : [], added: [] };
+      this.waitMatch = { before: kept.waiting, match: all };
+      return kept;
+    }
     const updated =
       kept !== null && kept.containers === this.before && this.match !== null
         ? updateKinds(kept, this.match, containers, kindOf)
         : null;
-    if (updated !== null) this.counts.settledChanged++;
-    else this.counts.settledAll++;
+    if (updated !== null) {
+      this.counts.settledChanged++;
+      this.waitMatch = { before: kept!.waiting, match: waitingMatch(kept!, updated, this.match!) };
+    } else this.counts.settledAll++;
     l.settled = { containers, maxAttempts, ...(updated ?? settleAll(containers, kindOf)) };
     return l.settled;
   }
@@ -185,11 +332,27 @@ export class KeptPool {
    * The slots vacate.ts looks at (`find()`'s, indices into the pass's slots), kept with the pool view they
    * index: a slot that it leaves out stays out as the clock moves on (vacate.ts candidates).
    */
-  vacating(now: number, minBillingPeriodMs: number, find: () => number[]): number[] {
+  vacating(
+    now: number,
+    minBillingPeriodMs: number,
+    find: () => number[],
+    looks: (slot: number) => boolean,
+  ): number[] {
     const l = this.last!;
     const v = l.vacating;
-    if (v !== null && v.minBillingPeriodMs === minBillingPeriodMs && now >= v.since) return v.slots;
-    l.vacating = { minBillingPeriodMs, since: now, slots: find() };
+    if (v !== null && v.minBillingPeriodMs === minBillingPeriodMs && now >= v.since) {
+      if (v.recheck.size > 0) {
+        // The slots updated since (updateSlots), looked at now: one left out stays out as the clock moves on.
+        for (const id of v.recheck) {
+          const i = l.slots.findIndex((x) => x.id === id);
+          if (i >= 0 && looks(i)) v.slots.push(i);
+        }
+        v.slots.sort((a, b) => a - b);
+        v.recheck.clear();
+      }
+      return v.slots;
+    }
+    l.vacating = { minBillingPeriodMs, since: now, slots: find(), recheck: new Set() };
     return l.vacating.slots;
   }
 
@@ -241,6 +404,42 @@ function copySlot(s: Slot, into: Slot | null): Slot {
   return into;
 }
 
+/**
+ * The records of `now` that differ from `before`'s only in their list of containers (same id at the same
+ * place, every other field equal), or null when any other field, or the list, changed.
+ */
+function relistedOnly(
+  before: readonly SnapshotInstance[],
+  now: readonly SnapshotInstance[],
+): SnapshotInstance[] | null {
+  if (before === now) return [];
+  if (before.length !== now.length) return null;
+  const out: SnapshotInstance[] = [];
+  for (let i = 0; i < now.length; i++) {
+    const a = before[i]!;
+    const b = now[i]!;
+    if (a === b) continue;
+    if (
+      a.id !== b.id ||
+      a.type !== b.type ||
+      a.state !== b.state ||
+      a.idleBehavior !== b.idleBehavior ||
+      a.stateSince.getTime() !== b.stateSince.getTime() ||
+      a.createdAt.getTime() !== b.createdAt.getTime() ||
+      a.reclaims !== b.reclaims ||
+      !sameList(a.createdFor ?? [], b.createdFor ?? []) ||
+      Object.keys(a).length !== Object.keys(b).length
+    )
+      return null;
+    out.push(b);
+    if (out.length > MAX_DIRTY) return null;
+  }
+  return out;
+}
+
+/** At most this many instances whose groups changed are updated in a kept view (kept-pool.ts updateSlots). */
+const MAX_DIRTY = 64;
+
 /** What settle does with every container, read from each. */
 function settleAll(
   containers: readonly SnapshotContainer[],
@@ -253,34 +452,96 @@ function settleAll(
     kinds[i] = kindOf(c);
     if (countsOwner(kinds[i]!)) owned.set(c.owner, (owned.get(c.owner) ?? 0) + 1);
   }
-  return { kinds, owned };
+  return { kinds, owned, ...lists(kinds, containers, null, null) };
 }
 
 /**
- * `kept`'s kinds moved as `m` moves its containers, `kindOf` only for those added; null when a container
- * counted for its owner came or went. That cannot happen under the same pool view (such a container is
- * assigned to a kept instance, so its coming or going changes the groups, and the view with them), but
- * the owners' counts are not updated here on the strength of that.
+ * The waiting list, its prefix counts and settle's visits for `kinds`; the waiting list copied run by run
+ * from `kept`'s as `m` matches them (the matched containers keep their kinds), or read from `containers`.
+ */
+function lists(
+  kinds: Uint8Array,
+  containers: readonly SnapshotContainer[],
+  kept: Settled | null,
+  m: Match | null,
+): Pick<Settled, 'visits' | 'waiting' | 'waitsBefore'> {
+  const n = kinds.length;
+  const waitsBefore = new Int32Array(n + 1);
+  let visits = 0;
+  for (let i = 0; i < n; i++) {
+    const k = kinds[i]!;
+    waitsBefore[i + 1] = waitsBefore[i]! + (k === WAITS ? 1 : 0);
+    if (settleVisits(k)) visits++;
+  }
+  const visit = new Int32Array(visits);
+  for (let i = 0, v = 0; v < visits; i++) if (settleVisits(kinds[i]!)) visit[v++] = i;
+  const waiting = new Array<SnapshotContainer>(waitsBefore[n]!);
+  if (kept === null || m === null) {
+    for (let i = 0; i < n; i++) if (kinds[i] === WAITS) waiting[waitsBefore[i]!] = containers[i]!;
+  } else {
+    // The matched runs' waiting containers are the last list's, in the same order.
+    for (let r = 0; r < m.from.length; r++) {
+      const at = waitsBefore[m.from[r]! + m.shift[r]!]!;
+      const from = kept.waitsBefore[m.from[r]!]!;
+      const to = kept.waitsBefore[m.to[r]!]!;
+      for (let k = from; k < to; k++) waiting[at + k - from] = kept.waiting[k]!;
+    }
+    for (const j of m.added) if (kinds[j] === WAITS) waiting[waitsBefore[j]!] = containers[j]!;
+  }
+  return { visits: visit, waiting, waitsBefore };
+}
+
+/** How `now`'s waiting list matches `kept`'s, when `m` matches their containers (as kept.ts matchLists would). */
+function waitingMatch(kept: Settled, now: Settled, m: Match): Match {
+  const w = { from: [] as number[], to: [] as number[], shift: [] as number[], added: [] as number[] };
+  for (let r = 0; r < m.from.length; r++) {
+    const from = kept.waitsBefore[m.from[r]!]!;
+    const to = kept.waitsBefore[m.to[r]!]!;
+    if (to === from) continue;
+    const shift = now.waitsBefore[m.from[r]! + m.shift[r]!]! - from;
+    // Runs that the containers between them did not split (no waiting one among them) are one.
+    const last = w.from.length - 1;
+    if (last >= 0 && w.to[last] === from && w.shift[last] === shift) w.to[last] = to;
+    else {
+      w.from.push(from);
+      w.to.push(to);
+      w.shift.push(shift);
+    }
+  }
+  for (const j of m.added) if (now.kinds[j] === WAITS) w.added.push(now.waitsBefore[j]!);
+  return w;
+}
+
+/**
+ * `kept`'s kinds moved as `m` moves its containers, `kindOf` only for those added, and the owners' counts
+ * less the gone and plus the added containers that count for their owner (a container that starts or ends
+ * on an instance kept in an updated view: updateSlots).
  */
 function updateKinds(
   kept: Settled & { containers: readonly SnapshotContainer[] },
   m: Match,
   containers: readonly SnapshotContainer[],
   kindOf: (c: SnapshotContainer) => number,
-): Settled | null {
-  let owners = false;
+): Settled {
+  let owned = kept.owned;
+  const count = (c: SnapshotContainer, n: number) => {
+    if (owned === kept.owned) owned = new Map(owned);
+    const k = (owned.get(c.owner) ?? 0) + n;
+    // settleAll has no entry for an owner with none.
+    if (k === 0) owned.delete(c.owner);
+    else owned.set(c.owner, k);
+  };
   forEachGone(m, kept.containers.length, (i) => {
-    owners ||= countsOwner(kept.kinds[i]!);
+    if (countsOwner(kept.kinds[i]!)) count(kept.containers[i]!, -1);
   });
-  if (owners) return null;
   const kinds = new Uint8Array(containers.length);
   for (let r = 0; r < m.from.length; r++)
     kinds.set(kept.kinds.subarray(m.from[r], m.to[r]), m.from[r]! + m.shift[r]!);
   for (const j of m.added) {
     kinds[j] = kindOf(containers[j]!);
-    if (countsOwner(kinds[j]!)) return null;
+    if (countsOwner(kinds[j]!)) count(containers[j]!, 1);
   }
-  return { kinds, owned: kept.owned };
+  return { kinds, owned, ...lists(kinds, containers, kept, m) };
 }
 
 /** Calls `gone(i)` for each index of the old list that `m` matched to nothing. */

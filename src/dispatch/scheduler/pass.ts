@@ -51,8 +51,11 @@ export class Pass {
   readonly borrowing: Borrowing;
   /** Containers assigned to each instance (Locked with an instance, or Running): pool.ts assignments. */
   readonly assigned: Map<string, SnapshotContainer[]>;
-  /** Containers that wait for a place, in input order (queueOrder sorts them). */
-  readonly waiting: SnapshotContainer[] = [];
+  /**
+   * Containers that wait for a place, in input order (queueOrder sorts them): settle's (settle.ts), which
+   * an incremental planner keeps for the next pass; nothing changes it after settle.
+   */
+  waiting: SnapshotContainer[] = [];
   readonly evictable: Placement[] = [];
   head: Head | null = null;
   /** Instances planned in this pass so far (their provisional ids are new-1, new-2, …). */

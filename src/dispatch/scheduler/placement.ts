@@ -67,12 +67,16 @@ function chooseType(pass: Pass, shape: Shape): Choice {
   };
 }
 
-/** consider()'s flags: the container is Locked; it is opportunistic; its run time is expected (aligned.ts). */
+/**
+ * consider()'s flags: the container is Locked; it is opportunistic; its run time is expected (aligned.ts);
+ * it has a name (a step for boot_budget, budget.ts).
+ */
 const LOCKED = 1;
 const OPPORTUNISTIC = 2;
 const ESTIMATED = 4;
+const NAMED = 8;
 /** facts[] packs a shape's number and the flags as number << FLAG_BITS | flags. */
-const FLAG_BITS = 3;
+const FLAG_BITS = 4;
 
 /**
  * What placeWaiting reads of each waiting container, by its index in the waiting list (input order), and
@@ -96,6 +100,8 @@ export interface WaitingFacts {
   readonly runs: Float64Array | null;
   /** How many containers have an expected run time. */
   readonly estimated: number;
+  /** How many containers have a name (NAMED). */
+  readonly named: number;
   /** The shapes by number (some may be no waiting container's any more). */
   readonly distinct: Shape[];
   readonly numberOf: Map<Shape, number>;
@@ -133,13 +139,29 @@ function readFacts(pass: Pass): WaitingFacts {
     last.runSource.estimates === source.estimates
   ) {
     const n = pass.waiting.length;
-    const m = matchLists(last.waiting, pass.waiting, Math.max(64, n >> 4));
+    const max = Math.max(64, n >> 4);
+    // settle's match of the waiting lists (kept-pool.ts), when it has one for these lists; else match them.
+    const w = kept.pool.waitMatch;
+    const derived = w !== null && w.before === last.waiting;
+    if (derived) kept.pool.counts.waitsMatched++;
+    const m = derived
+      ? differences(w.match, last.waiting.length) <= max
+        ? w.match
+        : null
+      : matchLists(last.waiting, pass.waiting, max);
     if (m !== null) out = updateFacts(pass, kept, last, m);
   }
   if (kept !== undefined) kept.counts[out === null ? 'sorted' : 'merged']++;
   out ??= buildFacts(pass, source);
   if (kept !== undefined) kept.waiting = out;
   return out;
+}
+
+/** How many elements `m` added or found gone, of a list of `before` elements. */
+function differences(m: Match, before: number): number {
+  let kept = 0;
+  for (let r = 0; r < m.from.length; r++) kept += m.to[r]! - m.from[r]!;
+  return m.added.length + before - kept;
 }
 
 /** Shapes are looked up and facts copied in input order (file comment of placeWaiting). */
@@ -151,6 +173,7 @@ function buildFacts(pass: Pass, runSource: RunSource): WaitingFacts {
     shapeOf: new Uint32Array(n),
     runs: null,
     estimated: 0,
+    named: 0,
     distinct: [],
     numberOf: new Map(),
   };
@@ -199,6 +222,7 @@ function updateFacts(pass: Pass, kept: KeptPass, last: WaitingFacts, m: Match): 
     shapeOf: spare.u32('shapeOf', n),
     runs: last.runs === null ? null : spare.f64('runs', n).fill(Infinity),
     estimated: last.estimated,
+    named: last.named,
     distinct: last.distinct,
     numberOf: last.numberOf,
   };
@@ -206,6 +230,7 @@ function updateFacts(pass: Pass, kept: KeptPass, last: WaitingFacts, m: Match): 
   for (let r = 0; r <= m.from.length; r++) {
     const gapTo = r < m.from.length ? m.from[r]! : last.waiting.length;
     if (last.runs !== null) for (let i = end; i < gapTo; i++) if (last.runs[i] !== Infinity) w.estimated--;
+    for (let i = end; i < gapTo; i++) if ((last.facts[2 * i + 1]! & NAMED) !== 0) w.named--;
     if (r === m.from.length) break;
     const [from, to, to2] = [m.from[r]!, m.to[r]!, m.from[r]! + m.shift[r]!];
     w.facts.set(last.facts.subarray(2 * from, 2 * to), 2 * to2);
@@ -236,7 +261,9 @@ function updateFacts(pass: Pass, kept: KeptPass, last: WaitingFacts, m: Match): 
 }
 
 type Mutable = {
-  -readonly [K in 'facts' | 'shapeOf' | 'runs' | 'estimated' | 'distinct' | 'numberOf']: WaitingFacts[K];
+  -readonly [
+    K in 'facts' | 'shapeOf' | 'runs' | 'estimated' | 'named' | 'distinct' | 'numberOf'
+  ]: WaitingFacts[K];
 };
 
 /** Reads what consider() needs of waiting container `c` (index i) into `w`. */
@@ -248,6 +275,10 @@ function readOne(
   c: SnapshotContainer,
 ): void {
   let flags = (c.state === 'Locked' ? LOCKED : 0) | (c.opportunistic === true ? OPPORTUNISTIC : 0);
+  if (c.name !== undefined) {
+    flags |= NAMED;
+    w.named++;
+  }
   const run = runOf === null ? null : runOf(c);
   if (run !== null) {
     w.runs ??= new Float64Array(w.shapeOf.length).fill(Infinity);
@@ -277,8 +308,8 @@ export function placeWaiting(pass: Pass): void {
   // expected) is copied too (readFacts), so that a container the limits keep waiting is not touched at
   // all in queue order. Expected run times (end_aligned's, read by pair_ends too) are looked up once
   // each; `runs` exists only when one is known, and then holds them by index (Infinity: unknown).
-  const { facts, qfacts, shapeOf, runs, distinct, queue } = readFacts(pass);
-  const placer = new Placer(pass, runs !== null);
+  const { facts, qfacts, shapeOf, runs, distinct, queue, named } = readFacts(pass);
+  const placer = new Placer(pass, runs !== null, named > 0);
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
   const alike = new Uint32Array(distinct.length);
@@ -327,14 +358,19 @@ class Placer {
   /** boot_budget: new capacity per step in proportion to its work (budget.ts). */
   private readonly budget: BootBudget | null;
 
-  /** `estimated`: some waiting container's run time is expected (else end_aligned has nothing to place). */
+  /**
+   * `estimated`: some waiting container's run time is expected (else end_aligned has nothing to place);
+   * `named`: some waiting container has a name (else boot_budget, which counts only named ones, allows
+   * all: each of its calls below is about a waiting container).
+   */
   constructor(
     private readonly pass: Pass,
     estimated: boolean,
+    named: boolean,
   ) {
     this.unavailable = (name) => pass.limits.isUnavailable(name);
     this.aligned = estimated ? EndAligned.of(pass) : null;
-    this.budget = BootBudget.of(pass);
+    this.budget = named ? BootBudget.of(pass) : null;
     if (pass.config.shareRule === 'expected')
       for (const slot of pass.capacity.slots)
         for (const id of pass.pool.instanceOf.get(slot.id)?.createdFor ?? []) this.createdFor.set(id, slot);

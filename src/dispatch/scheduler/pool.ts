@@ -3,7 +3,7 @@
 import { formatDuration } from '../../model/units.js';
 import type { InstanceType } from '../../model/types.js';
 import { compareSlots, type Slot } from './capacity.js';
-import { typeCapacity } from './resources.js';
+import { typeCapacity, type Res } from './resources.js';
 import type { Limits } from './limits.js';
 import type { Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
 
@@ -106,13 +106,7 @@ export function viewPool(
       continue;
     }
     if (held || opaque > 0) continue;
-    const free = typeCapacity(type, config.ramOverhead);
-    for (const c of mine) {
-      free.mcpu -= Math.round(c.vcpus * 1000);
-      free.ram -= c.ram;
-      free.scratch -= c.scratch;
-      free.gpus -= c.gpus;
-    }
+    const free = freeOn(type, config.ramOverhead, mine);
     instanceOf.set(inst.id, inst);
     slots.push({
       id: inst.id,
@@ -185,8 +179,20 @@ export class KeptSort<T extends { id: string }> {
     return out;
   }
 }
+/** What an instance of `type` has free with `mine` assigned to it (a slot's `free` as viewPool makes it). */
+export function freeOn(type: InstanceType, ramOverhead: number, mine: readonly SnapshotContainer[]): Res {
+  const free = typeCapacity(type, ramOverhead);
+  for (const c of mine) {
+    free.mcpu -= Math.round(c.vcpus * 1000);
+    free.ram -= c.ram;
+    free.scratch -= c.scratch;
+    free.gpus -= c.gpus;
+  }
+  return free;
+}
+
 /** How many of `ids` no container of `mine` has (no closure per id: this runs for every instance, every pass). */
-function unknownIds(ids: readonly string[], mine: readonly SnapshotContainer[]): number {
+export function unknownIds(ids: readonly string[], mine: readonly SnapshotContainer[]): number {
   let unknown = 0;
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i]!;

@@ -5,7 +5,7 @@ import { statusText } from './status.js';
 import type { SnapshotContainer } from './types.js';
 
 /** What settle does with a container (settleAs), one byte each: kept by an incremental planner. */
-const WAITS = 0;
+export const WAITS = 0;
 const KILLED = 1;
 const RUNS_HERE = 2;
 const RUNS_ELSEWHERE = 3;
@@ -34,14 +34,18 @@ export function settle(pass: Pass): void {
     }
     return;
   }
-  const { kinds, owned } = kept;
-  for (let i = 0; i < containers.length; i++) {
-    const kind = kinds[i]!;
-    if (kind === WAITS) pass.waiting.push(containers[i]!);
-    else if (kind !== RUNS_HERE && kind !== RUNS_ELSEWHERE) settleOne(pass, containers[i]!, kind);
-  }
+  // The waiting list and the containers to visit as they changed (kept-pool.ts), in input order: a pass
+  // does not step through every container again.
+  const { kinds, owned, visits, waiting } = kept;
+  pass.waiting = waiting;
+  for (let v = 0; v < visits.length; v++) settleOne(pass, containers[visits[v]!]!, kinds[visits[v]!]!);
   // Counted as they changed (kept-pool.ts), not container by container.
   for (const [owner, n] of owned) pass.owners.add(owner, n);
+}
+
+/** Whether settle gives a container of this kind actions or a status (settleOne): all but waiting and running ones. */
+export function settleVisits(kind: number): boolean {
+  return kind !== WAITS && kind !== RUNS_HERE && kind !== RUNS_ELSEWHERE;
 }
 
 /** Whether a container of this kind counts for its owner (max_running_per_user, fair sharing). */

@@ -41,7 +41,12 @@ export function vacate(pass: Pass): void {
   const { pool, config } = pass;
   const slots = pool.slots;
   // An incremental planner keeps the slots worth looking at while its pool view is the same (kept-pool.ts).
-  const look = pass.kept?.pool.vacating(pass.now, config.minBillingPeriodMs, () => candidates(pass));
+  const look = pass.kept?.pool.vacating(
+    pass.now,
+    config.minBillingPeriodMs,
+    () => candidates(pass),
+    (i) => candidate(pass, i),
+  );
   const n = look?.length ?? slots.length;
   for (let k = 0; k < n; k++) {
     const slot = slots[look === undefined ? k : look[k]!]!;
@@ -70,16 +75,20 @@ export function vacate(pass: Pass): void {
  * billing period or holding only borrowers. The others stay out of it as the clock moves.
  */
 function candidates(pass: Pass): number[] {
-  const { pool, config } = pass;
   const out: number[] = [];
-  pool.slots.forEach((slot, i) => {
-    const inst = pool.instanceOf.get(slot.id);
-    const containers = pass.assigned.get(slot.id);
-    if (!slot.ready || inst === undefined || containers === undefined) return;
-    const paid = pass.now >= inst.createdAt.getTime() + config.minBillingPeriodMs;
-    if (!paid || containers.every(mayBeVacated)) out.push(i);
-  });
+  for (let i = 0; i < pass.pool.slots.length; i++) if (candidate(pass, i)) out.push(i);
   return out;
+}
+
+/** Whether the pool's slot i is one of candidates'. */
+function candidate(pass: Pass, i: number): boolean {
+  const { pool, config } = pass;
+  const slot = pool.slots[i]!;
+  const inst = pool.instanceOf.get(slot.id);
+  const containers = pass.assigned.get(slot.id);
+  if (!slot.ready || inst === undefined || containers === undefined) return false;
+  const paid = pass.now >= inst.createdAt.getTime() + config.minBillingPeriodMs;
+  return !paid || containers.every(mayBeVacated);
 }
 
 /** What toVacate asks of every container on an instance, whatever the prices. */
