@@ -8,6 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { IncrementalPlanner } from '../../src/dispatch/scheduler/incremental.js';
+import { poolCounts } from '../../src/dispatch/scheduler/kept-pool.js';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type {
   Plan,
@@ -480,16 +481,7 @@ describe('incremental pass', () => {
     let reused = 0;
     let merged = 0;
     let sorted = 0;
-    const pool = {
-      grouped: 0,
-      updated: 0,
-      built: 0,
-      reused: 0,
-      settledAll: 0,
-      settledChanged: 0,
-      updatedView: 0,
-      waitsMatched: 0,
-    };
+    const pool = poolCounts();
     let vacated = 0;
     fc.assert(
       fc.property(snapshotArb, fc.array(stepArb, { minLength: 1, maxLength: 25 }), (first, steps) => {

@@ -69,6 +69,26 @@ interface LastView {
   borrowing: { config: BorrowConfig; estimates: RunEstimates | undefined; of: Borrowing } | null;
 }
 
+/**
+ * A kept pool's counts, all 0 (KeptPool.counts): passes that grouped the containers anew and that updated the
+ * groups; views built and reused; passes that settled every container and those that settled the changed
+ * ones; views updated per instance; waiting lists matched from settle's match (for tests).
+ */
+export function poolCounts() {
+  return {
+    grouped: 0,
+    updated: 0,
+    built: 0,
+    reused: 0,
+    settledAll: 0,
+    settledChanged: 0,
+    /** Views updated for the instances whose groups changed (and then reused). */
+    updatedView: 0,
+    /** Passes whose waiting list placement.ts matched by settle's match (waitMatch), not anew. */
+    waitsMatched: 0,
+  };
+}
+
 export class KeptPool {
   private containers: readonly SnapshotContainer[] | null = null;
   /** The last list before `containers` and how the two matched (null: not matched). */
@@ -88,23 +108,8 @@ export class KeptPool {
    * matching the two lists again); null when settled() read every container.
    */
   waitMatch: WaitMatch | null = null;
-  /**
-   * Passes that grouped the containers anew and that updated the groups; views built and reused; passes
-   * that settled every container and those that settled the changed ones; and the waiting lists matched
-   * from settle's match (for tests).
-   */
-  readonly counts = {
-    grouped: 0,
-    updated: 0,
-    built: 0,
-    reused: 0,
-    settledAll: 0,
-    settledChanged: 0,
-    /** Views updated for the instances whose groups changed (and then reused). */
-    updatedView: 0,
-    /** Passes whose waiting list placement.ts matched by settle's match (waitMatch), not anew. */
-    waitsMatched: 0,
-  };
+  /** What the passes kept and rebuilt (poolCounts). */
+  readonly counts = poolCounts();
 
   /**
    * The containers assigned to each instance (pool.ts assignments), updated from the last pass's by the
