@@ -31,7 +31,8 @@ import type { AssignItem, DispatchQueue, ItemOutcome } from './ports.js';
 import { OrderedIds } from './ordered-ids.js';
 import { StatusWriter } from './status-writer.js';
 import { learnsRunTimes } from './scheduler/durations.js';
-import { IncrementalPlanner } from './scheduler/incremental.js';
+import type { KeptPool } from './scheduler/kept-pool.js';
+import { IncrementalPlanner, type PlannerStats } from './scheduler/incremental.js';
 import { plan as realPlan } from './scheduler/plan.js';
 import type {
   Action,
@@ -72,6 +73,14 @@ export type DispatchEvent =
   | ({ kind: 'error'; at: Date; op: string; message: string; errorClass: string } & ErrorSubject);
 
 /** The ids an action concerned, carried by its `error` event. */
+/** Dispatcher.plannerStats: what the incremental planner did over the passes (scheduler/incremental.ts). */
+export interface PlannerCounts extends PlannerStats {
+  /** Full passes that merged the changed waiting containers into the kept queue order, or sorted them all. */
+  queue: { merged: number; sorted: number };
+  /** Full passes' pool side (kept-pool.ts counts): groups, pool view, settle. */
+  pool: KeptPool['counts'];
+}
+
 export interface ErrorSubject {
   container?: string;
   instance?: string;
@@ -249,9 +258,13 @@ export class Dispatcher {
     return idle ? Math.min(at, this.view.arrivalsChangeAt()) : at;
   }
 
-  /** How many passes planned in full and how many reused the last plan (scheduler/incremental.ts). */
-  get plannerStats(): { full: number; reused: number } {
-    return { ...this.planner.stats };
+  /**
+   * How many passes planned in full and how many reused the last plan, and of the full ones what they kept
+   * from the last pass: the queue order merged or sorted, the pool view reused or built, ...
+   * (scheduler/incremental.ts queueCounts, poolCounts).
+   */
+  get plannerStats(): PlannerCounts {
+    return { ...this.planner.stats, queue: this.planner.queueCounts, pool: this.planner.poolCounts };
   }
 
   constructor(private readonly o: DispatcherOptions) {

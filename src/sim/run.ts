@@ -16,7 +16,12 @@ import type { Driver } from '../cloud/driver.js';
 import { RateLimitError } from '../cloud/errors.js';
 import { SimCloud } from '../cloud/sim/sim-cloud.js';
 import { DISPATCHER_TIMERS } from '../dispatch/config.js';
-import { Dispatcher, LeaseLostError, type DispatchEvent } from '../dispatch/dispatcher.js';
+import {
+  Dispatcher,
+  LeaseLostError,
+  type DispatchEvent,
+  type PlannerCounts,
+} from '../dispatch/dispatcher.js';
 import { namedRng } from '../model/clock.js';
 import { VACATED } from '../dispatch/scheduler/vacate.js';
 import { ClaimBack, opportunisticFields, traceUse, type OpportunisticStats } from './opportunistic.js';
@@ -89,8 +94,11 @@ export interface RunStats {
   virtualMs: number;
   /** Opportunistic containers and guaranteed ones claiming capacity back (src/sim/opportunistic.ts). */
   opportunistic: OpportunisticStats;
-  /** Passes that planned in full and those that reused the last plan (scheduler/incremental.ts). */
-  planner: { full: number; reused: number };
+  /**
+   * Passes that planned in full and those that reused the last plan, and what the full ones kept from the
+   * last pass (Dispatcher.plannerStats).
+   */
+  planner: PlannerCounts;
 }
 
 export interface RunResult {
@@ -127,7 +135,12 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
     hitTimeLimit: false,
     virtualMs: 0,
     opportunistic: { submitted: 0, grew: 0, claimsBack: 0, requeued: 0, guaranteedShort: 0, vacated: 0 },
-    planner: { full: 0, reused: 0 },
+    planner: {
+      full: 0,
+      reused: 0,
+      queue: { merged: 0, sorted: 0 },
+      pool: { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 },
+    },
   };
 
   // --- when to run a pass -------------------------------------------------------------------------

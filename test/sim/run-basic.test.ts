@@ -15,6 +15,9 @@ describe('runSimulation', () => {
     // Every pass either planned in full or reused the last plan (stats.planner, docs/SIMULATOR.md).
     expect(stats.planner.full).toBeGreaterThan(0);
     expect(stats.planner.full + stats.planner.reused).toBe(stats.passes);
+    // Every full pass merged or sorted the queue and built or reused the pool view (scheduler/kept*.ts).
+    expect(stats.planner.queue.merged + stats.planner.queue.sorted).toBe(stats.planner.full);
+    expect(stats.planner.pool.built + stats.planner.pool.reused).toBe(stats.planner.full);
     expect(report.containers).toEqual({ total: 1, started: 1, completed: 1, neverStarted: 0 });
     expect(report.instances.created).toBe(1);
     expect(report.wait.p50).toBe(60);

@@ -146,7 +146,9 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     lastLine = t;
     process.stderr.write(
       `sim: ${formatDuration(p.virtualMs)} virtual, ${p.submitted}/${p.jobs} submitted, ${p.active} active, ` +
-        `${p.liveInstances} instances, ${p.passes} passes, ${((t - t0) / 1000).toFixed(0)}s\n`,
+        `${p.liveInstances} instances, ${p.passes} passes, ${((t - t0) / 1000).toFixed(0)}s` +
+        // CPU since the start (loading included): what each stretch of passes cost, even under shared load.
+        ` (${cpuSince(cpu0).toFixed(0)}s CPU)\n`,
     );
   };
   const { report, stats } = await runSimulation({
@@ -160,7 +162,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
     waitCauses: opts.waitCauses === true,
   });
   const elapsed = (performance.now() - t0) / 1000;
-  const cpu = process.cpuUsage(cpu0);
+  const cpuSeconds = cpuSince(cpu0);
   const files = writeReport(opts.out, report);
   if (opts.json) {
     process.stdout.write(
@@ -169,7 +171,7 @@ export async function runCommand(opts: SimOpts): Promise<void> {
           report,
           stats,
           seconds: r3(elapsed),
-          timings: { loadSeconds: r3(loadSeconds), cpuSeconds: r3((cpu.user + cpu.system) / 1e6) },
+          timings: { loadSeconds: r3(loadSeconds), cpuSeconds: r3(cpuSeconds) },
         },
         null,
         2,
@@ -198,4 +200,10 @@ export function compareCommand(a: string, b: string): void {
     throw new UsageError((err as Error).message);
   }
   process.stdout.write(compareReports(ra, rb));
+}
+
+/** User + system CPU seconds of this process since `from` (process.cpuUsage). */
+function cpuSince(from: NodeJS.CpuUsage): number {
+  const cpu = process.cpuUsage(from);
+  return (cpu.user + cpu.system) / 1e6;
 }
