@@ -24,6 +24,7 @@ import {
 } from '../dispatch/dispatcher.js';
 import { namedRng } from '../model/clock.js';
 import { VACATED } from '../dispatch/scheduler/vacate.js';
+import { poolCounts } from '../dispatch/scheduler/kept-pool.js';
 import { ClaimBack, opportunisticFields, traceUse, type OpportunisticStats } from './opportunistic.js';
 import type { InstanceType } from '../model/types.js';
 import { SimAgents, simBootData } from './agents.js';
@@ -139,7 +140,7 @@ export async function runSimulation(o: RunOptions): Promise<RunResult> {
       full: 0,
       reused: 0,
       queue: { merged: 0, sorted: 0 },
-      pool: { grouped: 0, updated: 0, built: 0, reused: 0, settledAll: 0, settledChanged: 0 },
+      pool: poolCounts(),
     },
   };
 
