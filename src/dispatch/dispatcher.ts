@@ -72,7 +72,6 @@ export type DispatchEvent =
   | { kind: 'create-failed'; at: Date; type: string; message: string; errorClass: string }
   | ({ kind: 'error'; at: Date; op: string; message: string; errorClass: string } & ErrorSubject);
 
-/** The ids an action concerned, carried by its `error` event. */
 /** Dispatcher.plannerStats: what the incremental planner did over the passes (scheduler/incremental.ts). */
 export interface PlannerCounts extends PlannerStats {
   /** Full passes that merged the changed waiting containers into the kept queue order, or sorted them all. */
@@ -81,6 +80,7 @@ export interface PlannerCounts extends PlannerStats {
   pool: KeptPool['counts'];
 }
 
+/** The ids an action concerned, carried by its `error` event. */
 export interface ErrorSubject {
   container?: string;
   instance?: string;

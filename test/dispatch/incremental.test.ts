@@ -9,11 +9,13 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { IncrementalPlanner } from '../../src/dispatch/scheduler/incremental.js';
 import { poolCounts } from '../../src/dispatch/scheduler/kept-pool.js';
+import { isAssigned } from '../../src/dispatch/scheduler/pool.js';
 import { plan } from '../../src/dispatch/scheduler/plan.js';
 import type {
   Plan,
   SchedulerConfig,
   Snapshot,
+  SnapshotContainer,
   SnapshotInstance,
 } from '../../src/dispatch/scheduler/types.js';
 import {
@@ -25,7 +27,18 @@ import {
 import { planToJson } from '../../src/dispatch/snapshot-json.js';
 import { VACATED } from '../../src/dispatch/scheduler/vacate.js';
 import { snapshotArb } from './arbitraries.js';
-import { applyPlan, ctr, GiB, inst, NOW, snap, type, withArrival, withoutContainer } from './builders.js';
+import {
+  ago,
+  applyPlan,
+  ctr,
+  GiB,
+  inst,
+  NOW,
+  snap,
+  type,
+  withArrival,
+  withoutContainer,
+} from './builders.js';
 
 /** One change between two passes. Parts that do not change keep their objects, as the dispatcher's view does. */
 type Step =
@@ -229,6 +242,21 @@ function withInstance(
   return { ...s, instances };
 }
 
+/** The index of the `index`-th (modulo their count) container that `is` accepts; null when none does. */
+function pick(s: Snapshot, index: number, is: (c: SnapshotContainer) => boolean): number | null {
+  const ks = s.containers.flatMap((c, k) => (is(c) ? [k] : []));
+  return ks.length === 0 ? null : ks[index % ks.length]!;
+}
+
+/** `c` classed opportunistic or not and its use measured (`usedShare` of its request) for an hour. */
+function measured(c: SnapshotContainer, m: { opportunistic: boolean; usedShare: number }): SnapshotContainer {
+  return {
+    ...c,
+    opportunistic: m.opportunistic,
+    usage: { ram: c.ram * m.usedShare, vcpus: c.vcpus * m.usedShare, observedMs: 3_600_000 },
+  };
+}
+
 let arrived = 0;
 
 /** The next snapshot: `s` changed by one step. */
@@ -340,11 +368,8 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
     }
     case 'move': {
       // An assigned container now on another instance (over-committing it maybe: the pass must cope).
-      const assigned = s.containers.flatMap((c, k) =>
-        c.instance !== null && c.state !== 'Queued' ? [k] : [],
-      );
-      if (assigned.length === 0 || s.instances.length === 0) return s;
-      const k = assigned[step.index % assigned.length]!;
+      const k = pick(s, step.index, isAssigned);
+      if (k === null || s.instances.length === 0) return s;
       const c = s.containers[k]!;
       const to = s.instances[step.to % s.instances.length]!;
       const containers = [...s.containers];
@@ -367,17 +392,11 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
     case 'borrow': {
       // An assigned container now Running as a borrower (or a guaranteed one) with its use measured, on
       // an instance that is up (running, taking work) and may reclaim.
-      const on = s.containers.flatMap((c, k) => (c.state !== 'Queued' && c.instance !== null ? [k] : []));
-      if (on.length === 0) return s;
-      const k = on[step.index % on.length]!;
+      const k = pick(s, step.index, isAssigned);
+      if (k === null) return s;
       const c = s.containers[k]!;
       const containers = [...s.containers];
-      containers[k] = {
-        ...c,
-        state: 'Running',
-        opportunistic: step.opportunistic,
-        usage: { ram: c.ram * step.usedShare, vcpus: c.vcpus * step.usedShare, observedMs: 3_600_000 },
-      };
+      containers[k] = { ...measured(c, step), state: 'Running' };
       const instances = s.instances.map((i) =>
         i.id === c.instance
           ? { ...i, state: 'running' as const, idleBehavior: 'run' as const, reclaims: step.reclaims }
@@ -387,30 +406,22 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
     }
     case 'start': {
       // The agent started a container assigned to its instance.
-      const locked = s.containers.flatMap((c, k) => (c.state === 'Locked' && c.instance !== null ? [k] : []));
-      if (locked.length === 0) return s;
-      const k = locked[step.index % locked.length]!;
+      const k = pick(s, step.index, (c) => c.state === 'Locked' && c.instance !== null);
+      if (k === null) return s;
       const containers = [...s.containers];
       containers[k] = { ...containers[k]!, state: 'Running' };
       return { ...s, containers };
     }
     case 'end': {
-      const on = s.containers.flatMap((c, k) => (c.state !== 'Queued' && c.instance !== null ? [k] : []));
-      if (on.length === 0) return s;
-      return withoutContainer(s, on[step.index % on.length]!);
+      const k = pick(s, step.index, isAssigned);
+      return k === null ? s : withoutContainer(s, k);
     }
     case 'measure': {
       // A Running container's use measured anew (its agent's samples), and maybe its class changed.
-      const running = s.containers.flatMap((c, k) => (c.state === 'Running' ? [k] : []));
-      if (running.length === 0) return s;
-      const k = running[step.index % running.length]!;
-      const c = s.containers[k]!;
+      const k = pick(s, step.index, (c) => c.state === 'Running');
+      if (k === null) return s;
       const containers = [...s.containers];
-      containers[k] = {
-        ...c,
-        opportunistic: step.opportunistic,
-        usage: { ram: c.ram * step.usedShare, vcpus: c.vcpus * step.usedShare, observedMs: 3_600_000 },
-      };
+      containers[k] = measured(s.containers[k]!, step);
       return { ...s, containers };
     }
     case 'pool':
@@ -538,6 +549,25 @@ describe('incremental pass', () => {
     // A changed container (a new object) is a change.
     planner.plan({ ...s, containers: [{ ...s.containers[0]! }], now: new Date(NOW.getTime() + 10_000) });
     expect(planner.stats).toEqual({ full: 3, reused: 1 });
+  });
+
+  it('makes its pool view anew when an instance record changed in more than its containers (its boot time)', () => {
+    // The same booting instance, but its record now says it has booted for an hour (past boot_timeout): a
+    // full pass shuts it down, so the kept view must not be updated as if only its containers changed.
+    const s0 = snap({
+      types: [type('t4', 4, 16, 0.4)],
+      instances: [inst('i-1', 't4', 'booting', { stateSince: ago(60) }), inst('i-2', 't4', 'running')],
+      containers: [],
+    });
+    const planner = new IncrementalPlanner();
+    expectSame(planner.plan(s0), plan(structuredClone(s0)));
+    const s1: Snapshot = {
+      ...s0,
+      instances: [{ ...s0.instances[0]!, stateSince: ago(3600) }, s0.instances[1]!],
+    };
+    const p = planner.plan(s1);
+    expectSame(p, plan(structuredClone(s1)));
+    expect(p.actions).toContainEqual(expect.objectContaining({ op: 'shutdown', instance: 'i-1' }));
   });
 
   it('updates its kept pool view for the instance whose containers ended, and places by the new order', () => {

@@ -334,15 +334,10 @@ export class KeptPool {
   }
 
   /**
-   * The slots vacate.ts looks at (`find()`'s, indices into the pass's slots), kept with the pool view they
-   * index: a slot that it leaves out stays out as the clock moves on (vacate.ts candidates).
+   * The slots vacate.ts looks at (those `looks` accepts, indices into the pass's slots), kept with the pool
+   * view they index: a slot that it leaves out stays out as the clock moves on (vacate.ts candidate).
    */
-  vacating(
-    now: number,
-    minBillingPeriodMs: number,
-    find: () => number[],
-    looks: (slot: number) => boolean,
-  ): number[] {
+  vacating(now: number, minBillingPeriodMs: number, looks: (slot: number) => boolean): number[] {
     const l = this.last!;
     const v = l.vacating;
     if (v !== null && v.minBillingPeriodMs === minBillingPeriodMs && now >= v.since) {
@@ -357,7 +352,9 @@ export class KeptPool {
       }
       return v.slots;
     }
-    l.vacating = { minBillingPeriodMs, since: now, slots: find(), recheck: new Set() };
+    const slots: number[] = [];
+    for (let i = 0; i < l.slots.length; i++) if (looks(i)) slots.push(i);
+    l.vacating = { minBillingPeriodMs, since: now, slots, recheck: new Set() };
     return l.vacating.slots;
   }
 
@@ -424,22 +421,30 @@ function relistedOnly(
     const a = before[i]!;
     const b = now[i]!;
     if (a === b) continue;
-    if (
-      a.id !== b.id ||
-      a.type !== b.type ||
-      a.state !== b.state ||
-      a.idleBehavior !== b.idleBehavior ||
-      a.stateSince.getTime() !== b.stateSince.getTime() ||
-      a.createdAt.getTime() !== b.createdAt.getTime() ||
-      a.reclaims !== b.reclaims ||
-      !sameList(a.createdFor ?? [], b.createdFor ?? []) ||
-      Object.keys(a).length !== Object.keys(b).length
-    )
-      return null;
+    if (!sameButContainers(a, b)) return null;
     out.push(b);
     if (out.length > MAX_DIRTY) return null;
   }
   return out;
+}
+
+/**
+ * Whether two records of an instance are equal in every field but their list of containers (dates by time,
+ * lists item by item); any other kind of value counts as changed (the view is then made anew).
+ */
+function sameButContainers(a: SnapshotInstance, b: SnapshotInstance): boolean {
+  const keys = Object.keys(b) as (keyof SnapshotInstance)[];
+  if (Object.keys(a).length !== keys.length) return false;
+  for (const k of keys) {
+    if (k === 'containers') continue;
+    const x: unknown = a[k];
+    const y: unknown = b[k];
+    if (x === y) continue;
+    if (x instanceof Date && y instanceof Date) {
+      if (x.getTime() !== y.getTime()) return false;
+    } else if (!(Array.isArray(x) && Array.isArray(y) && sameList(x, y))) return false;
+  }
+  return true;
 }
 
 /** At most this many instances whose groups changed are updated in a kept view (kept-pool.ts updateSlots). */

@@ -41,12 +41,7 @@ export function vacate(pass: Pass): void {
   const { pool, config } = pass;
   const slots = pool.slots;
   // An incremental planner keeps the slots worth looking at while its pool view is the same (kept-pool.ts).
-  const look = pass.kept?.pool.vacating(
-    pass.now,
-    config.minBillingPeriodMs,
-    () => candidates(pass),
-    (i) => candidate(pass, i),
-  );
+  const look = pass.kept?.pool.vacating(pass.now, config.minBillingPeriodMs, (i) => candidate(pass, i));
   const n = look?.length ?? slots.length;
   for (let k = 0; k < n; k++) {
     const slot = slots[look === undefined ? k : look[k]!]!;
@@ -70,17 +65,10 @@ export function vacate(pass: Pass): void {
 }
 
 /**
- * The indices of the pool's slots that vacate may act on or hear the clock from, in this pass or a later
- * one with the same pool view and a later clock: ready, with assigned containers, and still within the
- * billing period or holding only borrowers. The others stay out of it as the clock moves.
+ * Whether vacate may act on the pool's slot i or hear the clock from it, in this pass or a later one with the
+ * same pool view and a later clock: ready, with assigned containers, and still within the billing period
+ * or holding only borrowers. The others stay out of it as the clock moves (kept-pool.ts vacating).
  */
-function candidates(pass: Pass): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < pass.pool.slots.length; i++) if (candidate(pass, i)) out.push(i);
-  return out;
-}
-
-/** Whether the pool's slot i is one of candidates'. */
 function candidate(pass: Pass, i: number): boolean {
   const { pool, config } = pass;
   const slot = pool.slots[i]!;

@@ -335,8 +335,9 @@ async function next(
     addEndEvents(events, row.id, end);
     // An old attempt, or a request already final (cancelled between attempts): nothing more to decide.
     if (row.request_state === 'Final' || row.container_id !== row.id) continue;
+    const facts = containerEnd(end);
     const d = decideRetry(
-      containerEnd(end),
+      facts,
       {
         priority: row.priority,
         attempts: row.attempts,
@@ -350,11 +351,6 @@ async function next(
     if (d.kind === 'final') final.push({ id: row.request_id, d });
     else {
       // grownRam owns the rule; the largest offered type is read only when the request would grow.
-      const facts = {
-        state: end.state,
-        exitCode: end.state === 'Complete' ? end.exitCode : null,
-        oomKilled: end.state === 'Complete' && end.oomKilled,
-      };
       const factor = row.ram_retry_factor;
       const ram =
         grownRam(facts, Number(row.ram), factor, null) === null

@@ -21,12 +21,9 @@ export class EventRows {
   static INSERT_SQL(first: number, of?: string): string {
     const p = (i: number) => `$${first + i}`;
     const rows = `unnest(${p(0)}::text[], ${p(1)}::text[], ${p(2)}::text[], ${p(3)}::jsonb[])`;
-    return of === undefined
-      ? `INSERT INTO container_events (container_id, at, kind, message, data)
-      SELECT e.id, $1, e.kind, e.message, e.data FROM ${rows} AS e(id, kind, message, data)`
-      : `INSERT INTO container_events (container_id, at, kind, message, data)
-      SELECT e.id, $1, e.kind, e.message, e.data FROM ${rows} WITH ORDINALITY AS e(id, kind, message, data, o)
-      WHERE e.id IN (SELECT id FROM ${of}) ORDER BY e.o`;
+    const only = of === undefined ? '' : `WHERE e.id IN (SELECT id FROM ${of}) ORDER BY e.o`;
+    return `INSERT INTO container_events (container_id, at, kind, message, data)
+      SELECT e.id, $1, e.kind, e.message, e.data FROM ${rows} WITH ORDINALITY AS e(id, kind, message, data, o) ${only}`;
   }
 
   get size(): number {
