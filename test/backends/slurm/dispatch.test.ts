@@ -215,11 +215,16 @@ describe('slurm backend', () => {
       [...high, ...low].map((id) => w.container(id, (c) => c.state === 'Complete', 120_000, 'complete')),
     );
     // The blockers' jobs, their containers cancelled, keep their CPUs and take the waiting containers one by one
-    // (allocation reuse, docs/SLURM.md) in Berth's order, so every high one starts before any low one (no
-    // SLURM pass starts a job of theirs meanwhile: the CPUs stay taken until nothing is left).
-    const started = (ids: string[]) =>
-      done.filter((c) => ids.includes(c.id)).map((c) => Date.parse(c.started_at!));
-    expect(Math.max(...started(high))).toBeLessThanOrEqual(Math.min(...started(low)));
+    // (allocation reuse, docs/SLURM.md) in Berth's order (no SLURM pass starts a job of theirs meanwhile: the
+    // CPUs stay taken until nothing is left). The three jobs pick at once: a low container is picked only
+    // while no high one waits unpicked (move.ts: FOR UPDATE SKIP LOCKED in that order), but a high one picked
+    // in the same moment may carry a later start time (each pick's time is read before its statement). So
+    // every high one started before any low one finished; in FIFO order the lows would run first.
+    const times = (ids: string[], at: (c: ContainerView) => string | null) =>
+      done.filter((c) => ids.includes(c.id)).map((c) => Date.parse(at(c)!));
+    expect(Math.max(...times(high, (c) => c.started_at))).toBeLessThanOrEqual(
+      Math.min(...times(low, (c) => c.finished_at)),
+    );
   });
 
   test(
