@@ -311,7 +311,7 @@ export class ContainerRunner {
         this.restoredCheckpoint = `whole state not resumed (starting afresh): the checkpoint was ${restored.wholeState === null ? 'written by the container itself' : `saved whole by the ${restored.wholeState} runtime`}, not saved whole by the ${runtime.name} runtime`;
       } else if (restored?.restored) {
         const t0 = performance.now();
-        const handle = await way.whole.restore(spec.id, spec.workDir, way.dir);
+        const handle = await way.whole.restore(spec, way.dir);
         this.restoredCheckpoint = `${this.restoredCheckpoint ?? 'checkpoint restored'}; resumed from its whole state where it stood in ${Math.round(performance.now() - t0)} ms`;
         return handle;
       }

@@ -94,7 +94,7 @@ runtimeConformance(wrapped, null, noRoot, {
 });
 
 describe("process checkpoints' record and restore errors", () => {
-  const good = { workDir: '/w/old', root: 4242, limits: { vcpus: 0.5, ram: 1 << 28 } };
+  const good = { workDir: '/w/old', root: 4242 };
   const recordOf = (text: string | null) => recordIn(checkpointRecord, 'process.json', text, temp);
 
   it('accepts what save() writes and names the field that is wrong', async () => {
@@ -109,12 +109,6 @@ describe("process checkpoints' record and restore errors", () => {
     );
     expect(await recordOf(JSON.stringify({ ...good, root: 0 }))).toBe(
       'checkpoint: process.json root: expected a pid, got 0',
-    );
-    expect(await recordOf(JSON.stringify({ ...good, limits: { vcpus: 1 } }))).toBe(
-      'checkpoint: process.json limits: expected {vcpus, ram}, got {"vcpus":1}',
-    );
-    expect(await recordOf(JSON.stringify({ ...good, limits: { vcpus: 0, ram: 1 } }))).toBe(
-      'checkpoint: process.json limits: expected {vcpus, ram}, got {"vcpus":0,"ram":1}',
     );
   });
 

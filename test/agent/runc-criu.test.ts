@@ -12,6 +12,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { RUNC_CRIU_NETWORK, RuncRuntime } from '../../src/agent/runtimes/runc.js';
 import { runcCheckpointRecord, runcError } from '../../src/agent/runtimes/runc-criu.js';
 import { readRunState } from '../../src/agent/runtimes/shim.js';
+import type { RunSpec } from '../../src/agent/runtimes/types.js';
 import { itIf } from '../helpers/needs.js';
 import { runtimeConformance } from './conformance.js';
 import {
@@ -216,7 +217,7 @@ describe('runc whole state where runc cannot checkpoint (a stand-in criu)', () =
           workDir: '/nonexistent/old-work-dir',
           cgroup: `berth/${old.id}`,
           image: TEST_ROOTFS_TAR,
-          args: ['/bin/sh'],
+          args: ['/bin/true'],
           env: {},
           cwd: '/',
           vcpus: 1,
@@ -224,7 +225,21 @@ describe('runc whole state where runc cannot checkpoint (a stand-in criu)', () =
           network: 'host',
         }),
       );
-      const err = await whole.restore(s.id, s.workDir, dir).then(
+      // A checkpoint of another image or command than the attempt's is refused before anything is made.
+      const refused = (x: RunSpec) =>
+        whole.restore(x, dir).then(
+          () => null,
+          (e: Error) => e.message,
+        );
+      const other = await spec(TEST_ROOTFS_TAR, ['/bin/false']);
+      expect(await refused(other)).toBe(
+        'checkpoint: saved running ["/bin/true"], this attempt runs ["/bin/false"]',
+      );
+      expect(await refused({ ...other, command: ['/bin/true'], image: '/elsewhere/rootfs.tar' })).toBe(
+        `checkpoint: saved from the image ${TEST_ROOTFS_TAR}, this attempt runs /elsewhere/rootfs.tar`,
+      );
+      expect(await leftovers()).toEqual([]);
+      const err = await whole.restore(s, dir).then(
         () => null,
         (e: Error) => e.message,
       );
@@ -236,7 +251,7 @@ describe('runc whole state where runc cannot checkpoint (a stand-in criu)', () =
       await waitForOutput(taken, 'ready');
       const s1 = await spec(TEST_ROOTFS_TAR, ['/bin/true']);
       expect(
-        await whole.restore(s1.id, s1.workDir, dir).then(
+        await whole.restore(s1, dir).then(
           () => null,
           (e: Error) => e.message,
         ),
@@ -251,7 +266,7 @@ describe('runc whole state where runc cannot checkpoint (a stand-in criu)', () =
       );
       const s2 = await spec(TEST_ROOTFS_TAR, ['/bin/true']);
       expect(
-        await whole.restore(s2.id, s2.workDir, dir).then(
+        await whole.restore(s2, dir).then(
           () => null,
           (e: Error) => e.message,
         ),

@@ -73,24 +73,29 @@ describe('vm runtime refusals', () => {
   });
 
   itIf(typeof guest === 'string' ? guest : null)(
-    'refuses to resume a checkpoint it cannot (not a vm one, a bad shape, another guest build), naming why, starting nothing',
+    'refuses to resume a checkpoint it cannot (not a vm one, a bad shape, not the shape its request makes, another guest build), naming why, starting nothing',
     async () => {
-      const workDir = await makeWorkDir();
+      const s = await spec(null, ['true'], { ram: 64 * MiB });
+      const { workDir } = s;
       const ckpt = await makeWorkDir();
-      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+      await expect(runtime.wholeState.restore(s, ckpt)).rejects.toThrow(
         'checkpoint: machine.json missing (not a vm checkpoint)',
       );
       const shape = { memoryMiB: 224, cpus: 1, accel: 'tcg', build: '0123456789abcdef' };
       await writeFile(join(ckpt, 'machine.json'), JSON.stringify({ ...shape, cpus: 0 }));
-      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+      await expect(runtime.wholeState.restore(s, ckpt)).rejects.toThrow(
         'checkpoint: machine.json cpus: expected an integer 1..1024, got 0',
       );
       await writeFile(join(ckpt, 'machine.json'), JSON.stringify({ ...shape, accel: 'hvf' }));
-      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+      await expect(runtime.wholeState.restore(s, ckpt)).rejects.toThrow(
         'checkpoint: machine.json accel: expected tcg or kvm, got "hvf"',
       );
       await writeFile(join(ckpt, 'machine.json'), JSON.stringify(shape));
-      await expect(runtime.wholeState.restore('c-bad', workDir, ckpt)).rejects.toThrow(
+      // The attempt asks for more memory than the saved guest has (its request grew): started afresh.
+      await expect(runtime.wholeState.restore({ ...s, ram: 128 * MiB }, ckpt)).rejects.toThrow(
+        "checkpoint: saved as a guest of 224 MiB and 1 CPUs, this attempt's request makes one of 288 MiB and 1 CPUs",
+      );
+      await expect(runtime.wholeState.restore(s, ckpt)).rejects.toThrow(
         /^checkpoint: a guest of build 0123456789abcdef cannot resume on this instance's guest image \(build [0-9a-f]{16}\)$/,
       );
       expect(existsSync(join(workDir, 'run.json'))).toBe(false);
@@ -179,7 +184,7 @@ describe('vm runtime checkpoint', () => {
       // "Another instance": a new work dir, the checkpoint moved there as a directory.
       const b = await makeWorkDir();
       const t0 = performance.now();
-      const hb = track(await runtime.restore(a.id, b, ckpt));
+      const hb = track(await runtime.restore({ ...a, workDir: b }, ckpt));
       const restoreMs = performance.now() - t0;
       const [out, info] = await Promise.all([collect(hb), hb.wait()]);
       expect(info.exitCode).toBe(5);

@@ -3,12 +3,14 @@
 // and restored through wholeState.restore in another work dir, its old one gone (as on another instance);
 // then saved and restored once more. The old handles report the checkpoint (not a kill); the output of the
 // three runs is exactly 1..N, with no restart; the exit code is the command's own (5), which only the
-// wrapper inside the dumped tree knows. A restore of the first checkpoint while its restored tree runs
+// wrapper inside the dumped tree knows; the restored tree's cgroup has its own attempt's (larger) memory
+// limit. A restore of the first checkpoint while its restored tree runs
 // fails (its pids are taken) and cleans up.
 import assert from 'node:assert/strict';
 import { lstat, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CGROUP_PARENT, CGROUP_ROOT } from '../../src/agent/runtimes/cgroup.js';
 import { ProcessRuntime } from '../../src/agent/runtimes/process.js';
 import type { RunHandle } from '../../src/agent/runtimes/types.js';
 import { TIME_SCALE, type Measured } from '../agent/cases.js';
@@ -71,15 +73,24 @@ export async function criuProcessCase(): Promise<Measured> {
     await waitFor(async () => (await lines(join(w(1), 'stdout'))).length >= 5, ms, 'the count to reach 5');
     const one = await saveFrozen(first, w(1), join(dir, 'checkpoint-1'));
     const t0 = performance.now();
-    const second = await whole.restore('criu-process-2', w(2), join(dir, 'checkpoint-1'));
+    // The next attempt asks for more memory: the restored tree's cgroup has that attempt's limit.
+    const grown = { ...spec, id: 'criu-process-2', workDir: w(2), ram: 320 * 1024 * 1024 };
+    const second = await whole.restore(grown, join(dir, 'checkpoint-1'));
     const restoreMs = performance.now() - t0;
+    assert.equal(
+      Number(await readFile(join(CGROUP_ROOT, CGROUP_PARENT, grown.id, 'memory.max'), 'utf8')),
+      grown.ram,
+      "the restored tree's memory.max (its own attempt's request)",
+    );
     assert.equal(await gone(w(1)), 'gone', 'the symlink at the old work dir after the restore');
     // Its pids are taken now: another restore of the same checkpoint fails, naming criu's error, and
     // leaves nothing behind (no cgroup: the guest's harness checks; no symlink at the old path).
-    const refused = await whole.restore('criu-process-3', w(3), join(dir, 'checkpoint-1')).then(
-      () => 'restored',
-      (err: Error) => err.message,
-    );
+    const refused = await whole
+      .restore({ ...spec, id: 'criu-process-3', workDir: w(3) }, join(dir, 'checkpoint-1'))
+      .then(
+        () => 'restored',
+        (err: Error) => err.message,
+      );
     assert.match(refused, /^criu restore failed: /, 'a restore whose pids are taken');
     assert.equal(await gone(w(1)), 'gone', 'the symlink after a failed restore');
     // The restored container is saved again (its files now in w2) and restored in a third work dir.
@@ -89,7 +100,10 @@ export async function criuProcessCase(): Promise<Measured> {
       'the restored count to go on by 3',
     );
     const two = await saveFrozen(second, w(2), join(dir, 'checkpoint-2'));
-    const third = await whole.restore('criu-process-4', w(4), join(dir, 'checkpoint-2'));
+    const third = await whole.restore(
+      { ...spec, id: 'criu-process-4', workDir: w(4) },
+      join(dir, 'checkpoint-2'),
+    );
     const info = await third.wait();
     const after = await lines(join(w(4), 'stdout'));
     assert.equal(info.exitCode, 5, `the restored run's exit code (${JSON.stringify(info)})`);

@@ -5,7 +5,7 @@
 // work dir, its old one gone (as on another instance); then saved and restored once more. The old handles
 // report the checkpoint (not a kill); the output of the three runs is exactly 1..N on both streams, with
 // no restart; the file in the writable layer holds 1..N; the exit code is the command's own (5); each
-// restored container is in its own new cgroup with its own memory limit. A save that runc cannot write
+// restored container is in its own new cgroup with its own attempt's memory limit (each asks for more). A save that runc cannot write
 // fails naming runc's error, and the container runs on unchanged.
 import assert from 'node:assert/strict';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -56,7 +56,8 @@ export async function criuRuncCase(): Promise<Measured> {
           '-c',
           `exec 3>>/count; i=0; while [ $i -lt ${N} ]; do i=$((i+1)); echo $i; echo e$i >&2; echo $i >&3; sleep 0.1; done; exit 5`,
         ],
-        { ram: RAM },
+        // Each attempt asks for more memory than the last: a restore takes its own attempt's limit.
+        { ram: RAM + i * 16 * 1024 * 1024 },
       ),
     );
   const [s1, s2, s3] = specs as [RunSpec, RunSpec, RunSpec];
@@ -73,10 +74,10 @@ export async function criuRuncCase(): Promise<Measured> {
   };
   const restoreAs = async (s: RunSpec, from: string) => {
     const t0 = performance.now();
-    const h = track(await whole.restore(s.id, s.workDir, from));
+    const h = track(await whole.restore(s, from));
     const restoreMs = performance.now() - t0;
     const cg = await cgroupOf(s.id);
-    assert.equal(cg.max, RAM, "the restored container's memory.max");
+    assert.equal(cg.max, s.ram, "the restored container's memory.max (its own attempt's request)");
     assert.ok(cg.procs > 0, 'the restored container is in its new cgroup');
     await rm(from, { recursive: true, force: true });
     return { h, restoreMs };

@@ -22,7 +22,6 @@ import {
   criuError,
   isAbsolutePath,
   isPositiveInteger,
-  isPositiveNumber,
   readCheckpointRecord,
 } from './criu.js';
 import { diskUsage } from './du.js';
@@ -38,7 +37,7 @@ const RESTORE_LOG = 'criu-restore.log';
 /** What a start or restore in a work dir removes first (clearRunFiles). */
 export const CRIU_RUN_FILES = [CRIU_ROOT_FILE, CODE_FILE, RESTORED_FILE, RESTORE_LOG] as const;
 
-/** In the checkpoint directory: where the container ran and with which limits; CRIU's images; its scratch. */
+/** In the checkpoint directory: where the container ran; CRIU's images; its scratch. */
 const RECORD = 'process.json';
 const IMAGES = 'images';
 const SCRATCH = 'scratch';
@@ -72,7 +71,7 @@ export function criuWrapped(command: string[], workDir: string): string[] {
   return ['/bin/sh', '-c', WRAPPER, 'berth-criu', workDir, ...command];
 }
 
-/** The limits a restore's cgroup gets (recorded in run.json's extra at the start). */
+/** A CRIU start's limits (run.json's extra; a restore's cgroup gets its own attempt's: WholeState.restore). */
 export interface Limits {
   vcpus: number;
   ram: number;
@@ -82,7 +81,6 @@ export interface Limits {
 interface SavedRecord {
   workDir: string;
   root: number;
-  limits: Limits;
 }
 
 /**
@@ -103,7 +101,7 @@ export async function saveProcess(
   if (!(root > 0) || !extra.limits)
     throw new Error(`${handle.id} was not started for CRIU (no ${CRIU_ROOT_FILE} or limits)`);
   await mkdir(join(dir, IMAGES), { recursive: true });
-  const rec: SavedRecord = { workDir, root, limits: JSON.parse(extra.limits) as Limits };
+  const rec: SavedRecord = { workDir, root };
   await writeFile(join(dir, RECORD), JSON.stringify(rec));
   await cp(join(workDir, 'scratch'), join(dir, SCRATCH), { recursive: true, preserveTimestamps: true });
   await handle.movedTo(dir);
@@ -137,13 +135,6 @@ export function checkpointRecord(dir: string): Promise<SavedRecord> {
   return readCheckpointRecord<SavedRecord>(dir, RECORD, 'process', {
     workDir: [isAbsolutePath, 'an absolute path'],
     root: [isPositiveInteger, 'a pid'],
-    limits: [
-      (l) => {
-        const { vcpus, ram } = (l ?? {}) as Partial<Limits>;
-        return isPositiveNumber(vcpus) && isPositiveInteger(ram);
-      },
-      '{vcpus, ram}',
-    ],
   });
 }
 

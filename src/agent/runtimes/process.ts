@@ -100,7 +100,7 @@ export class ProcessRuntime implements Runtime {
         const criu = this.criuPath!;
         this.wholeState = {
           save: (handle, dir) => saveProcess(handle, dir, { criu, timeoutMs: this.criuTimeoutMs }),
-          restore: (id, workDir, dir) => this.restore(id, workDir, dir),
+          restore: (spec, dir) => this.restore(spec, dir),
         };
       }
       return why;
@@ -228,17 +228,20 @@ export class ProcessRuntime implements Runtime {
   }
 
   /**
-   * Resumes a container saved by wholeState.save (process-criu.ts) as `id` in `workDir`: its cgroup as a
-   * start makes it, the shim running `criu restore` in the foreground, run.json as for a start (so a new
-   * agent re-attaches to it). Resolves once the tree runs on; throws, leaving nothing behind, when criu
-   * could not restore it (a pid taken here, another kernel).
+   * Resumes a container saved by wholeState.save (process-criu.ts) as `spec`'s, in its work dir: its cgroup
+   * as a start makes it (with `spec`'s limits, not the saved run's), the shim running `criu restore` in the
+   * foreground, run.json as for a start (so a new agent re-attaches to it). Resolves once the tree runs on;
+   * throws, leaving nothing behind, when criu could not restore it (a pid taken here, another kernel).
    */
-  private async restore(id: string, workDir: string, dir: string): Promise<RunHandle> {
+  private async restore(spec: RunSpec, dir: string): Promise<RunHandle> {
+    validateSpec(spec);
+    const { id, workDir } = spec;
     const why = await this.probeWholeState();
     if (why) throw new RuntimeTransientError(this.name, `no CRIU whole state: ${why}`);
     const rec = await checkpointRecord(dir);
+    const limits: Limits = { vcpus: spec.vcpus, ram: spec.ram };
     const startedAt = Date.now();
-    const { cgroup, warning } = await this.runDir(id, workDir, rec.limits);
+    const { cgroup, warning } = await this.runDir(id, workDir, limits);
     let setup: Awaited<ReturnType<typeof restoreSetup>> | null = null;
     let handle: ShimHandle | null = null;
     try {
@@ -259,7 +262,7 @@ export class ProcessRuntime implements Runtime {
         // The shim's child and grandchild are the restore's wrapper and criu: signals skip them.
         sandboxed: true,
         warning,
-        extra: { limits: JSON.stringify(rec.limits) },
+        extra: { limits: JSON.stringify(limits) },
       };
       await writeRunState(workDir, state);
       handle = new ShimHandle(state, workDir, { cgroup, scratchDir: join(workDir, 'scratch') }, shim.child);

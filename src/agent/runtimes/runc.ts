@@ -121,7 +121,7 @@ export class RuncRuntime implements Runtime {
         this.wholeState = {
           save: (handle, dir) =>
             saveRunc(handle, dir, { runc: this.runc, criu, timeoutMs: this.criuTimeoutMs }),
-          restore: (id, workDir, dir) => this.restore(id, workDir, dir),
+          restore: (spec, dir) => this.restore(spec, dir),
         };
       }
       return why;
@@ -157,23 +157,10 @@ export class RuncRuntime implements Runtime {
   }
 
   async start(spec: RunSpec): Promise<RunHandle> {
-    validateSpec(spec);
-    if (spec.gpus > 0) throw new RunSpecError(`gpus: the runc runtime cannot assign GPUs, got ${spec.gpus}`);
-    const ref = classifyImage(spec.image);
-    if (ref.kind === 'none')
-      throw new RunSpecError('image: the runc runtime needs an image; use the process runtime');
-    if (ref.kind === 'name')
-      throw new ImageNotFoundError(
-        ref.name,
-        'the runc runtime runs root-filesystem tarballs (/path/rootfs.tar[.gz]), not image names',
-      );
-    if (/[,:]/.test(spec.workDir))
-      throw new RunSpecError(
-        `workDir: expected a path without ',' or ':' (overlay options), got ${spec.workDir}`,
-      );
+    const image = rootfsOf(spec);
     const criu = this.criuOpts.criu ? (await this.probeWholeState()) === null : false;
     const params: RuncParams = {
-      image: ref.path,
+      image,
       args: spec.command,
       env: spec.env,
       cwd: spec.cwd ?? '/',
@@ -278,21 +265,30 @@ export class RuncRuntime implements Runtime {
   }
 
   /**
-   * Resumes a container saved by wholeState.save (runc-criu.ts) as `id` in `workDir`: its bundle as a start
-   * makes it (its writable layer from the checkpoint, its limits from the record, its new id's cgroup), the
+   * Resumes a container saved by wholeState.save (runc-criu.ts) as `spec`'s, in its work dir: its bundle as
+   * a start makes it (its writable layer from the checkpoint, its limits `spec`'s, its new id's cgroup), the
    * shim running `runc restore` in the foreground, run.json as for a start (a new agent re-attaches to it,
-   * a later reclaim saves it again). Resolves once it runs on; throws, leaving nothing behind (no runc
-   * container, cgroup, mount or scratch), when runc or CRIU could not restore it.
+   * a later reclaim saves it again). Resolves once it runs on; throws, making nothing, when the checkpoint
+   * is of another image or command than `spec`'s, and, leaving nothing behind (no runc container, cgroup,
+   * mount or scratch), when runc or CRIU could not restore it.
    */
-  private async restore(id: string, workDir: string, dir: string): Promise<RunHandle> {
-    const why = await this.probeWholeState();
-    if (why) throw new RuntimeTransientError(this.name, `no CRIU whole state: ${why}`);
+  private async restore(spec: RunSpec, dir: string): Promise<RunHandle> {
+    const { id, workDir } = spec;
+    const image = rootfsOf(spec);
     const rec = await runcCheckpointRecord(dir);
+    if (rec.image !== image)
+      throw new RunSpecError(`checkpoint: saved from the image ${rec.image}, this attempt runs ${image}`);
+    if (rec.args.length !== spec.command.length || rec.args.some((a, i) => a !== spec.command[i]))
+      throw new RunSpecError(
+        `checkpoint: saved running ${JSON.stringify(rec.args)}, this attempt runs ${JSON.stringify(spec.command)}`,
+      );
     if (rec.workDir === workDir) throw new Error(`checkpoint: restoring in its own work dir ${workDir}`);
     if (rec.network !== this.network)
       throw new Error(
         `checkpoint: saved with container network ${rec.network}, this agent's is ${this.network}`,
       );
+    const why = await this.probeWholeState();
+    if (why) throw new RuntimeTransientError(this.name, `no CRIU whole state: ${why}`);
     // CRIU (3.17, with runc 1.1) puts the restored processes back in the cgroup path they were dumped from,
     // whatever cgroup runc made for the new container: that path must be free here, and they are moved from
     // it into the new container's cgroup (with its limits) as soon as they run, and it is removed.
@@ -303,7 +299,9 @@ export class RuncRuntime implements Runtime {
       throw new Error(
         `checkpoint: its old cgroup ${rec.cgroup} exists on this instance (CRIU restores into it)`,
       );
-    const { workDir: _old, cgroup: _cgroup, ...params } = rec;
+    // The limits are this attempt's request, not the saved run's (RunSpec's doc in types.ts).
+    const { workDir: _old, cgroup: _cgroup, ...saved } = rec;
+    const params: RuncParams = { ...saved, vcpus: spec.vcpus, ram: spec.ram };
     const extra = { ...paths(id, workDir), criu: JSON.stringify(params) };
     const t0 = Date.now();
     let handle: ShimHandle | null = null;
@@ -401,4 +399,26 @@ export class RuncRuntime implements Runtime {
     if (unmounted) await rm(bundle, { recursive: true, force: true });
     await rm(ovlWork, { recursive: true, force: true });
   }
+}
+
+/**
+ * The root-filesystem tarball `spec` runs (a start's and a restore's), its spec checked for this runtime;
+ * throws a RunSpecError (or ImageNotFoundError for an image name) naming what is wrong.
+ */
+function rootfsOf(spec: RunSpec): string {
+  validateSpec(spec);
+  if (spec.gpus > 0) throw new RunSpecError(`gpus: the runc runtime cannot assign GPUs, got ${spec.gpus}`);
+  const ref = classifyImage(spec.image);
+  if (ref.kind === 'none')
+    throw new RunSpecError('image: the runc runtime needs an image; use the process runtime');
+  if (ref.kind === 'name')
+    throw new ImageNotFoundError(
+      ref.name,
+      'the runc runtime runs root-filesystem tarballs (/path/rootfs.tar[.gz]), not image names',
+    );
+  if (/[,:]/.test(spec.workDir))
+    throw new RunSpecError(
+      `workDir: expected a path without ',' or ':' (overlay options), got ${spec.workDir}`,
+    );
+  return ref.path;
 }

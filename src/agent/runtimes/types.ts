@@ -149,11 +149,13 @@ export interface WholeState {
    */
   save(handle: RunHandle, dir: string): Promise<{ ms: number; bytes: number }>;
   /**
-   * Resumes container `id` from a checkpoint directory `dir` (save()'s files, possibly from another
-   * instance) in the work dir `workDir`; resolves once it runs on. Throws when `dir` is not a checkpoint
-   * this runtime can resume here (another runtime's, another guest build's).
+   * Resumes the container of `spec` (its id, in its work dir) from a checkpoint directory `dir` (save()'s
+   * files, possibly from another instance); resolves once it runs on. Its limits are `spec`'s, the request
+   * of the attempt it resumes (grown since the save, by ram_retry_factor for one), never the checkpoint's.
+   * Throws when `dir` is not a checkpoint this runtime can resume here (another runtime's, another guest
+   * build's) or not one of `spec`'s container (another image or command, a guest of another shape).
    */
-  restore(id: string, workDir: string, dir: string): Promise<RunHandle>;
+  restore(spec: RunSpec, dir: string): Promise<RunHandle>;
 }
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;

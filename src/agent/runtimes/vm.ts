@@ -176,7 +176,7 @@ export class VmRuntime implements Runtime {
         throw new Error(`not a vm container: ${handle.id} (${handle.runtime})`);
       return handle.checkpoint(dir);
     },
-    restore: (id, workDir, dir) => this.restore(id, workDir, dir),
+    restore: (spec, dir) => this.restore(spec, dir),
   };
 
   constructor(private readonly opts: VmRuntimeOptions = {}) {}
@@ -216,8 +216,7 @@ export class VmRuntime implements Runtime {
     const why = await this.available();
     if (why) throw new RuntimeTransientError(this.name, why);
     await clearVmFiles(spec.workDir);
-    const memoryMiB = Math.ceil(spec.ram / MiB) + GUEST_OVERHEAD_MIB;
-    const cpus = Math.ceil(spec.vcpus);
+    const { memoryMiB, cpus } = guestShape(spec);
     const template = await this.template(memoryMiB, cpus);
     // The container's own copy of the disk `run` came from: a checkpoint carries it to another instance.
     const data = join(spec.workDir, 'data.img');
@@ -378,14 +377,23 @@ export class VmRuntime implements Runtime {
   }
 
   /**
-   * Resumes a guest checkpointed to `dir` (VmHandle.checkpoint) as container `id` in `workDir`: the same
-   * machine shape on this instance's own guest image (which must be the same build), its ports wired to
-   * the new work dir. Resolves once it runs on. Throws, starting nothing, on a checkpoint it cannot resume.
+   * Resumes a guest checkpointed to `dir` (VmHandle.checkpoint) as `spec`'s container, in its work dir: the
+   * same machine shape on this instance's own guest image (which must be the same build), its ports wired
+   * to the new work dir. Resolves once it runs on. Throws, starting nothing, on a checkpoint it cannot
+   * resume, and on one whose shape is not the one `spec` asks for: the guest's memory and the limits inside
+   * it are in the saved state, so a request changed since the save (grown by ram_retry_factor) starts afresh.
    */
-  async restore(id: string, workDir: string, dir: string): Promise<VmHandle> {
+  async restore(spec: RunSpec, dir: string): Promise<VmHandle> {
+    validateSpec(spec);
+    const { id, workDir } = spec;
     const why = await this.available();
     if (why) throw new RuntimeTransientError(this.name, why);
     const shape = await machineRecord(dir);
+    const asked = guestShape(spec);
+    if (shape.memoryMiB !== asked.memoryMiB || shape.cpus !== asked.cpus)
+      throw new RunSpecError(
+        `checkpoint: saved as a guest of ${shape.memoryMiB} MiB and ${shape.cpus} CPUs, this attempt's request makes one of ${asked.memoryMiB} MiB and ${asked.cpus} CPUs`,
+      );
     const here = guestBuildKey(this.build());
     if (shape.build !== here)
       throw new RunSpecError(
@@ -448,6 +456,11 @@ export async function pruneTemplates(root: string, now: number, keep?: string): 
   ].filter((t) => join(root, t.name) !== keep);
   for (const t of gone) await rm(join(root, t.name), { recursive: true, force: true });
   return gone.map((t) => t.name);
+}
+
+/** The guest a container of `spec` runs in: its memory (the request's and the guest's own) and CPUs. */
+function guestShape(spec: RunSpec): { memoryMiB: number; cpus: number } {
+  return { memoryMiB: Math.ceil(spec.ram / MiB) + GUEST_OVERHEAD_MIB, cpus: Math.ceil(spec.vcpus) };
 }
 
 /** A short digest of a guest image's build.json (saved with a checkpoint, checked at its restore). */
