@@ -310,6 +310,7 @@ export function placeWaiting(pass: Pass): void {
   // each; `runs` exists only when one is known, and then holds them by index (Infinity: unknown).
   const { facts, qfacts, shapeOf, runs, distinct, queue, named } = readFacts(pass);
   const placer = new Placer(pass, runs !== null, named > 0);
+  pass.statuses.reserve(waiting.length);
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
   const alike = new Uint32Array(distinct.length);
@@ -341,6 +342,7 @@ export function placeWaiting(pass: Pass): void {
     }
   }
   placer.finishPlanned();
+  pass.statuses.seal();
 }
 
 class Placer {
