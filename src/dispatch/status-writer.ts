@@ -84,7 +84,7 @@ export class StatusWriter {
   private async save(st: Statuses): Promise<boolean> {
     const own = new Map<string, string>();
     let capped = false;
-    for (const [id, s] of st.own) {
+    for (const [id, s] of st.ownEntries()) {
       if (this.lastOwn.get(id) === s) continue;
       if (own.size >= MAX_OWN_WRITES) {
         capped = true;
@@ -110,8 +110,10 @@ export class StatusWriter {
       this.groupsWritten = true;
     }
     // Forget containers no longer given a text, so the map does not grow without bound.
-    if (this.lastOwn.size > 2 * st.own.size + MAX_OWN_WRITES) {
-      for (const id of [...this.lastOwn.keys()]) if (!st.own.has(id)) this.lastOwn.delete(id);
+    if (this.lastOwn.size > 2 * st.ownSize() + MAX_OWN_WRITES) {
+      const given = new Set<string>();
+      for (const [id] of st.ownEntries()) given.add(id);
+      for (const id of [...this.lastOwn.keys()]) if (!given.has(id)) this.lastOwn.delete(id);
     }
     if (!capped) this.lastStatuses = st;
     return own.size > 0 || changed.length > 0 || reasonsMoved;

@@ -47,7 +47,7 @@ export function fifoPlanner(inner: (s: Snapshot) => Plan): (s: Snapshot) => Plan
     ];
     const text = `fifo: behind container ${head} at the head of the queue`;
     const statuses = p.statuses;
-    for (const id of blocked) statuses.own.set(id, cancelled.has(id) ? first.statuses.own.get(id)! : text);
+    for (const id of blocked) statuses.own.set(id, cancelled.has(id) ? first.statuses.ownText(id)! : text);
     return makePlan(actions, statuses, Math.min(first.validUntil, p.validUntil));
   };
 }

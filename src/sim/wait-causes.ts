@@ -26,7 +26,7 @@ export class WaitCauses {
     if (st === this.last) return;
     this.last = st;
     this.reasonCause = st.reasons.map((r) => CAUSES.indexOf(waitCause(r)));
-    for (const [id, text] of st.own) this.see(id, CAUSES.indexOf(waitCause(text)), now);
+    for (const [id, text] of st.ownEntries()) this.see(id, CAUSES.indexOf(waitCause(text)), now);
     for (let i = 0; i < st.waiting.length; i++)
       this.see(st.waiting[i]!.id, this.reasonCause[st.reasonOf[i]!]!, now);
   }

@@ -484,6 +484,9 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
  */
 function expectSame(p: Plan, full: Plan): void {
   expect(planToJson(p)).toBe(planToJson(full));
+  // The waiting statuses as the dispatcher stores them (by reason), and every own text as it writes them.
+  expect(p.statuses.groups()).toEqual(full.statuses.groups());
+  expect([...p.statuses.ownEntries()].sort()).toEqual([...full.statuses.ownEntries()].sort());
   expect(p.validUntil).toBe(full.validUntil);
 }
 
@@ -527,6 +530,10 @@ describe('incremental pass', () => {
     expect(pool.settledChanged).toBeGreaterThan(300);
     // The waiting list and its match came from settle's kept kinds (kept-pool.ts), not matched anew.
     expect(pool.waitsMatched).toBeGreaterThan(300);
+    // settle's texts and actions came from the last pass's (settle.ts SettledOut): as they were, or with
+    // the containers that came or went among those it visits.
+    expect(pool.textsShared).toBeGreaterThan(100);
+    expect(pool.textsUpdated).toBeGreaterThan(100);
     // The borrowers do get taken off their instances (vacate.ts) in some of the passes compared.
     expect(vacated).toBeGreaterThan(10);
   });

@@ -59,6 +59,11 @@ interface Cursor {
 export class Capacity {
   private readonly cursors = new Map<string, Cursor>();
   /**
+   * Bumped whenever a cursor may find room again (a slot added, the cursors reset): while it is the same, a
+   * shape that find() found no room for still has none, at that priority or a lower one (placement.ts).
+   */
+  epoch = 0;
+  /**
    * Each slot's type index, or -1 for a planned one (any shape may use it: mayUse), side by side: a
    * shape's list is filtered from these without reading the slots (10k slots × each shape of a pass was a
    * tenth of a pass after a small change).
@@ -153,12 +158,14 @@ export class Capacity {
   /** Adds a slot planned in this pass; it goes last in every list that can use it. */
   addPlanned(slot: Slot): void {
     this.slots.push(slot);
+    this.epoch++;
     this.typeOf.push(typeOfSlot(slot));
     for (const cur of this.cursors.values()) if (mayUse(cur.shape, slot)) cur.list.push(slot);
   }
 
   /** Capacity was given back: every slot may fit again. */
   resetCursors(): void {
+    this.epoch++;
     for (const cur of this.cursors.values()) cur.pos = 0;
   }
 }

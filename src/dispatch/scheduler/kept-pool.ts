@@ -16,7 +16,7 @@ import type { InstanceType } from '../../model/types.js';
 import { matchLists, sameList, type Match } from './kept.js';
 import type { LimitTotals, Limits } from './limits.js';
 import { compareSlots, type Slot } from './capacity.js';
-import { countsOwner, settleVisits, WAITS } from './settle.js';
+import { countsOwner, settleVisits, WAITS, type SettledBefore, type SettledOut } from './settle.js';
 import { assignments, freeOn, isAssigned, unknownIds, type PoolView } from './pool.js';
 import { BORROW_FIELDS, type BorrowConfig, type Borrowing } from './opportunistic.js';
 import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
@@ -32,6 +32,10 @@ export interface Settled {
   waiting: SnapshotContainer[];
   /** waitsBefore[i]: how many of the containers before index i wait (n + 1 of them). */
   waitsBefore: Int32Array;
+  /** settle's texts and actions for these kinds (settle.ts sets it: null until the first pass over them). */
+  out: SettledOut | null;
+  /** What settle.ts updates `out` from: the last kinds' out and the containers added since; null: none. */
+  before: SettledBefore | null;
 }
 
 /** How this pass's waiting list matches the last one (`before`), from the containers' match. */
@@ -86,6 +90,9 @@ export function poolCounts() {
     updatedView: 0,
     /** Passes whose waiting list placement.ts matched by settle's match (waitMatch), not anew. */
     waitsMatched: 0,
+    /** Passes that took settle's texts and actions from the last pass's as they were, or updated them (settle.ts). */
+    textsShared: 0,
+    textsUpdated: 0,
   };
 }
 
@@ -462,7 +469,7 @@ function settleAll(
     kinds[i] = kindOf(c);
     if (countsOwner(kinds[i]!)) owned.set(c.owner, (owned.get(c.owner) ?? 0) + 1);
   }
-  return { kinds, owned, ...lists(kinds, containers, null, null) };
+  return { kinds, owned, ...lists(kinds, containers, null, null), out: null, before: null };
 }
 
 /**
@@ -551,7 +558,8 @@ function updateKinds(
     kinds[j] = kindOf(containers[j]!);
     if (countsOwner(kinds[j]!)) count(containers[j]!, 1);
   }
-  return { kinds, owned, ...lists(kinds, containers, kept, m) };
+  const before = kept.out === null ? null : { out: kept.out, added: m.added };
+  return { kinds, owned, ...lists(kinds, containers, kept, m), out: null, before };
 }
 
 /** Calls `gone(i)` for each index of the old list that `m` matched to nothing. */

@@ -309,7 +309,8 @@ export function placeWaiting(pass: Pass): void {
   // all in queue order. Expected run times (end_aligned's, read by pair_ends too) are looked up once
   // each; `runs` exists only when one is known, and then holds them by index (Infinity: unknown).
   const { facts, qfacts, shapeOf, runs, distinct, queue, named } = readFacts(pass);
-  const placer = new Placer(pass, runs !== null, named > 0);
+  const placer = new Placer(pass, runs !== null, named > 0, distinct.length);
+  pass.statuses.reserve(waiting.length);
   // How many containers of each shape are still to be considered: a planned instance grows for a
   // container when the ones like it behind it would fill what it grows by (bins.ts).
   const alike = new Uint32Array(distinct.length);
@@ -328,7 +329,7 @@ export function placeWaiting(pass: Pass): void {
     for (let i = 0; i < byQueue.length; i++) {
       const shapeAndFlags = qfacts[2 * i + 1]!;
       const k = shapeAndFlags >>> FLAG_BITS;
-      placer.consider(byQueue[i]!, distinct[k]!, --alike[k]!, qfacts[2 * i]!, shapeAndFlags & mask);
+      placer.consider(byQueue[i]!, distinct[k]!, k, --alike[k]!, qfacts[2 * i]!, shapeAndFlags & mask);
     }
   } else {
     const order = turnOrder(queue, waiting, fair);
@@ -337,14 +338,38 @@ export function placeWaiting(pass: Pass): void {
       const j = order[i]!;
       const shapeAndFlags = facts[2 * j + 1]!;
       const k = shapeAndFlags >>> FLAG_BITS;
-      placer.consider(waiting[j]!, distinct[k]!, --alike[k]!, facts[2 * j]!, shapeAndFlags & mask);
+      placer.consider(waiting[j]!, distinct[k]!, k, --alike[k]!, facts[2 * j]!, shapeAndFlags & mask);
     }
   }
   placer.finishPlanned();
+  pass.statuses.seal();
 }
+
+/**
+ * What the last container of a shape waiting behind the head met, and when (a Placer's `behind`): a
+ * container of that shape and no higher priority, with none of consider()'s flags, meets the same while
+ * none of these changed.
+ */
+interface Behind {
+  head: Head;
+  priority: number;
+  reason: number;
+  /** Limits.version, Placer.evictVersion and Capacity.epoch when it waited. */
+  limits: number;
+  evict: number;
+  epoch: number;
+}
+
+/**
+ * consider()'s shortcut behind the head (Behind): whether it is taken (tests switch it off to compare the
+ * plans with and without it: test/dispatch/behind-head.test.ts), and how many times it was.
+ */
+export const behindShortcut = { on: true, taken: 0 };
 
 class Placer {
   private readonly choices = new Map<Shape, Choice>();
+  /** By shape number (placeWaiting's distinct): see Behind. */
+  private readonly behind: (Behind | undefined)[];
   private evictVersion = 0;
   private readonly evictFailed = new Map<string, { priority: number; version: number }>();
   private readonly unavailable: (name: string) => boolean;
@@ -367,7 +392,9 @@ class Placer {
     private readonly pass: Pass,
     estimated: boolean,
     named: boolean,
+    shapes: number,
   ) {
+    this.behind = new Array<Behind | undefined>(shapes);
     this.unavailable = (name) => pass.limits.isUnavailable(name);
     this.aligned = estimated ? EndAligned.of(pass) : null;
     this.budget = named ? BootBudget.of(pass) : null;
@@ -389,9 +416,35 @@ class Placer {
     this.pass.statuses.wait(c, reason);
   }
 
-  /** `priority` and `flags` are c's (placeWaiting): read from c, they would cost a cache miss each. */
-  consider(c: SnapshotContainer, shape: Shape, alikeBehind: number, priority: number, flags: number): void {
+  /**
+   * `priority` and `flags` are c's (placeWaiting): read from c, they would cost a cache miss each; `k` is
+   * its shape's number.
+   */
+  consider(
+    c: SnapshotContainer,
+    shape: Shape,
+    k: number,
+    alikeBehind: number,
+    priority: number,
+    flags: number,
+  ): void {
     const pass = this.pass;
+    // Behind the head, most containers meet what the last one of their shape met (Behind): no room, the
+    // same type, no place to take back; they wait for the same reason without asking again.
+    const b = this.behind[k];
+    if (
+      b !== undefined &&
+      behindShortcut.on &&
+      flags === 0 &&
+      priority <= b.priority &&
+      b.head === pass.head &&
+      b.limits === pass.limits.version &&
+      b.evict === this.evictVersion &&
+      b.epoch === pass.capacity.epoch
+    ) {
+      behindShortcut.taken++;
+      return this.wait(c, b.reason);
+    }
     if (shape.unsatisfiable !== null) {
       pass.cancels.push({
         op: 'cancel',
@@ -436,7 +489,19 @@ class Placer {
     if (behindHead) {
       const taken = this.tryEvict(c, priority, shape, head.limit, false);
       if (taken !== null) return this.place(c, shape, taken);
-      return this.wait(c, this.behindHeadReason(choice, head));
+      const reason = this.behindHeadReason(choice, head);
+      // What a container with none of the flags met depends on nothing else of it (its owner's count
+      // aside: not with max_running_per_user).
+      if (flags === 0 && pass.owners.max === null)
+        this.behind[k] = {
+          head,
+          priority,
+          reason,
+          limits: pass.limits.version,
+          evict: this.evictVersion,
+          epoch: pass.capacity.epoch,
+        };
+      return this.wait(c, reason);
     }
     const block = choice.block;
     if (block !== null && block.kind === 'rate') return this.wait(c, choice.waitReason);

@@ -2,7 +2,8 @@
 // for their owners), priority-0 withdrawals, exhausted ones. The rest wait for a place (placement.ts).
 import type { Pass } from './pass.js';
 import { statusText } from './status.js';
-import type { SnapshotContainer } from './types.js';
+import type { SettledTexts } from './statuses.js';
+import type { Action, SnapshotContainer } from './types.js';
 
 /** What settle does with a container (settleAs), one byte each: kept by an incremental planner. */
 export const WAITS = 0;
@@ -15,10 +16,36 @@ const ASSIGNED = 6;
 const CANCELLED = 7;
 
 /**
+ * What settle gives the containers it visits (settleVisits), side by side in input order: their texts
+ * (statuses.ts SettledTexts) and actions (null: none). An incremental planner keeps it with the kinds
+ * (kept-pool.ts Settled) and hands the same object to the next pass while none of these containers
+ * changed: never changed once made.
+ */
+export interface SettledOut extends SettledTexts {
+  readonly acts: readonly (Action | null)[];
+  /** The actions of `acts`, in order. */
+  readonly actions: readonly Action[];
+}
+
+/** The last pass's SettledOut and the containers added since (indices, increasing): what a pass updates. */
+export interface SettledBefore {
+  readonly out: SettledOut;
+  readonly added: readonly number[];
+}
+
+interface OutLists {
+  containers: SnapshotContainer[];
+  texts: (string | null)[];
+  acts: (Action | null)[];
+}
+
+/**
  * Containers that need no place: running or assigned ones (counted for their owners), priority-0
  * withdrawals, exhausted ones. The rest wait for a place. Which of these a container is depends on it,
  * the pool view and max_dispatch_attempts only: an incremental planner keeps it for the containers that
- * did not change while they are the same (kept-pool.ts), so a pass does not read every container again.
+ * did not change while they are the same (kept-pool.ts), so a pass does not read every container again;
+ * and it keeps their texts and actions too (SettledOut), so that a pass makes them only for the
+ * containers that arrived or changed.
  */
 export function settle(pass: Pass): void {
   const { config, pool } = pass;
@@ -26,21 +53,82 @@ export function settle(pass: Pass): void {
   const kindOf = (c: SnapshotContainer) => settleAs(c, pool.keeps, config.maxDispatchAttempts);
   const kept = pass.kept?.pool.settled(containers, config.maxDispatchAttempts, kindOf);
   if (kept === undefined) {
+    const out: OutLists = { containers: [], texts: [], acts: [] };
     for (const c of containers) {
       const kind = kindOf(c);
       if (kind === WAITS) pass.waiting.push(c);
-      else settleOne(pass, c, kind);
+      else if (settleVisits(kind)) settleOne(pass, c, kind, out);
       if (countsOwner(kind)) pass.owners.add(c.owner);
     }
+    give(pass, finish(out));
     return;
   }
   // The waiting list and the containers to visit as they changed (kept-pool.ts), in input order: a pass
   // does not step through every container again.
-  const { kinds, owned, visits, waiting } = kept;
-  pass.waiting = waiting;
-  for (let v = 0; v < visits.length; v++) settleOne(pass, containers[visits[v]!]!, kinds[visits[v]!]!);
+  pass.waiting = kept.waiting;
+  if (kept.out === null) {
+    const before = kept.before;
+    kept.out = settledOut(pass, containers, kept.kinds, kept.visits, before);
+    kept.before = null;
+    if (before !== null) pass.kept!.pool.counts[kept.out === before.out ? 'textsShared' : 'textsUpdated']++;
+  }
+  give(pass, kept.out);
   // Counted as they changed (kept-pool.ts), not container by container.
-  for (const [owner, n] of owned) pass.owners.add(owner, n);
+  for (const [owner, n] of kept.owned) pass.owners.add(owner, n);
+}
+
+/** The pass's texts and actions of settle: `out`'s (shared, not copied). */
+function give(pass: Pass, out: SettledOut): void {
+  pass.statuses.settled = out;
+  for (const a of out.actions)
+    (a.op === 'kill' ? pass.kills : a.op === 'cancel' ? pass.cancels : pass.unlocks).push(a);
+}
+
+function finish(out: OutLists): SettledOut {
+  return { ...out, actions: out.acts.filter((a) => a !== null) };
+}
+
+/**
+ * The texts and actions of the containers at `visits`: `before`'s for those that did not change (the same
+ * objects, in the same order: their kinds are kept with them), settleOne's for those added since. The
+ * same object as `before`'s when no visited container came or went.
+ */
+function settledOut(
+  pass: Pass,
+  containers: readonly SnapshotContainer[],
+  kinds: Uint8Array,
+  visits: Int32Array,
+  before: SettledBefore | null,
+): SettledOut {
+  const out: OutLists = { containers: [], texts: [], acts: [] };
+  if (before === null) {
+    for (let v = 0; v < visits.length; v++) settleOne(pass, containers[visits[v]!]!, kinds[visits[v]!]!, out);
+    return finish(out);
+  }
+  const { added } = before;
+  const last = before.out;
+  let addedVisits = 0;
+  for (const j of added) if (settleVisits(kinds[j]!)) addedVisits++;
+  if (addedVisits === 0 && visits.length === last.containers.length) return last;
+  let a = 0;
+  let p = 0;
+  for (let v = 0; v < visits.length; v++) {
+    const j = visits[v]!;
+    const c = containers[j]!;
+    while (a < added.length && added[a]! < j) a++;
+    if (a < added.length && added[a] === j) {
+      settleOne(pass, c, kinds[j]!, out);
+      continue;
+    }
+    // A container that did not change: its entry is the last pass's (those gone since are skipped).
+    while (p < last.containers.length && last.containers[p] !== c) p++;
+    if (p === last.containers.length) throw new Error(`settle: container ${c.id} was not settled before`);
+    out.containers.push(c);
+    out.texts.push(last.texts[p]!);
+    out.acts.push(last.acts[p]!);
+    p++;
+  }
+  return finish(out);
 }
 
 /** Whether settle gives a container of this kind actions or a status (settleOne): all but waiting and running ones. */
@@ -70,30 +158,35 @@ export function settleAs(
   return WAITS;
 }
 
-/** The actions and status of a container that does not wait (settleAs says which; none for a running one). */
-function settleOne(pass: Pass, c: SnapshotContainer, kind: number): void {
+/** The actions and status of a container that settle visits (settleVisits), appended to `out`. */
+function settleOne(pass: Pass, c: SnapshotContainer, kind: number, out: OutLists): void {
   const { config, pool } = pass;
+  let text: string | null = null;
+  let act: Action | null = null;
   switch (kind) {
     case KILLED:
-      pass.kills.push({ op: 'kill', container: c.id, instance: c.instance! });
-      return;
+      act = { op: 'kill', container: c.id, instance: c.instance! };
+      break;
     case UNLOCKED:
-      pass.unlocks.push({ op: 'unlock', container: c.id, reason: statusText.priorityZero });
-      pass.say(c, statusText.unlocked(statusText.priorityZero));
-      return;
+      act = { op: 'unlock', container: c.id, reason: statusText.priorityZero };
+      text = statusText.unlocked(statusText.priorityZero);
+      break;
     case NOT_SCHEDULED:
-      pass.say(c, statusText.notScheduled);
-      return;
+      text = statusText.notScheduled;
+      break;
     case ASSIGNED: {
       const inst = pool.instanceOf.get(c.instance!);
-      pass.say(c, statusText.assigned(c.instance!, inst?.state ?? 'held or draining'));
-      return;
+      text = statusText.assigned(c.instance!, inst?.state ?? 'held or draining');
+      break;
     }
     case CANCELLED: {
       const reason = statusText.dispatchAttempts(c.lockCount, config.maxDispatchAttempts);
-      pass.cancels.push({ op: 'cancel', container: c.id, class: 'perm', reason });
-      pass.say(c, statusText.cancelled(reason));
-      return;
+      act = { op: 'cancel', container: c.id, class: 'perm', reason };
+      text = statusText.cancelled(reason);
+      break;
     }
   }
+  out.containers.push(c);
+  out.texts.push(text);
+  out.acts.push(act);
 }

@@ -21,17 +21,75 @@ export interface WaitingGroup {
   higherAhead: number[];
 }
 
+/**
+ * The texts settle gave (settle.ts): its containers and their texts side by side, in input order (null: a
+ * container it gives no text, a kill). An incremental planner keeps them across passes and hands the same
+ * object to each plan while none of these containers changed (kept-pool.ts): never changed once made.
+ */
+export interface SettledTexts {
+  readonly containers: readonly SnapshotContainer[];
+  readonly texts: readonly (string | null)[];
+}
+
+const NO_TEXTS: SettledTexts = { containers: [], texts: [] };
+
 /** The statuses a pass gave: texts of containers that do not wait in the queue, and the queue by reason. */
 export class Statuses {
-  /** Texts of containers placed, unlocked, cancelled or left alone in this pass, by id. */
+  /**
+   * Texts of the containers settle gave one (assigned, unlocked, cancelled, not scheduled), maybe kept from
+   * the last pass (SettledTexts). A container has a text here or in `own`, never both; ownEntries() reads both.
+   */
+  settled: SettledTexts = NO_TEXTS;
+  /** Texts of containers placed, unlocked or cancelled in this pass, by id (settle's are in `settled`). */
   readonly own = new Map<string, string>();
   /** The distinct reasons waiting containers wait for (the text after the queue position). */
   readonly reasons: string[] = [];
-  /** Waiting containers in queue order: position i + 1. */
-  readonly waiting: SnapshotContainer[] = [];
+  /**
+   * Waiting containers in queue order: position i + 1. Made at the size reserve() says and cut to what
+   * was recorded by seal() (growing it by push was most of a pass's work on it at a million containers).
+   */
+  waiting: SnapshotContainer[] = [];
   /** reasons[reasonOf[i]] is why waiting[i] waits. */
-  readonly reasonOf: number[] = [];
+  reasonOf: number[] = [];
+  /** How many waiting containers were recorded. */
+  private filled = 0;
   private readonly index = new Map<string, number>();
+
+  /** Every container's own text (settle's, then this pass's), with its id. */
+  *ownEntries(): IterableIterator<[string, string]> {
+    const { containers, texts } = this.settled;
+    for (let i = 0; i < texts.length; i++) if (texts[i] !== null) yield [containers[i]!.id, texts[i]!];
+    yield* this.own;
+  }
+
+  /** A container's own text (settle's or this pass's; undefined: none). Looks through settle's one by one. */
+  ownText(id: string): string | undefined {
+    const { containers, texts } = this.settled;
+    for (let i = 0; i < texts.length; i++)
+      if (texts[i] !== null && containers[i]!.id === id) return texts[i]!;
+    return this.own.get(id);
+  }
+
+  /** How many containers have an own text (ownEntries). */
+  ownSize(): number {
+    let n = this.own.size;
+    for (const t of this.settled.texts) if (t !== null) n++;
+    return n;
+  }
+
+  /** Room for `n` waiting containers, before the first is recorded. */
+  reserve(n: number): void {
+    if (this.filled === 0) {
+      this.waiting = new Array<SnapshotContainer>(n);
+      this.reasonOf = new Array<number>(n);
+    }
+  }
+
+  /** After the last waiting container is recorded: the lists hold those recorded, no more. */
+  seal(): void {
+    this.waiting.length = this.filled;
+    this.reasonOf.length = this.filled;
+  }
 
   /** The index of a reason text (interned: each distinct text is stored once). */
   reason(text: string): number {
@@ -46,8 +104,8 @@ export class Statuses {
 
   /** Records the next waiting container in queue order. */
   wait(c: SnapshotContainer, reason: number): void {
-    this.waiting.push(c);
-    this.reasonOf.push(reason);
+    this.waiting[this.filled] = c;
+    this.reasonOf[this.filled++] = reason;
   }
 
   /**
@@ -81,7 +139,7 @@ export class Statuses {
 
   /** Every container's full text, by id (the §6.4 `status` object). */
   toMap(): Map<string, string> {
-    const out = new Map<string, string>(this.own);
+    const out = new Map<string, string>(this.ownEntries());
     const ahead = new AheadCounter();
     this.waiting.forEach((c, i) => {
       out.set(c.id, queuedText(i + 1, ahead.higherThan(c.priority), this.reasons[this.reasonOf[i]!]!));
