@@ -62,7 +62,7 @@ async function indexes(sql: string, params?: unknown[]): Promise<string[]> {
 }
 
 /** The partial indexes a batch by id must not scan: every Locked/Running (or Queued) container. */
-const WHOLE_SETS = ['containers_node', 'containers_locked_by', 'containers_queue'];
+const WHOLE_SETS = ['containers_live', 'containers_queue'];
 
 describe('transitions by id read containers by id', () => {
   it('start, assign and lock by ids scan no partial index of a whole set of containers', async () => {

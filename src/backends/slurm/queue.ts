@@ -5,7 +5,7 @@ import type { SlurmConfig } from './config.js';
 import type { HeldContainer, NodeInfo, QueuedContainer } from './plan.js';
 import type { Allocation } from './sbatch.js';
 
-/** Containers this dispatcher holds (the locked_by index). */
+/** Containers this dispatcher holds (containers_live, its second column: migration 230). */
 export async function heldContainers(pool: Db, dispatcherId: string): Promise<HeldContainer[]> {
   const r = await pool.query(
     `SELECT id, state, priority, updated_at, node_id FROM containers

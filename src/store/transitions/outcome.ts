@@ -19,9 +19,9 @@ export type Outcome = { id: string; ok: true; state: ContainerState } | ({ id: s
 /**
  * A guard's array of states as a value the planner cannot see when it plans (an InitPlan): a batch joined
  * to containers by id then reads each row through the primary key. With the states visible, the guard
- * implies the predicate of the partial indexes of Locked and Running containers (containers_node,
- * containers_locked_by), and when their statistics are stale (a burst of locks since the last ANALYZE)
- * the planner scans every container of the node or the dispatcher once per item: 2,000 rows read for
+ * implies the predicate of the partial index of Locked and Running containers (containers_live), and
+ * when its statistics are stale (a burst of locks since the last ANALYZE) the planner scans every
+ * container of the node or the dispatcher once per item: 2,000 rows read for
  * each started container in EXPLAIN ANALYZE (docs/PERFORMANCE.md, "Store throughput").
  */
 export const HIDDEN = (param: string): string => `(SELECT ${param}::text[])::text[]`;
