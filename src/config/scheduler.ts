@@ -147,6 +147,22 @@ export const SCHEDULER_OPTIONS = section(
       help: "Boot ahead of fan-outs (docs/SCHEDULER.md): the most containers' worth of capacity held for containers expected to arrive when running ones end (the snapshot's `estimates`: how many arrived per end of each step, and when the running ones end), created a boot time before those ends. 0: off.",
     }),
     opt({
+      key: 'warm_pool',
+      field: 'warmPool',
+      kind: num(0),
+      default: 0,
+      defaultText: '0 (off)',
+      help: "Warm pool sized to the arrival rate (docs/SCHEDULER.md): free room is kept on instances that are up or booting for this many times the containers expected to arrive within one boot time at the recent arrival rate (the snapshot's `arrivals`, counted over arrival_window; the boot time measured, else boot_estimate). Idle instances that hold it are kept, and instances are created for what is missing; when the rate falls they go like any idle instance. 0: off.",
+    }),
+    opt({
+      key: 'warm_pool_max',
+      field: 'warmPoolMaxVcpus',
+      kind: nullable(num(0)),
+      default: null,
+      defaultText: 'null (no cap)',
+      help: 'With warm_pool: the most vcpus of free room the warm pool holds at once (all shapes together).',
+    }),
+    opt({
       key: 'boot_budget',
       field: 'bootBudget',
       kind: num(0),

@@ -103,6 +103,8 @@ describe('parseSnapshot', () => {
       bootAhead: 0,
       bootBudget: 4,
       bootEstimateMs: 60_000,
+      warmPool: 0,
+      warmPoolMaxVcpus: null,
       endAligned: 'expected',
       pairEnds: true,
     });

@@ -9,11 +9,21 @@
 // running containers whose expected end is within one boot time and not yet past. A container past its
 // expected end holds nothing any more, so a wrong estimate costs at most a boot and the idle time until
 // then; the instances then go like any idle instance (shutdown.ts).
+//
+// The warm pool (`warm_pool` = f, warmAhead below) does the same for arrivals no end announces (a
+// workflow's first tasks, a user's next submission): at the recent arrival rate of each shape (the
+// snapshot's `arrivals`, counted over arrival_window), f × the arrivals expected within one boot time
+// should find room on instances that are up or booting. That room is counted once across shapes (free
+// room, after this pass's placements), idle instances holding it are kept, and the cheapest instances are
+// created for what is missing (only while no container waits for room: those would take it, and the new
+// capacity they get is boot_budget's decision), at most `warm_pool_max` vcpus held in all. When the
+// arrivals leave the window the pool holds nothing, and its instances go like any idle instance
+// (shutdown.ts). Off by default: docs/performance/sim.md, session 17.
 import type { InstanceType } from '../../model/types.js';
 import { runKey } from './durations.js';
 import type { Shape } from './fitting.js';
 import type { Pass } from './pass.js';
-import { add, containerNeed, typeCapacity, type Res } from './resources.js';
+import { add, containerNeed, subtract, typeCapacity, type Res } from './resources.js';
 import type { ContainerShape, RunEstimates, SnapshotContainer } from './types.js';
 
 /** What the rule decided: instances to create, and idle instances to keep for the expected arrivals. */
@@ -90,6 +100,45 @@ export function bootAhead(pass: Pass): Ahead {
   return out;
 }
 
+/**
+ * The warm pool (see the file comment): adds to `out` the idle instances to keep and the instances to
+ * create so that f × the arrivals expected within a boot time at the recent rate find room.
+ */
+export function warmAhead(pass: Pass, out: Ahead): void {
+  const { config } = pass;
+  const f = config.warmPool;
+  // A limit that blocks the queue: the waiting containers come first (rule 5).
+  if (!(f > 0) || pass.head !== null || pass.snap.arrivals.length === 0) return;
+  const measured = pass.snap.estimates?.bootMs ?? null;
+  const bootMs = measured !== null && measured > 0 ? measured : config.bootEstimateMs;
+  const expected = new Map<string, Expected>();
+  for (const a of pass.snap.arrivals) {
+    if (a.count <= 0) continue;
+    const shape = pass.shapes.get(probe(a, pass.snap.now));
+    if (shape.unsatisfiable !== null) continue;
+    const e = expected.get(shape.key);
+    if (e === undefined) expected.set(shape.key, { shape, count: a.count });
+    else e.count += a.count;
+  }
+  // While containers wait for room, they would take a new instance's room as soon as it is up: how much
+  // new capacity they get is the placement's decision (boot_budget), so the pool creates nothing then.
+  const creates = pass.statuses.waiting.length === 0;
+  const max = config.warmPoolMaxVcpus ?? Infinity;
+  /** Room counted for a shape already, by instance id: each vcpu is counted for one arrival only. */
+  const taken = new Map<string, Res>();
+  let held = 0;
+  for (const key of [...expected.keys()].sort()) {
+    const { shape, count } = expected.get(key)!;
+    const vcpus = shape.need.mcpu / 1000;
+    let wanted = Math.round((f * count * bootMs) / config.arrivalWindowMs);
+    if (vcpus > 0) wanted = Math.min(wanted, Math.floor((max - held) / vcpus + 1e-9));
+    if (wanted <= 0) continue;
+    held += wanted * vcpus;
+    const have = roomFor(pass, shape, wanted, new Map(), out.keep, taken);
+    if (creates) out.creates.push(...createsFor(pass, shape, wanted - have));
+  }
+}
+
 /** A container expected to end, when, and the instance whose room it frees. */
 interface Ending {
   c: SnapshotContainer;
@@ -122,7 +171,12 @@ function ending(pass: Pass, est: RunEstimates): Ending[] {
 /** A container of the arrivals' shape, to find its Shape in the pass's cache. */
 function probe(s: ContainerShape, now: Date): SnapshotContainer {
   return {
-    ...s,
+    vcpus: s.vcpus,
+    ram: s.ram,
+    scratch: s.scratch,
+    gpus: s.gpus,
+    preemptible: s.preemptible,
+    instanceTypes: s.instanceTypes,
     id: '',
     state: 'Queued',
     priority: 1,
@@ -135,7 +189,8 @@ function probe(s: ContainerShape, now: Date): SnapshotContainer {
 
 /**
  * How many of `wanted` arrivals the pass's instances will have room for (free now, or freed by the
- * containers ending), up to `wanted`; the idle ones counted are kept.
+ * containers ending), up to `wanted`; the idle ones counted are kept. `taken`: room already counted for
+ * other arrivals, by instance id, which this call adds to (the warm pool counts each vcpu once).
  */
 function roomFor(
   pass: Pass,
@@ -143,6 +198,7 @@ function roomFor(
   wanted: number,
   freed: Map<string, Res>,
   keep: Set<string>,
+  taken?: Map<string, Res>,
 ): number {
   let have = 0;
   for (const slot of pass.capacity.slots) {
@@ -151,12 +207,24 @@ function roomFor(
     const room = { ...slot.free };
     const more = freed.get(slot.id);
     if (more !== undefined) add(room, more);
+    const already = taken?.get(slot.id);
+    if (already !== undefined) subtract(room, already);
     const n = Math.min(unitsIn(room, shape.need), wanted - have);
     if (n <= 0) continue;
     have += n;
+    if (taken !== undefined) {
+      const used = scaled(shape.need, n);
+      if (already === undefined) taken.set(slot.id, used);
+      else add(already, used);
+    }
     if (slot.bin === null && !slot.used && slot.count === 0 && slot.state === 'idle') keep.add(slot.id);
   }
   return have;
+}
+
+/** `r` × `by`. */
+function scaled(r: Res, by: number): Res {
+  return { mcpu: r.mcpu * by, ram: r.ram * by, scratch: r.scratch * by, gpus: r.gpus * by };
 }
 
 /**

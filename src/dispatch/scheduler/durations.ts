@@ -32,12 +32,15 @@ export function estimateMs(samples: readonly number[]): number | null {
 
 /**
  * Whether the dispatcher learns run times by request name (run-history.ts), and so needs the names in its
- * snapshot: wait_for_running, boot_ahead, boot_budget and end_aligned `history` read the estimates.
+ * snapshot: wait_for_running, boot_ahead, boot_budget and end_aligned `history` read the estimates
+ * (warm_pool reads their boot time).
  */
 export function learnsRunTimes(
-  c: Pick<SchedulerConfig, 'waitForRunning' | 'bootAhead' | 'bootBudget' | 'endAligned'>,
+  c: Pick<SchedulerConfig, 'waitForRunning' | 'bootAhead' | 'bootBudget' | 'endAligned' | 'warmPool'>,
 ): boolean {
-  return c.waitForRunning || c.bootAhead > 0 || c.bootBudget > 0 || c.endAligned === 'history';
+  return (
+    c.waitForRunning || c.bootAhead > 0 || c.bootBudget > 0 || c.endAligned === 'history' || c.warmPool > 0
+  );
 }
 
 /** Whether the snapshot's containers carry their own expected run time (end_aligned other than `off`). */

@@ -4,9 +4,9 @@
 // Phases, each a function of the pass's state (pass.ts): look at the pool (pool.ts); settle the containers
 // that need no place (settle.ts: kill, unlock, cancel); place the waiting ones in queue order (placement.ts) on
 // existing capacity or on instances planned together (bins.ts); then shut idle instances down
-// (shutdown.ts) and top up the warm pool. Each waiting container gets a status (statuses.ts).
+// (shutdown.ts) and top up the warm pools (ahead.ts warmAhead: sized to the arrival rate; min_instances). Each waiting container gets a status (statuses.ts).
 import type { InstanceType } from '../../model/types.js';
-import { bootAhead } from './ahead.js';
+import { bootAhead, warmAhead } from './ahead.js';
 import { Pass } from './pass.js';
 import { placeWaiting } from './placement.js';
 import type { KeptPass } from './kept.js';
@@ -27,6 +27,7 @@ export function plan(snap: Snapshot, kept?: KeptPass): Plan {
   placeWaiting(pass);
   vacate(pass);
   const ahead = bootAhead(pass);
+  warmAhead(pass, ahead);
   const shutdowns = releaseInstances(pass, ahead.keep);
   const warm = [...ahead.creates, ...warmPool(pass, shutdowns.length)];
   return assemble(pass, shutdowns, warm);
