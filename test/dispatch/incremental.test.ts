@@ -61,6 +61,8 @@ type Step =
   | { kind: 'retype'; index: number; type: number }
   | { kind: 'move'; index: number; to: number }
   | { kind: 'vanish'; index: number }
+  | { kind: 'appear'; at: number; state: InstanceState; type: number; booted: number }
+  | { kind: 'record'; index: number; createdAt: boolean; createdFor: boolean; reclaims: boolean }
   | { kind: 'borrow'; index: number; opportunistic: boolean; reclaims: boolean; usedShare: number }
   | { kind: 'start'; index: number }
   | { kind: 'end'; index: number }
@@ -163,6 +165,31 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
     weight: 3,
   },
   { arbitrary: fc.record({ kind: fc.constant('vanish' as const), index: fc.nat() }), weight: 1 },
+  // What the kept view is updated for, instance by instance (kept-pool.ts updateSlots): a new instance
+  // listed anywhere (booting since a while, maybe past boot_timeout, or up, or already shutting down, of a
+  // type maybe no longer configured), and a record changed in the fields the view keeps but does not read
+  // (its creation time, the containers it was created for, whether it reclaims). 'instance' changes the
+  // state (to shutdown or gone too), 'vanish' takes one off the list.
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('appear' as const),
+      at: fc.nat(),
+      state: fc.constantFrom('booting', 'booting', 'idle', 'running', 'shutdown', 'unknown', 'gone'),
+      type: fc.nat({ max: 4 }),
+      booted: fc.constantFrom(0, 30, 300, 3600),
+    }),
+    weight: 3,
+  },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('record' as const),
+      index: fc.nat(),
+      createdAt: fc.boolean(),
+      createdFor: fc.boolean(),
+      reclaims: fc.boolean(),
+    }),
+    weight: 2,
+  },
   {
     arbitrary: fc.record({
       kind: fc.constant('borrow' as const),
@@ -389,6 +416,25 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
       instances.splice(step.index % instances.length, 1);
       return { ...s, instances };
     }
+    case 'appear': {
+      const names = [...s.instanceTypes.map((t) => t.name), 'old'];
+      const made = inst(`n-${arrived++}`, names[step.type % names.length]!, step.state, {
+        stateSince: ago(step.booted),
+        createdAt: ago(step.booted),
+      });
+      const instances = [...s.instances];
+      instances.splice(step.at % (instances.length + 1), 0, made);
+      return { ...s, instances };
+    }
+    case 'record': {
+      const waiting = s.containers.filter((c) => c.state === 'Queued').map((c) => c.id);
+      return withInstance(s, step.index, (i) => ({
+        ...i,
+        createdAt: step.createdAt ? ago(3600) : i.createdAt,
+        ...(step.createdFor ? { createdFor: waiting.slice(0, 2) } : {}),
+        reclaims: step.reclaims,
+      }));
+    }
     case 'borrow': {
       // An assigned container now Running as a borrower (or a guaranteed one) with its use measured, on
       // an instance that is up (running, taking work) and may reclaim.
@@ -525,6 +571,11 @@ describe('incremental pass', () => {
     expect(pool.grouped).toBeGreaterThan(200);
     // settle (plan.ts) looked again only at the containers that arrived or changed.
     expect(pool.settledChanged).toBeGreaterThan(300);
+    // The view was updated for changed instance records (kept-pool.ts updateSlots), adding slots for new
+    // instances that take work and taking them off those that no longer do.
+    expect(pool.updatedRecords).toBeGreaterThan(120);
+    expect(pool.slotsAdded).toBeGreaterThan(25);
+    expect(pool.slotsRemoved).toBeGreaterThan(8);
     // The waiting list and its match came from settle's kept kinds (kept-pool.ts), not matched anew.
     expect(pool.waitsMatched).toBeGreaterThan(300);
     // The borrowers do get taken off their instances (vacate.ts) in some of the passes compared.
