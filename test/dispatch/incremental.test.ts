@@ -576,6 +576,8 @@ describe('incremental pass', () => {
     expect(pool.updatedRecords).toBeGreaterThan(120);
     expect(pool.slotsAdded).toBeGreaterThan(25);
     expect(pool.slotsRemoved).toBeGreaterThan(8);
+    // The lent capacity was updated with such views (its decisions: the test after the next).
+    expect(pool.lentUpdated).toBeGreaterThan(100);
     // The waiting list and its match came from settle's kept kinds (kept-pool.ts), not matched anew.
     expect(pool.waitsMatched).toBeGreaterThan(300);
     // The borrowers do get taken off their instances (vacate.ts) in some of the passes compared.
@@ -678,6 +680,40 @@ describe('incremental pass', () => {
     expectSame(p1, plan(structuredClone(s1)));
     expect(planner.poolCounts.updatedView).toBe(1);
     expect(vacated(p1)).toBe(true);
+  });
+
+  it('lends on an instance whose record changed to reclaiming, as a full pass does, in an updated view', () => {
+    // The same setup as the test below: a borrower may take the room a guaranteed container leaves unused on
+    // i-1 once i-1's agent can claim it back. Its record changes only in `reclaims`: the view is updated for
+    // it (not made anew), and the kept lent capacity must be updated with it.
+    const g = ctr('g', {
+      state: 'Running',
+      instance: 'i-1',
+      vcpus: 4,
+      ram: 16 * GiB,
+      usage: { ram: 2 * GiB, vcpus: 1, observedMs: 3_600_000 },
+    });
+    const o = ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, name: 'small-7' });
+    const estimates = {
+      bootMs: 60_000,
+      endsAt: { g: NOW.getTime() + 7_200_000 },
+      steps: { small: 3_600_000 },
+    };
+    const s0 = snap({
+      types: [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)],
+      config: { opportunisticMargin: 0.25, opportunisticMinObservationMs: 300_000, shareRule: 'price' },
+      instances: [inst('i-1', 't4', 'running', { containers: ['g'] })],
+      containers: [g, o],
+    });
+    const planner = new IncrementalPlanner();
+    const first = { ...s0, estimates };
+    expectSame(planner.plan(first), plan(structuredClone(first)));
+    const s1: Snapshot = { ...first, instances: [{ ...first.instances[0]!, reclaims: true }] };
+    const p = planner.plan(s1);
+    expectSame(p, plan(structuredClone(s1)));
+    expect(planner.poolCounts.built).toBe(1);
+    expect(planner.poolCounts.lentUpdated).toBe(1);
+    expect(p.actions).toContainEqual({ op: 'start', container: 'o', instance: 'i-1' });
   });
 
   it('lends by the estimates of this pass, not by those its kept pool view was built with', () => {

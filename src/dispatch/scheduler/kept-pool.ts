@@ -65,8 +65,16 @@ interface LastView {
   } | null;
   /** What settle (settle.ts) does with each container of `containers`, for this max_dispatch_attempts. */
   settled: (Settled & { containers: readonly SnapshotContainer[]; maxAttempts: number }) | null;
-  /** The lent capacity (opportunistic.ts), for this config and these estimates. */
-  borrowing: { config: BorrowConfig; estimates: RunEstimates | undefined; of: Borrowing } | null;
+  /**
+   * The lent capacity (opportunistic.ts), for this config and these estimates; `pending`: the instances
+   * whose groups or records changed since (updateSlots), updated when it is next asked for.
+   */
+  borrowing: {
+    config: BorrowConfig;
+    estimates: RunEstimates | undefined;
+    of: Borrowing;
+    pending: Set<string>;
+  } | null;
   /**
    * The boot deadline of each instance that has one in the view (booting, live, not held), made when an
    * update first needs it (updateSlots): the view's stableUntil is their earliest.
@@ -123,6 +131,8 @@ export function poolCounts() {
     /** Slots the updates added (an instance that takes work now) and took off (one that does not any more). */
     slotsAdded: 0,
     slotsRemoved: 0,
+    /** Lent capacity updated for the instances an updated view changed (not made again). */
+    lentUpdated: 0,
     /** Passes whose waiting list placement.ts matched by settle's match (waitMatch), not anew. */
     waitsMatched: 0,
   };
@@ -234,7 +244,10 @@ export class KeptPool {
         if (changes.length > 0) this.counts.updatedRecords++;
         l.groups = this.version;
         l.instances = snap.instances;
-        l.borrowing = null;
+        if (l.borrowing !== null) {
+          for (const id of dirty) l.borrowing.pending.add(id);
+          for (const c of changes) l.borrowing.pending.add(c.id);
+        }
       }
     }
     if (same && l !== null && l.groups === this.version && l.instances === snap.instances) {
@@ -485,9 +498,16 @@ export class KeptPool {
   borrowing(config: BorrowConfig, estimates: RunEstimates | undefined, make: () => Borrowing): Borrowing {
     const l = this.last!;
     const b = l.borrowing;
-    if (b !== null && b.estimates === estimates && BORROW_FIELDS.every((f) => b.config[f] === config[f]))
+    if (b !== null && b.estimates === estimates && BORROW_FIELDS.every((f) => b.config[f] === config[f])) {
+      if (b.pending.size > 0) {
+        // Only some instances' groups or records changed (an updated view): their lending made again.
+        this.counts.lentUpdated++;
+        b.of.update(b.pending, this.groups, l.view.instanceOf, config);
+        b.pending.clear();
+      }
       return b.of;
-    l.borrowing = { config, estimates, of: make() };
+    }
+    l.borrowing = { config, estimates, of: make(), pending: new Set() };
     return l.borrowing.of;
   }
 
