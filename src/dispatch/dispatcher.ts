@@ -228,6 +228,15 @@ export class Dispatcher {
   private goneUnpublished: PoolInstance[] = [];
   /** Each instance's record in the last snapshot (shown()). */
   private readonly snapshotOf = new WeakMap<PoolInstance, SnapshotInstance>();
+  /**
+   * The last snapshot's records of the instances not gone, by id, in the order of `instances` (an instance
+   * keeps its place when its record is set again): a snapshot lists them without looking at every instance.
+   */
+  private readonly records = new Map<string, SnapshotInstance>();
+  /** Instances whose record may have changed since the last snapshot (reshow): only these are compared again. */
+  private readonly reshown = new Set<PoolInstance>();
+  /** The last snapshot's list of records (provisional ones aside), while no record changed since. */
+  private recordList: SnapshotInstance[] | null = null;
   /** The containers across passes, and their recent arrivals (container-view.ts). */
   private readonly view: ContainerView;
   /** Run and boot times seen so far: the snapshot's estimates (run-history.ts). */
@@ -400,9 +409,8 @@ export class Dispatcher {
   private snapshot(now: Date, containers: SnapshotContainer[], maxDispatchAttempts: number): Snapshot {
     const o = this.o;
     // One walk, no intermediate arrays: this runs every pass over the whole pool.
-    const instances: Snapshot['instances'] = [];
-    for (const i of this.instances.values()) if (i.state !== 'gone') instances.push(this.shown(i));
-    for (const p of this.provisional()) instances.push(p);
+    const provisional = this.provisional();
+    const instances = provisional.length === 0 ? this.shownAll() : [...this.shownAll(), ...provisional];
     return {
       now,
       config: { ...o.config, maxDispatchAttempts },
@@ -412,6 +420,40 @@ export class Dispatcher {
       cloud: this.cloud.state(o.instanceTypes, now.getTime()),
       arrivals: this.view.arrivals(now),
     };
+  }
+
+  /**
+   * The records of the instances not gone, in pool order: the last snapshot's list (the same array) while
+   * no instance was touched since (reshow), else that list with the touched instances' records set again
+   * (shown). Every change to a field a record holds goes through reshow; under a test runner each pass
+   * checks that no record was missed.
+   */
+  private shownAll(): SnapshotInstance[] {
+    if (this.reshown.size > 0) {
+      for (const i of this.reshown) {
+        // An instance removed from the pool or gone has no record; one added gets its place at the end.
+        if (i.state === 'gone' || this.instances.get(i.id) !== i) this.records.delete(i.id);
+        else this.records.set(i.id, this.shown(i));
+      }
+      this.reshown.clear();
+      this.recordList = null;
+    }
+    if (STRICT_STATES) this.checkRecords();
+    return (this.recordList ??= [...this.records.values()]);
+  }
+
+  /** Marks an instance whose record may have changed (a field that shown() reads, its presence in the pool). */
+  private reshow(i: PoolInstance): void {
+    this.reshown.add(i);
+  }
+
+  /** Throws when a record of `records` is not what shown() gives now (a change that missed reshow): a bug. */
+  private checkRecords(): void {
+    const want: SnapshotInstance[] = [];
+    for (const i of this.instances.values()) if (i.state !== 'gone') want.push(this.shown(i));
+    const have = [...this.records.values()];
+    if (want.length !== have.length || want.some((r, k) => r !== have[k]))
+      throw new Error('dispatcher: a snapshot record missed a change (reshow)');
   }
 
   /**
@@ -480,6 +522,7 @@ export class Dispatcher {
         if (ci.interruptionNotice && !known.interruptionNotice && known.idleBehavior !== 'drain') {
           // The cloud will reclaim it: give it no new work, and let it go as soon as it is empty.
           known.idleBehavior = 'drain';
+          this.reshow(known);
           this.emit({
             kind: 'instance-interrupted',
             at: now,
@@ -511,6 +554,7 @@ export class Dispatcher {
   /** A new instance in the pool: observe() looks at it, and at the nodes bound to it. */
   private addInstance(inst: PoolInstance): void {
     this.instances.set(inst.id, inst);
+    this.reshow(inst);
     this.instanceOrder.add(inst.id);
     if (inst.nodeId !== null) {
       let set = this.byNode.get(inst.nodeId);
@@ -523,6 +567,7 @@ export class Dispatcher {
 
   private removeInstance(inst: PoolInstance): void {
     this.instances.delete(inst.id);
+    this.reshow(inst);
     this.instanceOrder.delete(inst.id);
     if (inst.nodeId !== null) {
       const set = this.byNode.get(inst.nodeId);
@@ -557,6 +602,8 @@ export class Dispatcher {
     this.dirty.clear();
     for (const inst of look) {
       if (isEndingInstanceState(inst.state)) continue;
+      // Its idle behaviour, reclaims, state or boot time may change below.
+      this.reshow(inst);
       const node = inst.nodeId ? this.nodes.get(inst.nodeId) : undefined;
       if (node?.state === 'failed') {
         this.shutdown(inst, 'its node failed', now);
@@ -615,7 +662,10 @@ export class Dispatcher {
     for (const id of this.view.takeTouched()) this.dirty.add(id);
     for (const id of this.dirty) {
       const inst = this.instances.get(id);
-      if (inst) inst.containers = this.view.containersOf(id);
+      if (inst) {
+        inst.containers = this.view.containersOf(id);
+        this.reshow(inst);
+      }
     }
   }
 
@@ -725,6 +775,7 @@ export class Dispatcher {
    */
   private move(inst: PoolInstance, state: InstanceState, now: Date): boolean {
     try {
+      this.reshow(inst);
       return setState(inst, state, now);
     } catch (err) {
       if (!(err instanceof IllegalInstanceTransition) || STRICT_STATES) throw err;
@@ -816,6 +867,7 @@ export class Dispatcher {
     const inst = this.instances.get(item.instance)!;
     // A new array (the view's are shared); the next pass sets it from the view again.
     inst.containers = [...inst.containers, item.id];
+    this.reshow(inst);
     this.dirty.add(inst.id);
     this.move(inst, 'running', now);
     this.emit({ kind: 'container-placed', at: now, container: item.id, instance: inst.id });
@@ -1052,6 +1104,7 @@ export class Dispatcher {
       if (r.kill) this.shutdown(inst, 'killed by an operator', now);
       else if (r.idleBehavior && r.idleBehavior !== inst.idleBehavior) {
         inst.idleBehavior = r.idleBehavior;
+        this.reshow(inst);
         this.dirty.add(inst.id);
         await this.o.driver
           .setTags(inst.id, { [TAG.idle]: r.idleBehavior })

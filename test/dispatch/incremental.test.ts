@@ -61,6 +61,8 @@ type Step =
   | { kind: 'retype'; index: number; type: number }
   | { kind: 'move'; index: number; to: number }
   | { kind: 'vanish'; index: number }
+  | { kind: 'appear'; at: number; state: InstanceState; type: number; booted: number }
+  | { kind: 'record'; index: number; createdAt: boolean; createdFor: boolean; reclaims: boolean }
   | { kind: 'borrow'; index: number; opportunistic: boolean; reclaims: boolean; usedShare: number }
   | { kind: 'start'; index: number }
   | { kind: 'end'; index: number }
@@ -163,6 +165,31 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
     weight: 3,
   },
   { arbitrary: fc.record({ kind: fc.constant('vanish' as const), index: fc.nat() }), weight: 1 },
+  // What the kept view is updated for, instance by instance (kept-pool.ts updateSlots): a new instance
+  // listed anywhere (booting since a while, maybe past boot_timeout, or up, or already shutting down, of a
+  // type maybe no longer configured), and a record changed in the fields the view keeps but does not read
+  // (its creation time, the containers it was created for, whether it reclaims). 'instance' changes the
+  // state (to shutdown or gone too), 'vanish' takes one off the list.
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('appear' as const),
+      at: fc.nat(),
+      state: fc.constantFrom('booting', 'booting', 'idle', 'running', 'shutdown', 'unknown', 'gone'),
+      type: fc.nat({ max: 4 }),
+      booted: fc.constantFrom(0, 30, 300, 3600),
+    }),
+    weight: 3,
+  },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('record' as const),
+      index: fc.nat(),
+      createdAt: fc.boolean(),
+      createdFor: fc.boolean(),
+      reclaims: fc.boolean(),
+    }),
+    weight: 2,
+  },
   {
     arbitrary: fc.record({
       kind: fc.constant('borrow' as const),
@@ -389,6 +416,25 @@ function next(s: Snapshot, step: Step, last: ReturnType<typeof plan>): Snapshot 
       instances.splice(step.index % instances.length, 1);
       return { ...s, instances };
     }
+    case 'appear': {
+      const names = [...s.instanceTypes.map((t) => t.name), 'old'];
+      const made = inst(`n-${arrived++}`, names[step.type % names.length]!, step.state, {
+        stateSince: ago(step.booted),
+        createdAt: ago(step.booted),
+      });
+      const instances = [...s.instances];
+      instances.splice(step.at % (instances.length + 1), 0, made);
+      return { ...s, instances };
+    }
+    case 'record': {
+      const waiting = s.containers.filter((c) => c.state === 'Queued').map((c) => c.id);
+      return withInstance(s, step.index, (i) => ({
+        ...i,
+        createdAt: step.createdAt ? ago(3600) : i.createdAt,
+        ...(step.createdFor ? { createdFor: waiting.slice(0, 2) } : {}),
+        reclaims: step.reclaims,
+      }));
+    }
     case 'borrow': {
       // An assigned container now Running as a borrower (or a guaranteed one) with its use measured, on
       // an instance that is up (running, taking work) and may reclaim.
@@ -528,6 +574,13 @@ describe('incremental pass', () => {
     expect(pool.grouped).toBeGreaterThan(200);
     // settle (plan.ts) looked again only at the containers that arrived or changed.
     expect(pool.settledChanged).toBeGreaterThan(300);
+    // The view was updated for changed instance records (kept-pool.ts updateSlots), adding slots for new
+    // instances that take work and taking them off those that no longer do.
+    expect(pool.updatedRecords).toBeGreaterThan(120);
+    expect(pool.slotsAdded).toBeGreaterThan(25);
+    expect(pool.slotsRemoved).toBeGreaterThan(8);
+    // The lent capacity was updated with such views (its decisions: the test after the next).
+    expect(pool.lentUpdated).toBeGreaterThan(100);
     // The waiting list and its match came from settle's kept kinds (kept-pool.ts), not matched anew.
     expect(pool.waitsMatched).toBeGreaterThan(300);
     // settle's texts and actions came from the last pass's (settle.ts SettledOut): as they were, or with
@@ -634,6 +687,40 @@ describe('incremental pass', () => {
     expectSame(p1, plan(structuredClone(s1)));
     expect(planner.poolCounts.updatedView).toBe(1);
     expect(vacated(p1)).toBe(true);
+  });
+
+  it('lends on an instance whose record changed to reclaiming, as a full pass does, in an updated view', () => {
+    // The same setup as the test below: a borrower may take the room a guaranteed container leaves unused on
+    // i-1 once i-1's agent can claim it back. Its record changes only in `reclaims`: the view is updated for
+    // it (not made anew), and the kept lent capacity must be updated with it.
+    const g = ctr('g', {
+      state: 'Running',
+      instance: 'i-1',
+      vcpus: 4,
+      ram: 16 * GiB,
+      usage: { ram: 2 * GiB, vcpus: 1, observedMs: 3_600_000 },
+    });
+    const o = ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, name: 'small-7' });
+    const estimates = {
+      bootMs: 60_000,
+      endsAt: { g: NOW.getTime() + 7_200_000 },
+      steps: { small: 3_600_000 },
+    };
+    const s0 = snap({
+      types: [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)],
+      config: { opportunisticMargin: 0.25, opportunisticMinObservationMs: 300_000, shareRule: 'price' },
+      instances: [inst('i-1', 't4', 'running', { containers: ['g'] })],
+      containers: [g, o],
+    });
+    const planner = new IncrementalPlanner();
+    const first = { ...s0, estimates };
+    expectSame(planner.plan(first), plan(structuredClone(first)));
+    const s1: Snapshot = { ...first, instances: [{ ...first.instances[0]!, reclaims: true }] };
+    const p = planner.plan(s1);
+    expectSame(p, plan(structuredClone(s1)));
+    expect(planner.poolCounts.built).toBe(1);
+    expect(planner.poolCounts.lentUpdated).toBe(1);
+    expect(p.actions).toContainEqual({ op: 'start', container: 'o', instance: 'i-1' });
   });
 
   it('lends by the estimates of this pass, not by those its kept pool view was built with', () => {

@@ -5,19 +5,19 @@
 // settle them, and all instances to view the pool, although none of that had changed; now it updates the
 // groups from the containers that arrived, changed or left (kept.ts matchLists, as the queue does), reuses
 // the last view and what hangs on it while nothing they are a function of changed, and settles only the
-// containers that arrived or changed. When only some instances' containers changed (a start, an end: their
-// groups, and maybe their records' lists of containers), the view is updated for those instances alone
-// (updateSlots), and settle's kinds are kept with it.
+// containers that arrived or changed. When only some instances changed (a start, an end: their groups and
+// their records' lists of containers; a state, a new instance, one shut down or gone: their records), the
+// view is updated for those instances alone (updateSlots), and settle's kinds are kept with it.
 //
 // What is kept for an instance or a container is kept for its object: the dispatcher hands over the same
 // object while it is the same (dispatcher.ts `shown`, ../container-view.ts). Changing one in place between
 // passes would leave what is kept stale.
-import type { InstanceType } from '../../model/types.js';
-import { matchLists, sameList, type Match } from './kept.js';
+import { isEndingInstanceState, type InstanceType } from '../../model/types.js';
+import { matchLists, type Match } from './kept.js';
 import type { LimitTotals, Limits } from './limits.js';
 import { compareSlots, type Slot } from './capacity.js';
 import { countsOwner, settleVisits, WAITS, type SettledBefore, type SettledOut } from './settle.js';
-import { assignments, freeOn, isAssigned, unknownIds, type PoolView } from './pool.js';
+import { assignments, freeOn, isAssigned, slotOf, takesWork, unknownIds, type PoolView } from './pool.js';
 import { BORROW_FIELDS, type BorrowConfig, type Borrowing } from './opportunistic.js';
 import type { RunEstimates, Snapshot, SnapshotContainer, SnapshotInstance } from './types.js';
 
@@ -69,9 +69,51 @@ interface LastView {
   } | null;
   /** What settle (settle.ts) does with each container of `containers`, for this max_dispatch_attempts. */
   settled: (Settled & { containers: readonly SnapshotContainer[]; maxAttempts: number }) | null;
-  /** The lent capacity (opportunistic.ts), for this config and these estimates. */
-  borrowing: { config: BorrowConfig; estimates: RunEstimates | undefined; of: Borrowing } | null;
+  /**
+   * The lent capacity (opportunistic.ts), for this config and these estimates; `pending`: the instances
+   * whose groups or records changed since (updateSlots), updated when it is next asked for.
+   */
+  borrowing: {
+    config: BorrowConfig;
+    estimates: RunEstimates | undefined;
+    of: Borrowing;
+    pending: Set<string>;
+  } | null;
+  /**
+   * The boot deadline of each instance that has one in the view (booting, live, not held), made when an
+   * update first needs it (updateSlots): the view's stableUntil is their earliest.
+   */
+  boots: Map<string, number> | null;
+  /**
+   * The instances the limits count (all but gone ones), in id order as viewPool adds them, with their
+   * prices, made when an update first needs it: the spend summed again in that order is the same to the bit.
+   */
+  counted: { ids: string[]; prices: number[] } | null;
 }
+
+/** What viewPool reads besides the snapshot's instances and the groups, for updateSlots. */
+export interface ViewContext {
+  typesByName: ReadonlyMap<string, InstanceType>;
+  typeIndex: ReadonlyMap<string, number>;
+}
+
+/** An instance record that is not the last view's: `before` null for a new instance, `now` null for one no longer listed. */
+interface Change {
+  id: string;
+  before: SnapshotInstance | null;
+  now: SnapshotInstance | null;
+}
+
+/**
+ * What an instance is in a pool view (viewPool): not counted (gone, or not listed), counted but not live
+ * (shutdown, destroy_pending), given a slot, or anything else (held, draining, unconfigured, with
+ * containers the snapshot does not describe, past its boot deadline): updateSlots makes the view anew for
+ * a change to or from the last.
+ */
+const ABSENT = 0;
+const ENDING = 1;
+const SLOT = 2;
+const OTHER = 3;
 
 /**
  * A kept pool's counts, all 0 (KeptPool.counts): passes that grouped the containers anew and that updated the
@@ -86,8 +128,15 @@ export function poolCounts() {
     reused: 0,
     settledAll: 0,
     settledChanged: 0,
-    /** Views updated for the instances whose groups changed (and then reused). */
+    /** Views updated for the instances whose groups or records changed (and then reused). */
     updatedView: 0,
+    /** Of those, views updated for changed instance records (not only groups). */
+    updatedRecords: 0,
+    /** Slots the updates added (an instance that takes work now) and took off (one that does not any more). */
+    slotsAdded: 0,
+    slotsRemoved: 0,
+    /** Lent capacity updated for the instances an updated view changed (not made again). */
+    lentUpdated: 0,
     /** Passes whose waiting list placement.ts matched by settle's match (waitMatch), not anew. */
     waitsMatched: 0,
     /** Passes that took settle's texts and actions from the last pass's as they were, or updated them (settle.ts). */
@@ -167,7 +216,13 @@ export class KeptPool {
    * instances (the same objects), the groups, the types (the same list, frozen by kept.ts shapes), the two
    * config fields it reads, and no boot timeout passed.
    */
-  view(snap: Snapshot, limits: Limits, until: (at: number) => void, build: () => PoolView): PoolView {
+  view(
+    snap: Snapshot,
+    limits: Limits,
+    until: (at: number) => void,
+    build: () => PoolView,
+    ctx: ViewContext,
+  ): PoolView {
     const l = this.last;
     const { config } = snap;
     const dirty = this.dirty;
@@ -178,24 +233,28 @@ export class KeptPool {
       l.ramOverhead === config.ramOverhead &&
       l.bootTimeoutMs === config.bootTimeoutMs &&
       snap.now.getTime() <= l.view.stableUntil;
-    // The instance records that changed only in their list of containers (a start or an end: the dispatcher
-    // sets an instance's list again when its containers change).
-    const relisted = same ? relistedOnly(l.instances, snap.instances) : null;
+    // The instance records that are not the last view's (a start or an end relists an instance; a state
+    // changes; an instance is new or no longer listed).
+    const changes = same ? changedRecords(l.instances, snap.instances) : null;
     // The same records in another array: the same instances.
-    if (l !== null && relisted !== null && relisted.length === 0) l.instances = snap.instances;
+    if (l !== null && changes !== null && changes.length === 0) l.instances = snap.instances;
     if (
       l !== null &&
-      relisted !== null &&
-      (l.groups !== this.version || relisted.length > 0) &&
+      changes !== null &&
+      (l.groups !== this.version || changes.length > 0) &&
       dirty !== null &&
-      dirty.size + relisted.length <= MAX_DIRTY
+      dirty.size + changes.length <= MAX_DIRTY
     ) {
-      // Only some instances' groups or lists changed: their slots made again, the rest of the view kept.
-      if (this.updateSlots(l, dirty, relisted, config.ramOverhead)) {
+      // Only some instances' groups or records changed: the view updated for them, the rest of it kept.
+      if (this.updateSlots(l, dirty, changes, { ...ctx, now: snap.now.getTime() })) {
         this.counts.updatedView++;
+        if (changes.length > 0) this.counts.updatedRecords++;
         l.groups = this.version;
         l.instances = snap.instances;
-        l.borrowing = null;
+        if (l.borrowing !== null) {
+          for (const id of dirty) l.borrowing.pending.add(id);
+          for (const c of changes) l.borrowing.pending.add(c.id);
+        }
       }
     }
     if (same && l !== null && l.groups === this.version && l.instances === snap.instances) {
@@ -220,80 +279,157 @@ export class KeptPool {
       vacating: null,
       borrowing: null,
       settled: null,
+      boots: null,
+      counted: null,
     };
     return view;
   }
 
   /**
-   * The last view's slots made again for the instances in `dirty` from their groups now, as viewPool would
-   * make them, each moved to its place in slot order (compareSlots); false, and nothing changed, when one of
-   * them would have no slot, or gets one (an instance that does not take work: held, draining, of a type no
-   * longer configured, or with containers the snapshot does not describe; or a new one), or is not live:
-   * then the view is made anew. Which instances are live, kept and shut down, and what they add to the
-   * limits, do not depend on the groups of an instance that has a slot.
+   * The last view updated for the instances in `dirty` (their groups changed) and for the changed records,
+   * as viewPool would make it: their slots made again from their groups and records and moved to their
+   * place in slot order (compareSlots), slots added for instances that take work now (a new one, one that
+   * booted) and taken off those that do not any more (shut down, gone), with `keeps`, `instanceOf`, the
+   * live count, the boot deadlines (stableUntil) and the limits' totals to match. False, and nothing
+   * changed, when a change would need more: an instance kept without a slot before or after (held,
+   * draining, of a type not configured, with containers the snapshot does not describe, or past its boot
+   * deadline: shutdowns of the view's own), a type changed, or an instance that holds assigned containers
+   * becoming kept or not (settle's kinds read which instances are kept): then the view is made anew.
    */
   private updateSlots(
     l: LastView,
     dirty: ReadonlySet<string>,
-    relisted: readonly SnapshotInstance[],
-    ramOverhead: number,
+    changes: readonly Change[],
+    ctx: ViewContext & { now: number },
   ): boolean {
     const { view } = l;
     const instanceOf = view.instanceOf as Map<string, SnapshotInstance>;
-    const records = new Map<string, SnapshotInstance>();
-    for (const r of relisted) {
-      // A record kept by the view (one that takes work) is replaced below; any other is not read by it.
-      if (instanceOf.has(r.id)) records.set(r.id, r);
-      else if (view.keeps.has(r.id)) return false;
+    const keeps = view.keeps as Set<string>;
+    // Checked first, applied after: what each instance was in the view and what it is now.
+    const steps: { id: string; rec: SnapshotInstance | null; was: number; is: number }[] = [];
+    const seen = new Set<string>();
+    let counted = false;
+    let boots = false;
+    for (const c of changes) {
+      const was =
+        c.before === null || c.before.state === 'gone'
+          ? ABSENT
+          : instanceOf.has(c.id)
+            ? SLOT
+            : keeps.has(c.id)
+              ? OTHER
+              : ENDING;
+      // A listed id the view keeps under no record of the last list: not a list the dispatcher gives.
+      if (c.before === null && keeps.has(c.id)) return false;
+      const is = this.roleOf(c.now, ctx);
+      if (was === OTHER || is === OTHER) return false;
+      if (was !== ABSENT && is !== ABSENT && c.before!.type !== c.now!.type) return false;
+      if ((was === SLOT) !== (is === SLOT) && this.groups.has(c.id)) return false;
+      if ((was === ABSENT) !== (is === ABSENT)) counted = true;
+      if (c.before?.state === 'booting' || c.now?.state === 'booting') boots = true;
+      steps.push({ id: c.id, rec: c.now, was, is });
+      seen.add(c.id);
     }
-    const fresh: { at: number; free: Slot['free']; count: number }[] = [];
-    for (const id of new Set([...dirty, ...records.keys()])) {
-      const inst = records.get(id) ?? view.instanceOf.get(id);
+    for (const id of dirty) {
+      if (seen.has(id)) continue;
+      const inst = instanceOf.get(id);
       if (inst === undefined) {
         // Not live or not kept (its containers are not assigned: settle.ts): nothing of the view reads its group.
-        if (!view.keeps.has(id)) continue;
+        if (!keeps.has(id)) continue;
         return false;
       }
-      const mine = this.groups.get(id) ?? [];
-      if (unknownIds(inst.containers, mine) > 0) return false;
-      const at = l.slots.findIndex((x) => x.id === id);
-      if (at < 0) return false;
-      fresh.push({ at, free: freeOn(l.slots[at]!.type, ramOverhead, mine), count: mine.length });
+      if (unknownIds(inst.containers, this.groups.get(id) ?? []) > 0) return false;
+      steps.push({ id, rec: inst, was: SLOT, is: SLOT });
     }
-    for (const [id, r] of records) instanceOf.set(id, r);
-    const moved = fresh.map((f) => {
-      const slot = l.slots[f.at]!;
-      slot.free = f.free;
-      slot.count = f.count;
-      slot.occupants = f.count;
-      return slot;
-    });
-    const v = l.vacating;
-    for (const slot of moved) {
-      const from = l.slots.indexOf(slot);
-      l.slots.splice(from, 1);
-      // Its place among the others (compareSlots is a total order: ties end on the id).
-      let lo = 0;
-      let hi = l.slots.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (compareSlots(l.slots[mid]!, slot) < 0) lo = mid + 1;
-        else hi = mid;
-      }
-      l.slots.splice(lo, 0, slot);
-      if (v !== null) {
-        // vacate's slots keep indices into the slots: those between the two places shift by one; the
-        // updated one is looked at again.
-        const kept: number[] = [];
-        for (const i of v.slots) {
-          if (i === from) continue;
-          kept.push(i > from && i <= lo ? i - 1 : i < from && i >= lo ? i + 1 : i);
+    // Read from the last list, before it is replaced.
+    if (boots) l.boots ??= bootDeadlines(l.instances, l.bootTimeoutMs);
+    if (counted) l.counted ??= countedInOrder(l.instances, ctx.typesByName);
+    let live = view.liveCount;
+    for (const s of steps) {
+      const rec = s.rec;
+      if (s.was === SLOT) {
+        const at = l.slots.findIndex((x) => x.id === s.id);
+        const slot = l.slots[at]!;
+        this.removeSlot(l, at);
+        if (s.is === SLOT) {
+          const mine = this.groups.get(s.id) ?? [];
+          slot.state = rec!.state;
+          slot.ready = rec!.state === 'idle' || rec!.state === 'running';
+          slot.free = freeOn(slot.type, l.ramOverhead, mine);
+          slot.count = mine.length;
+          slot.occupants = mine.length;
+          this.insertSlot(l, slot);
+        } else {
+          instanceOf.delete(s.id);
+          keeps.delete(s.id);
+          live--;
+          this.counts.slotsRemoved++;
         }
-        v.slots = kept;
-        v.recheck.add(slot.id);
+      } else if (s.is === SLOT) {
+        const type = ctx.typesByName.get(rec!.type)!;
+        const mine = this.groups.get(s.id) ?? [];
+        this.insertSlot(l, slotOf(rec!, type, ctx.typeIndex.get(type.name)!, l.ramOverhead, mine));
+        keeps.add(s.id);
+        live++;
+        this.counts.slotsAdded++;
+      }
+      if (s.is === SLOT) instanceOf.set(s.id, rec!);
+      if (l.boots !== null) {
+        l.boots.delete(s.id);
+        if (s.is === SLOT && rec!.state === 'booting')
+          l.boots.set(s.id, rec!.stateSince.getTime() + l.bootTimeoutMs);
+      }
+      if (l.counted !== null && (s.was === ABSENT) !== (s.is === ABSENT)) {
+        const c = changes.find((x) => x.id === s.id)!;
+        recount(l, s.is === ABSENT ? c.before! : c.now!, s.is !== ABSENT, ctx.typesByName);
       }
     }
+    let stableUntil = view.stableUntil;
+    if (boots) {
+      stableUntil = Infinity;
+      for (const at of l.boots!.values()) if (at < stableUntil) stableUntil = at;
+    }
+    l.view = { ...view, liveCount: live, stableUntil };
     return true;
+  }
+
+  /** What `inst` (null: not listed) is in a view made now (ABSENT, ENDING, SLOT or OTHER; viewPool). */
+  private roleOf(inst: SnapshotInstance | null, ctx: ViewContext & { now: number }): number {
+    if (inst === null || inst.state === 'gone') return ABSENT;
+    if (isEndingInstanceState(inst.state)) return ENDING;
+    const type = ctx.typesByName.get(inst.type);
+    const mine = this.groups.get(inst.id) ?? [];
+    return takesWork(inst, type, mine, ctx.now, this.last!.bootTimeoutMs) ? SLOT : OTHER;
+  }
+
+  /** Takes the slot at `at` out of the kept slots; vacate's kept indices follow. */
+  private removeSlot(l: LastView, at: number): void {
+    const id = l.slots[at]!.id;
+    l.slots.splice(at, 1);
+    const v = l.vacating;
+    if (v === null) return;
+    // vacate's slots keep indices into the slots: those after it shift by one.
+    const kept: number[] = [];
+    for (const i of v.slots) if (i !== at) kept.push(i > at ? i - 1 : i);
+    v.slots = kept;
+    v.recheck.delete(id);
+  }
+
+  /** Puts `slot` at its place among the kept slots (compareSlots); vacate looks at it again. */
+  private insertSlot(l: LastView, slot: Slot): void {
+    // compareSlots is a total order (ties end on the id): its place is the one a sort gives.
+    let lo = 0;
+    let hi = l.slots.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compareSlots(l.slots[mid]!, slot) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    l.slots.splice(lo, 0, slot);
+    const v = l.vacating;
+    if (v === null) return;
+    for (let k = 0; k < v.slots.length; k++) if (v.slots[k]! >= lo) v.slots[k]!++;
+    v.recheck.add(slot.id);
   }
 
   /**
@@ -369,9 +505,16 @@ export class KeptPool {
   borrowing(config: BorrowConfig, estimates: RunEstimates | undefined, make: () => Borrowing): Borrowing {
     const l = this.last!;
     const b = l.borrowing;
-    if (b !== null && b.estimates === estimates && BORROW_FIELDS.every((f) => b.config[f] === config[f]))
+    if (b !== null && b.estimates === estimates && BORROW_FIELDS.every((f) => b.config[f] === config[f])) {
+      if (b.pending.size > 0) {
+        // Only some instances' groups or records changed (an updated view): their lending made again.
+        this.counts.lentUpdated++;
+        b.of.update(b.pending, this.groups, l.view.instanceOf, config);
+        b.pending.clear();
+      }
       return b.of;
-    l.borrowing = { config, estimates, of: make() };
+    }
+    l.borrowing = { config, estimates, of: make(), pending: new Set() };
     return l.borrowing.of;
   }
 
@@ -414,44 +557,101 @@ function copySlot(s: Slot, into: Slot | null): Slot {
 }
 
 /**
- * The records of `now` that differ from `before`'s only in their list of containers (same id at the same
- * place, every other field equal), or null when any other field, or the list, changed.
+ * The records of `now` that are not `before`'s (matched by id: an instance's record changed, a new one, one
+ * no longer listed), or null when more than MAX_DIRTY (or an id is listed twice).
  */
-function relistedOnly(
+function changedRecords(
   before: readonly SnapshotInstance[],
   now: readonly SnapshotInstance[],
-): SnapshotInstance[] | null {
+): Change[] | null {
   if (before === now) return [];
-  if (before.length !== now.length) return null;
-  const out: SnapshotInstance[] = [];
-  for (let i = 0; i < now.length; i++) {
+  const out: Change[] = [];
+  const n = Math.min(before.length, now.length);
+  let i = 0;
+  // Usually the same ids in the same places (the dispatcher lists its instances in the order it got them).
+  for (; i < n; i++) {
     const a = before[i]!;
     const b = now[i]!;
     if (a === b) continue;
-    if (!sameButContainers(a, b)) return null;
-    out.push(b);
+    if (a.id !== b.id) break;
+    out.push({ id: b.id, before: a, now: b });
     if (out.length > MAX_DIRTY) return null;
   }
-  return out;
+  if (i === before.length && i === now.length) return out;
+  // From the first place where the ids differ, matched by id.
+  const rest = new Map<string, SnapshotInstance>();
+  for (let k = i; k < before.length; k++) rest.set(before[k]!.id, before[k]!);
+  if (rest.size !== before.length - i) return null;
+  const listed = new Set<string>();
+  for (let k = i; k < now.length; k++) {
+    const b = now[k]!;
+    if (listed.has(b.id)) return null;
+    listed.add(b.id);
+    const a = rest.get(b.id);
+    if (a === undefined) out.push({ id: b.id, before: null, now: b });
+    else {
+      rest.delete(b.id);
+      if (a !== b) out.push({ id: b.id, before: a, now: b });
+    }
+    if (out.length > MAX_DIRTY) return null;
+  }
+  for (const a of rest.values()) out.push({ id: a.id, before: a, now: null });
+  return out.length > MAX_DIRTY ? null : out;
+}
+
+/** The boot deadline of each instance of `list` that viewPool hears one from (booting, not held). */
+function bootDeadlines(list: readonly SnapshotInstance[], bootTimeoutMs: number): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const inst of list)
+    if (inst.state === 'booting' && inst.idleBehavior !== 'hold')
+      m.set(inst.id, inst.stateSince.getTime() + bootTimeoutMs);
+  return m;
+}
+
+/** The instances of `list` the limits count (all but gone ones), by id, with their prices (0: unconfigured). */
+function countedInOrder(
+  list: readonly SnapshotInstance[],
+  typesByName: ReadonlyMap<string, InstanceType>,
+): { ids: string[]; prices: number[] } {
+  const ids = list.filter((x) => x.state !== 'gone').map((x) => x.id);
+  ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const price = new Map<string, number>();
+  for (const x of list) price.set(x.id, typesByName.get(x.type)?.price ?? 0);
+  return { ids, prices: ids.map((id) => price.get(id)!) };
 }
 
 /**
- * Whether two records of an instance are equal in every field but their list of containers (dates by time,
- * lists item by item); any other kind of value counts as changed (the view is then made anew).
+ * The last view's limit totals with `inst` counted (`add`) or not any more: the spend summed again in id
+ * order, as viewPool's adds sum it (a price taken off a sum may differ from the sum without it in the last bit).
  */
-function sameButContainers(a: SnapshotInstance, b: SnapshotInstance): boolean {
-  const keys = Object.keys(b) as (keyof SnapshotInstance)[];
-  if (Object.keys(a).length !== keys.length) return false;
-  for (const k of keys) {
-    if (k === 'containers') continue;
-    const x: unknown = a[k];
-    const y: unknown = b[k];
-    if (x === y) continue;
-    if (x instanceof Date && y instanceof Date) {
-      if (x.getTime() !== y.getTime()) return false;
-    } else if (!(Array.isArray(x) && Array.isArray(y) && sameList(x, y))) return false;
+function recount(
+  l: LastView,
+  inst: SnapshotInstance,
+  add: boolean,
+  typesByName: ReadonlyMap<string, InstanceType>,
+): void {
+  const c = l.counted!;
+  let lo = 0;
+  let hi = c.ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (c.ids[mid]! < inst.id) lo = mid + 1;
+    else hi = mid;
   }
-  return true;
+  if (add) {
+    c.ids.splice(lo, 0, inst.id);
+    c.prices.splice(lo, 0, typesByName.get(inst.type)?.price ?? 0);
+  } else {
+    c.ids.splice(lo, 1);
+    c.prices.splice(lo, 1);
+  }
+  let spend = 0;
+  for (const p of c.prices) spend += p;
+  const perType = new Map(l.totals.perType);
+  const k = (perType.get(inst.type) ?? 0) + (add ? 1 : -1);
+  if (k === 0) perType.delete(inst.type);
+  else perType.set(inst.type, k);
+  l.totals = { count: c.ids.length, spend, perType };
 }
 
 /** At most this many instances whose groups changed are updated in a kept view (kept-pool.ts updateSlots). */

@@ -125,16 +125,42 @@ export class Borrowing {
     config: BorrowConfig,
     estimates: RunEstimates | undefined,
   ): Borrowing {
-    const m = new Map<string, Res>();
-    const until = new Map<string, number | null>();
-    for (const [instance, list] of assigned) {
-      if (!reclaims(instances.get(instance))) continue;
-      const r = lent(list, config);
-      if (r.mcpu <= 0 && r.ram <= 0) continue;
-      m.set(instance, r);
-      until.set(instance, guaranteedUntil(list, estimates?.endsAt ?? {}));
+    const b = new Borrowing(new Map(), new Map(), config.opportunisticAnyType, estimates);
+    for (const [instance, list] of assigned) b.lend(instance, list, instances, config);
+    return b;
+  }
+
+  /**
+   * The same lent capacity for the instances in `ids` as `of` would give now (their groups or records
+   * changed; the config and the estimates are the ones it was made with): the kept pool view
+   * (kept-pool.ts) updates it instead of making it again.
+   */
+  update(
+    ids: Iterable<string>,
+    assigned: Map<string, SnapshotContainer[]>,
+    instances: ReadonlyMap<string, SnapshotInstance>,
+    config: BorrowConfig,
+  ): void {
+    for (const id of ids) {
+      this.lentBy.delete(id);
+      this.until.delete(id);
+      const list = assigned.get(id);
+      if (list !== undefined) this.lend(id, list, instances, config);
     }
-    return new Borrowing(m, until, config.opportunisticAnyType, estimates);
+  }
+
+  /** Records what `list`'s guaranteed containers lend on `instance`, if it reclaims and they lend anything. */
+  private lend(
+    instance: string,
+    list: SnapshotContainer[],
+    instances: ReadonlyMap<string, SnapshotInstance>,
+    config: BorrowConfig,
+  ): void {
+    if (!reclaims(instances.get(instance))) return;
+    const r = lent(list, config);
+    if (r.mcpu <= 0 && r.ram <= 0) return;
+    this.lentBy.set(instance, r);
+    this.until.set(instance, guaranteedUntil(list, this.estimates?.endsAt ?? {}));
   }
 
   /**

@@ -82,7 +82,8 @@ export class Pass {
     this.assigned = assigned;
     const view = () =>
       viewPool(snap, this.typesByName, this.typeIndex, assigned, this.limits, until, kept?.order);
-    this.pool = kept === undefined ? view() : kept.pool.view(snap, this.limits, until, view);
+    const types = { typesByName: this.typesByName, typeIndex: this.typeIndex };
+    this.pool = kept === undefined ? view() : kept.pool.view(snap, this.limits, until, view, types);
     const borrowing = () => Borrowing.of(assigned, this.pool.instanceOf, this.config, snap.estimates);
     this.borrowing =
       kept === undefined ? borrowing() : kept.pool.borrowing(this.config, snap.estimates, borrowing);

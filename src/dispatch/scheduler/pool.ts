@@ -1,7 +1,7 @@
 // The pass's view of the instances: which count against limits, which can take work (slots), and which
 // must be shut down whatever the queue holds (drain, unconfigured type, boot timeout).
 import { formatDuration } from '../../model/units.js';
-import type { InstanceType } from '../../model/types.js';
+import { isEndingInstanceState, type InstanceType } from '../../model/types.js';
 import { compareSlots, type Slot } from './capacity.js';
 import { typeCapacity, type Res } from './resources.js';
 import type { Limits } from './limits.js';
@@ -71,7 +71,7 @@ export function viewPool(
     const type = typesByName.get(inst.type);
     // Chosen for shutdown but not yet gone: the cloud may still bill it (DESIGN §6.3).
     limits.add(inst.type, type?.price ?? 0);
-    if (inst.state === 'shutdown' || inst.state === 'destroy_pending') continue;
+    if (isEndingInstanceState(inst.state)) continue;
     liveCount++;
     const mine = assigned.get(inst.id) ?? [];
     // Ids the instance reports that the snapshot does not describe: their usage is unknown, so the
@@ -106,24 +106,51 @@ export function viewPool(
       continue;
     }
     if (held || opaque > 0) continue;
-    const free = freeOn(type, config.ramOverhead, mine);
     instanceOf.set(inst.id, inst);
-    slots.push({
-      id: inst.id,
-      type,
-      typeIndex: typeIndex.get(type.name)!,
-      state: inst.state,
-      ready: inst.state === 'idle' || inst.state === 'running',
-      free,
-      count: mine.length,
-      occupants: mine.length,
-      createFor: null,
-      bin: null,
-      used: false,
-      reservedBelow: 0,
-    });
+    slots.push(slotOf(inst, type, typeIndex.get(type.name)!, config.ramOverhead, mine));
   }
   return { slots: kept.slots(slots), keeps, shutdowns, liveCount, instanceOf, stableUntil };
+}
+
+/**
+ * Whether viewPool gives a live instance (not gone, not ending) a slot: not past its boot deadline (then it
+ * is shut down), of a configured type, neither held nor draining, and no container id it reports unknown.
+ * The kept view (kept-pool.ts updateSlots) asks it of a changed record.
+ */
+export function takesWork(
+  inst: SnapshotInstance,
+  type: InstanceType | undefined,
+  mine: readonly SnapshotContainer[],
+  now: number,
+  bootTimeoutMs: number,
+): boolean {
+  if (type === undefined || inst.idleBehavior === 'hold' || inst.idleBehavior === 'drain') return false;
+  if (inst.state === 'booting' && now > inst.stateSince.getTime() + bootTimeoutMs) return false;
+  return unknownIds(inst.containers, mine) === 0;
+}
+
+/** The slot of an instance that takes work (viewPool), with `mine` assigned to it. */
+export function slotOf(
+  inst: SnapshotInstance,
+  type: InstanceType,
+  typeIndex: number,
+  ramOverhead: number,
+  mine: readonly SnapshotContainer[],
+): Slot {
+  return {
+    id: inst.id,
+    type,
+    typeIndex,
+    state: inst.state,
+    ready: inst.state === 'idle' || inst.state === 'running',
+    free: freeOn(type, ramOverhead, mine),
+    count: mine.length,
+    occupants: mine.length,
+    createFor: null,
+    bin: null,
+    used: false,
+    reservedBelow: 0,
+  };
 }
 
 /**
