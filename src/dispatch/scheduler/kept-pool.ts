@@ -247,6 +247,7 @@ export class KeptPool {
     ) {
       // Only some instances' groups or records changed: the view updated for them, the rest of it kept.
       if (this.updateSlots(l, dirty, changes, { ...ctx, now: snap.now.getTime() })) {
+        restate(l.settled, changes, this.groups);
         this.counts.updatedView++;
         if (changes.length > 0) this.counts.updatedRecords++;
         l.groups = this.version;
@@ -758,8 +759,32 @@ function updateKinds(
     kinds[j] = kindOf(containers[j]!);
     if (countsOwner(kinds[j]!)) count(containers[j]!, 1);
   }
-  const before = kept.out === null ? null : { out: kept.out, added: m.added };
+  // The last texts: settle's out, or what restate() left of it (with the instances it restated).
+  const last = kept.out ?? kept.before?.out ?? null;
+  const before =
+    last === null ? null : { out: last, added: m.added, restated: kept.before?.restated ?? null };
   return { kinds, owned, ...lists(kinds, containers, kept, m), out: null, before };
+}
+
+/**
+ * After a view updated in place: the instances that hold containers and whose state changed, for settle
+ * to make their containers' texts again (an assigned container's names its instance's state: settle.ts
+ * settledOut); `settled`'s texts otherwise kept.
+ */
+function restate(
+  settled: Settled | null,
+  changes: readonly Change[],
+  groups: ReadonlyMap<string, readonly SnapshotContainer[]>,
+): void {
+  const last = settled === null ? null : (settled.out ?? settled.before?.out ?? null);
+  if (last === null) return;
+  let restated: Set<string> | null = null;
+  for (const c of changes)
+    if (c.before !== null && c.now !== null && c.before.state !== c.now.state && groups.has(c.id))
+      (restated ??= new Set(settled!.before?.restated)).add(c.id);
+  if (restated === null) return;
+  settled!.before = { out: last, added: settled!.before?.added ?? [], restated };
+  settled!.out = null;
 }
 
 /** Calls `gone(i)` for each index of the old list that `m` matched to nothing. */

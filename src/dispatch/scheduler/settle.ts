@@ -27,10 +27,15 @@ export interface SettledOut extends SettledTexts {
   readonly actions: readonly Action[];
 }
 
-/** The last pass's SettledOut and the containers added since (indices, increasing): what a pass updates. */
+/**
+ * The last pass's SettledOut and the containers added since (indices, increasing): what a pass updates;
+ * with the instances whose state changed in a view updated in place (kept-pool.ts updateSlots), whose
+ * assigned containers' texts name that state (null: none).
+ */
 export interface SettledBefore {
   readonly out: SettledOut;
   readonly added: readonly number[];
+  readonly restated: ReadonlySet<string> | null;
 }
 
 interface OutLists {
@@ -90,8 +95,9 @@ function finish(out: OutLists): SettledOut {
 
 /**
  * The texts and actions of the containers at `visits`: `before`'s for those that did not change (the same
- * objects, in the same order: their kinds are kept with them), settleOne's for those added since. The
- * same object as `before`'s when no visited container came or went.
+ * objects, in the same order: their kinds are kept with them), settleOne's for those added since and for
+ * those on an instance whose state changed (`restated`: an assigned container's text names it). The same
+ * object as `before`'s when no visited container came or went and no instance was restated.
  */
 function settledOut(
   pass: Pass,
@@ -105,18 +111,21 @@ function settledOut(
     for (let v = 0; v < visits.length; v++) settleOne(pass, containers[visits[v]!]!, kinds[visits[v]!]!, out);
     return finish(out);
   }
-  const { added } = before;
+  const { added, restated } = before;
   const last = before.out;
   let addedVisits = 0;
   for (const j of added) if (settleVisits(kinds[j]!)) addedVisits++;
-  if (addedVisits === 0 && visits.length === last.containers.length) return last;
+  if (addedVisits === 0 && restated === null && visits.length === last.containers.length) return last;
   let a = 0;
   let p = 0;
   for (let v = 0; v < visits.length; v++) {
     const j = visits[v]!;
     const c = containers[j]!;
     while (a < added.length && added[a]! < j) a++;
-    if (a < added.length && added[a] === j) {
+    if (
+      (a < added.length && added[a] === j) ||
+      (restated !== null && c.instance !== null && restated.has(c.instance))
+    ) {
       settleOne(pass, c, kinds[j]!, out);
       continue;
     }
