@@ -689,18 +689,26 @@ describe('incremental pass', () => {
     expect(vacated(p1)).toBe(true);
   });
 
-  it('lends on an instance whose record changed to reclaiming, as a full pass does, in an updated view', () => {
-    // The same setup as the test below: a borrower may take the room a guaranteed container leaves unused on
-    // i-1 once i-1's agent can claim it back. Its record changes only in `reclaims`: the view is updated for
-    // it (not made anew), and the kept lent capacity must be updated with it.
-    const g = ctr('g', {
+  /**
+   * A guaranteed container g on i-1 using a quarter of its request for an hour, and an opportunistic
+   * container o that fits in what g leaves unused (the two tests below).
+   */
+  const lenderAndBorrower = () => ({
+    g: ctr('g', {
       state: 'Running',
       instance: 'i-1',
       vcpus: 4,
       ram: 16 * GiB,
       usage: { ram: 2 * GiB, vcpus: 1, observedMs: 3_600_000 },
-    });
-    const o = ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, name: 'small-7' });
+    }),
+    o: ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, name: 'small-7' }),
+  });
+
+  it('lends on an instance whose record changed to reclaiming, as a full pass does, in an updated view', () => {
+    // The same setup as the test below: a borrower may take the room a guaranteed container leaves unused on
+    // i-1 once i-1's agent can claim it back. Its record changes only in `reclaims`: the view is updated for
+    // it (not made anew), and the kept lent capacity must be updated with it.
+    const { g, o } = lenderAndBorrower();
     const estimates = {
       bootMs: 60_000,
       endsAt: { g: NOW.getTime() + 7_200_000 },
@@ -727,14 +735,7 @@ describe('incremental pass', () => {
     // A borrower may go next to a guaranteed container on a type beyond its max_price_factor only when that
     // one is expected to outlast it (opportunistic.ts; set up as in opportunistic.test.ts). The passes
     // change only the estimates: the pool view is reused, the lent capacity must not be.
-    const g = ctr('g', {
-      state: 'Running',
-      instance: 'i-1',
-      vcpus: 4,
-      ram: 16 * GiB,
-      usage: { ram: 2 * GiB, vcpus: 1, observedMs: 3_600_000 },
-    });
-    const o = ctr('o', { opportunistic: true, vcpus: 1, ram: GiB, name: 'small-7' });
+    const { g, o } = lenderAndBorrower();
     const s = snap({
       types: [type('c1', 1, 2, 0.1), type('t4', 4, 16, 0.8)],
       config: { opportunisticMargin: 0.25, opportunisticMinObservationMs: 300_000, shareRule: 'price' },
