@@ -47,7 +47,8 @@ export function fifoPlanner(inner: (s: Snapshot) => Plan): (s: Snapshot) => Plan
     ];
     const text = `fifo: behind container ${head} at the head of the queue`;
     const statuses = p.statuses;
-    for (const id of blocked) statuses.own.set(id, cancelled.has(id) ? first.statuses.ownText(id)! : text);
+    const firstTexts = cancelled.size > 0 ? new Map(first.statuses.ownEntries()) : null;
+    for (const id of blocked) statuses.own.set(id, cancelled.has(id) ? firstTexts!.get(id)! : text);
     return makePlan(actions, statuses, Math.min(first.validUntil, p.validUntil));
   };
 }

@@ -34,6 +34,9 @@ export interface NodeRecord {
 const NODE_COLUMNS = `id, cluster, dispatcher_tag, instance_id, instance_type, state, registered_at, last_ping_at,
   failed_reason, info, reclaims, created_at, updated_at`;
 
+/** A failed node's live containers ($1 the node), by the live index's first column (migration 230). */
+export const NODE_CONTAINERS_SQL = `SELECT id, state FROM containers WHERE node_id = $1 AND state IN ('Locked', 'Running') ORDER BY id`;
+
 export class Nodes {
   constructor(
     private readonly ctx: StoreContext,
@@ -150,10 +153,7 @@ export class Nodes {
         nodeId,
         now,
       ]);
-      const cs = await tx.query<{ id: string; state: 'Locked' | 'Running' }>(
-        `SELECT id, state FROM containers WHERE node_id = $1 AND state IN ('Locked', 'Running') ORDER BY id`,
-        [nodeId],
-      );
+      const cs = await tx.query<{ id: string; state: 'Locked' | 'Running' }>(NODE_CONTAINERS_SQL, [nodeId]);
       const actor = { kind: 'node' as const, node: nodeId };
       const locked = cs.rows.filter((c) => c.state === 'Locked');
       const requeued = await this.transitions.requeue(

@@ -4,6 +4,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { snapshotSql } from '../../src/dispatch/pg-queue.js';
 import { normalizeRequest } from '../../src/model/request.js';
+import { NODE_CONTAINERS_SQL } from '../../src/store/nodes.js';
 import type { Store } from '../../src/store/store.js';
 import { testStore } from '../helpers/store.js';
 
@@ -82,11 +83,8 @@ describe('containers_live', () => {
   it("serves a node's read of its containers (its first column)", async () => {
     const work = await store.containers.workFor(nodes[1]!, []);
     expect(work.start).toHaveLength(100);
-    // a node's drain reads its containers so (src/store/nodes.ts)
-    const used = await plan(
-      `SELECT id, state FROM containers WHERE node_id = $1 AND state IN ('Locked', 'Running') ORDER BY id`,
-      [nodes[1]],
-    );
+    // a failed node's containers, read as nodes.ts reads them
+    const used = await plan(NODE_CONTAINERS_SQL, [nodes[1]]);
     expect(used).toEqual([`containers_live: (node_id = '${nodes[1]}'::text)`]);
   });
 });

@@ -62,14 +62,6 @@ export class Statuses {
     yield* this.own;
   }
 
-  /** A container's own text (settle's or this pass's; undefined: none). Looks through settle's one by one. */
-  ownText(id: string): string | undefined {
-    const { containers, texts } = this.settled;
-    for (let i = 0; i < texts.length; i++)
-      if (texts[i] !== null && containers[i]!.id === id) return texts[i]!;
-    return this.own.get(id);
-  }
-
   /** How many containers have an own text (ownEntries). */
   ownSize(): number {
     let n = this.own.size;
