@@ -20,7 +20,7 @@
 // arrivals leave the window the pool holds nothing, and its instances go like any idle instance
 // (shutdown.ts). Off by default: docs/performance/sim.md, session 17.
 import type { InstanceType } from '../../model/types.js';
-import { runKey } from './durations.js';
+import { bootTimeMs, runKey } from './durations.js';
 import type { Shape } from './fitting.js';
 import type { Pass } from './pass.js';
 import { add, containerNeed, subtract, typeCapacity, type Res } from './resources.js';
@@ -109,8 +109,7 @@ export function warmAhead(pass: Pass, out: Ahead): void {
   const f = config.warmPool;
   // A limit that blocks the queue: the waiting containers come first (rule 5).
   if (!(f > 0) || pass.head !== null || pass.snap.arrivals.length === 0) return;
-  const measured = pass.snap.estimates?.bootMs ?? null;
-  const bootMs = measured !== null && measured > 0 ? measured : config.bootEstimateMs;
+  const bootMs = bootTimeMs(pass);
   const expected = new Map<string, Expected>();
   for (const a of pass.snap.arrivals) {
     if (a.count <= 0) continue;
@@ -134,7 +133,7 @@ export function warmAhead(pass: Pass, out: Ahead): void {
     if (vcpus > 0) wanted = Math.min(wanted, Math.floor((max - held) / vcpus + 1e-9));
     if (wanted <= 0) continue;
     held += wanted * vcpus;
-    const have = roomFor(pass, shape, wanted, new Map(), out.keep, taken);
+    const have = roomFor(pass, shape, wanted, NONE_FREED, out.keep, taken);
     if (creates) out.creates.push(...createsFor(pass, shape, wanted - have));
   }
 }
@@ -192,11 +191,14 @@ function probe(s: ContainerShape, now: Date): SnapshotContainer {
  * containers ending), up to `wanted`; the idle ones counted are kept. `taken`: room already counted for
  * other arrivals, by instance id, which this call adds to (the warm pool counts each vcpu once).
  */
+/** roomFor's `freed` when nothing is freed (the warm pool counts only free room). */
+const NONE_FREED: ReadonlyMap<string, Res> = new Map();
+
 function roomFor(
   pass: Pass,
   shape: Shape,
   wanted: number,
-  freed: Map<string, Res>,
+  freed: ReadonlyMap<string, Res>,
   keep: Set<string>,
   taken?: Map<string, Res>,
 ): number {

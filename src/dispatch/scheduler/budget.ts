@@ -18,7 +18,7 @@
 // is booting for the step, so that every step makes progress). Containers without a name are not
 // counted (no step): the rule leaves them alone.
 import type { Slot } from './capacity.js';
-import { runKey } from './durations.js';
+import { bootTimeMs, runKey } from './durations.js';
 import type { Pass } from './pass.js';
 import type { SnapshotContainer } from './types.js';
 
@@ -51,9 +51,7 @@ export class BootBudget {
   static of(pass: Pass): BootBudget | null {
     const k = pass.config.bootBudget;
     if (!(k > 0)) return null;
-    // A median boot of 0 ms (creation and readiness stamped alike) counts as none measured, as before.
-    const boot = pass.snap.estimates?.bootMs ?? null;
-    const b = new BootBudget(pass, k, boot !== null && boot > 0 ? boot : pass.config.bootEstimateMs);
+    const b = new BootBudget(pass, k, bootTimeMs(pass));
     const notUp = (id: string | null): boolean => {
       if (id === null || !pass.pool.keeps.has(id)) return false;
       const state = pass.pool.instanceOf.get(id)?.state;

@@ -209,3 +209,12 @@ function firstAfter(xs: readonly number[], t: number): number {
   }
   return lo;
 }
+
+/**
+ * How long a boot takes, for boot_budget and warm_pool: the measured median, else boot_estimate (a median
+ * of 0 ms, creation and readiness stamped alike, counts as none measured).
+ */
+export function bootTimeMs(pass: Pass): number {
+  const measured = pass.snap.estimates?.bootMs ?? null;
+  return measured !== null && measured > 0 ? measured : pass.config.bootEstimateMs;
+}

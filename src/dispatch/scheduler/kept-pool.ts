@@ -291,7 +291,7 @@ export class KeptPool {
    * as viewPool would make it: their slots made again from their groups and records and moved to their
    * place in slot order (compareSlots), slots added for instances that take work now (a new one, one that
    * booted) and taken off those that do not any more (shut down, gone), with `keeps`, `instanceOf`, the
-   * live count, the boot deadlines (stableUntil) and the limits' totals to match. False, and nothing
+   * boot deadlines (stableUntil) and the limits' totals to match. False, and nothing
    * changed, when a change would need more: an instance kept without a slot before or after (held,
    * draining, of a type not configured, with containers the snapshot does not describe, or past its boot
    * deadline: shutdowns of the view's own), a type changed, or an instance that holds assigned containers
@@ -345,7 +345,6 @@ export class KeptPool {
     // Read from the last list, before it is replaced.
     if (boots) l.boots ??= bootDeadlines(l.instances, l.bootTimeoutMs);
     if (counted) l.counted ??= countedInOrder(l.instances, ctx.typesByName);
-    let live = view.liveCount;
     for (const s of steps) {
       const rec = s.rec;
       if (s.was === SLOT) {
@@ -363,7 +362,6 @@ export class KeptPool {
         } else {
           instanceOf.delete(s.id);
           keeps.delete(s.id);
-          live--;
           this.counts.slotsRemoved++;
         }
       } else if (s.is === SLOT) {
@@ -371,7 +369,6 @@ export class KeptPool {
         const mine = this.groups.get(s.id) ?? [];
         this.insertSlot(l, slotOf(rec!, type, ctx.typeIndex.get(type.name)!, l.ramOverhead, mine));
         keeps.add(s.id);
-        live++;
         this.counts.slotsAdded++;
       }
       if (s.is === SLOT) instanceOf.set(s.id, rec!);
@@ -390,7 +387,7 @@ export class KeptPool {
       stableUntil = Infinity;
       for (const at of l.boots!.values()) if (at < stableUntil) stableUntil = at;
     }
-    l.view = { ...view, liveCount: live, stableUntil };
+    l.view = { ...view, stableUntil };
     return true;
   }
 

@@ -20,8 +20,6 @@ export interface PoolView {
   /** Instances whose assigned containers stay assigned (live and not being shut down). */
   readonly keeps: ReadonlySet<string>;
   readonly shutdowns: readonly Shutdown[];
-  /** Live instances (not shutdown/gone), for limits and the warm pool. */
-  readonly liveCount: number;
   /** The snapshot instance behind each existing slot. */
   readonly instanceOf: ReadonlyMap<string, SnapshotInstance>;
   /**
@@ -64,7 +62,6 @@ export function viewPool(
   const keeps = new Set<string>();
   const shutdowns: Shutdown[] = [];
   const instanceOf = new Map<string, SnapshotInstance>();
-  let liveCount = 0;
   let stableUntil = Infinity;
   for (const inst of kept.instances(snap.instances)) {
     if (inst.state === 'gone') continue;
@@ -72,7 +69,6 @@ export function viewPool(
     // Chosen for shutdown but not yet gone: the cloud may still bill it (DESIGN §6.3).
     limits.add(inst.type, type?.price ?? 0);
     if (isEndingInstanceState(inst.state)) continue;
-    liveCount++;
     const mine = assigned.get(inst.id) ?? [];
     // Ids the instance reports that the snapshot does not describe: their usage is unknown, so the
     // instance takes no new work rather than risk over-committing it.
@@ -109,7 +105,7 @@ export function viewPool(
     instanceOf.set(inst.id, inst);
     slots.push(slotOf(inst, type, typeIndex.get(type.name)!, config.ramOverhead, mine));
   }
-  return { slots: kept.slots(slots), keeps, shutdowns, liveCount, instanceOf, stableUntil };
+  return { slots: kept.slots(slots), keeps, shutdowns, instanceOf, stableUntil };
 }
 
 /**
